@@ -1,0 +1,278 @@
+package routing
+
+import (
+	"fmt"
+	"slices"
+)
+
+// EditKind is the kind of a table edit.
+type EditKind uint8
+
+const (
+	// BeginSplit reserves child ids and ranges for a parent (OpenSearch's
+	// splitShard). Routing does not change: the children are invisible to
+	// Lookup until the split commits.
+	BeginSplit EditKind = iota + 1
+	// CommitSplit replaces the parent by its children in its root's leaves
+	// (updateSplitMetadataForChildShards). This is the publish of a split.
+	CommitSplit
+	// CancelSplit forgets the reservation (cancelSplit); the child ids
+	// become holes that the next split reuses.
+	CancelSplit
+)
+
+func (k EditKind) String() string {
+	switch k {
+	case BeginSplit:
+		return "begin-split"
+	case CommitSplit:
+		return "commit-split"
+	case CancelSplit:
+		return "cancel-split"
+	}
+	return fmt.Sprintf("EditKind(%d)", uint8(k))
+}
+
+// Edit is a delta to a routing table.
+type Edit struct {
+	Kind  EditKind
+	Shard ShardID // the parent being split
+
+	// Ways is the number of equal children of a BeginSplit without Points.
+	Ways int
+	// Points are explicit split points of a BeginSplit: ascending keys
+	// strictly inside the parent's span; child i starts at Points[i-1].
+	Points []Key
+
+	// Children are the child ids a CommitSplit publishes; they must equal
+	// the ids BeginSplit reserved.
+	Children []ShardID
+}
+
+func (e Edit) String() string {
+	switch e.Kind {
+	case BeginSplit:
+		if len(e.Points) > 0 {
+			return fmt.Sprintf("begin-split %d at %v", e.Shard, e.Points)
+		}
+		return fmt.Sprintf("begin-split %d into %d", e.Shard, e.Ways)
+	case CommitSplit:
+		return fmt.Sprintf("commit-split %d children %v", e.Shard, e.Children)
+	}
+	return fmt.Sprintf("%s %d", e.Kind, e.Shard)
+}
+
+// Apply returns the table that results from applying e to t, with the next
+// version. t is not modified. Both t and the result are validated, so an
+// invalid table never escapes (the raft checkAndCopy/checkAndReturn
+// pattern). Rule violations are *Error values with OpenSearch's exception
+// class and message.
+func Apply(t *Table, e Edit) (*Table, error) {
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("routing: apply %s to invalid table: %w", e, err)
+	}
+	n := t.clone()
+	var err error
+	switch e.Kind {
+	case BeginSplit:
+		err = n.beginSplit(e)
+	case CommitSplit:
+		err = n.commitSplit(e.Shard, e.Children)
+	case CancelSplit:
+		err = n.cancelSplit(e.Shard)
+	default:
+		err = fmt.Errorf("routing: unknown edit kind %d", e.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := n.Validate(); err != nil {
+		return nil, fmt.Errorf("routing: %s produced an invalid table: %w", e, err)
+	}
+	return n, nil
+}
+
+// findLeaf returns the root and index of an active leaf.
+func (t *Table) findLeaf(id ShardID) (root, idx int, ok bool) {
+	for r, leaves := range t.roots {
+		for i, l := range leaves {
+			if l.Shard == id {
+				return r, i, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// beginSplit reproduces SplitShardsMetadata.Builder.splitShard, in its
+// check order, generalised to both modes.
+func (t *Table) beginSplit(e Edit) error {
+	if _, ok := t.Split(e.Shard); ok {
+		return newError(IllegalArgument, "Split of shard [%d] is already in progress or completed.", e.Shard)
+	}
+	root, idx, ok := t.findLeaf(e.Shard)
+	if !ok {
+		return newError(IllegalArgument, "Shard ID doesn't exist in the current list of shard ranges")
+	}
+	parent := t.roots[root][idx].Span
+	spans, err := t.childSpans(e, parent)
+	if err != nil {
+		return err
+	}
+	ids := t.allocateChildIDs(len(spans))
+	children := make([]Leaf, len(spans))
+	for i := range spans {
+		children[i] = Leaf{Shard: ids[i], Span: spans[i]}
+	}
+	rec := SplitRecord{Parent: e.Shard, Root: ShardID(root), Children: children, InProgress: true}
+	i, _ := slices.BinarySearchFunc(t.splits, e.Shard, func(s SplitRecord, p ShardID) int { return cmpShard(s.Parent, p) })
+	t.splits = slices.Insert(t.splits, i, rec)
+	return nil
+}
+
+// minChildWidth is the narrowest child a split may create: one partition in
+// ModePartition, more than 1000 hashes in ModeOpenSearch.
+func (t *Table) minChildWidth() uint64 {
+	if t.mode == ModeOpenSearch {
+		return minHashRangeWidth + 1
+	}
+	return 1
+}
+
+// childSpans divides the parent's span: at explicit points, or into Ways
+// equal widths with the remainder to the last child (OpenSearch's rule).
+func (t *Table) childSpans(e Edit, parent Span) ([]Span, error) {
+	if len(e.Points) > 0 {
+		return t.spansAtPoints(e, parent)
+	}
+	if e.Ways == 0 {
+		return nil, newError(Arithmetic, "/ by zero")
+	}
+	if t.mode == ModePartition && e.Ways == 1 {
+		return nil, newError(IllegalArgument, "Cannot split shard [%d] into [1] shard: a split needs at least 2 children", e.Shard)
+	}
+	if e.Ways < 0 || parent.Width()/uint64(e.Ways) < t.minChildWidth() {
+		return nil, newError(IllegalArgument, "Cannot split shard [%d] further.", e.Shard)
+	}
+	width := parent.Width() / uint64(e.Ways)
+	spans := make([]Span, e.Ways)
+	for i := range spans {
+		spans[i] = Span{Start: parent.Start + uint64(i)*width, End: parent.Start + uint64(i+1)*width}
+	}
+	spans[len(spans)-1].End = parent.End
+	return spans, nil
+}
+
+// spansAtPoints cuts the parent's span at explicit ascending points.
+func (t *Table) spansAtPoints(e Edit, parent Span) ([]Span, error) {
+	spans := make([]Span, 0, len(e.Points)+1)
+	start := parent.Start
+	for _, p := range e.Points {
+		k := uint64(p)
+		if k <= start || k >= parent.End {
+			return nil, newError(IllegalArgument,
+				"split point [%d] of shard [%d] must lie inside its range [%d, %d] and above the previous point",
+				t.mode.Display(k), e.Shard, t.mode.Display(parent.Start), t.mode.Display(parent.End-1))
+		}
+		spans = append(spans, Span{Start: start, End: k})
+		start = k
+	}
+	spans = append(spans, Span{Start: start, End: parent.End})
+	for _, s := range spans {
+		if s.Width() < t.minChildWidth() {
+			return nil, newError(IllegalArgument, "Cannot split shard [%d] further.", e.Shard)
+		}
+	}
+	return spans, nil
+}
+
+// allocateChildIDs reproduces OpenSearch's child id rule: the lowest holes
+// between consumed ids first, then ids above the highest committed id,
+// skipping ids reserved by in-progress splits.
+//
+// consumed = every unsplit root id, every split parent, every child of a
+// recorded split. A hole is an id strictly between two neighbouring
+// consumed ids.
+func (t *Table) allocateChildIDs(n int) []ShardID {
+	var consumed []ShardID
+	for r, leaves := range t.roots {
+		if len(leaves) == 1 && leaves[0].Shard == ShardID(r) {
+			consumed = append(consumed, ShardID(r))
+		}
+	}
+	reserved := map[ShardID]bool{}
+	for _, s := range t.splits {
+		consumed = append(consumed, s.Parent)
+		for _, c := range s.Children {
+			consumed = append(consumed, c.Shard)
+			if s.InProgress {
+				reserved[c.Shard] = true
+			}
+		}
+	}
+	slices.Sort(consumed)
+	consumed = slices.Compact(consumed)
+	var holes []ShardID
+	for i := 1; i < len(consumed); i++ {
+		for h := consumed[i-1] + 1; h < consumed[i]; h++ {
+			holes = append(holes, h)
+		}
+	}
+	ids := make([]ShardID, n)
+	next := t.maxShard
+	for i := range ids {
+		if len(holes) > 0 {
+			ids[i], holes = holes[0], holes[1:]
+			next = max(next, ids[i])
+		} else {
+			next++
+			for reserved[next] {
+				next++
+			}
+			ids[i] = next
+		}
+		reserved[ids[i]] = true
+	}
+	return ids
+}
+
+// commitSplit reproduces updateSplitMetadataForChildShards. OpenSearch
+// checks the reserved ids only with Java assertions on; we always check.
+func (t *Table) commitSplit(parent ShardID, childIDs []ShardID) error {
+	root, idx, ok := t.findLeaf(parent)
+	if !ok {
+		return newError(IllegalArgument, "Shard ID doesn't exist in the current list of shard ranges")
+	}
+	i, found := slices.BinarySearchFunc(t.splits, parent, func(s SplitRecord, p ShardID) int { return cmpShard(s.Parent, p) })
+	if !found || !t.splits[i].InProgress {
+		return newError(Assertion, "split of shard [%d] is not in progress", parent)
+	}
+	rec := &t.splits[i]
+	if len(childIDs) != len(rec.Children) {
+		return newError(Assertion, "split of shard [%d] reserved %d children, commit names %d", parent, len(rec.Children), len(childIDs))
+	}
+	for _, c := range rec.Children {
+		if !slices.Contains(childIDs, c.Shard) {
+			return newError(Assertion, "split of shard [%d] reserved child [%d], commit names %v", parent, c.Shard, childIDs)
+		}
+	}
+	leaves := t.roots[root]
+	leaves = slices.Replace(leaves, idx, idx+1, rec.Children...)
+	t.roots[root] = leaves
+	for _, c := range rec.Children {
+		t.maxShard = max(t.maxShard, c.Shard)
+	}
+	rec.InProgress = false
+	return nil
+}
+
+// cancelSplit reproduces cancelSplit: the reservation is forgotten and the
+// table routes exactly as before the split began.
+func (t *Table) cancelSplit(parent ShardID) error {
+	i, found := slices.BinarySearchFunc(t.splits, parent, func(s SplitRecord, p ShardID) int { return cmpShard(s.Parent, p) })
+	if !found || !t.splits[i].InProgress {
+		return newError(Assertion, "split of shard [%d] is not in progress", parent)
+	}
+	t.splits = slices.Delete(t.splits, i, i+1)
+	return nil
+}

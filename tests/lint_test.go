@@ -1,0 +1,178 @@
+package tests
+
+// House rules as a test (Pebble's internal/lint pattern): imports point one
+// way, routing ← storage ← splitter ← recovery ← cmd; routing does no I/O;
+// only storage imports Pebble; nothing imports cmd/ or tests/.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/shardsplit/shardsplit"
+
+// allowedOurs lists, per package of ours, which of our packages it may
+// import directly. Packages not listed (cmd/..., tests, internal/...) may
+// import anything of ours but cmd/ and tests/.
+var allowedOurs = map[string][]string{
+	"routing":             {},
+	"storage":             {"routing", "internal/"},
+	"splitter":            {"routing", "storage", "internal/"},
+	"recovery":            {"routing", "storage", "splitter", "internal/"},
+	"internal/invariants": {},
+}
+
+// routingForbiddenStd are standard packages that would give routing I/O, a
+// clock, goroutine coordination, logging or randomness.
+var routingForbiddenStd = []string{
+	"os", "net", "time", "log", "log/slog", "math/rand", "math/rand/v2", "sync", "sync/atomic",
+	"syscall", "io/ioutil", "io/fs", "path/filepath", "os/exec", "runtime",
+}
+
+// routingAllowedThirdParty is the only non-standard import routing may have.
+var routingAllowedThirdParty = []string{"github.com/twmb/murmur3"}
+
+type pkg struct {
+	path    string   // relative to the module, "" for the root
+	imports []string // direct imports
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		pkgs = append(pkgs, pkg{path: strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/"), imports: f[1:]})
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found %d packages, expected the whole module", len(pkgs))
+	}
+	return pkgs
+}
+
+// violations returns every broken import rule of p.
+func violations(p pkg) []string {
+	var bad []string
+	for _, imp := range p.imports {
+		ours, isOurs := strings.CutPrefix(imp, module+"/")
+		switch {
+		case isOurs && (strings.HasPrefix(ours, "cmd/") || ours == "tests" || strings.HasPrefix(ours, "tests/")):
+			bad = append(bad, fmt.Sprintf("%s imports %s: nothing may import cmd/ or tests/", p.path, ours))
+		case isOurs:
+			if allowed, ok := allowedOurs[p.path]; ok && !hasPrefixIn(ours, allowed) {
+				bad = append(bad, fmt.Sprintf("%s imports %s: allowed are %v", p.path, ours, allowed))
+			}
+		case strings.HasPrefix(imp, "github.com/cockroachdb/pebble") && p.path != "storage" && !strings.HasPrefix(p.path, "storage/"):
+			if p.path != "tests" {
+				bad = append(bad, fmt.Sprintf("%s imports %s: only storage may import Pebble", p.path, imp))
+			}
+		}
+		if p.path == "routing" {
+			if isStd(imp) && contains(routingForbiddenStd, imp) {
+				bad = append(bad, fmt.Sprintf("routing imports %s: routing is pure (no I/O, clock, goroutines, logging, randomness)", imp))
+			}
+			if !isStd(imp) && !contains(routingAllowedThirdParty, imp) {
+				bad = append(bad, fmt.Sprintf("routing imports %s: routing may use the standard library and murmur3 only", imp))
+			}
+		}
+	}
+	return bad
+}
+
+func isStd(imp string) bool { return !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefixIn(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if s == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(s, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestImportDirection(t *testing.T) {
+	for _, p := range listPackages(t) {
+		for _, v := range violations(p) {
+			t.Error(v)
+		}
+	}
+}
+
+// TestImportRulesCatchViolations shows the rules can fail.
+func TestImportRulesCatchViolations(t *testing.T) {
+	cases := []pkg{
+		{path: "routing", imports: []string{"os"}},
+		{path: "routing", imports: []string{module + "/storage"}},
+		{path: "routing", imports: []string{"go.uber.org/zap"}},
+		{path: "storage", imports: []string{module + "/splitter"}},
+		{path: "splitter", imports: []string{"github.com/cockroachdb/pebble/v2"}},
+		{path: "recovery", imports: []string{module + "/cmd/splitdemo"}},
+	}
+	for _, c := range cases {
+		if len(violations(c)) == 0 {
+			t.Errorf("violations(%+v) = none, want a violation", c)
+		}
+	}
+	if v := violations(pkg{path: "storage", imports: []string{module + "/routing", "github.com/cockroachdb/pebble/v2"}}); len(v) != 0 {
+		t.Errorf("storage importing routing and Pebble: %v, want none", v)
+	}
+}
+
+// deterministicPackages may not read the clock or use the global RNG: time
+// and randomness are constructor parameters there.
+var deterministicPackages = []string{"routing", "splitter", "recovery"}
+
+var (
+	clockOrGlobalRand = regexp.MustCompile(`time\.Now\(|time\.Since\(|rand\.(Int|Intn|Int63|Uint32|Uint64|Float64|Perm|Shuffle|N)\(`)
+	goStatement       = regexp.MustCompile(`(^|[\s;{])go\s+(func\b|[A-Za-z_][A-Za-z0-9_.]*\()`)
+)
+
+func TestNoClockOrGlobalRand(t *testing.T) {
+	for _, dir := range deterministicPackages {
+		files, _ := filepath.Glob(filepath.Join("..", dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, line := range strings.Split(string(data), "\n") {
+				code, _, _ := strings.Cut(line, "//")
+				if clockOrGlobalRand.MatchString(code) {
+					t.Errorf("%s:%d reads the clock or the global RNG: %s", f, i+1, strings.TrimSpace(line))
+				}
+				if dir == "routing" && goStatement.MatchString(code) {
+					t.Errorf("%s:%d starts a goroutine; routing is pure", f, i+1)
+				}
+			}
+		}
+	}
+	if !clockOrGlobalRand.MatchString("x := time.Now()") || !goStatement.MatchString("\tgo func() {}") {
+		t.Fatal("lint patterns no longer match what they forbid")
+	}
+}

@@ -1,8 +1,34 @@
-// Package storage will hold the shard stores: Pebble key ranges keyed by
-// [root][routing key][_id], the operation log, hard-linked child creation
-// and span excision. It is the only package that may import Pebble, and it
-// imports nothing of ours but routing.
+// Package storage holds a node's shards in Pebble: documents keyed by
+// [root][routing key][_id], per-shard sequence numbers, an operation log for
+// catching up children, hard-linked child creation, and dropping spans in
+// O(metadata).
 //
-// Status: not built yet (issue 3). The package exists so that the import
-// direction is fixed from the start.
+// # Contract
+//
+// storage is the only package that imports Pebble, and it imports nothing of
+// ours but routing. Every store takes a vfs.FS, so tests can run it on
+// Pebble's in-memory, crashable and error-injecting filesystems.
+//
+// A Shard is a span of an engine. In the per-shard layout (the default, like
+// OpenSearch's one Lucene index per shard) each shard has its own store and
+// all stores share one block cache; a child is a hard-linked checkpoint of
+// its parent's store, excised to its span. In the shared layout every shard
+// of the node lives in one store and a child is metadata only. The splitter
+// drives both through the same calls: CreateChild, CatchUp, DropSpans,
+// DestroyShard.
+//
+// Writes are atomic batches with consecutive sequence numbers, committed
+// under the shard's apply lock in sequence-number order, so that a
+// checkpoint always holds a prefix of them. With DurabilityRequest a write
+// returns after its WAL fsync (concurrent writers share fsyncs); with
+// DurabilityAsync after the memtable insert, with an fsync on an interval.
+// A shard refuses any key outside the spans it owns (*OutOfSpanError).
+//
+// While a split holds a shard's log (HoldLog), every write also appends an
+// operation-log record in the same batch; when the last hold is released the
+// log is trimmed.
+//
+// Concurrency: Engine and Shard methods are safe for concurrent use. The
+// engine's stores run background goroutines (Pebble's, and the async WAL
+// syncer) that stop on Close.
 package storage

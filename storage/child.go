@@ -1,0 +1,238 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// ChildStats measures the creation of a child shard.
+type ChildStats struct {
+	Checkpoint time.Duration // hard-linked checkpoint of the parent
+	Open       time.Duration // opening the child's store
+	Excise     time.Duration // dropping the foreign keys from the child
+	Seq        uint64        // the parent's sequence number the child starts from (S)
+	Linked     int64         // bytes hard-linked from the parent
+	Copied     int64         // bytes copied (MANIFEST, OPTIONS, WAL)
+}
+
+// Total is the whole creation time.
+func (c ChildStats) Total() time.Duration { return c.Checkpoint + c.Open + c.Excise }
+
+// CreateChild makes shard child, owning span of parent's root, from the live
+// parent, and returns it with the sequence number S it reflects: every
+// parent write up to S is in the child, none after. Writes after S are
+// replayed by CatchUp.
+//
+// Per-shard layout: a checkpoint of the parent's store restricted to span,
+// made with hard links (WithFlushedWAL, so every write acknowledged before
+// the call is in it), opened as the child's store, and excised to exactly
+// span, so no foreign key is ever visible through the child. The parent must
+// hold its log (HoldLog) from before the call. Shared layout: nothing is
+// copied; the child is a new span of the node's store with S = the parent's
+// current sequence number.
+func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.Span) (*Shard, ChildStats, error) {
+	if e.opts.Layout == LayoutShared {
+		return e.createSharedChild(parent, child, span)
+	}
+	var stats ChildStats
+	dir := e.ShardDir(child)
+	if _, err := e.opts.FS.Stat(dir); err == nil {
+		return nil, stats, fmt.Errorf("storage: create child %d: %s already exists", child, dir)
+	}
+	lo, hi := SpanBounds(parent.root, span)
+	start := time.Now()
+	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
+		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{{Start: lo, End: hi}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
+	stats.Checkpoint = time.Since(start)
+	if err != nil {
+		return nil, stats, fmt.Errorf("storage: create child %d: checkpoint of shard %d: %w", child, parent.id, err)
+	}
+	stats.Linked, stats.Copied = e.linkedBytes(dir)
+
+	start = time.Now()
+	e.mu.Lock()
+	st, err := e.storeLocked(dir)
+	e.mu.Unlock()
+	stats.Open = time.Since(start)
+	if err != nil {
+		return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
+	}
+	start = time.Now()
+	seq, err := trimChildStore(st, parent.id, child, lo, hi)
+	stats.Excise, stats.Seq = time.Since(start), seq
+	if err != nil {
+		return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
+	}
+	s, err := e.OpenShard(child, parent.root, []routing.Span{span})
+	if err != nil {
+		return nil, stats, err
+	}
+	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
+		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Int64("linked_bytes", stats.Linked))
+	return s, stats, nil
+}
+
+// trimChildStore makes a fresh checkpoint hold exactly the child's span:
+// every document outside [lo, hi) and the whole operation log are excised,
+// and the parent's sequence number becomes the child's. It returns S.
+func trimChildStore(st *store, parent, child routing.ShardID, lo, hi []byte) (uint64, error) {
+	seq, err := readSeq(st.db, parent)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range [][2][]byte{{allDocs[0], lo}, {hi, allDocs[1]}, {{tagLog}, {tagEnd}}} {
+		if string(r[0]) < string(r[1]) {
+			if err := st.excise(r[0], r[1]); err != nil {
+				return 0, err
+			}
+		}
+	}
+	b := st.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(metaKey(metaSeq, parent), nil)
+	_ = b.Set(metaKey(metaSeq, child), binary.BigEndian.AppendUint64(nil, seq), nil)
+	if err := st.db.Apply(b, pebble.Sync); err != nil {
+		return 0, fmt.Errorf("storage: adopt sequence number %d: %w", seq, err)
+	}
+	return seq, nil
+}
+
+func (e *Engine) createSharedChild(parent *Shard, child routing.ShardID, span routing.Span) (*Shard, ChildStats, error) {
+	seq := parent.Seq()
+	b := parent.st.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(metaKey(metaSeq, child), binary.BigEndian.AppendUint64(nil, seq), nil)
+	if err := parent.st.db.Apply(b, pebble.Sync); err != nil {
+		return nil, ChildStats{}, fmt.Errorf("storage: create child %d: %w", child, err)
+	}
+	s, err := e.OpenShard(child, parent.root, []routing.Span{span})
+	return s, ChildStats{Seq: seq}, err
+}
+
+// CatchUp replays into the children every parent write after sequence
+// number after that falls in their spans, and returns the parent sequence
+// number it covered and how many operations it applied. In the shared
+// layout the children already see the parent's writes (same keys, same
+// store), so it applies nothing.
+func (e *Engine) CatchUp(parent *Shard, children []*Shard, after uint64) (uint64, int, error) {
+	if e.opts.Layout == LayoutShared {
+		return parent.Seq(), 0, nil
+	}
+	applied := 0
+	var upTo uint64
+	for _, c := range children {
+		var batch []LogEntry
+		var err error
+		upTo, err = parent.LogSince(after, c.Owned(), func(le LogEntry) error {
+			batch = append(batch, le)
+			if len(batch) < 256 {
+				return nil
+			}
+			err := c.ApplyLog(batch)
+			applied += len(batch)
+			batch = batch[:0]
+			return err
+		})
+		if err == nil {
+			err = c.ApplyLog(batch)
+			applied += len(batch)
+		}
+		if err != nil {
+			return 0, applied, fmt.Errorf("storage: catch up child %d from shard %d after %d: %w", c.id, parent.id, after, err)
+		}
+	}
+	return upTo, applied, nil
+}
+
+// DropMethod says how a store drops a span it no longer owns.
+type DropMethod uint8
+
+const (
+	// DropExcise removes the span in O(metadata) with Pebble's Excise.
+	DropExcise DropMethod = iota + 1
+	// DropRangeDeleteCompact writes a range tombstone and compacts the span:
+	// the classic way, for comparison.
+	DropRangeDeleteCompact
+)
+
+func (d DropMethod) String() string {
+	switch d {
+	case DropExcise:
+		return "excise"
+	case DropRangeDeleteCompact:
+		return "range-delete+compact"
+	}
+	return fmt.Sprintf("DropMethod(%d)", uint8(d))
+}
+
+// DropSpans removes the documents of spans from shard's store. In the
+// shared layout the keys now belong to other shards of the same store, so
+// nothing is removed.
+func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error {
+	if e.opts.Layout == LayoutShared {
+		return nil
+	}
+	for _, sp := range spans {
+		lo, hi := SpanBounds(s.root, sp)
+		var err error
+		if how == DropRangeDeleteCompact {
+			err = s.st.deleteRangeAndCompact(lo, hi)
+		} else {
+			err = s.st.excise(lo, hi)
+		}
+		if err != nil {
+			return fmt.Errorf("storage: shard %d: drop %s: %w", s.id, sp, err)
+		}
+	}
+	return nil
+}
+
+// DestroyShard closes a shard and removes what belongs only to it: its
+// store directory in the per-shard layout (files hard-linked into other
+// stores live on through their other links), its metadata and log in the
+// shared layout.
+func (e *Engine) DestroyShard(id routing.ShardID) error {
+	e.mu.Lock()
+	s, ok := e.shards[id]
+	delete(e.shards, id)
+	e.mu.Unlock()
+	if ok {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+	}
+	if e.opts.Layout == LayoutShared {
+		if !ok {
+			return nil
+		}
+		lo, hi := logBounds(id)
+		b := s.st.db.NewBatch()
+		defer b.Close()
+		_ = b.DeleteRange(lo, hi, nil)
+		_ = b.Delete(metaKey(metaSeq, id), nil)
+		return s.st.db.Apply(b, pebble.Sync)
+	}
+	dir := e.ShardDir(id)
+	e.mu.Lock()
+	st, open := e.stores[dir]
+	delete(e.stores, dir)
+	if open {
+		e.retiredWritten += st.bytesWritten()
+	}
+	e.mu.Unlock()
+	if open {
+		if err := st.close(); err != nil {
+			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
+		}
+	}
+	if err := e.opts.FS.RemoveAll(dir); err != nil {
+		return fmt.Errorf("storage: destroy shard %d: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package storage
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// Layout says how shards map to Pebble stores.
+type Layout uint8
+
+const (
+	// LayoutPerShard gives every shard its own store under the node's data
+	// directory, sharing one block cache, like OpenSearch's one Lucene index
+	// per shard. A split makes children by hard-linked checkpoints.
+	LayoutPerShard Layout = iota + 1
+	// LayoutShared keeps every shard of the node in one store; a shard is a
+	// span of it and a split changes only metadata.
+	LayoutShared
+)
+
+func (l Layout) String() string {
+	switch l {
+	case LayoutPerShard:
+		return "per-shard"
+	case LayoutShared:
+		return "shared"
+	}
+	return fmt.Sprintf("Layout(%d)", uint8(l))
+}
+
+// ParseLayout parses "per-shard" or "shared".
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "per-shard":
+		return LayoutPerShard, nil
+	case "shared":
+		return LayoutShared, nil
+	}
+	return 0, fmt.Errorf("storage: unknown layout %q (want per-shard or shared)", s)
+}
+
+// Options configure an Engine.
+type Options struct {
+	Dir        string        // the node's data directory
+	FS         vfs.FS        // nil = the OS filesystem
+	Layout     Layout        // default LayoutPerShard
+	Durability Durability    // default DurabilityRequest
+	SyncEvery  time.Duration // async fsync interval; default 5 s
+	CacheBytes int64         // shared block cache; default 64 MiB
+	Logger     *zap.Logger   // nil = no logging
+}
+
+// Engine holds a node's shard stores. Its methods are safe for concurrent
+// use.
+type Engine struct {
+	opts      Options
+	so        storeOptions
+	cache     *pebble.Cache
+	fileCache *pebble.FileCache
+	logger    *zap.Logger
+
+	mu             sync.Mutex
+	stores         map[string]*store // by directory
+	shards         map[routing.ShardID]*Shard
+	retiredWritten uint64 // bytes written by stores since closed
+}
+
+// Open opens (or creates) the engine in opts.Dir. Shards are opened with
+// OpenShard.
+func Open(opts Options) (*Engine, error) {
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("storage: open engine: no data directory")
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.Layout == 0 {
+		opts.Layout = LayoutPerShard
+	}
+	if opts.Durability == 0 {
+		opts.Durability = DurabilityRequest
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("storage: open engine: %w", err)
+	}
+	e := &Engine{
+		opts:      opts,
+		cache:     pebble.NewCache(opts.CacheBytes),
+		fileCache: pebble.NewFileCache(16, 1000),
+		logger:    opts.Logger,
+		stores:    map[string]*store{},
+		shards:    map[routing.ShardID]*Shard{},
+	}
+	e.so = storeOptions{fs: opts.FS, cache: e.cache, fileCache: e.fileCache, durability: opts.Durability,
+		syncInterval: opts.SyncEvery, logger: opts.Logger}
+	return e, nil
+}
+
+// Layout returns the engine's layout.
+func (e *Engine) Layout() Layout { return e.opts.Layout }
+
+// FS returns the engine's filesystem.
+func (e *Engine) FS() vfs.FS { return e.opts.FS }
+
+// Dir returns the engine's data directory.
+func (e *Engine) Dir() string { return e.opts.Dir }
+
+// ShardDir is where a shard's own store lives in the per-shard layout.
+func (e *Engine) ShardDir(id routing.ShardID) string {
+	return filepath.Join(e.opts.Dir, fmt.Sprintf("shard-%d", id))
+}
+
+func (e *Engine) storeDir(id routing.ShardID) string {
+	if e.opts.Layout == LayoutShared {
+		return filepath.Join(e.opts.Dir, "node")
+	}
+	return e.ShardDir(id)
+}
+
+// storeLocked returns the open store in dir, opening it if needed.
+func (e *Engine) storeLocked(dir string) (*store, error) {
+	if st, ok := e.stores[dir]; ok {
+		return st, nil
+	}
+	st, err := openStore(dir, e.so)
+	if err != nil {
+		return nil, err
+	}
+	e.stores[dir] = st
+	return st, nil
+}
+
+// OpenShard opens (creating if needed) the shard id living in root and
+// owning spans. Its sequence number is read back from its store.
+func (e *Engine) OpenShard(id, root routing.ShardID, spans []routing.Span) (*Shard, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.shards[id]; ok {
+		return s, nil
+	}
+	st, err := e.storeLocked(e.storeDir(id))
+	if err != nil {
+		return nil, err
+	}
+	seq, err := readSeq(st.db, id)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
+	}
+	s := &Shard{id: id, root: root, st: st, durability: e.opts.Durability, seq: seq, owned: slices.Clone(spans)}
+	e.shards[id] = s
+	return s, nil
+}
+
+// Shard returns an open shard.
+func (e *Engine) Shard(id routing.ShardID) (*Shard, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.shards[id]
+	return s, ok
+}
+
+// Close closes every shard and store.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.shards {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+	}
+	var first error
+	for dir, st := range e.stores {
+		if err := st.close(); err != nil && first == nil {
+			first = err
+		}
+		delete(e.stores, dir)
+	}
+	e.fileCache.Unref()
+	e.cache.Unref()
+	return first
+}

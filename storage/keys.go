@@ -1,0 +1,205 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// Key layout. Every key starts with a one-byte tag that puts each kind in its
+// own reserved range, so no scan, checkpoint span or excise of documents can
+// touch metadata or the operation log, and vice versa.
+//
+//	tagMeta 0x01 | kind byte | shard u32           per-shard metadata (last sequence number)
+//	tagDoc  0x10 | root u32  | routing key u32 | _id   a document
+//	tagLog  0x20 | shard u32 | seq u64             an operation-log entry
+//
+// All integers are big-endian, so byte order is numeric order and a leaf of
+// the routing table (one root, a contiguous span of routing keys) is one
+// contiguous span of document keys.
+//
+// Worked example: _id "user-42" on an 8-shard index (R = 1024) lands in
+// partition 361 of root 2. In partition mode its routing key is 361 and its
+// key is
+//
+//	10 | 00 00 00 02 | 00 00 01 69 | 75 73 65 72 2d 34 32
+//	tag  root 2        key 361       "user-42"
+//
+// In opensearch mode the routing key is the wrapped hash -1591625367 biased
+// by 2^31, 0x2121b969, so the key is 10 | 00000002 | 2121b969 | "user-42".
+const (
+	tagMeta byte = 0x01
+	tagDoc  byte = 0x10
+	tagLog  byte = 0x20
+	tagEnd  byte = 0x21 // first byte past every key we write
+
+	metaSeq byte = 's' // last sequence number of a shard
+
+	docPrefixLen = 1 + 4 + 4
+	logKeyLen    = 1 + 4 + 8
+)
+
+// DocKey returns the key of a document. buf is reused when it has capacity.
+func DocKey(buf []byte, root routing.ShardID, key routing.Key, id string) []byte {
+	buf = append(buf[:0], tagDoc)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(root))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(key))
+	return append(buf, id...)
+}
+
+// DecodeDocKey splits a document key into its parts.
+func DecodeDocKey(k []byte) (root routing.ShardID, key routing.Key, id string, err error) {
+	if len(k) < docPrefixLen || k[0] != tagDoc {
+		return 0, 0, "", fmt.Errorf("storage: %x is not a document key", k)
+	}
+	return routing.ShardID(binary.BigEndian.Uint32(k[1:])), routing.Key(binary.BigEndian.Uint32(k[5:])), string(k[docPrefixLen:]), nil
+}
+
+// SpanBounds returns the document key range [start, end) of a span of
+// routing keys of a root.
+func SpanBounds(root routing.ShardID, sp routing.Span) (start, end []byte) {
+	start = docBound(root, sp.Start)
+	end = docBound(root, sp.End)
+	return start, end
+}
+
+// docBound is the first document key at or after routing key k of root; k
+// may be 1<<32, which is the start of the next root.
+func docBound(root routing.ShardID, k uint64) []byte {
+	if k >= 1<<32 {
+		root, k = root+1, 0
+		if root == 0 { // wrapped: past every root
+			return []byte{tagDoc + 1}
+		}
+	}
+	b := append(make([]byte, 0, docPrefixLen), tagDoc)
+	b = binary.BigEndian.AppendUint32(b, uint32(root))
+	return binary.BigEndian.AppendUint32(b, uint32(k))
+}
+
+// allDocs bounds every document key.
+var allDocs = [2][]byte{{tagDoc}, {tagDoc + 1}}
+
+func metaKey(kind byte, shard routing.ShardID) []byte {
+	return binary.BigEndian.AppendUint32([]byte{tagMeta, kind}, uint32(shard))
+}
+
+func logKey(buf []byte, shard routing.ShardID, seq uint64) []byte {
+	buf = append(buf[:0], tagLog)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(shard))
+	return binary.BigEndian.AppendUint64(buf, seq)
+}
+
+// logBounds bounds the operation log of a shard.
+func logBounds(shard routing.ShardID) (start, end []byte) {
+	return logKey(nil, shard, 0), logKey(nil, shard+1, 0)
+}
+
+// Doc is a stored document.
+type Doc struct {
+	Root    routing.ShardID
+	Key     routing.Key
+	ID      string
+	Routing string // the routing value it was indexed with, "" if none
+	Seq     uint64 // sequence number of the write that stored it
+	Source  []byte
+}
+
+// docValue encodes what a document key maps to: seq u64 | uvarint len(routing)
+// | routing | source.
+func docValue(buf []byte, seq uint64, routingValue string, source []byte) []byte {
+	buf = binary.BigEndian.AppendUint64(buf[:0], seq)
+	buf = binary.AppendUvarint(buf, uint64(len(routingValue)))
+	buf = append(buf, routingValue...)
+	return append(buf, source...)
+}
+
+var errCorruptValue = errors.New("storage: corrupt document value")
+
+func decodeDocValue(v []byte) (seq uint64, routingValue string, source []byte, err error) {
+	if len(v) < 9 {
+		return 0, "", nil, errCorruptValue
+	}
+	seq = binary.BigEndian.Uint64(v)
+	n, w := binary.Uvarint(v[8:])
+	if w <= 0 || uint64(len(v)-8-w) < n {
+		return 0, "", nil, errCorruptValue
+	}
+	off := 8 + w
+	return seq, string(v[off : off+int(n)]), v[off+int(n):], nil
+}
+
+// OpKind is the kind of a document operation.
+type OpKind uint8
+
+const (
+	// OpIndex stores (upserts) a document.
+	OpIndex OpKind = iota + 1
+	// OpDelete removes a document.
+	OpDelete
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpIndex:
+		return "index"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// Op is one document operation.
+type Op struct {
+	Kind    OpKind
+	Root    routing.ShardID
+	Key     routing.Key
+	ID      string
+	Routing string
+	Source  []byte
+}
+
+// LogEntry is an operation-log record: an operation with the sequence
+// number it was applied at.
+type LogEntry struct {
+	Seq uint64
+	Op  Op
+}
+
+// logValue encodes an operation: kind | uvarint len(docKey) | docKey | docValue.
+func logValue(buf []byte, op Op, seq uint64, dk []byte) []byte {
+	buf = append(buf[:0], byte(op.Kind))
+	buf = binary.AppendUvarint(buf, uint64(len(dk)))
+	buf = append(buf, dk...)
+	if op.Kind == OpIndex {
+		buf = append(buf, docValue(nil, seq, op.Routing, op.Source)...)
+	}
+	return buf
+}
+
+func decodeLogEntry(k, v []byte) (LogEntry, error) {
+	if len(k) != logKeyLen || len(v) < 2 {
+		return LogEntry{}, fmt.Errorf("storage: corrupt log entry %x", k)
+	}
+	e := LogEntry{Seq: binary.BigEndian.Uint64(k[5:])}
+	e.Op.Kind = OpKind(v[0])
+	n, w := binary.Uvarint(v[1:])
+	if w <= 0 || uint64(len(v)-1-w) < n {
+		return LogEntry{}, fmt.Errorf("storage: corrupt log entry %x", k)
+	}
+	dk := v[1+w : 1+w+int(n)]
+	var err error
+	if e.Op.Root, e.Op.Key, e.Op.ID, err = DecodeDocKey(dk); err != nil {
+		return LogEntry{}, err
+	}
+	if e.Op.Kind == OpIndex {
+		var src []byte
+		if _, e.Op.Routing, src, err = decodeDocValue(v[1+w+int(n):]); err != nil {
+			return LogEntry{}, err
+		}
+		e.Op.Source = append([]byte(nil), src...)
+	}
+	return e, nil
+}

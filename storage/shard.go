@@ -1,0 +1,394 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// OutOfSpanError is returned when a write or read names a document key
+// outside the spans a shard currently owns (defence in depth under the
+// node's routing check: a store never takes a key it does not own).
+type OutOfSpanError struct {
+	Shard routing.ShardID
+	Root  routing.ShardID
+	Key   routing.Key
+	Owned []routing.Span
+}
+
+func (e *OutOfSpanError) Error() string {
+	return fmt.Sprintf("storage: shard %d does not own root %d key %d (owns %v of root %d)", e.Shard, e.Root, e.Key, e.Owned, e.Root)
+}
+
+// ErrShardClosed is returned by operations on a shard after Close or
+// retirement.
+var ErrShardClosed = errors.New("storage: shard closed")
+
+// Shard is a span of an engine: the documents of one shard, their sequence
+// numbers and (while a split needs it) their operation log. In the
+// per-shard layout it has a store of its own; in the shared layout it is a
+// key range of the node's store. Callers cannot tell the difference.
+//
+// Concurrency: every method is safe for concurrent use. Writes are applied
+// in sequence-number order under the shard's apply lock; a Write's guard runs
+// under that lock, so a check it makes (the node's routing fence) holds for
+// the write it admits.
+type Shard struct {
+	id         routing.ShardID
+	root       routing.ShardID
+	st         *store
+	durability Durability
+
+	mu      sync.Mutex // the apply lock
+	seq     uint64     // last sequence number assigned
+	owned   []routing.Span
+	logHold int  // splits that need the operation log; > 0 => log every write
+	closed  bool // retired or engine closed
+}
+
+// ID returns the shard's id.
+func (s *Shard) ID() routing.ShardID { return s.id }
+
+// Root returns the root shard whose key space the shard lives in.
+func (s *Shard) Root() routing.ShardID { return s.root }
+
+// Seq returns the last sequence number applied.
+func (s *Shard) Seq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// Owned returns the routing-key spans the shard currently owns.
+func (s *Shard) Owned() []routing.Span {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.owned)
+}
+
+// SetOwned replaces the spans the shard owns. The splitter shrinks a
+// parent's spans at handoff; from then on the shard refuses the moved keys.
+func (s *Shard) SetOwned(spans []routing.Span) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owned = slices.Clone(spans)
+}
+
+func (s *Shard) ownsLocked(root routing.ShardID, k routing.Key) bool {
+	if root != s.root {
+		return false
+	}
+	for _, sp := range s.owned {
+		if sp.Contains(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// Write applies ops atomically with consecutive sequence numbers and
+// returns the last one. guard, if not nil, runs first under the apply lock;
+// its error aborts the write with nothing applied. A key outside the owned
+// spans fails the whole write with *OutOfSpanError.
+//
+// With DurabilityRequest Write returns after the WAL fsync; concurrent
+// writers share fsyncs, because the fsync wait happens outside the lock.
+func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	s.mu.Lock()
+	last, err := s.applyLocked(b, ops, guard)
+	s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if s.durability == DurabilityRequest {
+		if err := b.SyncWait(); err != nil {
+			return 0, fmt.Errorf("storage: shard %d: wait for wal sync: %w", s.id, err)
+		}
+	}
+	return last, nil
+}
+
+// applyLocked builds and commits the batch. The commit happens under the
+// apply lock so that Pebble's commit order (and so any checkpoint's prefix)
+// equals sequence-number order.
+func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error) (uint64, error) {
+	if s.closed {
+		return 0, ErrShardClosed
+	}
+	if guard != nil {
+		if err := guard(); err != nil {
+			return 0, err
+		}
+	}
+	for _, op := range ops {
+		if !s.ownsLocked(op.Root, op.Key) {
+			return 0, &OutOfSpanError{Shard: s.id, Root: op.Root, Key: op.Key, Owned: slices.Clone(s.owned)}
+		}
+	}
+	seq := s.seq
+	var dk, val, lk, lv []byte
+	for _, op := range ops {
+		seq++
+		dk = DocKey(dk, op.Root, op.Key, op.ID)
+		switch op.Kind {
+		case OpIndex:
+			val = docValue(val, seq, op.Routing, op.Source)
+			_ = b.Set(dk, val, nil)
+		case OpDelete:
+			_ = b.Delete(dk, nil)
+		default:
+			return 0, fmt.Errorf("storage: unknown op kind %d", op.Kind)
+		}
+		if s.logHold > 0 {
+			lk = logKey(lk, s.id, seq)
+			lv = logValue(lv, op, seq, dk)
+			_ = b.Set(lk, lv, nil)
+		}
+	}
+	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, seq), nil)
+	if err := s.commitLocked(b); err != nil {
+		return 0, fmt.Errorf("storage: shard %d: commit %d ops: %w", s.id, len(ops), err)
+	}
+	s.seq = seq
+	return seq, nil
+}
+
+func (s *Shard) commitLocked(b *pebble.Batch) error {
+	if s.durability == DurabilityRequest {
+		return s.st.db.ApplyNoSyncWait(b, pebble.Sync)
+	}
+	return s.st.db.Apply(b, pebble.NoSync)
+}
+
+// Get returns a document, or false if it does not exist.
+func (s *Shard) Get(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
+	s.mu.Lock()
+	closed, owns, owned := s.closed, s.ownsLocked(root, key), slices.Clone(s.owned)
+	s.mu.Unlock()
+	if closed {
+		return Doc{}, false, ErrShardClosed
+	}
+	if !owns {
+		return Doc{}, false, &OutOfSpanError{Shard: s.id, Root: root, Key: key, Owned: owned}
+	}
+	v, c, err := s.st.db.Get(DocKey(nil, root, key, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Doc{}, false, nil
+	}
+	if err != nil {
+		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
+	}
+	defer c.Close()
+	seq, r, src, err := decodeDocValue(v)
+	if err != nil {
+		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
+	}
+	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: slices.Clone(src)}, true, nil
+}
+
+// Scan calls fn for every document in the shard's owned spans, in key
+// order. It reads a consistent snapshot taken when it starts. fn must not
+// keep doc.Source after it returns.
+func (s *Shard) Scan(fn func(Doc) error) error {
+	s.mu.Lock()
+	closed, owned := s.closed, slices.Clone(s.owned)
+	s.mu.Unlock()
+	if closed {
+		return ErrShardClosed
+	}
+	snap := s.st.db.NewSnapshot()
+	defer snap.Close()
+	for _, sp := range owned {
+		if err := scanSpan(snap, s.root, sp, fn); err != nil {
+			return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
+		}
+	}
+	return nil
+}
+
+// reader is what scans need of a DB or snapshot.
+type reader interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+func scanSpan(r reader, root routing.ShardID, sp routing.Span, fn func(Doc) error) error {
+	lo, hi := SpanBounds(root, sp)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		d, err := decodeDoc(it.Key(), it.Value())
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if err := fn(d); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+func decodeDoc(k, v []byte) (Doc, error) {
+	root, key, id, err := DecodeDocKey(k)
+	if err != nil {
+		return Doc{}, err
+	}
+	seq, r, src, err := decodeDocValue(v)
+	if err != nil {
+		return Doc{}, fmt.Errorf("key %x: %w", k, err)
+	}
+	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: src}, nil
+}
+
+// CountKeys returns the number of documents in a span of the shard's root
+// stored in the shard's store, owned or not (used by tests and metrics to
+// prove that no foreign key is visible).
+func (s *Shard) CountKeys(sp routing.Span) (int, error) {
+	n := 0
+	err := scanSpan(s.st.db, s.root, sp, func(Doc) error { n++; return nil })
+	return n, err
+}
+
+// HoldLog makes every later write also append to the shard's operation
+// log, until the matching ReleaseLog. A split holds the log from before its
+// checkpoint until its handoff, so every write after the checkpoint can be
+// replayed into the children.
+func (s *Shard) HoldLog() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logHold++
+}
+
+// ReleaseLog drops a hold; when none remain the log is trimmed, because no
+// split needs it (the trimming rule).
+func (s *Shard) ReleaseLog() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logHold == 0 {
+		return fmt.Errorf("storage: shard %d: release of an operation log nobody holds", s.id)
+	}
+	s.logHold--
+	if s.logHold > 0 || s.closed {
+		return nil
+	}
+	lo, hi := logBounds(s.id)
+	if err := s.st.db.DeleteRange(lo, hi, pebble.NoSync); err != nil {
+		return fmt.Errorf("storage: shard %d: trim operation log: %w", s.id, err)
+	}
+	return nil
+}
+
+// LogSince calls fn for every logged operation with a sequence number above
+// after, in order, for the spans given (nil = all), up to and including the
+// shard's last sequence number at the time of the call. It returns the last
+// sequence number it covered.
+func (s *Shard) LogSince(after uint64, spans []routing.Span, fn func(LogEntry) error) (uint64, error) {
+	upTo := s.Seq()
+	lo, hi := logKey(nil, s.id, after+1), logKey(nil, s.id, upTo+1)
+	if after >= upTo {
+		return upTo, nil
+	}
+	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, fmt.Errorf("storage: shard %d: read operation log: %w", s.id, err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		e, err := decodeLogEntry(it.Key(), it.Value())
+		if err != nil {
+			return 0, err
+		}
+		if spans != nil && !inSpans(spans, e.Op.Key) {
+			continue
+		}
+		if err := fn(e); err != nil {
+			return 0, err
+		}
+	}
+	return upTo, it.Error()
+}
+
+func inSpans(spans []routing.Span, k routing.Key) bool {
+	for _, sp := range spans {
+		if sp.Contains(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// ApplyLog applies operations replayed from a parent's log, keeping their
+// sequence numbers, and raises the shard's sequence number to the last one.
+// Replaying an entry twice is harmless: entries are applied in ascending
+// order and each sets the document to the state it had at that sequence
+// number.
+func (s *Shard) ApplyLog(entries []LogEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrShardClosed
+	}
+	var dk, val []byte
+	last := s.seq
+	for _, e := range entries {
+		if !s.ownsLocked(e.Op.Root, e.Op.Key) {
+			return &OutOfSpanError{Shard: s.id, Root: e.Op.Root, Key: e.Op.Key, Owned: slices.Clone(s.owned)}
+		}
+		dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
+		if e.Op.Kind == OpIndex {
+			val = docValue(val, e.Seq, e.Op.Routing, e.Op.Source)
+			_ = b.Set(dk, val, nil)
+		} else {
+			_ = b.Delete(dk, nil)
+		}
+		last = max(last, e.Seq)
+	}
+	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, last), nil)
+	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
+		return fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
+	}
+	s.seq = last
+	return nil
+}
+
+// RaiseSeq makes the shard's next sequence number exceed seq. A child does
+// this at handoff so its sequence numbers stay above every parent write.
+func (s *Shard) RaiseSeq(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq = max(s.seq, seq)
+}
+
+// Sync makes every write applied to the shard's store so far durable.
+func (s *Shard) Sync() error { return s.st.sync() }
+
+// readSeq reads a shard's persisted last sequence number.
+func readSeq(db *pebble.DB, id routing.ShardID) (uint64, error) {
+	v, c, err := db.Get(metaKey(metaSeq, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("storage: corrupt sequence number of shard %d: %x", id, v)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}

@@ -1,0 +1,176 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+)
+
+// Durability says when a write is acknowledged.
+type Durability uint8
+
+const (
+	// DurabilityRequest fsyncs the WAL before acknowledging; concurrent
+	// writers share fsyncs (Pebble's group commit).
+	DurabilityRequest Durability = iota + 1
+	// DurabilityAsync acknowledges after the write is in the memtable and
+	// fsyncs on an interval, as OpenSearch's translog durability "async".
+	DurabilityAsync
+)
+
+func (d Durability) String() string {
+	switch d {
+	case DurabilityRequest:
+		return "request"
+	case DurabilityAsync:
+		return "async"
+	}
+	return fmt.Sprintf("Durability(%d)", uint8(d))
+}
+
+// ParseDurability parses "request" or "async".
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "request":
+		return DurabilityRequest, nil
+	case "async":
+		return DurabilityAsync, nil
+	}
+	return 0, fmt.Errorf("storage: unknown durability %q (want request or async)", s)
+}
+
+// store is one Pebble database: a shard's own store in the per-shard
+// layout, or the node's only store in the shared layout.
+type store struct {
+	dir    string
+	db     *pebble.DB
+	logger *zap.Logger
+
+	stopSync chan struct{} // closes the async syncer
+	syncDone sync.WaitGroup
+}
+
+// storeOptions are the Pebble options every store shares.
+type storeOptions struct {
+	fs           vfs.FS
+	cache        *pebble.Cache
+	fileCache    *pebble.FileCache
+	durability   Durability
+	syncInterval time.Duration
+	logger       *zap.Logger
+}
+
+// pebbleOptions builds the Pebble options of a store.
+//
+// NB: FormatNewest is required: Excise needs format major version >= 16 and
+// a new store defaults to 13.
+func (o storeOptions) pebbleOptions() *pebble.Options {
+	opts := &pebble.Options{
+		FS:                 o.fs,
+		Cache:              o.cache,
+		FileCache:          o.fileCache,
+		FormatMajorVersion: pebble.FormatNewest,
+		MemTableSize:       16 << 20,
+		Logger:             zapPebbleLogger{o.logger.Sugar()},
+	}
+	opts.EnsureDefaults()
+	return opts
+}
+
+// openStore opens (or creates) the store in dir.
+func openStore(dir string, o storeOptions) (*store, error) {
+	db, err := pebble.Open(dir, o.pebbleOptions())
+	if err != nil {
+		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
+	}
+	s := &store{dir: dir, db: db, logger: o.logger.With(zap.String("store", dir))}
+	if o.durability == DurabilityAsync {
+		s.startSyncer(o.syncInterval)
+	}
+	return s, nil
+}
+
+// startSyncer fsyncs the WAL every interval (async durability).
+func (s *store) startSyncer(interval time.Duration) {
+	if interval <= 0 {
+		interval = 5 * time.Second // OpenSearch's index.translog.sync_interval default
+	}
+	s.stopSync = make(chan struct{})
+	s.syncDone.Add(1)
+	go func() {
+		defer s.syncDone.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopSync:
+				return
+			case <-t.C:
+				if err := s.db.LogData(nil, pebble.Sync); err != nil && !errors.Is(err, pebble.ErrClosed) {
+					s.logger.Warn("periodic wal sync failed", zap.Error(err))
+				}
+			}
+		}
+	}()
+}
+
+// sync makes every write applied so far durable.
+func (s *store) sync() error {
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("storage: sync %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+func (s *store) close() error {
+	if s.stopSync != nil {
+		close(s.stopSync)
+		s.syncDone.Wait()
+		s.stopSync = nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("storage: close %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// excise removes a key range in O(metadata): whole files leave the
+// manifest, boundary files become virtual.
+func (s *store) excise(start, end []byte) error {
+	if err := s.db.Excise(context.Background(), pebble.KeyRange{Start: start, End: end}); err != nil {
+		return fmt.Errorf("storage: excise [%x, %x) from %s: %w", start, end, s.dir, err)
+	}
+	return nil
+}
+
+// deleteRangeAndCompact removes a key range the classic way: a range
+// tombstone, then a compaction that rewrites the boundary files.
+func (s *store) deleteRangeAndCompact(start, end []byte) error {
+	if err := s.db.DeleteRange(start, end, pebble.Sync); err != nil {
+		return fmt.Errorf("storage: delete range from %s: %w", s.dir, err)
+	}
+	if err := s.db.Compact(context.Background(), start, end, true); err != nil {
+		return fmt.Errorf("storage: compact %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// bytesWritten is what Pebble wrote since open: WAL, flushes, compactions.
+func (s *store) bytesWritten() uint64 {
+	m := s.db.Metrics()
+	t := m.Total()
+	return t.TableBytesFlushed + t.TableBytesCompacted + t.BlobBytesFlushed + t.BlobBytesCompacted
+}
+
+// zapPebbleLogger routes Pebble's own log lines to zap.
+type zapPebbleLogger struct{ s *zap.SugaredLogger }
+
+func (l zapPebbleLogger) Infof(format string, args ...any)  { l.s.Debugf(format, args...) }
+func (l zapPebbleLogger) Errorf(format string, args ...any) { l.s.Errorf(format, args...) }
+func (l zapPebbleLogger) Fatalf(format string, args ...any) { l.s.Fatalf(format, args...) }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -73,6 +74,7 @@ func BenchmarkCreateChild(b *testing.B) {
 		b.Run("parent="+size.name, func(b *testing.B) {
 			e, parent := loadParent(b, b.TempDir(), size.docs)
 			defer e.Close()
+			settle(b, parent)
 			usage, _ := e.DiskUsage()
 			parent.HoldLog()
 			var copied, linked int64
@@ -117,6 +119,7 @@ func BenchmarkDropHalf(b *testing.B) {
 	dir := b.TempDir()
 	e, parent := loadParent(b, filepath.Join(dir, "parent"), 1<<20)
 	defer e.Close()
+	settle(b, parent)
 	parent.HoldLog()
 	for _, how := range []DropMethod{DropExcise, DropRangeDeleteCompact} {
 		b.Run("method="+how.String(), func(b *testing.B) {
@@ -207,4 +210,19 @@ func BenchmarkIngest(b *testing.B) {
 			}
 		})
 	})
+}
+
+// settle waits (at most a minute) until the parent has no compaction
+// running and at most two L0 tables, so that measurements do not include
+// compaction debt left by the load.
+func settle(b *testing.B, s *Shard) {
+	b.Helper()
+	for range 600 {
+		m := s.st.db.Metrics()
+		if m.Compact.NumInProgress == 0 && m.Levels[0].TablesCount <= 2 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.Logf("store did not settle within a minute")
 }

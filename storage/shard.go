@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/shardsplit/shardsplit/routing"
@@ -178,19 +179,7 @@ func (s *Shard) Get(root routing.ShardID, key routing.Key, id string) (Doc, bool
 	if !owns {
 		return Doc{}, false, &OutOfSpanError{Shard: s.id, Root: root, Key: key, Owned: owned}
 	}
-	v, c, err := s.st.db.Get(DocKey(nil, root, key, id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return Doc{}, false, nil
-	}
-	if err != nil {
-		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
-	}
-	defer c.Close()
-	seq, r, src, err := decodeDocValue(v)
-	if err != nil {
-		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
-	}
-	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: slices.Clone(src)}, true, nil
+	return s.GetAny(root, key, id)
 }
 
 // Scan calls fn for every document in the shard's owned spans, in key
@@ -391,4 +380,69 @@ func readSeq(db *pebble.DB, id routing.ShardID) (uint64, error) {
 		return 0, fmt.Errorf("storage: corrupt sequence number of shard %d: %x", id, v)
 	}
 	return binary.BigEndian.Uint64(v), nil
+}
+
+// ErrLockTimeout is returned by Exclusive when the apply lock could not be
+// taken in time: writes in flight did not drain within the bound.
+var ErrLockTimeout = errors.New("storage: apply lock not acquired in time")
+
+// Exclusive runs fn holding the shard's apply lock, so no write is applied
+// while fn runs and every write applied before it is visible. It waits at
+// most wait for writes in flight to drain (polling), then gives up with
+// ErrLockTimeout without running fn.
+func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
+	deadline := time.Now().Add(wait)
+	for !s.mu.TryLock() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("storage: shard %d: drain of in-flight writes exceeded %v: %w", s.id, wait, ErrLockTimeout)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrShardClosed
+	}
+	return fn()
+}
+
+// ScanSpan calls fn for every document of the shard's store in a span of its
+// root, owned or not, in key order, from a consistent snapshot. A reader that
+// resolved ownership at one table version scans exactly that version's span.
+func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrShardClosed
+	}
+	snap := s.st.db.NewSnapshot()
+	defer snap.Close()
+	if err := scanSpan(snap, s.root, sp, fn); err != nil {
+		return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
+	}
+	return nil
+}
+
+// GetAny reads a document regardless of the spans the shard owns now. The
+// node uses it for reads it has already checked against a table version.
+func (s *Shard) GetAny(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return Doc{}, false, ErrShardClosed
+	}
+	v, c, err := s.st.db.Get(DocKey(nil, root, key, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Doc{}, false, nil
+	}
+	if err != nil {
+		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
+	}
+	defer c.Close()
+	seq, r, src, err := decodeDocValue(v)
+	if err != nil {
+		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
+	}
+	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: slices.Clone(src)}, true, nil
 }

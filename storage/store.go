@@ -85,9 +85,16 @@ func (o storeOptions) pebbleOptions() *pebble.Options {
 		Logger:             zapPebbleLogger{o.logger.Sugar()},
 		Cleaner:            noRecycleCleaner{},
 	}
+	// Few, large files: a checkpoint costs one link per file, so the time
+	// to make a child grows with the file count, not the data size.
+	opts.TargetFileSizes[0] = targetFileSize
 	opts.EnsureDefaults()
 	return opts
 }
+
+// targetFileSize is the target size of L0 tables; each level below doubles
+// it (Pebble's default is 2 MiB).
+const targetFileSize = 32 << 20
 
 // openStore opens (or creates) the store in dir.
 func openStore(dir string, o storeOptions) (*store, error) {

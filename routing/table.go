@@ -203,6 +203,13 @@ func (t *Table) Lookup(p Placement) ShardID {
 	return leaves[searchLeaves(leaves, uint64(t.KeyOf(p)))].Shard
 }
 
+// Owner returns the active shard that owns a routing key of a root. root
+// must be a root of the table.
+func (t *Table) Owner(root ShardID, k Key) ShardID {
+	leaves := t.roots[root]
+	return leaves[searchLeaves(leaves, uint64(k))].Shard
+}
+
 // Route places a document and returns its placement and its shard.
 func (t *Table) Route(id, routing string) (Placement, ShardID) {
 	p := t.settings.Place(id, routing)

@@ -203,9 +203,7 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 	delete(e.shards, id)
 	e.mu.Unlock()
 	if ok {
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
+		s.closed.Store(true)
 	}
 	if e.opts.Layout == LayoutShared {
 		if !ok {

@@ -161,7 +161,8 @@ func (e *Engine) OpenShard(id, root routing.ShardID, spans []routing.Span) (*Sha
 	if err != nil {
 		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
 	}
-	s := &Shard{id: id, root: root, st: st, durability: e.opts.Durability, seq: seq, owned: slices.Clone(spans)}
+	s := &Shard{id: id, root: root, st: st, durability: e.opts.Durability, owned: slices.Clone(spans)}
+	s.seq.Store(seq)
 	e.shards[id] = s
 	return s, nil
 }
@@ -179,9 +180,7 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range e.shards {
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
+		s.closed.Store(true)
 	}
 	var first error
 	for dir, st := range e.stores {

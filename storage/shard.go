@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -45,11 +46,13 @@ type Shard struct {
 	st         *store
 	durability Durability
 
-	mu      sync.Mutex // the apply lock
-	seq     uint64     // last sequence number assigned
-	owned   []routing.Span
-	logHold int  // splits that need the operation log; > 0 => log every write
-	closed  bool // retired or engine closed
+	mu      sync.Mutex    // the apply lock: commits happen under it, in sequence order
+	seq     atomic.Uint64 // last sequence number applied; written under mu
+	logHold int           // splits that need the operation log (> 0: log every write); under mu
+	closed  atomic.Bool   // retired or engine closed
+
+	ownMu sync.RWMutex // guards owned; never held while waiting for mu
+	owned []routing.Span
 }
 
 // ID returns the shard's id.
@@ -59,37 +62,45 @@ func (s *Shard) ID() routing.ShardID { return s.id }
 func (s *Shard) Root() routing.ShardID { return s.root }
 
 // Seq returns the last sequence number applied.
-func (s *Shard) Seq() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seq
-}
+func (s *Shard) Seq() uint64 { return s.seq.Load() }
 
 // Owned returns the routing-key spans the shard currently owns.
 func (s *Shard) Owned() []routing.Span {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.ownMu.RLock()
+	defer s.ownMu.RUnlock()
 	return slices.Clone(s.owned)
 }
 
 // SetOwned replaces the spans the shard owns. The splitter shrinks a
 // parent's spans at handoff; from then on the shard refuses the moved keys.
+// It may be called while the apply lock is held (inside Exclusive).
 func (s *Shard) SetOwned(spans []routing.Span) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
 	s.owned = slices.Clone(spans)
 }
 
-func (s *Shard) ownsLocked(root routing.ShardID, k routing.Key) bool {
+// owns reports whether the shard owns a key, and the spans it owns.
+func (s *Shard) owns(root routing.ShardID, k routing.Key) (bool, []routing.Span) {
+	s.ownMu.RLock()
+	defer s.ownMu.RUnlock()
 	if root != s.root {
-		return false
+		return false, s.owned
 	}
 	for _, sp := range s.owned {
 		if sp.Contains(k) {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, s.owned
+}
+
+// outOfSpan checks ops against the owned spans.
+func (s *Shard) outOfSpan(root routing.ShardID, k routing.Key) error {
+	if ok, owned := s.owns(root, k); !ok {
+		return &OutOfSpanError{Shard: s.id, Root: root, Key: k, Owned: slices.Clone(owned)}
+	}
+	return nil
 }
 
 // Write applies ops atomically with consecutive sequence numbers and
@@ -120,7 +131,7 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 // apply lock so that Pebble's commit order (and so any checkpoint's prefix)
 // equals sequence-number order.
 func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error) (uint64, error) {
-	if s.closed {
+	if s.closed.Load() {
 		return 0, ErrShardClosed
 	}
 	if guard != nil {
@@ -129,11 +140,11 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error) (uint
 		}
 	}
 	for _, op := range ops {
-		if !s.ownsLocked(op.Root, op.Key) {
-			return 0, &OutOfSpanError{Shard: s.id, Root: op.Root, Key: op.Key, Owned: slices.Clone(s.owned)}
+		if err := s.outOfSpan(op.Root, op.Key); err != nil {
+			return 0, err
 		}
 	}
-	seq := s.seq
+	seq := s.seq.Load()
 	var dk, val, lk, lv []byte
 	for _, op := range ops {
 		seq++
@@ -157,7 +168,7 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error) (uint
 	if err := s.commitLocked(b); err != nil {
 		return 0, fmt.Errorf("storage: shard %d: commit %d ops: %w", s.id, len(ops), err)
 	}
-	s.seq = seq
+	s.seq.Store(seq)
 	return seq, nil
 }
 
@@ -170,14 +181,8 @@ func (s *Shard) commitLocked(b *pebble.Batch) error {
 
 // Get returns a document, or false if it does not exist.
 func (s *Shard) Get(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
-	s.mu.Lock()
-	closed, owns, owned := s.closed, s.ownsLocked(root, key), slices.Clone(s.owned)
-	s.mu.Unlock()
-	if closed {
-		return Doc{}, false, ErrShardClosed
-	}
-	if !owns {
-		return Doc{}, false, &OutOfSpanError{Shard: s.id, Root: root, Key: key, Owned: owned}
+	if err := s.outOfSpan(root, key); err != nil {
+		return Doc{}, false, err
 	}
 	return s.GetAny(root, key, id)
 }
@@ -186,15 +191,12 @@ func (s *Shard) Get(root routing.ShardID, key routing.Key, id string) (Doc, bool
 // order. It reads a consistent snapshot taken when it starts. fn must not
 // keep doc.Source after it returns.
 func (s *Shard) Scan(fn func(Doc) error) error {
-	s.mu.Lock()
-	closed, owned := s.closed, slices.Clone(s.owned)
-	s.mu.Unlock()
-	if closed {
+	if s.closed.Load() {
 		return ErrShardClosed
 	}
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
-	for _, sp := range owned {
+	for _, sp := range s.Owned() {
 		if err := scanSpan(snap, s.root, sp, fn); err != nil {
 			return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 		}
@@ -267,7 +269,7 @@ func (s *Shard) ReleaseLog() error {
 		return fmt.Errorf("storage: shard %d: release of an operation log nobody holds", s.id)
 	}
 	s.logHold--
-	if s.logHold > 0 || s.closed {
+	if s.logHold > 0 || s.closed.Load() {
 		return nil
 	}
 	lo, hi := logBounds(s.id)
@@ -329,14 +331,14 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 	defer b.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return ErrShardClosed
 	}
 	var dk, val []byte
-	last := s.seq
+	last := s.seq.Load()
 	for _, e := range entries {
-		if !s.ownsLocked(e.Op.Root, e.Op.Key) {
-			return &OutOfSpanError{Shard: s.id, Root: e.Op.Root, Key: e.Op.Key, Owned: slices.Clone(s.owned)}
+		if err := s.outOfSpan(e.Op.Root, e.Op.Key); err != nil {
+			return err
 		}
 		dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
 		if e.Op.Kind == OpIndex {
@@ -351,7 +353,7 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
 	}
-	s.seq = last
+	s.seq.Store(last)
 	return nil
 }
 
@@ -360,7 +362,9 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 func (s *Shard) RaiseSeq(seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seq = max(s.seq, seq)
+	if seq > s.seq.Load() {
+		s.seq.Store(seq)
+	}
 }
 
 // Sync makes every write applied to the shard's store so far durable.
@@ -399,7 +403,7 @@ func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 		time.Sleep(20 * time.Microsecond)
 	}
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return ErrShardClosed
 	}
 	return fn()
@@ -409,10 +413,7 @@ func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 // root, owned or not, in key order, from a consistent snapshot. A reader that
 // resolved ownership at one table version scans exactly that version's span.
 func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.closed.Load() {
 		return ErrShardClosed
 	}
 	snap := s.st.db.NewSnapshot()
@@ -426,10 +427,7 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 // GetAny reads a document regardless of the spans the shard owns now. The
 // node uses it for reads it has already checked against a table version.
 func (s *Shard) GetAny(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.closed.Load() {
 		return Doc{}, false, ErrShardClosed
 	}
 	v, c, err := s.st.db.Get(DocKey(nil, root, key, id))

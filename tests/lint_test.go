@@ -19,13 +19,15 @@ import (
 const module = "github.com/shardsplit/shardsplit"
 
 // allowedOurs lists, per package of ours, which of our packages it may
-// import directly. Packages not listed (cmd/..., tests, internal/...) may
+// import directly (routing ← storage ← node ← splitter ← recovery ← cmd;
+// node serves fenced requests, see DESIGN.md). Packages not listed (cmd/..., tests, internal/...) may
 // import anything of ours but cmd/ and tests/.
 var allowedOurs = map[string][]string{
 	"routing":             {},
 	"storage":             {"routing", "internal/"},
-	"splitter":            {"routing", "storage", "internal/"},
-	"recovery":            {"routing", "storage", "splitter", "internal/"},
+	"node":                {"routing", "storage", "internal/"},
+	"splitter":            {"routing", "storage", "node", "internal/"},
+	"recovery":            {"routing", "storage", "node", "splitter", "internal/"},
 	"internal/invariants": {},
 }
 

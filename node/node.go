@@ -1,0 +1,393 @@
+// Package node serves one index on one node: it holds the shard stores and
+// the published routing table, and answers routed Index/Delete/Get requests
+// and unrouted searches with version fencing. It also offers the primitives
+// the splitter's driver needs: apply-and-publish a table edit, register
+// child shards, hold a parent's apply lock across a handoff, retire a shard
+// once no reader holds it.
+//
+// It sits between storage and splitter (routing ← storage ← node ←
+// splitter): it has no home in storage, which must not know tables or
+// routers, nor in splitter, whose pure state machine must not know about
+// request serving.
+//
+// # Fencing rule
+//
+// A write names the shard its router chose and the table version the router
+// used. The shard's guard runs under the shard's apply lock and admits the
+// write only if, in the table published now, that shard owns the write's
+// routing key; otherwise the write fails with *StaleRoutingError carrying the
+// current table, and nothing is applied. A handoff publishes the new table
+// while holding the parent's apply lock, so no parent write can be admitted
+// under the old table and applied after the publish: a write either
+// completes on the parent before the handoff (and is in the tail the
+// children replay) or is refused and retried at a child.
+//
+// Concurrency: all methods are safe for concurrent use.
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// StaleRoutingError answers a request routed with a table under which the
+// named shard does not own the document at the node's current version. The
+// router adopts Current and retries.
+type StaleRoutingError struct {
+	Shard   routing.ShardID // the shard the request named
+	Have    routing.Version // the version the router used
+	Current *routing.Table  // the node's current table
+}
+
+func (e *StaleRoutingError) Error() string {
+	return fmt.Sprintf("node: stale routing: shard %d does not own the document at table v%d (request used v%d)",
+		e.Shard, e.Current.Version(), e.Have)
+}
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("node: closed")
+
+// Config configures a Node.
+type Config struct {
+	Engine *storage.Engine
+	// Table is the table to serve when the data directory has none yet.
+	Table  *routing.Table
+	Logger *zap.Logger
+}
+
+// tableFile is where the published table lives in the data directory.
+const tableFile = "TABLE"
+
+// Node serves one index.
+type Node struct {
+	eng    *storage.Engine
+	logger *zap.Logger
+
+	table atomic.Pointer[routing.Table] // the published table
+
+	mu      sync.RWMutex // publish takes it exclusively; reads share it
+	shards  map[routing.ShardID]*shardRef
+	closed  bool
+	publish sync.Mutex // serialises edits
+}
+
+// shardRef is a shard store with a count of readers that resolved it.
+type shardRef struct {
+	s       *storage.Shard
+	readers sync.WaitGroup
+}
+
+// Open opens a node on its engine: the persisted table if there is one,
+// else cfg.Table (persisted now), and a store for every active shard.
+func Open(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	n := &Node{eng: cfg.Engine, logger: cfg.Logger, shards: map[routing.ShardID]*shardRef{}}
+	t, err := n.loadTable()
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		if cfg.Table == nil {
+			return nil, fmt.Errorf("node: open %s: no table on disk and none given", cfg.Engine.Dir())
+		}
+		t = cfg.Table
+		if err := n.persist(t); err != nil {
+			return nil, err
+		}
+	}
+	n.table.Store(t)
+	for _, id := range t.ActiveShards() {
+		if _, err := n.openShard(t, id); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) openShard(t *routing.Table, id routing.ShardID) (*storage.Shard, error) {
+	o, ok := t.Shard(id)
+	if !ok {
+		return nil, fmt.Errorf("node: shard %d is not in table v%d", id, t.Version())
+	}
+	s, err := n.eng.OpenShard(id, o.Root, []routing.Span{o.Span})
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.shards[id] = &shardRef{s: s}
+	n.mu.Unlock()
+	return s, nil
+}
+
+// Table returns the published table.
+func (n *Node) Table() *routing.Table { return n.table.Load() }
+
+// Engine returns the node's storage engine.
+func (n *Node) Engine() *storage.Engine { return n.eng }
+
+// Logger returns the node's logger.
+func (n *Node) Logger() *zap.Logger { return n.logger }
+
+// ShardStore returns a registered shard's store.
+func (n *Node) ShardStore(id routing.ShardID) (*storage.Shard, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	r, ok := n.shards[id]
+	if !ok {
+		return nil, false
+	}
+	return r.s, true
+}
+
+// AddShard registers a shard store (a child being built). It serves nothing
+// until a published table makes it an owner.
+func (n *Node) AddShard(s *storage.Shard) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.shards[s.ID()] = &shardRef{s: s}
+}
+
+// Close closes the engine.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	return n.eng.Close()
+}
+
+// Apply applies a table edit, persists the new table and publishes it.
+func (n *Node) Apply(e routing.Edit) (*routing.Table, error) {
+	n.publish.Lock()
+	defer n.publish.Unlock()
+	t, err := routing.Apply(n.table.Load(), e)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.persist(t); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.table.Store(t)
+	n.mu.Unlock()
+	n.logger.Info("table published", zap.Uint64("version", uint64(t.Version())), zap.Stringer("edit", e))
+	return t, nil
+}
+
+// persist writes the table durably: a temporary file, fsync, rename over
+// TABLE, fsync of the directory.
+func (n *Node) persist(t *routing.Table) error {
+	fs, dir := n.eng.FS(), n.eng.Dir()
+	tmp, final := filepath.Join(dir, tableFile+".tmp"), filepath.Join(dir, tableFile)
+	f, err := fs.Create(tmp, "")
+	if err != nil {
+		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
+	}
+	if _, err := f.Write(t.Encode()); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("node: persist table v%d: sync: %w", t.Version(), err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
+	}
+	if err := fs.Rename(tmp, final); err != nil {
+		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
+	}
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("node: persist table v%d: sync dir: %w", t.Version(), err)
+	}
+	return nil
+}
+
+// loadTable reads the persisted table, or nil if there is none.
+func (n *Node) loadTable() (*routing.Table, error) {
+	path := filepath.Join(n.eng.Dir(), tableFile)
+	f, err := n.eng.FS().Open(path)
+	if err != nil {
+		if _, statErr := n.eng.FS().Stat(path); statErr != nil {
+			return nil, nil // no table yet
+		}
+		return nil, fmt.Errorf("node: read %s: %w", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("node: read %s: %w", path, err)
+	}
+	t, err := routing.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("node: %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// WriteRequest is a routed index or delete.
+type WriteRequest struct {
+	Kind    storage.OpKind
+	Shard   routing.ShardID // the shard the router chose
+	Version routing.Version // the table version the router used
+	Root    routing.ShardID
+	Key     routing.Key
+	ID      string
+	Routing string
+	Source  []byte
+}
+
+// Write applies a routed write with version fencing and returns its
+// sequence number on the shard.
+func (n *Node) Write(req WriteRequest) (uint64, error) {
+	n.mu.RLock()
+	ref, ok := n.shards[req.Shard]
+	closed := n.closed
+	n.mu.RUnlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	if !ok {
+		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: n.table.Load()}
+	}
+	op := storage.Op{Kind: req.Kind, Root: req.Root, Key: req.Key, ID: req.ID, Routing: req.Routing, Source: req.Source}
+	guard := func() error {
+		t := n.table.Load()
+		if int(req.Root) >= t.Settings().Shards || t.Owner(req.Root, req.Key) != req.Shard {
+			return &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
+		}
+		return nil
+	}
+	seq, err := ref.s.Write([]storage.Op{op}, guard)
+	if errors.Is(err, storage.ErrShardClosed) {
+		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: n.table.Load()}
+	}
+	return seq, err
+}
+
+// GetRequest is a routed get.
+type GetRequest struct {
+	Shard   routing.ShardID
+	Version routing.Version
+	Root    routing.ShardID
+	Key     routing.Key
+	ID      string
+}
+
+// Get reads a document from the shard that owns it in the current table.
+// The ownership check and the read happen under one table version: a
+// publish waits for the check, and the shard is not retired while the read
+// holds it.
+func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
+	n.mu.RLock()
+	t := n.table.Load()
+	ref, ok := n.shards[req.Shard]
+	if n.closed {
+		n.mu.RUnlock()
+		return storage.Doc{}, false, ErrClosed
+	}
+	if !ok || int(req.Root) >= t.Settings().Shards || t.Owner(req.Root, req.Key) != req.Shard {
+		n.mu.RUnlock()
+		return storage.Doc{}, false, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
+	}
+	ref.readers.Add(1)
+	n.mu.RUnlock()
+	defer ref.readers.Done()
+	return ref.s.GetAny(req.Root, req.Key, req.ID)
+}
+
+// Search scans every active shard of the current table, each over its span
+// in that table, so every document is returned exactly once even while a
+// split publishes. It returns the version it searched.
+func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Version, error) {
+	n.mu.RLock()
+	t := n.table.Load()
+	type part struct {
+		ref  *shardRef
+		root routing.ShardID
+		span routing.Span
+	}
+	var parts []part
+	for r := range t.Settings().Shards {
+		for _, l := range t.Leaves(routing.ShardID(r)) {
+			ref, ok := n.shards[l.Shard]
+			if !ok {
+				n.mu.RUnlock()
+				return 0, fmt.Errorf("node: table v%d names shard %d, which has no store", t.Version(), l.Shard)
+			}
+			ref.readers.Add(1)
+			parts = append(parts, part{ref, routing.ShardID(r), l.Span})
+		}
+	}
+	n.mu.RUnlock()
+	defer func() {
+		for _, p := range parts {
+			p.ref.readers.Done()
+		}
+	}()
+	for _, p := range parts {
+		id := p.ref.s.ID()
+		if err := p.ref.s.ScanSpan(p.span, func(d storage.Doc) error { return fn(id, d) }); err != nil {
+			return 0, err
+		}
+	}
+	return t.Version(), nil
+}
+
+// HoldApplyLock runs fn holding shard id's apply lock: no write to it is
+// applied meanwhile, and every write applied before is visible. It waits at
+// most drain for writes in flight, then fails with storage.ErrLockTimeout.
+// It returns how long the lock was held.
+func (n *Node) HoldApplyLock(id routing.ShardID, drain time.Duration, fn func() error) (time.Duration, error) {
+	s, ok := n.ShardStore(id)
+	if !ok {
+		return 0, fmt.Errorf("node: hold apply lock: no shard %d", id)
+	}
+	var held time.Duration
+	err := s.Exclusive(drain, func() error {
+		start := time.Now()
+		defer func() { held = time.Since(start) }()
+		return fn()
+	})
+	return held, err
+}
+
+// Retire removes a shard that no published table names any more: it waits
+// (at most wait) for readers that resolved it under an older table, then
+// destroys its store (per-shard layout) or its metadata (shared layout).
+func (n *Node) Retire(id routing.ShardID, wait time.Duration) error {
+	if slices.Contains(n.table.Load().ActiveShards(), id) {
+		return fmt.Errorf("node: retire shard %d: it is active in table v%d", id, n.table.Load().Version())
+	}
+	n.mu.Lock()
+	ref, ok := n.shards[id]
+	delete(n.shards, id)
+	n.mu.Unlock()
+	if ok {
+		done := make(chan struct{})
+		go func() { ref.readers.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			return fmt.Errorf("node: retire shard %d: readers still hold it after %v", id, wait)
+		}
+	}
+	return n.eng.DestroyShard(id)
+}

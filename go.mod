@@ -3,6 +3,7 @@ module github.com/shardsplit/shardsplit
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/twmb/murmur3 v1.2.2

@@ -279,34 +279,35 @@ func (s *Shard) ReleaseLog() error {
 	return nil
 }
 
-// LogSince calls fn for every logged operation with a sequence number above
-// after, in order, for the spans given (nil = all), up to and including the
-// shard's last sequence number at the time of the call. It returns the last
-// sequence number it covered.
-func (s *Shard) LogSince(after uint64, spans []routing.Span, fn func(LogEntry) error) (uint64, error) {
-	upTo := s.Seq()
-	lo, hi := logKey(nil, s.id, after+1), logKey(nil, s.id, upTo+1)
+// LogSince calls fn for every logged operation with a sequence number in
+// (after, upTo], in order, for the spans given (nil = all). upTo must not
+// exceed Seq(): every write up to Seq() is visible.
+func (s *Shard) LogSince(after, upTo uint64, spans []routing.Span, fn func(LogEntry) error) error {
 	if after >= upTo {
-		return upTo, nil
+		return nil
 	}
+	if cur := s.Seq(); upTo > cur {
+		return fmt.Errorf("storage: shard %d: log read up to %d beyond last sequence number %d", s.id, upTo, cur)
+	}
+	lo, hi := logKey(nil, s.id, after+1), logKey(nil, s.id, upTo+1)
 	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return 0, fmt.Errorf("storage: shard %d: read operation log: %w", s.id, err)
+		return fmt.Errorf("storage: shard %d: read operation log: %w", s.id, err)
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
 		e, err := decodeLogEntry(it.Key(), it.Value())
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if spans != nil && !inSpans(spans, e.Op.Key) {
 			continue
 		}
 		if err := fn(e); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return upTo, it.Error()
+	return it.Error()
 }
 
 func inSpans(spans []routing.Span, k routing.Key) bool {

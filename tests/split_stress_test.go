@@ -329,4 +329,3 @@ var registerModel = porcupine.Model{
 		return fmt.Sprintf("get(%s) -> %q", in.key, output)
 	},
 }
-

@@ -1,0 +1,229 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// Outcome is what one strategy measured.
+type Outcome struct {
+	Strategy     string
+	Load         *loadgen.Result
+	WindowStart  time.Duration // the split request
+	WindowEnd    time.Duration // the end of the last phase that affects writers
+	End          time.Duration // the load stopped
+	Phases       []Phase       // in order
+	NodeStall    time.Duration // the longest the parent's apply lock was held (in-place)
+	BytesWritten uint64
+	DiskBefore   int64
+	DiskPeak     int64
+	DiskAfter    int64
+	Verify       Verification
+	Notes        []string
+}
+
+// Phase is a named, timed step of a strategy.
+type Phase struct {
+	Name       string
+	Start, End time.Duration
+}
+
+// InPlaceConfig configures an in-place split run.
+type InPlaceConfig struct {
+	Dir        string // a clone of the dataset
+	Dataset    *Dataset
+	Durability storage.Durability
+	Load       loadgen.Config
+	Splits     []splitter.Plan // run one after the other
+	Steady     time.Duration   // load before the split (the steady-state window)
+	After      time.Duration   // load after the split
+	Logger     *zap.Logger
+	// StaleEvery makes every writer forget the tables it learned and go
+	// back to the dataset's first table every n writes (0 = never).
+	StaleEvery int
+}
+
+// routerSink writes through one router per writer.
+type routerSink struct {
+	routers []*node.Router
+	first   *routing.Table
+	n       *node.Node
+	stale   int
+	counts  []int
+}
+
+func (s *routerSink) Write(w int, op loadgen.Op) (int, error) {
+	if s.stale > 0 {
+		if s.counts[w]++; s.counts[w]%s.stale == 0 {
+			s.routers[w] = node.NewRouter(s.n, s.first, node.RouterConfig{MaxRetries: 16})
+		}
+	}
+	var res node.Result
+	var err error
+	if op.Delete {
+		res, err = s.routers[w].Delete(op.ID, op.Routing)
+	} else {
+		res, err = s.routers[w].Index(op.ID, op.Routing, op.Source)
+	}
+	return res.Retries, err
+}
+
+// RunInPlace runs the load on a clone of the dataset, splits in place after
+// the steady window, and verifies the index afterwards.
+func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
+	out := &Outcome{Strategy: "inplace"}
+	eng, err := storage.Open(storage.Options{Dir: cfg.Dir, FS: vfs.Default, Layout: cfg.Dataset.Config.Layout,
+		Durability: cfg.Durability, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.Open(node.Config{Engine: eng, Logger: cfg.Logger})
+	if err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
+	defer n.Close()
+	first := n.Table()
+	cfg.Load.Defaults()
+	sink := &routerSink{n: n, first: first, stale: cfg.StaleEvery, counts: make([]int, cfg.Load.Writers)}
+	for range cfg.Load.Writers {
+		sink.routers = append(sink.routers, node.NewRouter(n, first, node.RouterConfig{MaxRetries: 16}))
+	}
+	if len(cfg.Splits) > 0 && cfg.Load.Moving == nil {
+		parent := cfg.Splits[0].Parent
+		cfg.Load.Moving = func(id, r string) bool { _, s := first.Route(id, r); return s == parent }
+	}
+	if u, err := eng.DiskUsage(); err == nil {
+		out.DiskBefore, out.DiskPeak = u.Unique, u.Unique
+	}
+	written := eng.BytesWritten()
+	stopPeak := watchDisk(eng, &out.DiskPeak)
+
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out.Load = loadgen.Run(loadCtx, cfg.Load, sink, start)
+	}()
+	splitErr := runSplits(ctx, n, cfg, start, out)
+	if splitErr == nil {
+		sleepCtx(ctx, cfg.After)
+	}
+	out.End = time.Since(start)
+	stopLoad()
+	wg.Wait()
+	stopPeak()
+	if splitErr != nil {
+		return out, splitErr
+	}
+	out.BytesWritten = eng.BytesWritten() - written
+	if u, err := eng.DiskUsage(); err == nil {
+		out.DiskAfter = u.Unique
+		out.DiskPeak = max(out.DiskPeak, u.Unique)
+	}
+	out.Verify, err = Verify(n.Table(), searcher{n}, cfg.Dataset, out.Load)
+	return out, err
+}
+
+// runSplits waits out the steady window, then runs each split.
+func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.Time, out *Outcome) error {
+	sleepCtx(ctx, cfg.Steady)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	out.WindowStart = time.Since(start)
+	var phaseStart time.Duration
+	var lastPhase splitter.Phase
+	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, Hook: func(m *splitter.Machine, in splitter.Intent) {
+		now := time.Since(start)
+		if p := m.Phase(); p != lastPhase {
+			if lastPhase != 0 {
+				out.Phases = append(out.Phases, Phase{Name: lastPhase.String(), Start: phaseStart, End: now})
+			}
+			lastPhase, phaseStart = p, now
+		}
+	}})
+	for _, plan := range cfg.Splits {
+		lastPhase = 0
+		r, err := drv.Run(plan)
+		now := time.Since(start)
+		if lastPhase != 0 {
+			out.Phases = append(out.Phases, Phase{Name: lastPhase.String(), Start: phaseStart, End: now})
+		}
+		if err != nil {
+			return fmt.Errorf("split of %d: %w", plan.Parent, err)
+		}
+		if r.Phase != splitter.PhaseDone {
+			return fmt.Errorf("split of %d aborted: %w", plan.Parent, r.Err)
+		}
+		out.NodeStall = max(out.NodeStall, r.Stall)
+		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s), %.1f MiB linked, %.3f MiB copied",
+			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
+		// The window ends with the handoff: cleanup does not affect writers.
+		for _, p := range out.Phases {
+			if p.Name == splitter.PhaseHandoff.String() {
+				out.WindowEnd = p.End
+			}
+		}
+	}
+	return nil
+}
+
+// watchDisk samples disk usage every 100 ms into peak until stopped.
+func watchDisk(eng *storage.Engine, peak *int64) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var p atomic.Int64
+	p.Store(*peak)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if u, err := eng.DiskUsage(); err == nil && u.Unique > p.Load() {
+					p.Store(u.Unique)
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait(); *peak = max(*peak, p.Load()) }
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// searcher adapts a node to Verify.
+type searcher struct{ n *node.Node }
+
+func (s searcher) Search(fn func(routing.ShardID, storage.Doc) error) error {
+	_, err := s.n.Search(fn)
+	return err
+}
+
+// ErrVerify marks a verification that found lost, duplicated or misplaced
+// documents.
+var ErrVerify = errors.New("experiment: verification failed")

@@ -1,0 +1,207 @@
+// Package loadgen generates the continuous write load of a split
+// experiment and measures it: every write's latency from its first attempt
+// to its acknowledgement (retries and backoff included), errors, retries,
+// a timeline in fixed buckets, and the longest write stall. It also keeps
+// the model of every acknowledged write so the caller can verify the index
+// against it afterwards.
+//
+// Each writer owns its ids, so per id the order of acknowledgements is the
+// order of application.
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Op is one write.
+type Op struct {
+	Delete  bool
+	ID      string
+	Routing string
+	Source  []byte
+}
+
+// Sink carries out writes for writer w (0..Writers-1). It returns how many
+// times it retried (stale routing, a write block) before the write was
+// acknowledged. It is called concurrently, never twice at once for one w.
+type Sink interface {
+	Write(w int, op Op) (retries int, err error)
+}
+
+// Config shapes the load.
+type Config struct {
+	Writers      int     // concurrent writers (default 16)
+	Rate         float64 // target writes per second, all writers together (0 = as fast as possible)
+	DocSize      int     // source bytes per document (default 1024)
+	IDsPerWriter int     // distinct ids each writer owns (default 2000)
+	// Tenants route a share of ids with a custom routing value; the first
+	// tenant is hot and gets HotShare of all writes.
+	Tenants  int
+	HotShare float64
+	Seed     uint64
+	// Moving reports whether a write is aimed at the documents being moved
+	// (for the stall measurement); nil = every write.
+	Moving func(id, routing string) bool
+}
+
+// Defaults fills in unset fields.
+func (c *Config) Defaults() {
+	if c.Writers == 0 {
+		c.Writers = 16
+	}
+	if c.DocSize == 0 {
+		c.DocSize = 1024
+	}
+	if c.IDsPerWriter == 0 {
+		c.IDsPerWriter = 2000
+	}
+}
+
+// Record is one write as measured.
+type Record struct {
+	Start, End time.Duration // since the run started
+	OK         bool
+	Retries    int
+	Moving     bool
+}
+
+// State is the model of one id: its last acknowledged write, and the write
+// in flight after it, if any (a run stopped by cancellation may leave one).
+type State struct {
+	Routing  string
+	Deleted  bool   // the last acknowledged write was a delete (or nothing was written)
+	Hash     uint64 // FNV-64a of the last acknowledged source
+	Acked    bool
+	Inflight *Op
+}
+
+// Result is what a run measured.
+type Result struct {
+	Records []Record
+	Model   map[string]*State
+	Errors  []error // the first few write errors
+	Elapsed time.Duration
+}
+
+// HashSource is the hash the model keeps of a source.
+func HashSource(b []byte) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
+}
+
+// IDFor returns writer w's k-th id and its routing value.
+func (c Config) IDFor(w, k int) (id, routing string) {
+	id = fmt.Sprintf("w%02d-%06d", w, k)
+	if c.Tenants > 0 && k%4 == 0 { // a quarter of the ids belong to tenants
+		routing = fmt.Sprintf("tenant-%d", (k/4)%c.Tenants)
+	}
+	return id, routing
+}
+
+// Run writes until ctx is done. start is the experiment's time origin, so
+// records line up with the caller's own events.
+func Run(ctx context.Context, cfg Config, sink Sink, start time.Time) *Result {
+	cfg.Defaults()
+	res := &Result{Model: map[string]*State{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range cfg.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs, model, errs := runWriter(ctx, cfg, sink, start, w)
+			mu.Lock()
+			res.Records = append(res.Records, recs...)
+			for id, st := range model {
+				res.Model[id] = st
+			}
+			if len(res.Errors) < 10 {
+				res.Errors = append(res.Errors, errs...)
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	slices.SortFunc(res.Records, func(a, b Record) int { return int(a.Start - b.Start) })
+	return res
+}
+
+// runWriter is one writer: paced, owning its ids.
+func runWriter(ctx context.Context, cfg Config, sink Sink, start time.Time, w int) ([]Record, map[string]*State, []error) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+	model := map[string]*State{}
+	var recs []Record
+	var errs []error
+	var interval time.Duration
+	if cfg.Rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(cfg.Writers) / cfg.Rate)
+	}
+	next := time.Now()
+	src := make([]byte, cfg.DocSize)
+	for k := 0; ctx.Err() == nil; k++ {
+		if interval > 0 {
+			next = next.Add(interval)
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(d):
+				}
+			} else if d < -time.Second {
+				next = time.Now() // do not build an unbounded backlog
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		op := pick(cfg, rng, w, src)
+		st := model[op.ID]
+		if st == nil {
+			st = &State{Routing: op.Routing, Deleted: true}
+			model[op.ID] = st
+		}
+		st.Inflight = &op
+		rec := Record{Start: time.Since(start), Moving: cfg.Moving == nil || cfg.Moving(op.ID, op.Routing)}
+		retries, err := sink.Write(w, op)
+		rec.End, rec.Retries, rec.OK = time.Since(start), retries, err == nil
+		recs = append(recs, rec)
+		if err != nil {
+			if len(errs) < 3 {
+				errs = append(errs, fmt.Errorf("writer %d: %s: %w", w, op.ID, err))
+			}
+			continue // the write may or may not have happened: it stays in flight
+		}
+		st.Inflight, st.Acked, st.Deleted = nil, true, op.Delete
+		if !op.Delete {
+			st.Hash = HashSource(op.Source)
+		}
+	}
+	return recs, model, errs
+}
+
+// pick chooses the next write: mostly index/update, some deletes; the hot
+// tenant gets HotShare of them.
+func pick(cfg Config, rng *rand.Rand, w int, src []byte) Op {
+	k := rng.IntN(cfg.IDsPerWriter)
+	if cfg.Tenants > 0 && rng.Float64() < cfg.HotShare {
+		k = 4 * cfg.Tenants * rng.IntN(max(1, cfg.IDsPerWriter/(4*cfg.Tenants))) // tenant-0's ids
+	}
+	id, routing := cfg.IDFor(w, k)
+	if rng.IntN(10) == 0 {
+		return Op{Delete: true, ID: id, Routing: routing}
+	}
+	for i := 0; i < len(src); i += 8 {
+		v := rng.Uint64()
+		for j := 0; j < 8 && i+j < len(src); j++ {
+			src[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return Op{ID: id, Routing: routing, Source: slices.Clone(src)}
+}

@@ -1,0 +1,98 @@
+package loadgen
+
+import (
+	"slices"
+	"time"
+)
+
+// MaxStall is the longest interval in which writes aimed at the moved
+// documents were outstanding and none of them was acknowledged, over
+// records that start or end in [from, to).
+func MaxStall(recs []Record, from, to time.Duration) time.Duration {
+	type event struct {
+		at    time.Duration
+		start bool
+	}
+	var evs []event
+	for _, r := range recs {
+		if !r.Moving || !r.OK || r.End < from || r.Start >= to {
+			continue
+		}
+		evs = append(evs, event{r.Start, true}, event{r.End, false})
+	}
+	slices.SortFunc(evs, func(a, b event) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		if a.start != b.start { // acks before starts at the same instant
+			if a.start {
+				return 1
+			}
+			return -1
+		}
+		return 0
+	})
+	var stall, since time.Duration
+	outstanding := 0
+	for _, e := range evs {
+		if e.start {
+			if outstanding == 0 {
+				since = e.at
+			}
+			outstanding++
+			continue
+		}
+		stall = max(stall, e.at-since)
+		outstanding--
+		since = e.at // a new quiet interval starts at this ack
+	}
+	return stall
+}
+
+// Window summarises the records that end in [from, to).
+type Window struct {
+	Acked   int
+	Errors  int
+	Retries int
+	P50     time.Duration
+	P99     time.Duration
+	Max     time.Duration
+	OpsPerS float64
+}
+
+// Summarize measures the writes acknowledged in [from, to).
+func Summarize(recs []Record, from, to time.Duration) Window {
+	var w Window
+	var lat []time.Duration
+	for _, r := range recs {
+		if r.End < from || r.End >= to {
+			continue
+		}
+		w.Retries += r.Retries
+		if !r.OK {
+			w.Errors++
+			continue
+		}
+		w.Acked++
+		lat = append(lat, r.End-r.Start)
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		w.P50 = lat[len(lat)/2]
+		w.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+		w.Max = lat[len(lat)-1]
+	}
+	if to > from {
+		w.OpsPerS = float64(w.Acked) / (to - from).Seconds()
+	}
+	return w
+}
+
+// Buckets slices [0, end) into fixed buckets.
+func Buckets(recs []Record, bucket, end time.Duration) []Window {
+	var out []Window
+	for from := time.Duration(0); from < end; from += bucket {
+		out = append(out, Summarize(recs, from, from+bucket))
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package loadgen
+
+import (
+	"testing"
+	"time"
+)
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func TestMaxStall(t *testing.T) {
+	tests := []struct {
+		name string
+		recs []Record
+		want time.Duration
+	}{
+		{"none", nil, 0},
+		{"one write", []Record{{Start: ms(0), End: ms(5), OK: true, Moving: true}}, ms(5)},
+		{"overlapping, acks keep coming", []Record{
+			{Start: ms(0), End: ms(3), OK: true, Moving: true},
+			{Start: ms(1), End: ms(6), OK: true, Moving: true},
+			{Start: ms(2), End: ms(8), OK: true, Moving: true},
+		}, ms(3)},
+		{"a stall during a handoff", []Record{
+			{Start: ms(0), End: ms(1), OK: true, Moving: true},
+			{Start: ms(10), End: ms(30), OK: true, Moving: true},
+			{Start: ms(12), End: ms(31), OK: true, Moving: true},
+			{Start: ms(40), End: ms(41), OK: true, Moving: true},
+		}, ms(20)},
+		{"writes not moving do not count", []Record{
+			{Start: ms(0), End: ms(50), OK: true, Moving: false},
+			{Start: ms(0), End: ms(2), OK: true, Moving: true},
+		}, ms(2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := MaxStall(tt.recs, 0, ms(1000)); got != tt.want {
+				t.Errorf("MaxStall = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var recs []Record
+	for i := range 100 {
+		recs = append(recs, Record{Start: ms(i * 10), End: ms(i*10 + i%10 + 1), OK: true, Retries: i % 2})
+	}
+	recs = append(recs, Record{Start: ms(5), End: ms(6), OK: false})
+	w := Summarize(recs, 0, ms(2000))
+	if w.Acked != 100 || w.Errors != 1 || w.Retries != 50 || w.P50 != ms(6) || w.Max != ms(10) || w.OpsPerS != 50 {
+		t.Errorf("Summarize = %+v", w)
+	}
+}

@@ -122,7 +122,7 @@ func (n *Node) openShard(t *routing.Table, id routing.ShardID) (*storage.Shard, 
 	if !ok {
 		return nil, fmt.Errorf("node: shard %d is not in table v%d", id, t.Version())
 	}
-	s, err := n.eng.OpenShard(id, o.Root, []routing.Span{o.Span})
+	s, err := n.eng.OpenShard(id, t.Keyspace(o.Root), []routing.Span{o.Span})
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,8 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 	if !ok {
 		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: n.table.Load()}
 	}
-	op := storage.Op{Kind: req.Kind, Root: req.Root, Key: req.Key, ID: req.ID, Routing: req.Routing, Source: req.Source}
+	op := storage.Op{Kind: req.Kind, Root: n.table.Load().Keyspace(req.Root), Key: req.Key, ID: req.ID,
+		Routing: req.Routing, Source: req.Source}
 	guard := func() error {
 		t := n.table.Load()
 		if int(req.Root) >= t.Settings().Shards || t.Owner(req.Root, req.Key) != req.Shard {
@@ -310,7 +311,7 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 	ref.readers.Add(1)
 	n.mu.RUnlock()
 	defer ref.readers.Done()
-	return ref.s.GetAny(req.Root, req.Key, req.ID)
+	return ref.s.GetAny(t.Keyspace(req.Root), req.Key, req.ID)
 }
 
 // Search scans every active shard of the current table, each over its span

@@ -184,6 +184,19 @@ func (t *Table) RootSpan(root ShardID) Span {
 	return Span{Start: uint64(root) * f, End: uint64(root+1) * f}
 }
 
+// Keyspace returns the storage key prefix of a root's documents. In
+// ModePartition partitions are unique across roots, so every document lives
+// in keyspace 0 and any resize of the index (a new-index split, shrink or
+// clone) is a change of which shard owns which partition span, never a
+// rewrite of keys. In ModeOpenSearch every root spans the whole hash range,
+// so the root is the keyspace.
+func (t *Table) Keyspace(root ShardID) ShardID {
+	if t.mode == ModeOpenSearch {
+		return root
+	}
+	return 0
+}
+
 // KeyOf returns the routing key of a placement in this table's mode.
 func (t *Table) KeyOf(p Placement) Key {
 	if t.mode == ModeOpenSearch {

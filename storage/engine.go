@@ -198,8 +198,11 @@ func (e *Engine) Close() error {
 // CloneDir copies a closed data directory for an identical second run:
 // Pebble's immutable files (tables, blob files) are hard-linked, everything
 // else (MANIFEST, WAL, OPTIONS, markers, the node's TABLE) is copied. The
-// directory must not be open.
+// directory must not be open. A nil fs is the OS filesystem.
 func CloneDir(fs vfs.FS, src, dst string) error {
+	if fs == nil {
+		fs = vfs.Default
+	}
 	if err := fs.MkdirAll(dst, 0o755); err != nil {
 		return fmt.Errorf("storage: clone %s: %w", src, err)
 	}

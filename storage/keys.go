@@ -13,22 +13,28 @@ import (
 // touch metadata or the operation log, and vice versa.
 //
 //	tagMeta 0x01 | kind byte | shard u32           per-shard metadata (last sequence number)
-//	tagDoc  0x10 | root u32  | routing key u32 | _id   a document
+//	tagDoc  0x10 | keyspace u32 | routing key u32 | _id   a document
 //	tagLog  0x20 | shard u32 | seq u64             an operation-log entry
 //
 // All integers are big-endian, so byte order is numeric order and a leaf of
 // the routing table (one root, a contiguous span of routing keys) is one
 // contiguous span of document keys.
 //
+// The keyspace is the root in opensearch mode and 0 in partition mode
+// (routing.Table.Keyspace): partitions are unique across roots, so a
+// partition-mode index can be resized into another without rewriting keys.
+// storage itself only sees "root" = keyspace.
+//
 // Worked example: _id "user-42" on an 8-shard index (R = 1024) lands in
 // partition 361 of root 2. In partition mode its routing key is 361 and its
 // key is
 //
-//	10 | 00 00 00 02 | 00 00 01 69 | 75 73 65 72 2d 34 32
-//	tag  root 2        key 361       "user-42"
+//	10 | 00 00 00 00 | 00 00 01 69 | 75 73 65 72 2d 34 32
+//	tag  keyspace 0    key 361       "user-42"
 //
 // In opensearch mode the routing key is the wrapped hash -1591625367 biased
-// by 2^31, 0x2121b969, so the key is 10 | 00000002 | 2121b969 | "user-42".
+// by 2^31, 0x2121b969, and the keyspace is root 2, so the key is
+// 10 | 00000002 | 2121b969 | "user-42".
 const (
 	tagMeta byte = 0x01
 	tagDoc  byte = 0x10

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/loadgen"
@@ -48,7 +47,7 @@ func BuildDataset(dir string, cfg DatasetConfig, logger *zap.Logger, progress fu
 	if err != nil {
 		return nil, err
 	}
-	eng, err := storage.Open(storage.Options{Dir: dir, FS: vfs.Default, Layout: cfg.Layout, Durability: storage.DurabilityAsync, Logger: logger})
+	eng, err := storage.Open(storage.Options{Dir: dir, Layout: cfg.Layout, Durability: storage.DurabilityAsync, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +104,7 @@ func load(n *node.Node, tab *routing.Table, cfg DatasetConfig, progress func(int
 				src[j+b] = byte(v >> (8 * b))
 			}
 		}
-		batches[shard] = append(batches[shard], storage.Op{Kind: storage.OpIndex, Root: p.Root, Key: tab.KeyOf(p),
+		batches[shard] = append(batches[shard], storage.Op{Kind: storage.OpIndex, Root: tab.Keyspace(p.Root), Key: tab.KeyOf(p),
 			ID: id, Routing: routingValue, Source: src})
 		if len(batches[shard]) == 500 {
 			if err := flush(shard); err != nil {
@@ -131,7 +130,7 @@ func load(n *node.Node, tab *routing.Table, cfg DatasetConfig, progress func(int
 
 // Clone makes an identical copy of the dataset in dir.
 func (d *Dataset) Clone(dir string) error {
-	return storage.CloneDir(vfs.Default, d.Dir, dir)
+	return storage.CloneDir(nil, d.Dir, dir)
 }
 
 // InitialIDs returns every id the dataset was loaded with and its routing.

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/loadgen"
@@ -85,7 +84,7 @@ func (s *routerSink) Write(w int, op loadgen.Op) (int, error) {
 // the steady window, and verifies the index afterwards.
 func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 	out := &Outcome{Strategy: "inplace"}
-	eng, err := storage.Open(storage.Options{Dir: cfg.Dir, FS: vfs.Default, Layout: cfg.Dataset.Config.Layout,
+	eng, err := storage.Open(storage.Options{Dir: cfg.Dir, Layout: cfg.Dataset.Config.Layout,
 		Durability: cfg.Durability, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err

@@ -75,6 +75,7 @@ type Node struct {
 	logger *zap.Logger
 
 	table atomic.Pointer[routing.Table] // the published table
+	block atomic.Pointer[error]         // a write block: every write fails with it
 
 	mu      sync.RWMutex // publish takes it exclusively; reads share it
 	shards  map[routing.ShardID]*shardRef
@@ -270,6 +271,9 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 	op := storage.Op{Kind: req.Kind, Root: n.table.Load().Keyspace(req.Root), Key: req.Key, ID: req.ID,
 		Routing: req.Routing, Source: req.Source}
 	guard := func() error {
+		if b := n.block.Load(); b != nil {
+			return *b
+		}
 		t := n.table.Load()
 		if int(req.Root) >= t.Settings().Shards || t.Owner(req.Root, req.Key) != req.Shard {
 			return &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
@@ -368,6 +372,24 @@ func (n *Node) HoldApplyLock(id routing.ShardID, drain time.Duration, fn func() 
 		return fn()
 	})
 	return held, err
+}
+
+// SetWriteBlock makes every write fail with err (nil lifts the block). The
+// block is checked under each shard's apply lock; when SetWriteBlock
+// returns, every write admitted before it has been applied, so nothing is
+// applied after the block (a resize may then copy the shards).
+func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
+	if err == nil {
+		n.block.Store(nil)
+		return nil
+	}
+	n.block.Store(&err)
+	for _, id := range n.table.Load().ActiveShards() {
+		if _, e := n.HoldApplyLock(id, drain, func() error { return nil }); e != nil {
+			return fmt.Errorf("node: write block: drain shard %d: %w", id, e)
+		}
+	}
+	return nil
 }
 
 // Retire removes a shard that no published table names any more: it waits

@@ -44,6 +44,9 @@ func ParseResizeOp(s string) (ResizeOp, error) {
 // the ratio between the two shard counts, which must divide exactly with a
 // factor > 1 unless they are equal.
 func RoutingFactor(source, target int) (int, error) {
+	if source <= 0 || target <= 0 {
+		return 0, newError(IllegalArgument, "the number of source shards [%d] and target shards [%d] must be positive", source, target)
+	}
 	switch {
 	case source < target:
 		f := target / source
@@ -192,7 +195,15 @@ type ResizeRequest struct {
 // PrepareResize reproduces TransportResizeAction.prepareCreateIndexRequest
 // and then MetadataCreateIndexService.validateResize, in OpenSearch's order,
 // and returns the target index's routing settings.
+//
+// The index-level checks (target exists, source missing, data-stream write
+// index, write block) run first: the transport layer needs the source's
+// metadata, and this is the order users see them in (the target-exists and
+// write-block vectors of MetadataCreateIndexServiceTests pass through here).
 func PrepareResize(req ResizeRequest) (Settings, error) {
+	if err := checkResizeIndices(req); err != nil {
+		return Settings{}, err
+	}
 	shards, err := prepareTargetShards(req)
 	if err != nil {
 		return Settings{}, err
@@ -293,6 +304,15 @@ func formatShardIDs(index string, ids []ShardID) string {
 // validateCloneIndex, in OpenSearch's order. A TargetShards of 0 means the
 // setting was not given; index.number_of_shards then defaults to 1.
 func ValidateResize(req ResizeRequest) error {
+	if err := checkResizeIndices(req); err != nil {
+		return err
+	}
+	return validateResizeShards(req)
+}
+
+// checkResizeIndices is the first part of validateResize: the indices
+// themselves.
+func checkResizeIndices(req ResizeRequest) error {
 	if req.TargetExists {
 		return newError(ResourceAlreadyExists, "index [%s] already exists", req.Target)
 	}
@@ -307,6 +327,11 @@ func ValidateResize(req ResizeRequest) error {
 		return newError(IllegalState,
 			"index %s must block write operations to resize index. use \"index.blocks.write=true\"", req.Source)
 	}
+	return nil
+}
+
+// validateResizeShards is the rest of validateResize: the shard counts.
+func validateResizeShards(req ResizeRequest) error {
 	src := req.SourceSettings
 	target := req.TargetShards
 	if target != 0 {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // DiskUsage is the space an engine's data directory takes.
@@ -18,10 +20,16 @@ type DiskUsage struct {
 }
 
 // DiskUsage walks the data directory.
-func (e *Engine) DiskUsage() (DiskUsage, error) {
+func (e *Engine) DiskUsage() (DiskUsage, error) { return dirUsage(e.opts.FS, e.opts.Dir) }
+
+// DirUsage measures any directory tree on the OS filesystem (several
+// engines' directories together, hard links between them counted once).
+func DirUsage(dir string) (DiskUsage, error) { return dirUsage(vfs.Default, dir) }
+
+func dirUsage(fsys vfs.FS, dir string) (DiskUsage, error) {
 	var u DiskUsage
 	seen := map[[2]uint64]bool{}
-	err := e.walk(e.opts.Dir, func(path string, fi fs.FileInfo) {
+	err := walk(fsys, dir, func(path string, fi fs.FileInfo) {
 		u.Live += fi.Size()
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			id := [2]uint64{uint64(st.Dev), st.Ino}
@@ -36,19 +44,19 @@ func (e *Engine) DiskUsage() (DiskUsage, error) {
 }
 
 // walk calls fn for every regular file under dir.
-func (e *Engine) walk(dir string, fn func(string, fs.FileInfo)) error {
-	names, err := e.opts.FS.List(dir)
+func walk(fsys vfs.FS, dir string, fn func(string, fs.FileInfo)) error {
+	names, err := fsys.List(dir)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
 		p := filepath.Join(dir, n)
-		fi, err := e.opts.FS.Stat(p)
+		fi, err := fsys.Stat(p)
 		if err != nil {
 			return err
 		}
 		if fi.IsDir() {
-			if err := e.walk(p, fn); err != nil {
+			if err := walk(fsys, p, fn); err != nil {
 				return err
 			}
 			continue
@@ -63,7 +71,7 @@ func (e *Engine) walk(dir string, fn func(string, fs.FileInfo)) error {
 // when it has more than one link; without it, Pebble's tables and blob
 // files are the linked ones (checkpoints link those and copy the rest).
 func (e *Engine) linkedBytes(dir string) (linked, copied int64) {
-	_ = e.walk(dir, func(path string, fi fs.FileInfo) {
+	_ = walk(e.opts.FS, dir, func(path string, fi fs.FileInfo) {
 		isLinked := strings.HasSuffix(path, ".sst") || strings.HasSuffix(path, ".blob")
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			isLinked = st.Nlink > 1

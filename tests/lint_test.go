@@ -27,6 +27,7 @@ var allowedOurs = map[string][]string{
 	"storage":             {"routing", "internal/"},
 	"node":                {"routing", "storage", "internal/"},
 	"splitter":            {"routing", "storage", "node", "internal/"},
+	"baseline":            {"routing", "storage", "node", "internal/"},
 	"recovery":            {"routing", "storage", "node", "splitter", "internal/"},
 	"internal/invariants": {},
 }

@@ -1,0 +1,308 @@
+package baseline
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// Cleanup says how a split target drops the documents it does not own.
+type Cleanup uint8
+
+const (
+	// CleanupPerDoc deletes each foreign document and then compacts: the
+	// faithful cost, like OpenSearch's delete-by-query of foreign documents
+	// followed by merges.
+	CleanupPerDoc Cleanup = iota + 1
+	// CleanupRange drops the foreign routing-key spans in O(metadata):
+	// what key-ordered storage allows.
+	CleanupRange
+)
+
+func (c Cleanup) String() string {
+	switch c {
+	case CleanupPerDoc:
+		return "per-doc"
+	case CleanupRange:
+		return "range"
+	}
+	return fmt.Sprintf("Cleanup(%d)", uint8(c))
+}
+
+// ParseCleanup parses "per-doc" or "range".
+func ParseCleanup(s string) (Cleanup, error) {
+	switch s {
+	case "per-doc":
+		return CleanupPerDoc, nil
+	case "range":
+		return CleanupRange, nil
+	}
+	return 0, fmt.Errorf("baseline: unknown cleanup %q (want per-doc or range)", s)
+}
+
+// ResizeRequest is a _split, _shrink or _clone request.
+type ResizeRequest struct {
+	Op           routing.ResizeOp
+	Source       string
+	Target       string
+	TargetShards int // index.number_of_shards of the target; 0 = not given
+	// TargetRoutingShards is index.number_of_routing_shards of the target
+	// (0 = not given); only a split of a 1-shard index may give it.
+	TargetRoutingShards int
+	MaxShardSize        *int64 // shrink only
+	Cleanup             Cleanup
+	// AllShardsOnOneNode models the shrink prerequisite (true on this
+	// one-node cluster unless a test says otherwise).
+	AllShardsOnOneNode *bool
+	// SourceShardDocs overrides the primary document count of each source
+	// shard for the shrink's document limit (nil = count them).
+	SourceShardDocs []int64
+	// SourceStoreBytes overrides the primaries' store size that
+	// max_shard_size is compared with (nil = measure it).
+	SourceStoreBytes *int64
+	// Settings a resize request may carry and OpenSearch refuses or checks.
+	TargetPartitionSize                  int
+	SourceSoftDeletes, TargetSoftDeletes *bool
+}
+
+// ResizeReport measures a resize.
+type ResizeReport struct {
+	Target        routing.Settings
+	Link          time.Duration // hard-linked checkpoints of the sources
+	Copy          time.Duration // shrink: copying the second and later sources
+	Cleanup       time.Duration // removing foreign documents
+	Open          time.Duration // opening the target index
+	Deleted       int           // foreign documents deleted (per-doc)
+	Linked        int64
+	Copied        int64
+	CleanupWrites uint64
+}
+
+// request builds the validation input from the cluster's state.
+func (c *Cluster) request(req ResizeRequest) (routing.ResizeRequest, *Index, error) {
+	src, srcOK := c.Index(req.Source)
+	_, tgtExists := c.Index(req.Target)
+	onOneNode := true
+	if req.AllShardsOnOneNode != nil {
+		onOneNode = *req.AllShardsOnOneNode
+	}
+	r := routing.ResizeRequest{
+		Op: req.Op, Source: req.Source, Target: req.Target, SourceExists: srcOK, TargetExists: tgtExists,
+		AllShardsOnOneNode: onOneNode, TargetShards: req.TargetShards, TargetRoutingShards: req.TargetRoutingShards,
+		MaxShardSize: req.MaxShardSize, SourceShardDocs: req.SourceShardDocs, TargetPartitionSize: req.TargetPartitionSize,
+		SourceSoftDeletes: req.SourceSoftDeletes, TargetSoftDeletes: req.TargetSoftDeletes,
+	}
+	if srcOK {
+		r.SourceSettings = src.Settings()
+		r.SourceWriteBlocked = src.WriteBlocked()
+		if r.SourceStoreBytes = req.SourceStoreBytes; req.MaxShardSize != nil && r.SourceStoreBytes == nil {
+			u, _ := src.Node.Engine().DiskUsage()
+			r.SourceStoreBytes = &u.Unique
+		}
+		if req.Op == routing.Shrink && r.SourceShardDocs == nil {
+			for _, id := range src.Node.Table().ActiveShards() {
+				s, _ := src.Node.ShardStore(id)
+				n := 0
+				if err := s.Scan(func(storage.Doc) error { n++; return nil }); err != nil {
+					return r, nil, err
+				}
+				r.SourceShardDocs = append(r.SourceShardDocs, int64(n))
+			}
+		}
+	}
+	return r, src, nil
+}
+
+// Resize creates the target index from the write-blocked source:
+// validation in OpenSearch's order and with its messages (routing
+// .PrepareResize), then each target shard from hard-linked checkpoints of
+// its source shards, then (split only) removal of the documents each target
+// shard does not own, recomputed against the target's metadata.
+func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
+	var rep ResizeReport
+	vreq, src, err := c.request(req)
+	if err != nil {
+		return nil, rep, err
+	}
+	target, err := routing.PrepareResize(vreq)
+	if err != nil {
+		return nil, rep, err
+	}
+	rep.Target = target
+	tab, err := routing.NewTable(routing.ModePartition, target)
+	if err != nil {
+		return nil, rep, err
+	}
+	eng, err := storage.Open(storage.Options{Dir: c.IndexDir(req.Target), Durability: c.cfg.Durability, Logger: c.cfg.Logger})
+	if err != nil {
+		return nil, rep, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = eng.Close()
+		}
+	}()
+	for t := range target.Shards {
+		if err := c.buildTargetShard(req, src, eng, tab, t, &rep); err != nil {
+			return nil, rep, fmt.Errorf("baseline: %s %s -> %s: target shard %d: %w", req.Op, req.Source, req.Target, t, err)
+		}
+	}
+	start := time.Now()
+	n, err := node.Open(node.Config{Engine: eng, Table: tab, Logger: c.cfg.Logger})
+	if err != nil {
+		return nil, rep, err
+	}
+	rep.Open = time.Since(start)
+	ix := &Index{Name: req.Target, Node: n, dir: c.IndexDir(req.Target)}
+	c.mu.Lock()
+	c.indices[req.Target] = ix
+	c.mu.Unlock()
+	ok = true
+	return ix, rep, nil
+}
+
+// buildTargetShard makes target shard t: linked from its (first) source,
+// plus copies of the other sources of a shrink, minus foreign documents.
+func (c *Cluster) buildTargetShard(req ResizeRequest, src *Index, eng *storage.Engine, tab *routing.Table, t int, rep *ResizeReport) error {
+	sources, err := selectSources(req.Op, t, src.Settings(), tab.Settings().Shards)
+	if err != nil {
+		return err
+	}
+	own := tab.RootSpan(routing.ShardID(t))
+	first, _ := src.Node.ShardStore(sources[0])
+	start := time.Now()
+	shard, stats, err := storage.LinkShard(eng, first, routing.ShardID(t), 0, []routing.Span{own})
+	rep.Link += time.Since(start)
+	if err != nil {
+		return err
+	}
+	rep.Linked += stats.Linked
+	rep.Copied += stats.Copied
+	start = time.Now()
+	for _, id := range sources[1:] {
+		s, _ := src.Node.ShardStore(id)
+		if _, err := shard.CopyFrom(s); err != nil {
+			return err
+		}
+	}
+	rep.Copy += time.Since(start)
+	if req.Op != routing.Split {
+		return nil
+	}
+	var cs storage.CleanupStats
+	if req.Cleanup == CleanupRange {
+		cs, err = shard.TrimToOwned()
+	} else {
+		// OpenSearch's ShardSplittingQuery: recompute each document's shard
+		// against the target metadata; delete it where that is not t.
+		cs, err = shard.DeleteForeign(func(d storage.Doc) bool {
+			_, s := tab.Route(d.ID, d.Routing)
+			return s == routing.ShardID(t)
+		})
+	}
+	rep.Cleanup += cs.Took
+	rep.Deleted += cs.Deleted
+	rep.CleanupWrites += cs.Written
+	return err
+}
+
+// selectSources returns the source shards of target shard t.
+func selectSources(op routing.ResizeOp, t int, src routing.Settings, targetShards int) ([]routing.ShardID, error) {
+	switch op {
+	case routing.Split:
+		s, err := routing.SelectSplitShard(t, src, targetShards)
+		return []routing.ShardID{s}, err
+	case routing.Shrink:
+		return routing.SelectShrinkShards(t, src, targetShards)
+	case routing.Clone:
+		s, err := routing.SelectCloneShard(t, src, targetShards)
+		return []routing.ShardID{s}, err
+	}
+	return nil, fmt.Errorf("baseline: unknown resize operation %d", op)
+}
+
+// ProcedureReport times the whole user procedure.
+type ProcedureReport struct {
+	Resize   ResizeReport
+	Steps    []Step
+	Blocked  time.Duration // from the write block to the alias swap and unblock
+	Verified int           // documents counted in the target before the swap
+}
+
+// Step is one timed step of the procedure.
+type Step struct {
+	Name       string
+	Start, End time.Time
+}
+
+// Procedure is what a user does to resize an index behind an alias that
+// writers keep using: add the write block, resize, wait until the target is
+// open and holds every document exactly once, swap the alias, and
+// (optionally) delete the source. Writers see the block as errors and retry.
+func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) (ProcedureReport, error) {
+	var rep ProcedureReport
+	step := func(name string, fn func() error) error {
+		s := Step{Name: name, Start: time.Now()}
+		err := fn()
+		s.End = time.Now()
+		rep.Steps = append(rep.Steps, s)
+		return err
+	}
+	blockStart := time.Now()
+	if err := step("write-block", func() error { return c.SetWriteBlock(req.Source, true) }); err != nil {
+		return rep, err
+	}
+	var target *Index
+	err := step("resize", func() error {
+		var err error
+		target, rep.Resize, err = c.Resize(req)
+		return err
+	})
+	if err != nil {
+		_ = c.SetWriteBlock(req.Source, false) // give the writers their index back
+		return rep, err
+	}
+	if err := step("wait-consistent", func() error {
+		var err error
+		rep.Verified, err = countOnce(target)
+		return err
+	}); err != nil {
+		return rep, err
+	}
+	if err := step("swap-alias", func() error { return c.PutAlias(alias, req.Target) }); err != nil {
+		return rep, err
+	}
+	rep.Blocked = time.Since(blockStart)
+	if deleteSource {
+		if err := step("delete-source", func() error { return c.DeleteIndex(req.Source) }); err != nil {
+			return rep, err
+		}
+	} else if err := step("unblock-source", func() error { return c.SetWriteBlock(req.Source, false) }); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// ErrInconsistent marks a target that holds a document twice or on the
+// wrong shard.
+var ErrInconsistent = errors.New("baseline: target index is not consistent")
+
+// countOnce scans the target and checks every document is on its shard,
+// once.
+func countOnce(ix *Index) (int, error) {
+	t := ix.Node.Table()
+	seen := map[string]bool{}
+	_, err := ix.Node.Search(func(shard routing.ShardID, d storage.Doc) error {
+		if _, s := t.Route(d.ID, d.Routing); s != shard || seen[d.ID] {
+			return fmt.Errorf("%w: %s on shard %d (twice: %v)", ErrInconsistent, d.ID, shard, seen[d.ID])
+		}
+		seen[d.ID] = true
+		return nil
+	})
+	return len(seen), err
+}

@@ -1,0 +1,185 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// The primitives of OpenSearch's new-index resize (_split, _shrink,
+// _clone), on the same stores the in-place split uses.
+
+// LinkShard makes shard id of engine dst from a hard-linked checkpoint of
+// src's store restricted to spans, owning spans, and WITHOUT removing
+// foreign keys: like OpenSearch's resize, the target starts from the
+// source's files and a later cleanup (DeleteForeign or TrimToOwned) removes
+// what it does not own. The target adopts the source's sequence number.
+// Per-shard layout only.
+func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []routing.Span) (*Shard, ChildStats, error) {
+	var stats ChildStats
+	if dst.opts.Layout != LayoutPerShard {
+		return nil, stats, fmt.Errorf("storage: link shard %d: the %s layout has no per-shard stores", id, dst.opts.Layout)
+	}
+	dir := dst.ShardDir(id)
+	var restrict []pebble.CheckpointSpan
+	for _, sp := range spans {
+		lo, hi := SpanBounds(keyspace, sp)
+		restrict = append(restrict, pebble.CheckpointSpan{Start: lo, End: hi})
+	}
+	restrict = append(restrict, pebble.CheckpointSpan{Start: metaKey(metaSeq, src.id), End: metaKey(metaSeq, src.id+1)})
+	start := time.Now()
+	if err := src.st.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(restrict)); err != nil {
+		return nil, stats, fmt.Errorf("storage: link shard %d from %d: %w", id, src.id, err)
+	}
+	stats.Checkpoint = time.Since(start)
+	stats.Linked, stats.Copied = dst.linkedBytes(dir)
+	start = time.Now()
+	dst.mu.Lock()
+	st, err := dst.storeLocked(dir)
+	dst.mu.Unlock()
+	stats.Open = time.Since(start)
+	if err != nil {
+		return nil, stats, err
+	}
+	seq, err := readSeq(st.db, src.id)
+	if err != nil {
+		return nil, stats, err
+	}
+	b := st.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(metaKey(metaSeq, src.id), nil)
+	_ = b.DeleteRange([]byte{tagLog}, []byte{tagEnd}, nil)
+	_ = b.Set(metaKey(metaSeq, id), binary.BigEndian.AppendUint64(nil, seq), nil)
+	if err := st.db.Apply(b, pebble.Sync); err != nil {
+		return nil, stats, fmt.Errorf("storage: link shard %d: adopt sequence number: %w", id, err)
+	}
+	stats.Seq = seq
+	s, err := dst.OpenShard(id, keyspace, spans)
+	return s, stats, err
+}
+
+// CleanupStats measures the removal of foreign documents.
+type CleanupStats struct {
+	Scanned int
+	Deleted int
+	Took    time.Duration
+	Written uint64 // bytes the store wrote doing it
+}
+
+// DeleteForeign is the faithful cost of OpenSearch's split cleanup: it
+// scans every document in the store, deletes each one keep rejects with a
+// point delete (as Lucene marks deleted documents), and then compacts the
+// whole document range (as merges reclaim the deleted documents).
+func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
+	var stats CleanupStats
+	start, before := time.Now(), s.st.bytesWritten()
+	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: allDocs[0], UpperBound: allDocs[1]})
+	if err != nil {
+		return stats, err
+	}
+	b := s.st.db.NewBatch()
+	flush := func() error {
+		if b.Empty() {
+			return nil
+		}
+		err := s.st.db.Apply(b, pebble.NoSync)
+		_ = b.Close()
+		b = s.st.db.NewBatch()
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		stats.Scanned++
+		d, err := decodeDoc(it.Key(), it.Value())
+		if err != nil {
+			_ = it.Close()
+			return stats, err
+		}
+		if keep(d) {
+			continue
+		}
+		_ = b.Delete(bytes.Clone(it.Key()), nil)
+		stats.Deleted++
+		if b.Count() >= 1000 {
+			if err := flush(); err != nil {
+				_ = it.Close()
+				return stats, err
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		return stats, err
+	}
+	if err := flush(); err != nil {
+		return stats, err
+	}
+	_ = b.Close()
+	if err := s.st.sync(); err != nil {
+		return stats, err
+	}
+	if err := s.st.db.Compact(context.Background(), allDocs[0], allDocs[1], true); err != nil {
+		return stats, fmt.Errorf("storage: shard %d: compact after deletes: %w", s.id, err)
+	}
+	stats.Took, stats.Written = time.Since(start), s.st.bytesWritten()-before
+	return stats, nil
+}
+
+// TrimToOwned removes every document outside the shard's owned spans in
+// O(metadata) with Excise: what key-ordered storage allows instead of
+// per-document deletes.
+func (s *Shard) TrimToOwned() (CleanupStats, error) {
+	var stats CleanupStats
+	start, before := time.Now(), s.st.bytesWritten()
+	next := allDocs[0]
+	for _, sp := range s.Owned() {
+		lo, hi := SpanBounds(s.root, sp)
+		if bytes.Compare(next, lo) < 0 {
+			if err := s.st.excise(next, lo); err != nil {
+				return stats, err
+			}
+		}
+		next = hi
+	}
+	if bytes.Compare(next, allDocs[1]) < 0 {
+		if err := s.st.excise(next, allDocs[1]); err != nil {
+			return stats, err
+		}
+	}
+	stats.Took, stats.Written = time.Since(start), s.st.bytesWritten()-before
+	return stats, nil
+}
+
+// CopyFrom copies every document src owns into s, in batches (a shrink's
+// second and later sources: Pebble cannot merge stores by linking files).
+func (s *Shard) CopyFrom(src *Shard) (int, error) {
+	var ops []Op
+	n := 0
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err := s.Write(ops, nil)
+		n += len(ops)
+		ops = ops[:0]
+		return err
+	}
+	err := src.Scan(func(d Doc) error {
+		ops = append(ops, Op{Kind: OpIndex, Root: d.Root, Key: d.Key, ID: d.ID, Routing: d.Routing, Source: bytes.Clone(d.Source)})
+		if len(ops) == 500 {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return n, fmt.Errorf("storage: copy shard %d into %d: %w", src.id, s.id, err)
+	}
+	return n, nil
+}

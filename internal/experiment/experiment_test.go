@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/shardsplit/shardsplit/baseline"
 	"github.com/shardsplit/shardsplit/internal/loadgen"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
@@ -59,4 +60,25 @@ func TestInPlaceRunVerifies(t *testing.T) {
 				stall, out.NodeStall, out.WindowEnd-out.WindowStart, out.Phases)
 		})
 	}
+}
+
+func TestNewIndexRunVerifies(t *testing.T) {
+	d := smallDataset(t, routing.ModePartition)
+	load := d.Config.Load
+	load.Rate = 2000
+	out, err := RunNewIndex(context.Background(), NewIndexConfig{
+		Dir: filepath.Join(t.TempDir(), "cluster"), Dataset: d, Durability: storage.DurabilityRequest, Load: load,
+		Factor: 2, Cleanup: baseline.CleanupPerDoc, Steady: 200 * time.Millisecond, After: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Verify.OK() || out.Verify.Checked < 3000 {
+		t.Fatalf("verification: %+v", out.Verify)
+	}
+	stall := loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)
+	if stall < 10*time.Millisecond {
+		t.Errorf("new-index stall %v: writers should have waited for the whole block", stall)
+	}
+	t.Logf("%d writes, stall %v, window %v, %v", len(out.Load.Records), stall, out.WindowEnd-out.WindowStart, out.Notes)
 }

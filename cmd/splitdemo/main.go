@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
+
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
 // Exit statuses.
 const (
@@ -27,15 +30,15 @@ Usage:
   splitdemo <command> [flags] [args]
 
 Commands:
+  compare   (the default) split a hot shard in place and, on an identical copy,
+            run today's new-index _split x2, under the same continuous writes;
+            verify every acknowledged write; write report.md, charts, CSV, JSON
   route     print where documents land (OpenSearch-exact routing, optional in-place splits)
-  help      print this help, or a command's help: splitdemo help route
+  help      print this help, or a command's help: splitdemo help compare
 
-Not built yet:
-  compare   run an in-place split and a new-index _split under the same writes
-            and write a report. This is what a bare 'splitdemo' will run; it
-            does not exist yet, so 'splitdemo' only prints this help.
-
-Example:
+Examples:
+  splitdemo                          # compare on the embedded default (~1 minute)
+  splitdemo compare --rate 5000 --docs 1000000 --out big-run
   splitdemo route --shards 8 user-42
 `
 
@@ -45,23 +48,25 @@ func main() {
 
 // run dispatches a command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stdout, usage)
-		fmt.Fprintln(stdout, "\nThe comparison (splitdemo compare) is not built yet; nothing was split.")
-		return exitOK
+	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !isHelp(args[0])) {
+		return runCompare(args, stdout, stderr)
 	}
 	switch args[0] {
+	case "compare":
+		return runCompare(args[1:], stdout, stderr)
 	case "route":
 		return runRoute(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[1] == "route" {
-			return runRoute([]string{"--help"}, stdout, stderr)
+		if len(args) > 1 {
+			switch args[1] {
+			case "route":
+				return runRoute([]string{"--help"}, stdout, stderr)
+			case "compare":
+				return runCompare([]string{"--help"}, stdout, stderr)
+			}
 		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	case "compare":
-		fmt.Fprintln(stderr, "splitdemo: compare is not built yet")
-		return exitFail
 	}
 	fmt.Fprintf(stderr, "splitdemo: unknown command %q (try 'splitdemo help')\n", args[0])
 	return exitUsage

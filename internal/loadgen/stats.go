@@ -96,3 +96,44 @@ func Buckets(recs []Record, bucket, end time.Duration) []Window {
 	}
 	return out
 }
+
+// SummarizeOverlap measures the writes whose lifetime overlaps [from, to):
+// the writes that were in flight during a window, however long they took.
+func SummarizeOverlap(recs []Record, from, to time.Duration) Window {
+	var in []Record
+	for _, r := range recs {
+		if r.Start < to && r.End >= from {
+			in = append(in, r)
+		}
+	}
+	w := Summarize(in, 0, 1<<62)
+	w.OpsPerS = 0
+	if to > from {
+		acked := 0
+		for _, r := range recs {
+			if r.OK && r.End >= from && r.End < to {
+				acked++
+			}
+		}
+		w.OpsPerS = float64(acked) / (to - from).Seconds()
+	}
+	return w
+}
+
+// BucketsByStart slices [0, end) into fixed buckets by when writes started:
+// a bucket's latency percentiles describe the writes issued in it, however
+// long they took (a write blocked for seconds shows in the bucket it was
+// issued in, not as a gap).
+func BucketsByStart(recs []Record, bucket, end time.Duration) []Window {
+	var out []Window
+	for from := time.Duration(0); from < end; from += bucket {
+		var in []Record
+		for _, r := range recs {
+			if r.Start >= from && r.Start < from+bucket {
+				in = append(in, r)
+			}
+		}
+		out = append(out, Summarize(in, 0, 1<<62))
+	}
+	return out
+}

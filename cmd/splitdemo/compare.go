@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/baseline"
+	"github.com/shardsplit/shardsplit/internal/experiment"
+	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+const compareUsage = `splitdemo compare: in-place split vs new-index _split under continuous writes.
+
+Usage:
+  splitdemo [compare] [flags]
+
+Builds an index (default: 8 shards, routing shards 1024, 1 KiB documents, some
+tenants routed with a custom routing value, one hot tenant so one shard is hot),
+then, on identical copies of that data and under the same continuous writes:
+  inplace   splits the hot shard in place (children from a hard-linked checkpoint,
+            catch-up, a handoff of milliseconds), while writers keep writing;
+  newindex  does what OpenSearch users do today: write block, _split x2 of the
+            whole index to a new index, alias swap, unblock; writers retry.
+After each strategy every acknowledged write is verified against the index.
+
+Writes to --out (default ./splitdemo-out/): report.md, throughput.png,
+latency.png, timeline.csv, summary.json. A progress line goes to stderr;
+Ctrl-C stops cleanly.
+
+Flags:
+  --docs N             documents loaded before the writes start (default 200000)
+  --doc-size BYTES     document source size (default 1024)
+  --writers N          concurrent writers (default 16)
+  --rate N             target writes per second, all writers (default 2000)
+  --shards N           number_of_shards (default 8; routing shards = the create default)
+  --split SHARD[:N]    in-place: the shard to split and into how many (default: the
+                       hot shard, 2)
+  --mode MODE          in-place routing mode: partition or opensearch (default partition)
+  --durability D       request (fsync before ack) or async (default request)
+  --strategy S         inplace, newindex or both (default both)
+  --cleanup C          new-index foreign-document cleanup: per-doc (deletes + compaction,
+                       as OpenSearch) or range (excise) (default per-doc)
+  --steady DURATION    writes before the split (default 4s)
+  --after DURATION     writes after the split (default 3s)
+  --seed N             workload seed (default 1)
+  --out DIR            output directory (default ./splitdemo-out)
+  --json FILE          also write summary.json to FILE
+  --data DIR           where to build the index (default: a temporary directory,
+                       removed afterwards)
+  --log-level LEVEL    zap level for the log on stderr (default warn)
+
+Examples:
+  go run ./cmd/splitdemo
+  go run ./cmd/splitdemo compare --docs 1000000 --rate 5000 --cleanup range --out big-run
+`
+
+// compareConfig is the parsed command line.
+type compareConfig struct {
+	docs, docSize, writers, shards, splitWays int
+	rate                                      float64
+	splitShard                                int // -1 = the hot shard
+	mode                                      routing.Mode
+	durability                                storage.Durability
+	inplace, newindex                         bool
+	cleanup                                   baseline.Cleanup
+	steady, after                             time.Duration
+	seed                                      uint64
+	out, jsonPath, data                       string
+	logLevel                                  string
+	args                                      []string
+}
+
+func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c := &compareConfig{args: args, splitShard: -1, splitWays: 2}
+	fs.IntVar(&c.docs, "docs", 200000, "")
+	fs.IntVar(&c.docSize, "doc-size", 1024, "")
+	fs.IntVar(&c.writers, "writers", 16, "")
+	fs.Float64Var(&c.rate, "rate", 2000, "")
+	fs.IntVar(&c.shards, "shards", 8, "")
+	split := fs.String("split", "", "")
+	mode := fs.String("mode", "partition", "")
+	durability := fs.String("durability", "request", "")
+	strategy := fs.String("strategy", "both", "")
+	cleanup := fs.String("cleanup", "per-doc", "")
+	fs.DurationVar(&c.steady, "steady", 4*time.Second, "")
+	fs.DurationVar(&c.after, "after", 3*time.Second, "")
+	fs.Uint64Var(&c.seed, "seed", 1, "")
+	fs.StringVar(&c.out, "out", "splitdemo-out", "")
+	fs.StringVar(&c.jsonPath, "json", "", "")
+	fs.StringVar(&c.data, "data", "", "")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, compareUsage)
+			return nil, exitOK, err
+		}
+		return nil, exitUsage, err
+	}
+	if fs.NArg() > 0 {
+		return nil, exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if c.mode, err = routing.ParseMode(*mode); err != nil {
+		return nil, exitUsage, fmt.Errorf("--mode %q: want partition or opensearch", *mode)
+	}
+	if c.durability, err = storage.ParseDurability(*durability); err != nil {
+		return nil, exitUsage, fmt.Errorf("--durability %q: want request or async", *durability)
+	}
+	if c.cleanup, err = baseline.ParseCleanup(*cleanup); err != nil {
+		return nil, exitUsage, fmt.Errorf("--cleanup %q: want per-doc or range", *cleanup)
+	}
+	switch *strategy {
+	case "both":
+		c.inplace, c.newindex = true, true
+	case "inplace":
+		c.inplace = true
+	case "newindex":
+		c.newindex = true
+	default:
+		return nil, exitUsage, fmt.Errorf("--strategy %q: want inplace, newindex or both", *strategy)
+	}
+	if *split != "" {
+		id, ways, hasWays := strings.Cut(*split, ":")
+		n, err := strconv.Atoi(id)
+		if err != nil || n < 0 {
+			return nil, exitUsage, fmt.Errorf("--split %q: shard %q is not a shard id", *split, id)
+		}
+		c.splitShard = n
+		if hasWays {
+			if c.splitWays, err = strconv.Atoi(ways); err != nil || c.splitWays < 2 {
+				return nil, exitUsage, fmt.Errorf("--split %q: %q is not a number of children >= 2", *split, ways)
+			}
+		}
+	}
+	for name, v := range map[string]int{"--docs": c.docs, "--doc-size": c.docSize, "--writers": c.writers} {
+		if v < 1 {
+			return nil, exitUsage, fmt.Errorf("%s %d: must be at least 1", name, v)
+		}
+	}
+	if c.rate < 0 {
+		return nil, exitUsage, fmt.Errorf("--rate %v: must not be negative", c.rate)
+	}
+	if _, err := routing.NewSettings("index", c.shards, 0, 1); err != nil {
+		return nil, exitUsage, fmt.Errorf("--shards %d: %w", c.shards, err)
+	}
+	if c.splitShard >= c.shards {
+		return nil, exitUsage, fmt.Errorf("--split %q: the index has shards 0..%d", *split, c.shards-1)
+	}
+	return c, exitOK, nil
+}
+
+func runCompare(args []string, stdout, stderr io.Writer) int {
+	cfg, code, err := parseCompare(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return code
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "splitdemo compare: %v\n", err)
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := compare(ctx, cfg, stderr)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "\nsplitdemo compare: interrupted; nothing written")
+		return exitFail
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "\nsplitdemo compare: %v\n", err)
+		return exitFail
+	}
+	if err := writeOutputs(cfg, res); err != nil {
+		fmt.Fprintf(stderr, "splitdemo compare: write report: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "%s\nreport: %s\n", res.reading, filepath.Join(cfg.out, "report.md"))
+	for _, o := range res.outcomes {
+		if !o.Verify.OK() {
+			fmt.Fprintf(stderr, "splitdemo compare: %s verification FAILED: %+v\n", o.Strategy, o.Verify)
+			return exitFail
+		}
+	}
+	return exitOK
+}
+
+// comparison is everything a compare run produced.
+type comparison struct {
+	cfg        *compareConfig
+	settings   routing.Settings
+	hotShard   routing.ShardID
+	datasetDoc int64
+	outcomes   []*experiment.Outcome
+	summary    map[string]any
+	reading    string
+	started    time.Time
+	took       time.Duration
+}
+
+// progress is a spinner with the current stage on stderr.
+type progress struct {
+	bar  *progressbar.ProgressBar
+	done chan struct{}
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{done: make(chan struct{}), bar: progressbar.NewOptions(-1, progressbar.OptionSetWriter(w),
+		progressbar.OptionSpinnerType(14), progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(),
+		progressbar.OptionThrottle(100*time.Millisecond))}
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+				_ = p.bar.Add(1)
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progress) stage(s string) { p.bar.Describe(s) }
+func (p *progress) finish()        { close(p.done); _ = p.bar.Finish() }
+
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zap.ParseAtomicLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	zc := zap.NewDevelopmentConfig()
+	zc.Level = lvl
+	zc.OutputPaths, zc.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	_ = w
+	return zc.Build()
+}
+
+// compare builds the dataset(s) and runs the strategies.
+func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*comparison, error) {
+	logger, err := newLogger(cfg.logLevel, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer logger.Sync() //nolint:errcheck
+	res := &comparison{cfg: cfg, started: time.Now()}
+	res.settings, _ = routing.NewSettings("index", cfg.shards, 0, 1)
+	dir := cfg.data
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "splitdemo-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+	}
+	load := loadgen.Config{Writers: cfg.writers, Rate: cfg.rate, DocSize: cfg.docSize,
+		IDsPerWriter: max(100, cfg.docs/cfg.writers), Tenants: 8, HotShare: 0.3, Seed: cfg.seed}
+	p := newProgress(stderr)
+	defer p.finish()
+
+	datasets := map[routing.Mode]*experiment.Dataset{}
+	build := func(mode routing.Mode) (*experiment.Dataset, error) {
+		if d, ok := datasets[mode]; ok {
+			return d, nil
+		}
+		dc := experiment.DatasetConfig{Mode: mode, Settings: res.settings, Layout: storage.LayoutPerShard, Docs: cfg.docs, Load: load}
+		d, err := experiment.BuildDataset(filepath.Join(dir, "dataset-"+mode.String()), dc, logger, func(n int) {
+			p.stage(fmt.Sprintf("loading %s dataset: %d/%d documents", mode, n, cfg.docs))
+		})
+		datasets[mode] = d
+		return d, err
+	}
+	tab, _ := routing.NewTable(cfg.mode, res.settings)
+	_, res.hotShard = tab.Route("any", "tenant-0")
+	if cfg.splitShard >= 0 {
+		res.hotShard = routing.ShardID(cfg.splitShard)
+	}
+	if cfg.inplace {
+		d, err := build(cfg.mode)
+		if err != nil {
+			return nil, err
+		}
+		res.datasetDoc = d.Bytes
+		p.stage(fmt.Sprintf("inplace: writing %v, then splitting shard %d in place", cfg.steady, res.hotShard))
+		if err := d.Clone(filepath.Join(dir, "inplace")); err != nil {
+			return nil, err
+		}
+		out, err := experiment.RunInPlace(ctx, experiment.InPlaceConfig{
+			Dir: filepath.Join(dir, "inplace"), Dataset: d, Durability: cfg.durability, Load: load,
+			Splits: []splitter.Plan{{Parent: res.hotShard, Ways: cfg.splitWays}},
+			Steady: cfg.steady, After: cfg.after, Logger: logger, StaleEvery: 200,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("inplace: %w", err)
+		}
+		res.outcomes = append(res.outcomes, out)
+	}
+	if cfg.newindex {
+		d, err := build(routing.ModePartition)
+		if err != nil {
+			return nil, err
+		}
+		res.datasetDoc = max(res.datasetDoc, d.Bytes)
+		p.stage(fmt.Sprintf("newindex: writing %v, then write block, _split x2, alias swap", cfg.steady))
+		out, err := experiment.RunNewIndex(ctx, experiment.NewIndexConfig{
+			Dir: filepath.Join(dir, "newindex"), Dataset: d, Durability: cfg.durability, Load: load,
+			Factor: 2, Cleanup: cfg.cleanup, Steady: cfg.steady, After: cfg.after, Logger: logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("newindex: %w", err)
+		}
+		res.outcomes = append(res.outcomes, out)
+	}
+	p.stage("writing the report")
+	res.took = time.Since(res.started)
+	res.summary = summarize(res)
+	res.reading = reading(res)
+	return res, nil
+}

@@ -213,16 +213,32 @@ type comparison struct {
 	took       time.Duration
 }
 
-// progress is a spinner with the current stage on stderr.
+// progress shows the current stage on stderr: a spinner on a terminal, a
+// line per stage otherwise (logs and CI stay readable).
 type progress struct {
 	bar  *progressbar.ProgressBar
+	w    io.Writer
+	last string
 	done chan struct{}
 }
 
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
 func newProgress(w io.Writer) *progress {
-	p := &progress{done: make(chan struct{}), bar: progressbar.NewOptions(-1, progressbar.OptionSetWriter(w),
+	p := &progress{w: w, done: make(chan struct{})}
+	if !isTerminal(w) {
+		return p
+	}
+	p.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(w),
 		progressbar.OptionSpinnerType(14), progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(),
-		progressbar.OptionThrottle(100*time.Millisecond))}
+		progressbar.OptionThrottle(100*time.Millisecond))
 	go func() {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -238,8 +254,24 @@ func newProgress(w io.Writer) *progress {
 	return p
 }
 
-func (p *progress) stage(s string) { p.bar.Describe(s) }
-func (p *progress) finish()        { close(p.done); _ = p.bar.Finish() }
+func (p *progress) stage(s string) {
+	if p.bar != nil {
+		p.bar.Describe(s)
+		return
+	}
+	// Without a terminal, print each stage once (not every progress count).
+	if head, _, _ := strings.Cut(s, ":"); head != p.last {
+		p.last = head
+		fmt.Fprintln(p.w, "splitdemo:", s)
+	}
+}
+
+func (p *progress) finish() {
+	close(p.done)
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
 
 func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zap.ParseAtomicLevel(level)

@@ -28,7 +28,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -187,60 +186,38 @@ func (n *Node) Apply(e routing.Edit) (*routing.Table, error) {
 	return t, nil
 }
 
-// persist writes the table durably: a temporary file, fsync, rename over
-// TABLE, fsync of the directory.
+// persist writes the table durably and atomically (the commit point of a
+// split is this write).
 func (n *Node) persist(t *routing.Table) error {
-	fs, dir := n.eng.FS(), n.eng.Dir()
-	tmp, final := filepath.Join(dir, tableFile+".tmp"), filepath.Join(dir, tableFile)
-	f, err := fs.Create(tmp, "")
-	if err != nil {
+	if err := n.eng.WriteFileAtomic(tableFile, t.Encode()); err != nil {
 		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
-	}
-	if _, err := f.Write(t.Encode()); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("node: persist table v%d: sync: %w", t.Version(), err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
-	}
-	if err := fs.Rename(tmp, final); err != nil {
-		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
-	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("node: persist table v%d: %w", t.Version(), err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("node: persist table v%d: sync dir: %w", t.Version(), err)
 	}
 	return nil
 }
 
 // loadTable reads the persisted table, or nil if there is none.
 func (n *Node) loadTable() (*routing.Table, error) {
-	path := filepath.Join(n.eng.Dir(), tableFile)
-	f, err := n.eng.FS().Open(path)
-	if err != nil {
-		if _, statErr := n.eng.FS().Stat(path); statErr != nil {
-			return nil, nil // no table yet
-		}
-		return nil, fmt.Errorf("node: read %s: %w", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("node: read %s: %w", path, err)
+	return LoadTable(n.eng)
+}
+
+// LoadTable reads the table persisted in an engine's data directory, or nil
+// if there is none. A damaged table is an error naming the file.
+func LoadTable(eng *storage.Engine) (*routing.Table, error) {
+	data, ok, err := eng.ReadFile(tableFile)
+	if err != nil || !ok {
+		return nil, err
 	}
 	t, err := routing.Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("node: %s: %w", path, err)
+		return nil, fmt.Errorf("node: %s: %w", filepath.Join(eng.Dir(), tableFile), err)
 	}
 	return t, nil
+}
+
+// PersistTable writes a table as the engine's published table (recovery
+// uses it before any node is open).
+func PersistTable(eng *storage.Engine, t *routing.Table) error {
+	return (&Node{eng: eng}).persist(t)
 }
 
 // WriteRequest is a routed index or delete.

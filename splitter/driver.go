@@ -28,6 +28,9 @@ type Config struct {
 	// Hook, if set, runs before each intent is carried out; a test uses it
 	// to deliver requests between steps or to inject a cancel.
 	Hook func(m *Machine, in Intent)
+	// Journal, if set, records every phase transition durably before its
+	// effects (crash safety; see package recovery).
+	Journal *Journal
 }
 
 // Report is what a split measured.
@@ -94,6 +97,10 @@ func (d *Driver) Run(plan Plan) (Report, error) {
 // time (protocol traces and simulations do this).
 func (d *Driver) Start(plan Plan) *Split {
 	sp := &Split{d: d, m: New(plan), log: d.cfg.Logger.With(zap.Uint32("parent", uint32(plan.Parent)))}
+	if d.cfg.Journal != nil {
+		sp.id = d.cfg.Journal.NewSplitID()
+		sp.log = sp.log.With(zap.Uint64("split", sp.id))
+	}
 	sp.report = Report{Parent: plan.Parent, Durations: map[Phase]time.Duration{}, FromVersion: d.n.Table().Version()}
 	if u, err := d.n.Engine().DiskUsage(); err == nil {
 		sp.report.DiskBefore = u.Unique
@@ -106,6 +113,7 @@ func (d *Driver) Start(plan Plan) *Split {
 
 // Split is one split in progress.
 type Split struct {
+	id         uint64 // split id in the journal
 	d          *Driver
 	m          *Machine
 	log        *zap.Logger
@@ -178,8 +186,45 @@ func (sp *Split) Report() Report {
 	return r
 }
 
-// execute carries out one intent and reports its outcome as an event.
+// journal records a step durably; without a journal it does nothing.
+func (d *Driver) journal(sp *Split, step Step) error {
+	if d.cfg.Journal == nil {
+		return nil
+	}
+	return d.cfg.Journal.Append(Record{Split: sp.id, Step: step, Parent: sp.m.Plan().Parent,
+		Version: d.n.Table().Version(), Children: sp.m.Children()})
+}
+
+// stepBefore is the journal record an intent needs before its effects.
+var stepBefore = map[IntentKind]Step{
+	IntentReserve: StepBegin, IntentCreateChildren: StepReserved, IntentHandoff: StepHandoff, IntentCancel: StepAborting,
+}
+
+// stepAfter is the journal record an outcome needs before the next effects.
+var stepAfter = map[EventKind]Step{EventPublished: StepPublished, EventCleanedUp: StepDone, EventCancelled: StepAborted}
+
+// execute carries out one intent and reports its outcome as an event. The
+// journal record of the transition is written (and synced) first; if that
+// fails the intent is not carried out. Cancelling proceeds even when its
+// record cannot be written: recovery would roll the split back anyway.
 func (d *Driver) execute(sp *Split, in Intent) Event {
+	if step, ok := stepBefore[in.Kind]; ok {
+		if err := d.journal(sp, step); err != nil && in.Kind != IntentCancel {
+			return Event{Kind: EventFailed, Err: fmt.Errorf("%s: %w", in.Kind, err)}
+		}
+	}
+	ev := d.carryOut(sp, in)
+	if step, ok := stepAfter[ev.Kind]; ok {
+		if err := d.journal(sp, step); err != nil {
+			// The effect happened; recovery decides from the table (the
+			// commit point) and what is on disk, so it is safe to go on.
+			sp.log.Warn("journal record not written", zap.Stringer("step", step), zap.Error(err))
+		}
+	}
+	return ev
+}
+
+func (d *Driver) carryOut(sp *Split, in Intent) Event {
 	var err error
 	var ev Event
 	switch in.Kind {

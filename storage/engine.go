@@ -96,7 +96,7 @@ func Open(opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("storage: open engine: %w", err)
 	}
 	e := &Engine{
@@ -138,9 +138,16 @@ func (e *Engine) storeLocked(dir string) (*store, error) {
 	if st, ok := e.stores[dir]; ok {
 		return st, nil
 	}
+	_, statErr := e.opts.FS.Stat(dir)
 	st, err := openStore(dir, e.so)
 	if err != nil {
 		return nil, err
+	}
+	if statErr != nil { // Pebble created the directory: make its entry durable
+		if err := syncDir(e.opts.FS, e.opts.Dir); err != nil {
+			_ = st.close()
+			return nil, err
+		}
 	}
 	e.stores[dir] = st
 	return st, nil

@@ -37,6 +37,9 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	if err := src.st.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(restrict)); err != nil {
 		return nil, stats, fmt.Errorf("storage: link shard %d from %d: %w", id, src.id, err)
 	}
+	if err := syncDir(dst.opts.FS, dst.opts.Dir); err != nil {
+		return nil, stats, err
+	}
 	stats.Checkpoint = time.Since(start)
 	stats.Linked, stats.Copied = dst.linkedBytes(dir)
 	start = time.Now()

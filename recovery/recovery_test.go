@@ -1,0 +1,55 @@
+package recovery
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+)
+
+// TestDecideTable checks every row of the decision table in the package doc.
+func TestDecideTable(t *testing.T) {
+	t0, _ := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
+	reserved, _ := routing.Apply(t0, routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
+	committed, _ := routing.Apply(reserved, routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: []routing.ShardID{2, 3}})
+	children := []routing.ShardID{2, 3}
+	tests := []struct {
+		name   string
+		step   splitter.Step
+		table  *routing.Table
+		action Action
+		cancel bool
+		delete []routing.ShardID
+	}{
+		{"begin, not reserved", splitter.StepBegin, t0, RollBack, false, nil},
+		{"begin, reserved", splitter.StepBegin, reserved, RollBack, true, children},
+		{"reserved", splitter.StepReserved, reserved, RollBack, true, children},
+		{"aborting, already cancelled", splitter.StepAborting, t0, RollBack, false, children},
+		{"handoff, not committed", splitter.StepHandoff, reserved, RollBack, true, children},
+		{"handoff, committed", splitter.StepHandoff, committed, RollForward, false, []routing.ShardID{0}},
+		{"published", splitter.StepPublished, committed, RollForward, false, []routing.ShardID{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := splitter.Record{Split: 7, Step: tt.step, Parent: 0}
+			if tt.step != splitter.StepBegin {
+				rec.Children = children
+			}
+			ds := Decide([]splitter.Record{rec}, tt.table)
+			if len(ds) != 1 {
+				t.Fatalf("Decide = %v", ds)
+			}
+			d := ds[0]
+			if d.Action != tt.action || d.Cancel != tt.cancel || !slices.Equal(d.Delete, tt.delete) {
+				t.Errorf("Decide(%s) = %s cancel=%v delete=%v, want %s cancel=%v delete=%v", tt.step, d.Action, d.Cancel, d.Delete,
+					tt.action, tt.cancel, tt.delete)
+			}
+		})
+	}
+	for _, s := range []splitter.Step{splitter.StepDone, splitter.StepAborted} {
+		if ds := Decide([]splitter.Record{{Split: 1, Step: s}}, t0); len(ds) != 0 {
+			t.Errorf("Decide(%s) = %v, want nothing", s, ds)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// WriteFileAtomic replaces name in the data directory with data durably: a
+// temporary file, fsync, rename over name, fsync of the directory. A crash
+// leaves the old or the new contents, never a mix. The node's routing table
+// and the split journal are written this way.
+func (e *Engine) WriteFileAtomic(name string, data []byte) error {
+	fs, dir := e.opts.FS, e.opts.Dir
+	tmp, final := filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("storage: write %s: %w", final, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("storage: write %s: %w", final, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("storage: write %s: sync: %w", final, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("storage: write %s: %w", final, err)
+	}
+	if err := fs.Rename(tmp, final); err != nil {
+		return fmt.Errorf("storage: write %s: %w", final, err)
+	}
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("storage: write %s: %w", final, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("storage: write %s: sync directory: %w", final, err)
+	}
+	return nil
+}
+
+// ReadFile reads name from the data directory; ok is false if it does not
+// exist.
+func (e *Engine) ReadFile(name string) (data []byte, ok bool, err error) {
+	path := filepath.Join(e.opts.Dir, name)
+	f, err := e.opts.FS.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || os.IsNotExist(err) {
+			return nil, false, nil
+		}
+		if _, statErr := e.opts.FS.Stat(path); statErr != nil {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("storage: read %s: %w", path, err)
+	}
+	defer f.Close()
+	data, err = io.ReadAll(f)
+	if err != nil {
+		return nil, false, fmt.Errorf("storage: read %s: %w", path, err)
+	}
+	return data, true, nil
+}
+
+// ShardDirs returns the shard ids that have a store directory (per-shard
+// layout), so recovery can find children and parents a crash left behind.
+func (e *Engine) ShardDirs() ([]uint32, error) {
+	names, err := e.opts.FS.List(e.opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: list %s: %w", e.opts.Dir, err)
+	}
+	var ids []uint32
+	for _, n := range names {
+		var id uint32
+		if _, err := fmt.Sscanf(n, "shard-%d", &id); err == nil && n == fmt.Sprintf("shard-%d", id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// TrimLog deletes the shard's whole operation log. Recovery calls it: after
+// a restart no split holds any log.
+func (s *Shard) TrimLog() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logHold = 0
+	lo, hi := logBounds(s.id)
+	return s.st.db.DeleteRange(lo, hi, nil)
+}
+
+// syncDir fsyncs a directory, making the entries created or removed in it
+// durable. Pebble syncs the contents of a store's directory, not the entry
+// of the directory itself in its parent: that is the caller's job.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("storage: open directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("storage: sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mkdirAllDurable creates dir and its missing parents and syncs each parent
+// that gained an entry, so the new directories survive a crash.
+func mkdirAllDurable(fs vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fs.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("storage: create %s: %w", dir, err)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := syncDir(fs, filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}

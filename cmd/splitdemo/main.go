@@ -34,6 +34,8 @@ Commands:
             run today's new-index _split x2, under the same continuous writes;
             verify every acknowledged write; write report.md, charts, CSV, JSON
   route     print where documents land (OpenSearch-exact routing, optional in-place splits)
+  run       write continuously while splitting, logging every attempt and ack (crash tests)
+  verify    recover a data directory and check its invariants and a write log
   help      print this help, or a command's help: splitdemo help compare
 
 Examples:
@@ -56,6 +58,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCompare(args[1:], stdout, stderr)
 	case "route":
 		return runRoute(args[1:], stdout, stderr)
+	case "run":
+		return runRun(args[1:], stdout, stderr)
+	case "verify":
+		return runVerify(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			switch args[1] {
@@ -63,6 +69,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return runRoute([]string{"--help"}, stdout, stderr)
 			case "compare":
 				return runCompare([]string{"--help"}, stdout, stderr)
+			case "run":
+				return runRun([]string{"--help"}, stdout, stderr)
+			case "verify":
+				return runVerify([]string{"--help"}, stdout, stderr)
 			}
 		}
 		fmt.Fprint(stdout, usage)

@@ -2,7 +2,11 @@ package recovery
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/shardsplit/shardsplit/storage"
 
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
@@ -51,5 +55,38 @@ func TestDecideTable(t *testing.T) {
 		if ds := Decide([]splitter.Record{{Split: 1, Step: s}}, t0); len(ds) != 0 {
 			t.Errorf("Decide(%s) = %v, want nothing", s, ds)
 		}
+	}
+}
+
+// TestCorruptFilesNameThemselves: a damaged table or journal stops
+// recovery with an error naming the file, never silently trusted.
+func TestCorruptFilesNameThemselves(t *testing.T) {
+	for _, file := range []string{"TABLE", splitter.JournalFile} {
+		t.Run(file, func(t *testing.T) {
+			fs := vfs.NewMem()
+			tab, _ := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
+			opts := storage.Options{Dir: "/data", FS: fs}
+			n, j, _, err := Open(opts, tab, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Append(splitter.Record{Split: 1, Step: splitter.StepBegin, Parent: 0, Version: 1}); err != nil {
+				t.Fatal(err)
+			}
+			_ = n.Close()
+			f, err := fs.OpenReadWrite("/data/"+file, vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte{0xff, 0xff}, 8); err != nil {
+				t.Fatal(err)
+			}
+			_ = f.Close()
+			_, _, _, err = Open(opts, tab, nil)
+			if err == nil || !strings.Contains(err.Error(), "/data/"+file) {
+				t.Fatalf("Open with a damaged %s = %v, want an error naming the file", file, err)
+			}
+			t.Logf("%v", err)
+		})
 	}
 }

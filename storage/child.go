@@ -47,14 +47,6 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	}
 	lo, hi := SpanBounds(parent.root, span)
 	start := time.Now()
-	// NB: flush the parent first. A checkpoint copies the live WAL and every
-	// child replays and flushes its copy when opened: with a busy parent that
-	// is the whole memtable flushed once per child, on the cores the writers
-	// need. One flush of the parent (which it needed anyway) leaves the
-	// children a nearly empty WAL and a linked table instead.
-	if err := parent.st.db.Flush(); err != nil {
-		return nil, stats, fmt.Errorf("storage: create child %d: flush shard %d: %w", child, parent.id, err)
-	}
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{{Start: lo, End: hi}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
 	if err == nil {

@@ -96,14 +96,20 @@ func trimChildStore(st *store, parent, child routing.ShardID, lo, hi []byte) (ui
 			}
 		}
 	}
+	return seq, adoptSeq(st, parent, child, seq)
+}
+
+// adoptSeq makes a copied store's sequence number the new shard's: the
+// source shard's metadata key is replaced by the new shard's, durably.
+func adoptSeq(st *store, from, to routing.ShardID, seq uint64) error {
 	b := st.db.NewBatch()
 	defer b.Close()
-	_ = b.Delete(metaKey(metaSeq, parent), nil)
-	_ = b.Set(metaKey(metaSeq, child), binary.BigEndian.AppendUint64(nil, seq), nil)
+	_ = b.Delete(metaKey(metaSeq, from), nil)
+	_ = b.Set(metaKey(metaSeq, to), binary.BigEndian.AppendUint64(nil, seq), nil)
 	if err := st.db.Apply(b, pebble.Sync); err != nil {
-		return 0, fmt.Errorf("storage: adopt sequence number %d: %w", seq, err)
+		return fmt.Errorf("storage: shard %d adopts sequence number %d of shard %d: %w", to, seq, from, err)
 	}
-	return seq, nil
+	return nil
 }
 
 func (e *Engine) createSharedChild(parent *Shard, child routing.ShardID, span routing.Span) (*Shard, ChildStats, error) {

@@ -3,7 +3,6 @@ package storage
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -60,13 +59,11 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	if err != nil {
 		return nil, stats, err
 	}
-	b := st.db.NewBatch()
-	defer b.Close()
-	_ = b.Delete(metaKey(metaSeq, src.id), nil)
-	_ = b.DeleteRange([]byte{tagLog}, []byte{tagEnd}, nil)
-	_ = b.Set(metaKey(metaSeq, id), binary.BigEndian.AppendUint64(nil, seq), nil)
-	if err := st.db.Apply(b, pebble.Sync); err != nil {
-		return nil, stats, fmt.Errorf("storage: link shard %d: adopt sequence number: %w", id, err)
+	if err := st.db.DeleteRange([]byte{tagLog}, []byte{tagEnd}, pebble.NoSync); err != nil {
+		return nil, stats, fmt.Errorf("storage: link shard %d: drop the source's log: %w", id, err)
+	}
+	if err := adoptSeq(st, src.id, id, seq); err != nil {
+		return nil, stats, err
 	}
 	stats.Seq = seq
 	s, err := dst.OpenShard(id, keyspace, spans)

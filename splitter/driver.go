@@ -347,8 +347,12 @@ func (d *Driver) handoff(sp *Split, after uint64) (Event, error) {
 	return Event{Kind: EventPublished}, nil
 }
 
-// cleanup drops the parent: no published table names it any more.
+// cleanup drops the parent: no published table names it any more. The
+// children may now pay the compaction debt they inherited.
 func (d *Driver) cleanup(sp *Split) (Event, error) {
+	for _, c := range sp.children {
+		c.ReleaseCompactions()
+	}
 	if sp.holdsLog {
 		if err := sp.parent.ReleaseLog(); err != nil && !errors.Is(err, storage.ErrShardClosed) {
 			return Event{}, err

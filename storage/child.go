@@ -60,7 +60,7 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 
 	start = time.Now()
 	e.mu.Lock()
-	st, err := e.storeLocked(dir)
+	st, err := e.storeLockedHeld(dir, true) // compactions held until the handoff
 	e.mu.Unlock()
 	stats.Open = time.Since(start)
 	if err != nil {

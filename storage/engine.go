@@ -134,12 +134,15 @@ func (e *Engine) storeDir(id routing.ShardID) string {
 }
 
 // storeLocked returns the open store in dir, opening it if needed.
-func (e *Engine) storeLocked(dir string) (*store, error) {
+func (e *Engine) storeLocked(dir string) (*store, error) { return e.storeLockedHeld(dir, false) }
+
+// storeLockedHeld is storeLocked for a store whose compactions start held.
+func (e *Engine) storeLockedHeld(dir string, held bool) (*store, error) {
 	if st, ok := e.stores[dir]; ok {
 		return st, nil
 	}
 	_, statErr := e.opts.FS.Stat(dir)
-	st, err := openStore(dir, e.so)
+	st, err := openStore(dir, e.so, held)
 	if err != nil {
 		return nil, err
 	}

@@ -368,6 +368,11 @@ func (s *Shard) RaiseSeq(seq uint64) {
 	}
 }
 
+// ReleaseCompactions lets a child's store pay the compaction debt it
+// inherited (its compactions are held from creation until the split hands
+// off; see holdScheduler). Harmless on any other shard.
+func (s *Shard) ReleaseCompactions() { s.st.sched.release() }
+
 // Sync makes every write applied to the shard's store so far durable.
 func (s *Shard) Sync() error { return s.st.sync() }
 

@@ -51,6 +51,7 @@ type store struct {
 	dir    string
 	db     *pebble.DB
 	logger *zap.Logger
+	sched  *holdScheduler
 
 	stopSync chan struct{} // closes the async syncer
 	syncDone sync.WaitGroup
@@ -75,7 +76,7 @@ func (o storeOptions) withNopLogger() storeOptions {
 //
 // NB: FormatNewest is required: Excise needs format major version >= 16 and
 // a new store defaults to 13.
-func (o storeOptions) pebbleOptions() *pebble.Options {
+func (o storeOptions) pebbleOptions(sched *holdScheduler, held bool) *pebble.Options {
 	opts := &pebble.Options{
 		FS:                 o.fs,
 		Cache:              o.cache,
@@ -88,6 +89,12 @@ func (o storeOptions) pebbleOptions() *pebble.Options {
 	// Few, large files: a checkpoint costs one link per file, so the time
 	// to make a child grows with the file count, not the data size.
 	opts.TargetFileSizes[0] = targetFileSize
+	if sched != nil {
+		opts.Experimental.CompactionScheduler = sched
+	}
+	if held {
+		opts.CompactionConcurrencyRange = childConcurrency
+	}
 	opts.EnsureDefaults()
 	return opts
 }
@@ -96,13 +103,15 @@ func (o storeOptions) pebbleOptions() *pebble.Options {
 // it (Pebble's default is 2 MiB).
 const targetFileSize = 32 << 20
 
-// openStore opens (or creates) the store in dir.
-func openStore(dir string, o storeOptions) (*store, error) {
-	db, err := pebble.Open(dir, o.pebbleOptions())
+// openStore opens (or creates) the store in dir. A held store runs only
+// urgent compactions until releaseCompactions (see holdScheduler).
+func openStore(dir string, o storeOptions, held bool) (*store, error) {
+	sched := newHoldScheduler(held)
+	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
 	if err != nil {
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
-	s := &store{dir: dir, db: db, logger: o.logger.With(zap.String("store", dir))}
+	s := &store{dir: dir, db: db, sched: sched, logger: o.logger.With(zap.String("store", dir))}
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval)
 	}

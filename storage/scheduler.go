@@ -1,0 +1,145 @@
+package storage
+
+import (
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// holdScheduler is a store's compaction scheduler: at most as many
+// compactions as Pebble allows without permission, like Pebble's default,
+// plus a hold. A new child is opened held: it inherits its parent's
+// compaction debt with the linked files, and paying it while the parent is
+// under load and the split is running starves the writers on few cores.
+// While held, a compaction runs only if Pebble says it is urgent (it raises
+// the allowed concurrency above the normal 1 when L0 read amplification or
+// compaction debt is high), so a held store can never stall its own writes.
+// Release lets the debt be paid.
+type holdScheduler struct {
+	mu      sync.Mutex
+	db      pebble.DBForCompaction
+	running int
+	held    bool
+	closed  bool
+
+	grantMu sync.Mutex // one granting loop at a time
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// childConcurrency lets Pebble signal urgency to a held scheduler: normal 1,
+// up to 2 under L0 or debt pressure.
+func childConcurrency() (int, int) { return 1, 2 }
+
+func newHoldScheduler(held bool) *holdScheduler {
+	return &holdScheduler{held: held, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Register implements pebble.CompactionScheduler.
+func (s *holdScheduler) Register(_ int, db pebble.DBForCompaction) {
+	s.mu.Lock()
+	s.db = db
+	s.mu.Unlock()
+	go s.tick()
+}
+
+// Unregister implements pebble.CompactionScheduler.
+func (s *holdScheduler) Unregister() {
+	close(s.stop)
+	<-s.done
+	s.grantMu.Lock() // wait out a grant in progress
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.grantMu.Unlock()
+}
+
+// permitLocked reports whether one more compaction may run now.
+func (s *holdScheduler) permitLocked() bool {
+	if s.closed || s.db == nil {
+		return false
+	}
+	allowed := s.db.GetAllowedWithoutPermission()
+	if s.held {
+		return allowed > 1 && s.running < allowed-1 // urgent work only
+	}
+	return s.running < allowed
+}
+
+// TrySchedule implements pebble.CompactionScheduler.
+func (s *holdScheduler) TrySchedule() (bool, pebble.CompactionGrantHandle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.permitLocked() {
+		return false, nil
+	}
+	s.running++
+	return true, s
+}
+
+// UpdateGetAllowedWithoutPermission implements pebble.CompactionScheduler.
+func (s *holdScheduler) UpdateGetAllowedWithoutPermission() { go s.grant() }
+
+// Started, MeasureCPU and CumulativeStats implement pebble.CompactionGrantHandle.
+func (s *holdScheduler) Started()                                          {}
+func (s *holdScheduler) MeasureCPU(pebble.CompactionGoroutineKind)         {}
+func (s *holdScheduler) CumulativeStats(pebble.CompactionGrantHandleStats) {}
+
+// Done implements pebble.CompactionGrantHandle.
+func (s *holdScheduler) Done() {
+	s.mu.Lock()
+	s.running--
+	s.mu.Unlock()
+	go s.grant()
+}
+
+// release lifts the hold and lets waiting compactions run.
+func (s *holdScheduler) release() {
+	s.mu.Lock()
+	s.held = false
+	s.mu.Unlock()
+	go s.grant()
+}
+
+// grant offers the DB as many compactions as it may run now.
+func (s *holdScheduler) grant() {
+	s.grantMu.Lock()
+	defer s.grantMu.Unlock()
+	for {
+		s.mu.Lock()
+		ok := s.permitLocked()
+		db := s.db
+		s.mu.Unlock()
+		if !ok {
+			return
+		}
+		if waiting, _ := db.GetWaitingCompaction(); !waiting {
+			return
+		}
+		s.mu.Lock()
+		s.running++
+		s.mu.Unlock()
+		if !db.Schedule(s) {
+			s.mu.Lock()
+			s.running--
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// tick grants periodically: flushes change what may run without telling us.
+func (s *holdScheduler) tick() {
+	defer close(s.done)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.grant()
+		}
+	}
+}

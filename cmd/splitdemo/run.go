@@ -166,6 +166,17 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 	if err != nil {
 		return err
 	}
+	// The write log exists from the first instant, so a run killed while it
+	// is still recovering or loading leaves an (empty) log to verify.
+	var log *ackLog
+	if c.acked != "" {
+		f, err := os.OpenFile(c.acked, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		log = &ackLog{f: f}
+	}
 	_, statErr := os.Stat(c.data)
 	fresh := statErr != nil
 	n, j, rep, err := recovery.Open(storage.Options{Dir: c.data, Durability: storage.DurabilityRequest}, initial, zap.NewNop())
@@ -180,15 +191,6 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 		if err := loadDocs(n, c); err != nil {
 			return err
 		}
-	}
-	var log *ackLog
-	if c.acked != "" {
-		f, err := os.OpenFile(c.acked, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		log = &ackLog{f: f}
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, c.writers+1)

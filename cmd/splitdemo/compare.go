@@ -273,7 +273,7 @@ func (p *progress) finish() {
 	}
 }
 
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+func newLogger(level string) (*zap.Logger, error) {
 	lvl, err := zap.ParseAtomicLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("--log-level %q: %w", level, err)
@@ -281,13 +281,12 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	zc := zap.NewDevelopmentConfig()
 	zc.Level = lvl
 	zc.OutputPaths, zc.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
-	_ = w
 	return zc.Build()
 }
 
 // compare builds the dataset(s) and runs the strategies.
 func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*comparison, error) {
-	logger, err := newLogger(cfg.logLevel, stderr)
+	logger, err := newLogger(cfg.logLevel)
 	if err != nil {
 		return nil, err
 	}

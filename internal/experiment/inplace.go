@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -105,36 +103,19 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 		parent := cfg.Splits[0].Parent
 		cfg.Load.Moving = func(id, r string) bool { _, s := first.Route(id, r); return s == parent }
 	}
-	if u, err := eng.DiskUsage(); err == nil {
-		out.DiskBefore, out.DiskPeak = u.Unique, u.Unique
-	}
+	disk := func() int64 { u, _ := eng.DiskUsage(); return u.Unique }
 	written := eng.BytesWritten()
-	stopPeak := watchDisk(eng, &out.DiskPeak)
-
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	start := time.Now()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		out.Load = loadgen.Run(loadCtx, cfg.Load, sink, start)
-	}()
-	splitErr := runSplits(ctx, n, cfg, start, out)
+	load := startLoad(ctx, cfg.Load, sink, disk, out)
+	splitErr := runSplits(ctx, n, cfg, load.start, out)
 	if splitErr == nil {
 		sleepCtx(ctx, cfg.After)
 	}
-	out.End = time.Since(start)
-	stopLoad()
-	wg.Wait()
-	stopPeak()
+	load.stopLoad(out)
+	load.finishDisk(disk, out)
 	if splitErr != nil {
 		return out, splitErr
 	}
 	out.BytesWritten = eng.BytesWritten() - written
-	if u, err := eng.DiskUsage(); err == nil {
-		out.DiskAfter = u.Unique
-		out.DiskPeak = max(out.DiskPeak, u.Unique)
-	}
 	out.Verify, err = Verify(n.Table(), searcher{n}, cfg.Dataset, out.Load)
 	return out, err
 }
@@ -181,31 +162,6 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		}
 	}
 	return nil
-}
-
-// watchDisk samples disk usage every 100 ms into peak until stopped.
-func watchDisk(eng *storage.Engine, peak *int64) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var p atomic.Int64
-	p.Store(*peak)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if u, err := eng.DiskUsage(); err == nil && u.Unique > p.Load() {
-					p.Store(u.Unique)
-				}
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait(); *peak = max(*peak, p.Load()) }
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,19 +59,9 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 	for range cfg.Load.Writers {
 		sink.writers = append(sink.writers, c.NewAliasWriter("alias"))
 	}
-	out.DiskBefore = c.DiskUsage()
-	out.DiskPeak = out.DiskBefore
 	written := c.BytesWritten()
-	stopPeak := watchDir(c, &out.DiskPeak)
-
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	start := time.Now()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		out.Load = loadgen.Run(loadCtx, cfg.Load, sink, start)
-	}()
+	load := startLoad(ctx, cfg.Load, sink, c.DiskUsage, out)
+	start := load.start
 	sleepCtx(ctx, cfg.Steady)
 	var procErr error
 	var rep baseline.ProcedureReport
@@ -80,8 +69,6 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 		out.WindowStart = time.Since(start)
 		req := baseline.ResizeRequest{Op: routing.Split, Source: "source", Target: "target",
 			TargetShards: cfg.Factor * src.Settings().Shards, Cleanup: cfg.Cleanup}
-		// The source's bytes written are lost when it is deleted: count them
-		// first, at the moment the procedure ends.
 		rep, procErr = c.Procedure("alias", req, false)
 		for _, s := range rep.Steps {
 			out.Phases = append(out.Phases, Phase{Name: s.Name, Start: s.Start.Sub(start), End: s.End.Sub(start)})
@@ -91,9 +78,9 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 			sleepCtx(ctx, cfg.After)
 		}
 	}
-	out.End = time.Since(start)
-	stopLoad()
-	wg.Wait()
+	load.stopLoad(out)
+	// Count the bytes written before the source is deleted: its engine's
+	// counters go with it.
 	out.BytesWritten = c.BytesWritten() - written
 	if procErr == nil && ctx.Err() == nil {
 		if err := c.DeleteIndex("source"); err != nil {
@@ -101,9 +88,7 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 		}
 		out.Phases = append(out.Phases, Phase{Name: "delete-source", Start: time.Since(start), End: time.Since(start)})
 	}
-	stopPeak()
-	out.DiskAfter = c.DiskUsage()
-	out.DiskPeak = max(out.DiskPeak, out.DiskAfter)
+	load.finishDisk(c.DiskUsage, out)
 	if procErr != nil {
 		return out, fmt.Errorf("experiment: new-index split: %w", procErr)
 	}
@@ -117,36 +102,4 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 	target, _ := c.Index("target")
 	out.Verify, err = Verify(target.Node.Table(), searcher{target.Node}, cfg.Dataset, out.Load)
 	return out, err
-}
-
-// watchDir samples the cluster's disk usage every 100 ms.
-func watchDir(c *baseline.Cluster, peak *int64) func() {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	p := *peak
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				u := c.DiskUsage()
-				mu.Lock()
-				p = max(p, u)
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
-		mu.Lock()
-		*peak = max(*peak, p)
-		mu.Unlock()
-	}
 }

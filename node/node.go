@@ -57,6 +57,11 @@ func (e *StaleRoutingError) Error() string {
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("node: closed")
 
+// ErrFailed is returned by every request once a published table could not
+// be made durable: the node's memory and its disk disagree, and only a
+// reopen (with recovery) may decide which stands.
+var ErrFailed = errors.New("node: failed: a published table could not be made durable; reopen to recover")
+
 // Config configures a Node.
 type Config struct {
 	Engine *storage.Engine
@@ -73,8 +78,13 @@ type Node struct {
 	eng    *storage.Engine
 	logger *zap.Logger
 
-	table atomic.Pointer[routing.Table] // the published table
-	block atomic.Pointer[error]         // a write block: every write fails with it
+	table   atomic.Pointer[routing.Table] // the published table
+	durable atomic.Pointer[routing.Table] // the last table known durable (== table unless a commit is pending)
+	block   atomic.Pointer[error]         // a write block: every write fails with it
+
+	failed   atomic.Pointer[error] // sticky: see ErrFailed
+	commitMu sync.Mutex
+	commitCh chan struct{} // closed (and replaced) when a pending table commits or fails
 
 	mu      sync.RWMutex // publish takes it exclusively; reads share it
 	shards  map[routing.ShardID]*shardRef
@@ -94,7 +104,7 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	n := &Node{eng: cfg.Engine, logger: cfg.Logger, shards: map[routing.ShardID]*shardRef{}}
+	n := &Node{eng: cfg.Engine, logger: cfg.Logger, shards: map[routing.ShardID]*shardRef{}, commitCh: make(chan struct{})}
 	t, err := n.loadTable()
 	if err != nil {
 		return nil, err
@@ -109,6 +119,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n.table.Store(t)
+	n.durable.Store(t)
 	for _, id := range t.ActiveShards() {
 		if _, err := n.openShard(t, id); err != nil {
 			return nil, err
@@ -172,6 +183,9 @@ func (n *Node) Close() error {
 func (n *Node) Apply(e routing.Edit) (*routing.Table, error) {
 	n.publish.Lock()
 	defer n.publish.Unlock()
+	if err := n.failure(); err != nil {
+		return nil, err
+	}
 	t, err := routing.Apply(n.table.Load(), e)
 	if err != nil {
 		return nil, err
@@ -181,9 +195,118 @@ func (n *Node) Apply(e routing.Edit) (*routing.Table, error) {
 	}
 	n.mu.Lock()
 	n.table.Store(t)
+	n.durable.Store(t)
 	n.mu.Unlock()
 	n.logger.Info("table published", zap.Uint64("version", uint64(t.Version())), zap.Stringer("edit", e))
 	return t, nil
+}
+
+// PendingTable is a table published before it is durable; see Publish.
+type PendingTable struct {
+	n    *Node
+	t    *routing.Table
+	e    routing.Edit
+	done bool
+}
+
+// Table returns the published table.
+func (p *PendingTable) Table() *routing.Table { return p.t }
+
+// Publish applies a table edit and publishes the new table at once, before
+// it is durable (see the durability rule in the package comment). The
+// caller must call Commit on the result; until then no other edit can be
+// applied.
+func (n *Node) Publish(e routing.Edit) (*PendingTable, error) {
+	n.publish.Lock()
+	if err := n.failure(); err != nil {
+		n.publish.Unlock()
+		return nil, err
+	}
+	t, err := routing.Apply(n.table.Load(), e)
+	if err != nil {
+		n.publish.Unlock()
+		return nil, err
+	}
+	n.mu.Lock()
+	n.table.Store(t)
+	n.mu.Unlock()
+	return &PendingTable{n: n, t: t, e: e}, nil
+}
+
+// Commit makes a published table durable: it runs before (which makes
+// durable what the table points at, such as the children's catch-up) while
+// the table's new file is staged, then installs the file (the commit
+// point), then acknowledges the writes that waited for it. If
+// either step fails the node fails (ErrFailed) and Commit says why.
+func (p *PendingTable) Commit(before func() error) error {
+	if p.done {
+		return fmt.Errorf("node: table v%d committed twice", p.t.Version())
+	}
+	p.done = true
+	n := p.n
+	defer n.publish.Unlock()
+	// The table's temporary file is written and synced while before runs;
+	// only its rename (the commit point) waits for before.
+	var staged *storage.StagedFile
+	var stageErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		staged, stageErr = n.eng.StageFile(tableFile, p.t.Encode())
+	}()
+	var err error
+	if before != nil {
+		err = before()
+	}
+	wg.Wait()
+	if err == nil {
+		err = stageErr
+	}
+	if err == nil {
+		err = staged.Install()
+	}
+	n.commitMu.Lock()
+	if err != nil {
+		err = fmt.Errorf("%w: table v%d: %w", ErrFailed, p.t.Version(), err)
+		n.failed.Store(&err)
+	} else {
+		n.durable.Store(p.t)
+	}
+	close(n.commitCh)
+	n.commitCh = make(chan struct{})
+	n.commitMu.Unlock()
+	if err != nil {
+		n.logger.Error("published table not made durable: node failed", zap.Uint64("version", uint64(p.t.Version())), zap.Error(err))
+		return err
+	}
+	n.logger.Info("table published", zap.Uint64("version", uint64(p.t.Version())), zap.Stringer("edit", p.e))
+	return nil
+}
+
+// failure returns the node's sticky failure, if any.
+func (n *Node) failure() error {
+	if err := n.failed.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// awaitDurable waits until table version v is durable or the node fails.
+func (n *Node) awaitDurable(v routing.Version) error {
+	for {
+		n.commitMu.Lock()
+		err, ch := n.failure(), n.commitCh
+		durable := n.durable.Load().Version() >= v
+		n.commitMu.Unlock()
+		if err != nil {
+			return err
+		}
+		if durable {
+			return nil
+		}
+		<-ch
+	}
 }
 
 // persist writes the table durably and atomically (the commit point of a
@@ -247,6 +370,7 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 	}
 	op := storage.Op{Kind: req.Kind, Root: n.table.Load().Keyspace(req.Root), Key: req.Key, ID: req.ID,
 		Routing: req.Routing, Source: req.Source}
+	var wait routing.Version // the table this write needs durable before its acknowledgement
 	guard := func() error {
 		if b := n.block.Load(); b != nil {
 			return *b
@@ -255,11 +379,22 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 		if int(req.Root) >= t.Settings().Shards || t.Owner(req.Root, req.Key) != req.Shard {
 			return &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
 		}
+		if d := n.durable.Load(); d != t {
+			if int(req.Root) >= d.Settings().Shards || d.Owner(req.Root, req.Key) != req.Shard {
+				wait = t.Version()
+			}
+		}
 		return nil
+	}
+	if err := n.failure(); err != nil {
+		return 0, err
 	}
 	seq, err := ref.s.Write([]storage.Op{op}, guard)
 	if errors.Is(err, storage.ErrShardClosed) {
 		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: n.table.Load()}
+	}
+	if err == nil && wait != 0 {
+		err = n.awaitDurable(wait)
 	}
 	return seq, err
 }
@@ -278,6 +413,9 @@ type GetRequest struct {
 // publish waits for the check, and the shard is not retired while the read
 // holds it.
 func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
+	if err := n.failure(); err != nil {
+		return storage.Doc{}, false, err
+	}
 	n.mu.RLock()
 	t := n.table.Load()
 	ref, ok := n.shards[req.Shard]
@@ -299,6 +437,9 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 // in that table, so every document is returned exactly once even while a
 // split publishes. It returns the version it searched.
 func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Version, error) {
+	if err := n.failure(); err != nil {
+		return 0, err
+	}
 	n.mu.RLock()
 	t := n.table.Load()
 	type part struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,6 +43,7 @@ type Report struct {
 	Durations   map[Phase]time.Duration
 	Total       time.Duration
 	Stall       time.Duration // the longest the parent's apply lock was held at handoff: the write stall
+	Commit      time.Duration // publish to durable table at handoff (writes to the children wait for it)
 	Handoffs    int           // handoff attempts (drain timeouts + 1)
 	CaughtUp    int           // parent operations replayed into the children
 	SeqAtClone  uint64        // S: the parent sequence number the children were made at
@@ -149,6 +151,11 @@ func (sp *Split) Step() (Intent, Event, error) {
 	}
 	from := sp.m.Phase()
 	ev := sp.d.execute(sp, in)
+	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
+		// The node's memory and disk disagree about the table: nothing more
+		// can be done here; reopening (recovery) decides.
+		return in, ev, fmt.Errorf("splitter: split of %d: %w", sp.m.Plan().Parent, ev.Err)
+	}
 	if err := sp.m.Step(ev); err != nil {
 		return in, ev, err
 	}
@@ -309,12 +316,17 @@ func (d *Driver) catchUp(sp *Split, after uint64) (Event, error) {
 
 // handoff is the cutover. Holding the parent's apply lock (so no parent
 // write is applied meanwhile and every earlier one is visible), it replays
-// the tail, raises the children's sequence numbers above the parent's,
-// makes the children durable, and publishes CommitSplit. Writes that arrive
-// meanwhile wait on the lock and then find they are stale.
+// the tail, raises the children's sequence numbers above the parent's and
+// publishes CommitSplit; writes that arrive meanwhile wait on the lock and
+// then find they are stale. The lock is then released and the table made
+// durable: the children are synced first (they hold the tail), then the
+// table is persisted (the commit point). Writes the new table sends to the
+// children are applied at once but acknowledged only after that (node's
+// durability rule), so the stall is the lock, not the fsyncs.
 func (d *Driver) handoff(sp *Split, after uint64) (Event, error) {
 	sp.report.Handoffs++
 	rec, _ := d.n.Table().Split(sp.m.Plan().Parent)
+	var pending *node.PendingTable
 	held, err := d.n.HoldApplyLock(sp.parent.ID(), d.cfg.DrainTimeout, func() error {
 		upTo, n, err := d.n.Engine().CatchUp(sp.parent, sp.children, after)
 		if err != nil {
@@ -323,15 +335,13 @@ func (d *Driver) handoff(sp *Split, after uint64) (Event, error) {
 		sp.report.CaughtUp += n
 		for _, c := range sp.children {
 			c.RaiseSeq(upTo)
-			if err := c.Sync(); err != nil {
-				return err
-			}
 		}
 		ids := make([]routing.ShardID, len(rec.Children))
 		for i, c := range rec.Children {
 			ids[i] = c.Shard
 		}
-		if _, err := d.n.Apply(routing.Edit{Kind: routing.CommitSplit, Shard: sp.parent.ID(), Children: ids}); err != nil {
+		pending, err = d.n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: sp.parent.ID(), Children: ids})
+		if err != nil {
 			return err
 		}
 		sp.parent.SetOwned(nil)
@@ -344,7 +354,28 @@ func (d *Driver) handoff(sp *Split, after uint64) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	start := d.cfg.Clock()
+	err = pending.Commit(func() error { return syncAll(sp.children) })
+	sp.report.Commit = d.cfg.Clock().Sub(start)
+	if err != nil {
+		return Event{}, err
+	}
 	return Event{Kind: EventPublished}, nil
+}
+
+// syncAll makes every shard's writes durable, concurrently.
+func syncAll(shards []*storage.Shard) error {
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i, s := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Sync()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // cleanup drops the parent: no published table names it any more. The

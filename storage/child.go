@@ -77,7 +77,9 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 		return nil, stats, err
 	}
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
-		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Int64("linked_bytes", stats.Linked))
+		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("checkpoint", stats.Checkpoint),
+		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
+		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied))
 	return s, stats, nil
 }
 

@@ -15,33 +15,59 @@ import (
 // leaves the old or the new contents, never a mix. The node's routing table
 // and the split journal are written this way.
 func (e *Engine) WriteFileAtomic(name string, data []byte) error {
+	f, err := e.StageFile(name, data)
+	if err != nil {
+		return err
+	}
+	return f.Install()
+}
+
+// StagedFile is the durable first half of WriteFileAtomic: the new contents
+// are synced in a temporary file that nothing reads yet.
+type StagedFile struct {
+	fs         vfs.FS
+	dir        string
+	tmp, final string
+}
+
+// StageFile writes and syncs the new contents of name to a temporary file.
+// Install makes them name's contents; until then a crash leaves name as it
+// was. Staging can overlap other work (the node stages its table while the
+// children sync), leaving only the rename on the critical path.
+func (e *Engine) StageFile(name string, data []byte) (*StagedFile, error) {
 	fs, dir := e.opts.FS, e.opts.Dir
 	tmp, final := filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)
 	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("storage: write %s: %w", final, err)
+		return nil, fmt.Errorf("storage: write %s: %w", final, err)
 	}
 	if _, err := f.Write(data); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("storage: write %s: %w", final, err)
+		return nil, fmt.Errorf("storage: write %s: %w", final, err)
 	}
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("storage: write %s: sync: %w", final, err)
+		return nil, fmt.Errorf("storage: write %s: sync: %w", final, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("storage: write %s: %w", final, err)
+		return nil, fmt.Errorf("storage: write %s: %w", final, err)
 	}
-	if err := fs.Rename(tmp, final); err != nil {
-		return fmt.Errorf("storage: write %s: %w", final, err)
+	return &StagedFile{fs: fs, dir: dir, tmp: tmp, final: final}, nil
+}
+
+// Install renames the staged file over its name and syncs the directory:
+// from its return on, the new contents survive a crash.
+func (f *StagedFile) Install() error {
+	if err := f.fs.Rename(f.tmp, f.final); err != nil {
+		return fmt.Errorf("storage: write %s: %w", f.final, err)
 	}
-	d, err := fs.OpenDir(dir)
+	d, err := f.fs.OpenDir(f.dir)
 	if err != nil {
-		return fmt.Errorf("storage: write %s: %w", final, err)
+		return fmt.Errorf("storage: write %s: %w", f.final, err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("storage: write %s: sync directory: %w", final, err)
+		return fmt.Errorf("storage: write %s: sync directory: %w", f.final, err)
 	}
 	return nil
 }

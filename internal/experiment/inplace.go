@@ -24,6 +24,7 @@ type Outcome struct {
 	End          time.Duration // the load stopped
 	Phases       []Phase       // in order
 	NodeStall    time.Duration // the longest the parent's apply lock was held (in-place)
+	Copied       int64         // bytes copied (not linked) into children (in-place)
 	BytesWritten uint64
 	DiskBefore   int64
 	DiskPeak     int64
@@ -152,8 +153,9 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 			return fmt.Errorf("split of %d aborted: %w", plan.Parent, r.Err)
 		}
 		out.NodeStall = max(out.NodeStall, r.Stall)
-		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s), %.1f MiB linked, %.3f MiB copied",
-			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
+		out.Copied += r.Copied
+		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s) (parent locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",
+			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
 		// The window ends with the handoff: cleanup does not affect writers.
 		for _, p := range out.Phases {
 			if p.Name == splitter.PhaseHandoff.String() {
@@ -163,6 +165,9 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	}
 	return nil
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
 	select {

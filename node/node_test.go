@@ -1,0 +1,178 @@
+package node_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// pendingSplit opens a node with two shards, builds the children of shard 0
+// and publishes their CommitSplit without making it durable.
+func pendingSplit(t *testing.T) (*node.Node, *storage.Engine, *node.PendingTable, routing.Version) {
+	t.Helper()
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), Layout: storage.LayoutPerShard, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(node.Config{Engine: eng, Table: tab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, _ := n.ShardStore(0)
+	parent.HoldLog()
+	rec, _ := reserved.Split(0)
+	var ids []routing.ShardID
+	for _, c := range rec.Children {
+		child, _, err := eng.CreateChild(parent, c.Shard, c.Span)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.AddShard(child)
+		ids = append(ids, c.Shard)
+	}
+	p, err := n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Table() != p.Table() {
+		t.Fatalf("Publish did not publish: node serves v%d, pending v%d", n.Table().Version(), p.Table().Version())
+	}
+	return n, eng, p, reserved.Version()
+}
+
+// idOn returns an id that table t routes to a shard pred accepts.
+func idOn(t *testing.T, tab *routing.Table, pred func(routing.ShardID) bool) string {
+	t.Helper()
+	for i := range 10_000 {
+		id := fmt.Sprintf("doc-%d", i)
+		if _, s := tab.Route(id, ""); pred(s) {
+			return id
+		}
+	}
+	t.Fatal("no id found")
+	return ""
+}
+
+func persistedVersion(t *testing.T, eng *storage.Engine) routing.Version {
+	t.Helper()
+	tab, err := node.LoadTable(eng)
+	if err != nil || tab == nil {
+		t.Fatalf("load table: %v, %v", tab, err)
+	}
+	return tab.Version()
+}
+
+// A write that only the published-but-not-durable table admits is applied
+// but not acknowledged until the table is durable; a write the durable table
+// admits too is not delayed.
+func TestWriteWaitsForDurableTable(t *testing.T) {
+	n, eng, p, durable := pendingSplit(t)
+	r := node.NewRouter(n, p.Table(), node.RouterConfig{})
+
+	toChild := idOn(t, p.Table(), func(s routing.ShardID) bool { return s != 1 })
+	acked := make(chan error, 1)
+	go func() { _, err := r.Index(toChild, "", []byte("v1")); acked <- err }()
+	// Wait until the write is applied (a get sees it), then give it time to
+	// be acknowledged if nothing held it back.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, found, err := r.Get(toChild, ""); err != nil {
+			t.Fatal(err)
+		} else if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write to the child was never applied")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-acked:
+		t.Fatalf("write to a child acknowledged before the table was durable (err %v)", err)
+	default:
+	}
+
+	toOther := idOn(t, p.Table(), func(s routing.ShardID) bool { return s == 1 })
+	if _, err := r.Index(toOther, "", []byte("v1")); err != nil {
+		t.Fatalf("write to an unaffected shard: %v", err)
+	}
+	if v := persistedVersion(t, eng); v != durable {
+		t.Fatalf("table persisted before Commit: v%d on disk, want v%d", v, durable)
+	}
+
+	synced := false
+	if err := p.Commit(func() error { synced = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !synced {
+		t.Fatal("Commit did not run its before step")
+	}
+	select {
+	case err := <-acked:
+		if err != nil {
+			t.Fatalf("write to a child after commit: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("write to a child not acknowledged after the commit")
+	}
+	if v := persistedVersion(t, eng); v != p.Table().Version() {
+		t.Fatalf("after Commit v%d on disk, want v%d", v, p.Table().Version())
+	}
+	if err := p.Commit(nil); err == nil {
+		t.Fatal("a second Commit was accepted")
+	}
+}
+
+// A table that cannot be made durable fails the node: the waiting write and
+// every later request get ErrFailed, and the disk keeps the old table.
+func TestFailedCommitFailsTheNode(t *testing.T) {
+	n, eng, p, durable := pendingSplit(t)
+	r := node.NewRouter(n, p.Table(), node.RouterConfig{})
+	toChild := idOn(t, p.Table(), func(s routing.ShardID) bool { return s != 1 })
+	acked := make(chan error, 1)
+	go func() { _, err := r.Index(toChild, "", []byte("v1")); acked <- err }()
+
+	injected := errors.New("injected: no space left on device")
+	err := p.Commit(func() error { return injected })
+	if !errors.Is(err, node.ErrFailed) || !errors.Is(err, injected) {
+		t.Fatalf("Commit: got %v, want ErrFailed wrapping the cause", err)
+	}
+	select {
+	case err := <-acked:
+		if !errors.Is(err, node.ErrFailed) {
+			t.Fatalf("waiting write: got %v, want ErrFailed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiting write never answered")
+	}
+	toOther := idOn(t, p.Table(), func(s routing.ShardID) bool { return s == 1 })
+	if _, err := r.Index(toOther, "", []byte("v1")); !errors.Is(err, node.ErrFailed) {
+		t.Fatalf("write after failure: got %v, want ErrFailed", err)
+	}
+	if _, _, err := r.Get(toOther, ""); !errors.Is(err, node.ErrFailed) {
+		t.Fatalf("get after failure: got %v, want ErrFailed", err)
+	}
+	if _, err := n.Apply(routing.Edit{Kind: routing.CancelSplit, Shard: 0}); !errors.Is(err, node.ErrFailed) {
+		t.Fatalf("apply after failure: got %v, want ErrFailed", err)
+	}
+	if v := persistedVersion(t, eng); v != durable {
+		t.Fatalf("v%d on disk after a failed commit, want v%d", v, durable)
+	}
+}

@@ -66,7 +66,7 @@ Flags:
 
 Examples:
   go run ./cmd/splitdemo
-  go run ./cmd/splitdemo compare --docs 1000000 --rate 5000 --cleanup range --out big-run
+  go run ./cmd/splitdemo compare --docs 1000000 --rate 5000 --writers 64 --cleanup range --out big-run
 `
 
 // compareConfig is the parsed command line.

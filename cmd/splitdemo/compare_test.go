@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/shardsplit/shardsplit/internal/experiment"
+	"github.com/shardsplit/shardsplit/internal/loadgen"
 )
 
 // TestCompareSmallRun runs the whole comparison on a tiny index and checks
@@ -77,5 +81,30 @@ func TestCompareBadFlags(t *testing.T) {
 	out, _, code := runCmd("help", "compare")
 	if code != exitOK || !strings.Contains(out, "--cleanup") || !strings.Contains(out, "Examples") {
 		t.Errorf("help compare: exit %d %q", code, out)
+	}
+}
+
+// The reading warns when the writers could not offer the target rate before
+// the split (then lost throughput measures the load generator, not the
+// split), and stays quiet when they could.
+func TestReadingWarnsOfAnUnderpoweredLoad(t *testing.T) {
+	outcome := func(perSecond int) *experiment.Outcome {
+		var recs []loadgen.Record
+		gap := time.Second / time.Duration(perSecond)
+		for at := time.Duration(0); at < 4*time.Second; at += gap {
+			recs = append(recs, loadgen.Record{Start: at, End: at + time.Millisecond, OK: true, Moving: true})
+		}
+		return &experiment.Outcome{Strategy: "inplace", Load: &loadgen.Result{Records: recs},
+			WindowStart: 3 * time.Second, WindowEnd: 3100 * time.Millisecond, End: 4 * time.Second}
+	}
+	cfg := &compareConfig{rate: 5000, writers: 16}
+	for _, tc := range []struct {
+		perSecond int
+		warn      bool
+	}{{4700, true}, {5000, false}} {
+		got := reading(&comparison{cfg: cfg, outcomes: []*experiment.Outcome{outcome(tc.perSecond)}})
+		if strings.Contains(got, "Caution: the writers did not reach the target rate") != tc.warn {
+			t.Errorf("steady %d/s of 5000: warning = %v, want %v:\n%s", tc.perSecond, !tc.warn, tc.warn, got)
+		}
 	}
 }

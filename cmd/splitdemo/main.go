@@ -40,7 +40,7 @@ Commands:
 
 Examples:
   splitdemo                          # compare on the embedded default (~1 minute)
-  splitdemo compare --rate 5000 --docs 1000000 --out big-run
+  splitdemo compare --rate 5000 --writers 64 --docs 1000000 --out big-run
   splitdemo route --shards 8 user-42
 `
 

@@ -143,6 +143,11 @@ func reading(res *comparison) string {
 	if in != nil && ni != nil && in.MaxWriteStallMs > 0 {
 		fmt.Fprintf(&b, "The in-place split's longest stall is %.0fx shorter. ", ni.MaxWriteStallMs/in.MaxWriteStallMs)
 	}
+	if steady := minSteady(in, ni); steady > 0 && steady < 0.95*res.cfg.rate {
+		fmt.Fprintf(&b, "Caution: the writers did not reach the target rate even before the split (steady %.0f of %.0f writes/s): "+
+			"each of the %d writers waits for its write's fsync, so they offer at most %d / latency writes/s and any extra latency shows as lost throughput; "+
+			"raise --writers. ", steady, res.cfg.rate, res.cfg.writers, res.cfg.writers)
+	}
 	lost := 0
 	for _, o := range res.outcomes {
 		lost += o.Verify.Lost + o.Verify.Unexpected + o.Verify.Misplaced + o.Verify.Duplicates
@@ -153,6 +158,18 @@ func reading(res *comparison) string {
 		fmt.Fprintf(&b, "VERIFICATION FAILED: %d lost, duplicated, misplaced or unexpected documents.", lost)
 	}
 	return b.String()
+}
+
+// minSteady is the lower steady-state throughput of the strategies measured
+// (0 if none).
+func minSteady(ms ...*metrics) float64 {
+	low := 0.0
+	for _, m := range ms {
+		if m != nil && (low == 0 || m.ThroughputSteadyOps < low) {
+			low = m.ThroughputSteadyOps
+		}
+	}
+	return low
 }
 
 func writeOutputs(cfg *compareConfig, res *comparison) error {

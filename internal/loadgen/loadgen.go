@@ -144,7 +144,10 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, start time.Time, w in
 	if cfg.Rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(cfg.Writers) / cfg.Rate)
 	}
-	next := time.Now()
+	// Writers are staggered across one interval: started together, they
+	// would issue in lockstep bursts of Writers writes, leaving the disk idle
+	// between bursts and whole windows without a write.
+	next := time.Now().Add(time.Duration(w) * interval / time.Duration(max(1, cfg.Writers)))
 	src := make([]byte, cfg.DocSize)
 	for k := 0; ctx.Err() == nil; k++ {
 		if interval > 0 {

@@ -45,7 +45,7 @@ type metrics struct {
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // measure computes a strategy's metrics. The split window runs from the
-// split request to the end of the last phase that affects writers; the
+// split request to the end of the last phase writers wait on; the
 // steady window is the writes before it, after a one-second warm-up.
 func measure(o *experiment.Outcome) metrics {
 	recs := o.Load.Records
@@ -364,7 +364,7 @@ func reportMarkdown(res *comparison) string {
 	fmt.Fprintf(&b, "- Load: %d writers, %.0f writes/s target (90%% index/update, 10%% delete), durability %s; in-place writers go back to a stale routing table every 200 writes.\n",
 		c.writers, c.rate, c.durability)
 	fmt.Fprintf(&b, "- Machine: %v, %v CPUs, %v, %v %v/%v. Run took %v.\n", m["cpu"], m["cpus"], m["memory"], m["go"], m["goos"], m["goarch"], res.took.Round(time.Second))
-	b.WriteString("- Latency is from a write's first attempt to its acknowledgement, retries and backoff included. The split window runs from the split request to the end of the last phase that affects writers (in-place: handoff; new-index: write block to alias swap and unblock). The stall is the longest interval in which writes aimed at the moved documents (all documents, for the new-index split) were outstanding and none was acknowledged.\n")
+	b.WriteString("- Latency is from a write's first attempt to its acknowledgement, retries and backoff included. The split window runs from the split request to the end of the last phase writers wait on (in-place: handoff — cleanup runs after it in the background and only competes for the disk; new-index: write block to alias swap and unblock). The stall is the longest interval in which writes aimed at the moved documents (all documents, for the new-index split) were outstanding and none was acknowledged.\n")
 	b.WriteString("- Raw data: `timeline.csv` (100 ms buckets), `summary.json`.\n\n</details>\n")
 	return b.String()
 }

@@ -14,7 +14,10 @@ package experiment
 // and the split's duration (split-ms: request to the end of handoff), the
 // clone, catch-up and handoff phases, and for scale the same stall measure
 // over steady windows as long as the split's (steady-stall-ms: their
-// median; this machine's fsync latency alone makes tens of milliseconds).
+// median; this machine's fsync latency alone makes tens of milliseconds);
+// and the same for the second after the handoff, when cleanup runs and the
+// children's held compactions start (after-stall-ms, after/steady, against
+// steady-1s-stall-ms).
 //
 // Why 64 writers: each writer waits for its write's fsync, so n writers can
 // offer at most n / latency writes/s. At 5,000/s and the ~2.5–3.5 ms median
@@ -92,6 +95,13 @@ func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
 				during := loadgen.Summarize(out.Load.Records, out.WindowStart, max(out.WindowEnd, out.WindowStart+100*time.Millisecond))
 				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)), "stall-ms")
 				b.ReportMetric(ms(steadyStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, out.WindowEnd-out.WindowStart)), "steady-stall-ms")
+				// The second after the handoff (cleanup, the children's
+				// released compactions) against steady seconds.
+				after := loadgen.Summarize(out.Load.Records, out.WindowEnd, out.WindowEnd+time.Second)
+				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.WindowEnd, out.WindowEnd+time.Second)), "after-stall-ms")
+				b.ReportMetric(ms(steadyStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, time.Second)), "steady-1s-stall-ms")
+				b.ReportMetric(after.OpsPerS/steady.OpsPerS, "after/steady")
+				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.End-time.Second, out.End)), "last-1s-stall-ms")
 				b.ReportMetric(ms(out.NodeStall), "node-stall-ms")
 				b.ReportMetric(steady.OpsPerS, "steady-ops/s")
 				b.ReportMetric(during.OpsPerS, "split-ops/s")

@@ -20,7 +20,7 @@ type Outcome struct {
 	Strategy     string
 	Load         *loadgen.Result
 	WindowStart  time.Duration // the split request
-	WindowEnd    time.Duration // the end of the last phase that affects writers
+	WindowEnd    time.Duration // the end of the last phase writers wait on
 	End          time.Duration // the load stopped
 	Phases       []Phase       // in order
 	NodeStall    time.Duration // the longest the parent's apply lock was held (in-place)
@@ -156,7 +156,8 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		out.Copied += r.Copied
 		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s) (parent locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",
 			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
-		// The window ends with the handoff: cleanup does not affect writers.
+		// The window ends with the handoff: no write waits on cleanup (it
+		// runs in the background and competes only for the disk).
 		for _, p := range out.Phases {
 			if p.Name == splitter.PhaseHandoff.String() {
 				out.WindowEnd = p.End

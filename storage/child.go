@@ -239,13 +239,19 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 		e.retiredWritten += st.bytesWritten()
 	}
 	e.mu.Unlock()
+	start := time.Now()
 	if open {
 		if err := st.close(); err != nil {
 			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 		}
 	}
+	closed := time.Now()
 	if err := e.opts.FS.RemoveAll(dir); err != nil {
 		return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 	}
-	return syncDir(e.opts.FS, e.opts.Dir)
+	removed := time.Now()
+	err := syncDir(e.opts.FS, e.opts.Dir)
+	e.logger.Debug("shard destroyed", zap.Uint32("shard", uint32(id)), zap.Duration("close", closed.Sub(start)),
+		zap.Duration("remove", removed.Sub(closed)), zap.Duration("sync", time.Since(removed)))
+	return err
 }

@@ -42,7 +42,7 @@ type Report struct {
 	Err         error // why it aborted
 	Durations   map[Phase]time.Duration
 	Total       time.Duration
-	Stall       time.Duration // the longest the parent's apply lock was held at handoff: the write stall
+	Stall       time.Duration // the longest the parent's apply lock was held at handoff (writes to the parent wait for it)
 	Commit      time.Duration // publish to durable table at handoff (writes to the children wait for it)
 	Handoffs    int           // handoff attempts (drain timeouts + 1)
 	CaughtUp    int           // parent operations replayed into the children

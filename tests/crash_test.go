@@ -340,3 +340,59 @@ func TestSplitAbortsOnIOError(t *testing.T) {
 		}
 	}
 }
+
+// A table that cannot be made durable at the handoff fails the node instead
+// of guessing: the driver stops at once with node.ErrFailed, the node refuses
+// requests, and a reopen rolls the split back with every acknowledged write.
+func TestSplitFailsTheNodeWhenTheTableCannotBeCommitted(t *testing.T) {
+	mem := vfs.NewMem()
+	var failTable atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failTable.Load() && strings.HasSuffix(op.Path, "TABLE.tmp") {
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	})
+	tab, _ := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
+	n, j, _, err := recovery.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(mem, inj)}, tab, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := node.NewRouter(n, tab, node.RouterConfig{})
+	for i := range 50 {
+		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := func(_ *splitter.Machine, in splitter.Intent) {
+		if in.Kind == splitter.IntentHandoff {
+			failTable.Store(true) // after the handoff's journal record, before the table's commit
+		}
+	}
+	rep, err := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).Run(splitter.Plan{Parent: 0, Ways: 2})
+	if !errors.Is(err, node.ErrFailed) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("driver: got %v (phase %s), want node.ErrFailed wrapping ENOSPC", err, rep.Phase)
+	}
+	t.Logf("driver stopped with: %v", err)
+	if _, err := r.Index("d0", "", []byte("v2")); !errors.Is(err, node.ErrFailed) {
+		t.Fatalf("write after the failed commit: got %v, want node.ErrFailed", err)
+	}
+	_ = n.Close()
+
+	n, _, rec, err := recovery.Open(storage.Options{Dir: "/data", FS: mem}, tab, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	t.Logf("recovery: %+v", rec)
+	if v := n.Table(); len(v.InProgress()) != 0 || !slices.Equal(v.ActiveShards(), tab.ActiveShards()) {
+		t.Fatalf("table after recovery: active %v, in progress %v; want the split rolled back", v.ActiveShards(), v.InProgress())
+	}
+	r = node.NewRouter(n, n.Table(), node.RouterConfig{})
+	for i := range 50 {
+		id := fmt.Sprintf("d%d", i)
+		if d, ok, err := r.Get(id, ""); err != nil || !ok || string(d.Source) != "v1" {
+			t.Fatalf("get %s after recovery: %v %v %q", id, ok, err, d.Source)
+		}
+	}
+}

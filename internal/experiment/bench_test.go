@@ -9,14 +9,14 @@ package experiment
 //
 // Reported per run: the longest write stall of writes aimed at the parent
 // (stall-ms, writer-observed; node-stall-ms, the parent's apply lock held at
-// handoff), write throughput in the steady window and in the split window
-// (at least the 100 ms from the split request),
-// and the split's duration (split-ms: request to the end of handoff), the
-// clone, catch-up and handoff phases, and for scale the same stall measure
-// over steady windows as long as the split's (steady-stall-ms: their
-// median; this machine's fsync latency alone makes tens of milliseconds);
-// and the same for the second after the handoff, when cleanup runs and the
-// children's held compactions start (after-stall-ms, after/steady, against
+// handoff); write throughput in the steady window and in the split window
+// (at least the 100 ms from the split request); the split's duration
+// (split-ms: request to the end of handoff) and its clone, catch-up and
+// handoff phases; for scale, the same stall measure over steady windows as
+// long as the split's (steady-stall-ms, their median: this machine's fsync
+// latency alone reads several milliseconds); and the same for the second
+// after the handoff, when cleanup runs and the children's held compactions
+// start (after-stall-ms, after/steady, last-1s-stall-ms, against
 // steady-1s-stall-ms).
 //
 // Why 64 writers: each writer waits for its write's fsync, so n writers can

@@ -203,10 +203,11 @@ func (n *Node) Apply(e routing.Edit) (*routing.Table, error) {
 
 // PendingTable is a table published before it is durable; see Publish.
 type PendingTable struct {
-	n    *Node
-	t    *routing.Table
-	e    routing.Edit
-	done bool
+	n      *Node
+	t      *routing.Table
+	e      routing.Edit
+	staged *storage.StagedFile // set by Stage
+	done   bool                // committed or failed
 }
 
 // Table returns the published table.
@@ -231,57 +232,6 @@ func (n *Node) Publish(e routing.Edit) (*PendingTable, error) {
 	n.table.Store(t)
 	n.mu.Unlock()
 	return &PendingTable{n: n, t: t, e: e}, nil
-}
-
-// Commit makes a published table durable: it runs before (which makes
-// durable what the table points at, such as the children's catch-up) while
-// the table's new file is staged, then installs the file (the commit
-// point), then acknowledges the writes that waited for it. If
-// either step fails the node fails (ErrFailed) and Commit says why.
-func (p *PendingTable) Commit(before func() error) error {
-	if p.done {
-		return fmt.Errorf("node: table v%d committed twice", p.t.Version())
-	}
-	p.done = true
-	n := p.n
-	defer n.publish.Unlock()
-	// The table's temporary file is written and synced while before runs;
-	// only its rename (the commit point) waits for before.
-	var staged *storage.StagedFile
-	var stageErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		staged, stageErr = n.eng.StageFile(tableFile, p.t.Encode())
-	}()
-	var err error
-	if before != nil {
-		err = before()
-	}
-	wg.Wait()
-	if err == nil {
-		err = stageErr
-	}
-	if err == nil {
-		err = staged.Install()
-	}
-	n.commitMu.Lock()
-	if err != nil {
-		err = fmt.Errorf("%w: table v%d: %w", ErrFailed, p.t.Version(), err)
-		n.failed.Store(&err)
-	} else {
-		n.durable.Store(p.t)
-	}
-	close(n.commitCh)
-	n.commitCh = make(chan struct{})
-	n.commitMu.Unlock()
-	if err != nil {
-		n.logger.Error("published table not made durable: node failed", zap.Uint64("version", uint64(p.t.Version())), zap.Error(err))
-		return err
-	}
-	n.logger.Info("table published", zap.Uint64("version", uint64(p.t.Version())), zap.Stringer("edit", p.e))
-	return nil
 }
 
 // failure returns the node's sticky failure, if any.

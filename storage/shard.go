@@ -401,17 +401,10 @@ var ErrLockTimeout = errors.New("storage: apply lock not acquired in time")
 // most wait for writes in flight to drain (polling), then gives up with
 // ErrLockTimeout without running fn.
 func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
-	deadline := time.Now().Add(wait)
-	for !s.mu.TryLock() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("storage: shard %d: drain of in-flight writes exceeded %v: %w", s.id, wait, ErrLockTimeout)
-		}
-		time.Sleep(20 * time.Microsecond)
+	if err := s.Fence(wait); err != nil {
+		return err
 	}
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return ErrShardClosed
-	}
+	defer s.Unfence()
 	return fn()
 }
 

@@ -42,10 +42,10 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 	}
 	if j != nil {
 		for _, rec := range splitter.Last(j.Records()) {
-			if !rec.Step.Finished() {
-				r.violate("journal: split %d left at %s", rec.Split, rec.Step)
+			if !rec.Stage.Finished() {
+				r.violate("journal: split %d left at %s", rec.Split, rec.Stage)
 			}
-			if rec.Step == splitter.StepDone && !t.IsSplitParent(rec.Parent) {
+			if rec.Stage == splitter.StageDone && !t.IsSplitParent(rec.Parent) {
 				r.violate("journal: split %d of %d is done but table v%d does not record it", rec.Split, rec.Parent, t.Version())
 			}
 		}

@@ -1,25 +1,36 @@
 // Package recovery brings a data directory back to a state where every
 // split either completed or never happened, after a crash at any instant.
 //
-// Decide is pure: from the last journal record of each split and the
-// persisted routing table (the commit point) it decides to roll each
-// unfinished split back or forward and which shard stores to delete. Open is
-// the thin driver: it opens the engine, reads the journal and the table,
-// carries out the decisions, records their completion, trims every
-// operation log (no split holds one after a restart) and opens the node.
-// Every action is idempotent, so a crash during recovery is just another
-// crash point: running Open again finishes the job.
+// Decide is pure: from the journal and the persisted routing table (the
+// commit point) it decides to roll each unfinished split back or forward
+// and which shard stores to delete. Open is the thin driver: it opens the
+// engine, reads the journal and the table, carries out the decisions,
+// records their completion, trims every operation log (no split holds one
+// after a restart) and opens the node. Every action is idempotent, so a
+// crash during recovery is just another crash point: running Open again
+// finishes the job.
 //
-// Decision table (last journal record of a split → action):
+// Decision table (last journal record of an unfinished split → action):
 //
-//	begin               roll back: cancel the reservation if the table has it; delete its children
-//	reserved, aborting  roll back: delete the children; cancel the reservation if still in the table
-//	handoff             the table decides: CommitSplit persisted → roll forward (delete the parent),
-//	                    else roll back as above
-//	published           roll forward: delete the parent's store
-//	done, aborted       nothing
+//	begin, reserved, aborting   roll back: cancel the reservation if the table has it; delete its children
+//	handoff                     the table decides: the parent is a committed split parent → roll forward
+//	                            (delete the parent), else roll back as above
+//	published                   roll forward: delete the parent's store
+//	done, aborted               nothing
 //
-// recovery imports routing, storage, node and splitter.
+// A split is superseded when a later split (a higher split id) has records
+// in the journal. Splits run one at a time, so a superseded split had ended
+// in memory before the later one began, whatever its last durable record
+// says: its reservation was already cancelled or committed, and its child
+// ids may since have been reused. Recovery never acts on it as if it were
+// in flight: it rolls forward only when its last record is handoff or
+// published, the table commits its parent and no later split names the
+// same parent (which could only have begun if this one did not commit);
+// otherwise it is recorded aborted and nothing is undone (stores it left
+// behind that no table names are orphans, removed as such), unless the
+// table still holds a reservation naming exactly its children. Decisions
+// are made in split order against the table as the earlier decisions leave
+// it.
 package recovery
 
 import (
@@ -63,44 +74,97 @@ type Decision struct {
 	Cancel bool
 	// Delete: shard stores to delete.
 	Delete []routing.ShardID
-	// Done is the journal step that records the decision carried out.
-	Done splitter.Step
+	// Done is the journal stage that records the decision carried out.
+	Done splitter.Stage
 	Why  string
 }
 
-// Decide returns a decision for every unfinished split in last (the last
-// record of each split), given the persisted table.
-func Decide(last []splitter.Record, t *routing.Table) []Decision {
+// Decide returns a decision for every unfinished split in the journal's
+// records (oldest first), given the persisted table.
+func Decide(records []splitter.Record, t *routing.Table) []Decision {
+	last := splitter.Last(records)
 	var out []Decision
-	for _, r := range last {
-		if r.Step.Finished() {
+	for i, r := range last {
+		if r.Stage.Finished() {
 			continue
 		}
-		d := Decision{Split: r.Split, Parent: r.Parent}
-		rec, reserved := t.Split(r.Parent)
-		inProgress := reserved && rec.InProgress
-		committed := t.IsSplitParent(r.Parent)
-		switch {
-		case r.Step == splitter.StepPublished || (r.Step == splitter.StepHandoff && committed):
-			d.Action, d.Done = RollForward, splitter.StepDone
-			d.Delete = []routing.ShardID{r.Parent}
-			d.Why = fmt.Sprintf("last record %s and table v%d commits the split", r.Step, t.Version())
-		default:
-			d.Action, d.Done = RollBack, splitter.StepAborted
-			d.Cancel = inProgress
-			d.Delete = slices.Clone(r.Children)
-			if inProgress {
-				for _, c := range rec.Children {
-					if !slices.Contains(d.Delete, c.Shard) {
-						d.Delete = append(d.Delete, c.Shard)
-					}
-				}
+		later := laterSplits(last[i+1:], r)
+		d := decide(r, t, later)
+		if d.Cancel {
+			next, err := routing.Apply(t, routing.Edit{Kind: routing.CancelSplit, Shard: d.Parent})
+			if err != nil {
+				// decide said the split is in progress: a table that then
+				// refuses the cancel is corrupt; carryOut reports it.
+				d.Why += fmt.Sprintf("; CancelSplit refused: %v", err)
+			} else {
+				t = next
 			}
-			d.Why = fmt.Sprintf("last record %s and table v%d does not commit the split", r.Step, t.Version())
 		}
 		out = append(out, d)
 	}
 	return out
+}
+
+// later says which splits came after one in the journal.
+type later struct {
+	any        bool // some split began after it: it had ended in memory
+	sameParent bool // a later split of the same parent: it did not commit
+}
+
+func laterSplits(after []splitter.Record, r splitter.Record) later {
+	var l later
+	for _, o := range after {
+		if o.Split > r.Split {
+			l.any = true
+			l.sameParent = l.sameParent || o.Parent == r.Parent
+		}
+	}
+	return l
+}
+
+// decide is the decision table for one split's last record.
+func decide(r splitter.Record, t *routing.Table, l later) Decision {
+	d := Decision{Split: r.Split, Parent: r.Parent}
+	rec, reserved := t.Split(r.Parent)
+	inProgress := reserved && rec.InProgress
+	// The table's reservation of the parent is this split's when the record
+	// names its children, or when no later split could have made it.
+	mine := inProgress && (!l.any || slices.Equal(childIDs(rec), r.Children))
+	committed := t.IsSplitParent(r.Parent) && !l.sameParent &&
+		(r.Stage == splitter.StagePublished || r.Stage == splitter.StageHandoff)
+	switch {
+	case committed:
+		d.Action, d.Done = RollForward, splitter.StageDone
+		d.Delete = []routing.ShardID{r.Parent}
+		d.Why = fmt.Sprintf("last record %s and table v%d commits the split", r.Stage, t.Version())
+	case l.any && !mine:
+		d.Action, d.Done = RollBack, splitter.StageAborted
+		d.Why = fmt.Sprintf("last record %s, superseded by a later split: it had ended before that one began and its ids may be reused; nothing to undo", r.Stage)
+	default:
+		d.Action, d.Done = RollBack, splitter.StageAborted
+		if !l.any {
+			d.Delete = slices.Clone(r.Children)
+		}
+		if mine {
+			d.Cancel = true
+			for _, c := range childIDs(rec) {
+				if !slices.Contains(d.Delete, c) {
+					d.Delete = append(d.Delete, c)
+				}
+			}
+		}
+		d.Why = fmt.Sprintf("last record %s and table v%d does not commit the split", r.Stage, t.Version())
+	}
+	return d
+}
+
+// childIDs returns a split record's child ids in table order.
+func childIDs(rec routing.SplitRecord) []routing.ShardID {
+	ids := make([]routing.ShardID, len(rec.Children))
+	for i, c := range rec.Children {
+		ids[i] = c.Shard
+	}
+	return ids
 }
 
 // Report says what recovery did.
@@ -154,7 +218,7 @@ func Open(opts storage.Options, initial *routing.Table, logger *zap.Logger) (*no
 
 // carryOut executes the decisions and journals their completion.
 func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger *zap.Logger) ([]Decision, *routing.Table, error) {
-	decisions := Decide(splitter.Last(j.Records()), t)
+	decisions := Decide(j.Records(), t)
 	for _, d := range decisions {
 		logger.Info("recovering split", zap.Uint64("split", d.Split), zap.Stringer("action", d.Action), zap.String("why", d.Why))
 		for _, id := range d.Delete {
@@ -175,7 +239,7 @@ func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger
 			}
 			t = next
 		}
-		if err := j.Append(splitter.Record{Split: d.Split, Step: d.Done, Parent: d.Parent, Version: t.Version()}); err != nil {
+		if err := j.Append(splitter.Record{Split: d.Split, Stage: d.Done, Parent: d.Parent, Version: t.Version()}); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -20,24 +20,24 @@ func TestDecideTable(t *testing.T) {
 	children := []routing.ShardID{2, 3}
 	tests := []struct {
 		name   string
-		step   splitter.Step
+		step   splitter.Stage
 		table  *routing.Table
 		action Action
 		cancel bool
 		delete []routing.ShardID
 	}{
-		{"begin, not reserved", splitter.StepBegin, t0, RollBack, false, nil},
-		{"begin, reserved", splitter.StepBegin, reserved, RollBack, true, children},
-		{"reserved", splitter.StepReserved, reserved, RollBack, true, children},
-		{"aborting, already cancelled", splitter.StepAborting, t0, RollBack, false, children},
-		{"handoff, not committed", splitter.StepHandoff, reserved, RollBack, true, children},
-		{"handoff, committed", splitter.StepHandoff, committed, RollForward, false, []routing.ShardID{0}},
-		{"published", splitter.StepPublished, committed, RollForward, false, []routing.ShardID{0}},
+		{"begin, not reserved", splitter.StageBegin, t0, RollBack, false, nil},
+		{"begin, reserved", splitter.StageBegin, reserved, RollBack, true, children},
+		{"reserved", splitter.StageReserved, reserved, RollBack, true, children},
+		{"aborting, already cancelled", splitter.StageAborting, t0, RollBack, false, children},
+		{"handoff, not committed", splitter.StageHandoff, reserved, RollBack, true, children},
+		{"handoff, committed", splitter.StageHandoff, committed, RollForward, false, []routing.ShardID{0}},
+		{"published", splitter.StagePublished, committed, RollForward, false, []routing.ShardID{0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := splitter.Record{Split: 7, Step: tt.step, Parent: 0}
-			if tt.step != splitter.StepBegin {
+			rec := splitter.Record{Split: 7, Stage: tt.step, Parent: 0}
+			if tt.step != splitter.StageBegin {
 				rec.Children = children
 			}
 			ds := Decide([]splitter.Record{rec}, tt.table)
@@ -51,8 +51,8 @@ func TestDecideTable(t *testing.T) {
 			}
 		})
 	}
-	for _, s := range []splitter.Step{splitter.StepDone, splitter.StepAborted} {
-		if ds := Decide([]splitter.Record{{Split: 1, Step: s}}, t0); len(ds) != 0 {
+	for _, s := range []splitter.Stage{splitter.StageDone, splitter.StageAborted} {
+		if ds := Decide([]splitter.Record{{Split: 1, Stage: s}}, t0); len(ds) != 0 {
 			t.Errorf("Decide(%s) = %v, want nothing", s, ds)
 		}
 	}
@@ -70,7 +70,7 @@ func TestCorruptFilesNameThemselves(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := j.Append(splitter.Record{Split: 1, Step: splitter.StepBegin, Parent: 0, Version: 1}); err != nil {
+			if err := j.Append(splitter.Record{Split: j.NewSplitID(), Stage: splitter.StageBegin, Parent: 0, Version: 1}); err != nil {
 				t.Fatal(err)
 			}
 			_ = n.Close()

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/invariants"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -26,9 +27,11 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives phase transitions (default: none).
 	Logger *zap.Logger
-	// Hook, if set, runs before each intent is carried out; a test uses it
-	// to deliver requests between steps or to inject a cancel.
-	Hook func(m *Machine, in Intent)
+	// Hook, if set, runs before each intent is taken, with the phase and the
+	// intent that is next; a test uses it to deliver requests between steps
+	// or to cancel (Split.Cancel), in which case the cancel's intent is
+	// carried out instead.
+	Hook func(phase Phase, next Intent)
 	// Journal, if set, records every phase transition durably before its
 	// effects (crash safety; see package recovery).
 	Journal *Journal
@@ -36,14 +39,15 @@ type Config struct {
 
 // Report is what a split measured.
 type Report struct {
+	Split       uint64 // the split id
 	Parent      routing.ShardID
 	Children    []routing.ShardID
-	Phase       Phase // the final phase: PhaseDone or PhaseAborted
-	Err         error // why it aborted
+	Phase       Phase // the final phase: PhaseDone, PhaseAborted or PhaseFailed
+	Err         error // why it aborted or failed
 	Durations   map[Phase]time.Duration
 	Total       time.Duration
 	Stall       time.Duration // the longest the parent's apply lock was held at handoff (writes to the parent wait for it)
-	Commit      time.Duration // publish to durable table at handoff (writes to the children wait for it)
+	Commit      time.Duration // unfence to durable table at handoff (writes to the children wait for it)
 	Handoffs    int           // handoff attempts (drain timeouts + 1)
 	CaughtUp    int           // parent operations replayed into the children
 	SeqAtClone  uint64        // S: the parent sequence number the children were made at
@@ -56,10 +60,12 @@ type Report struct {
 	ToVersion   routing.Version
 }
 
-// Driver carries out a Machine's intents against a node.
+// Driver carries out a Machine's intents against a node. It runs one split
+// at a time (the journal is not safe for concurrent splits).
 type Driver struct {
-	n   *node.Node
-	cfg Config
+	n      *node.Node
+	cfg    Config
+	nextID uint64 // split ids without a journal
 }
 
 // NewDriver returns a driver for splits on n.
@@ -76,34 +82,39 @@ func NewDriver(n *node.Node, cfg Config) *Driver {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Driver{n: n, cfg: cfg}
+	return &Driver{n: n, cfg: cfg, nextID: 1}
 }
+
+// maxSteps bounds Run: no split needs more intents than this.
+const maxSteps = 10_000
 
 // Run carries out a split to its end and reports what it measured. The
 // returned error is non-nil only when the split could not reach a clean end
 // (Done or Aborted); an aborted split says why in Report.Err.
 func (d *Driver) Run(plan Plan) (Report, error) {
-	r := d.Start(plan)
-	for steps := 0; !r.Done(); steps++ {
-		if steps > 10_000 {
-			return r.Report(), fmt.Errorf("splitter: split of %d did not end in 10000 steps (phase %s)", plan.Parent, r.m.Phase())
+	sp := d.Start(plan)
+	for steps := 0; !sp.Done(); steps++ {
+		if steps > maxSteps {
+			return sp.Report(), fmt.Errorf("splitter: split of %d did not end in %d steps (phase %s)", plan.Parent, maxSteps, sp.Phase())
 		}
-		if _, _, err := r.Step(); err != nil {
-			return r.Report(), err
+		if _, _, err := sp.Next(); err != nil {
+			return sp.Report(), err
 		}
 	}
-	return r.Report(), nil
+	return sp.Report(), nil
 }
 
-// Start begins a split that the caller advances with Step, one intent at a
+// Start begins a split that the caller advances with Next, one intent at a
 // time (protocol traces and simulations do this).
 func (d *Driver) Start(plan Plan) *Split {
-	sp := &Split{d: d, m: New(plan), log: d.cfg.Logger.With(zap.Uint32("parent", uint32(plan.Parent)))}
+	id := d.nextID
 	if d.cfg.Journal != nil {
-		sp.id = d.cfg.Journal.NewSplitID()
-		sp.log = sp.log.With(zap.Uint64("split", sp.id))
+		id = d.cfg.Journal.NewSplitID()
+	} else {
+		d.nextID++
 	}
-	sp.report = Report{Parent: plan.Parent, Durations: map[Phase]time.Duration{}, FromVersion: d.n.Table().Version()}
+	sp := &Split{d: d, m: New(id, plan), log: d.cfg.Logger.With(zap.Uint64("split", id), zap.Uint32("parent", uint32(plan.Parent)))}
+	sp.report = Report{Split: id, Parent: plan.Parent, Durations: map[Phase]time.Duration{}, FromVersion: d.n.Table().Version()}
 	if u, err := d.n.Engine().DiskUsage(); err == nil {
 		sp.report.DiskBefore = u.Unique
 	}
@@ -113,72 +124,147 @@ func (d *Driver) Start(plan Plan) *Split {
 	return sp
 }
 
-// Split is one split in progress.
+// Split is one split in progress. Next and Cancel may be called from
+// different goroutines: a cancel waits for the intent being carried out,
+// then the machine accepts or refuses it, so it never races a step.
 type Split struct {
-	id         uint64 // split id in the journal
-	d          *Driver
+	d   *Driver
+	log *zap.Logger
+
+	mu         sync.Mutex // serialises Next and Cancel; guards everything below
 	m          *Machine
-	log        *zap.Logger
 	parent     *storage.Shard
 	children   []*storage.Shard
-	report     Report
+	fence      *node.Fence
+	pending    *node.PendingTable
 	holdsLog   bool
-	pending    []Intent
+	replayed   uint64 // where the last catch-up or tail round ended
+	report     Report
 	written    uint64
 	start      time.Time
 	phaseStart time.Time
+	unfenced   time.Time
 }
 
-// Machine returns the split's state machine.
+// Machine returns the split's state machine. It is not synchronised: use
+// it only from the goroutine that calls Next (traces do).
 func (sp *Split) Machine() *Machine { return sp.m }
 
-// Done reports whether the split has ended.
-func (sp *Split) Done() bool { return sp.m.Phase().Terminal() }
+// Phase returns the current phase.
+func (sp *Split) Phase() Phase {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.m.Phase()
+}
 
-// Step carries out the next intent and feeds its outcome to the machine.
-func (sp *Split) Step() (Intent, Event, error) {
-	if len(sp.pending) == 0 {
-		sp.pending = sp.m.Ready()
-		sp.m.Advance()
+// Done reports whether the split has ended.
+func (sp *Split) Done() bool { return sp.Phase().Terminal() }
+
+// Next writes the journal records the machine asks for, carries out its
+// next intent and feeds the outcome back. It returns the intent and its
+// event; the error is non-nil when the driver cannot go on (the node
+// failed, or the machine refused the event: a driver bug).
+func (sp *Split) Next() (Intent, Event, error) {
+	if hook := sp.d.cfg.Hook; hook != nil {
+		sp.mu.Lock()
+		phase, next := sp.m.Phase(), sp.m.Ready().Intent
+		sp.mu.Unlock()
+		hook(phase, next)
 	}
-	if len(sp.pending) == 0 {
-		return Intent{}, Event{}, fmt.Errorf("splitter: split of %d stuck in phase %s with nothing to do", sp.m.Plan().Parent, sp.m.Phase())
-	}
-	in := sp.pending[0]
-	sp.pending = sp.pending[1:]
-	if sp.d.cfg.Hook != nil {
-		sp.d.cfg.Hook(sp.m, in)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	rd := sp.m.Ready()
+	sp.m.Advance()
+	if rd.Intent.Kind == 0 {
+		if err := sp.writeJournal(rd.Journal); err != nil {
+			sp.log.Warn("journal record not written", zap.Error(err))
+		}
+		return Intent{}, Event{}, fmt.Errorf("splitter: split %d of %d has nothing to do in phase %s", sp.m.ID(), sp.m.Plan().Parent, sp.m.Phase())
 	}
 	from := sp.m.Phase()
-	ev := sp.d.execute(sp, in)
+	var ev Event
+	if err := sp.checkAlone(rd.Intent); err != nil {
+		// Nothing of this split was written: it ends with an aborted record.
+		ev = Event{Kind: EventFailed, Err: err}
+	} else if err := sp.writeJournal(rd.Journal); err != nil && rd.Intent.Kind.NeedsJournal() {
+		ev = Event{Kind: EventFailed, Err: fmt.Errorf("%s: %w", rd.Intent.Kind, err)}
+	} else {
+		if err != nil {
+			sp.log.Warn("journal record not written; going on", zap.Stringer("intent", rd.Intent.Kind), zap.Error(err))
+		}
+		ev = sp.d.carryOut(sp, rd.Intent)
+	}
+	if err := sp.m.Step(ev); err != nil {
+		return rd.Intent, ev, err
+	}
+	sp.afterStep(from, ev)
 	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
 		// The node's memory and disk disagree about the table: nothing more
 		// can be done here; reopening (recovery) decides.
-		return in, ev, fmt.Errorf("splitter: split of %d: %w", sp.m.Plan().Parent, ev.Err)
+		return rd.Intent, ev, fmt.Errorf("splitter: split of %d: %w", sp.m.Plan().Parent, ev.Err)
 	}
-	if err := sp.m.Step(ev); err != nil {
-		return in, ev, err
-	}
-	if to := sp.m.Phase(); to != from {
-		now := sp.d.cfg.Clock()
-		sp.report.Durations[from] += now.Sub(sp.phaseStart)
-		sp.phaseStart = now
-		sp.log.Info("split phase advanced", zap.Stringer("from", from), zap.Stringer("to", to), zap.Stringer("event", ev.Kind))
-	}
-	return in, ev, nil
+	return rd.Intent, ev, nil
 }
 
-// Cancel asks the split to abort (refused once it has published).
+// checkAlone refuses to begin a split while the journal has another one
+// unfinished (a split that failed its node, left for recovery): splits run
+// one at a time, which recovery relies on to tell a superseded record from
+// a split in flight.
+func (sp *Split) checkAlone(in Intent) error {
+	j := sp.d.cfg.Journal
+	if in.Kind != IntentReserve || j == nil {
+		return nil
+	}
+	if ids := j.Unfinished(sp.m.ID()); len(ids) > 0 {
+		return fmt.Errorf("splitter: split %d of shard %d not begun: split %v is unfinished; reopen the index to recover it", sp.m.ID(), sp.m.Plan().Parent, ids)
+	}
+	return nil
+}
+
+// afterStep times phases, logs transitions and writes the final record of
+// a split that just ended (it has no intent to carry it).
+func (sp *Split) afterStep(from Phase, ev Event) {
+	to := sp.m.Phase()
+	if to == from {
+		return
+	}
+	now := sp.d.cfg.Clock()
+	sp.report.Durations[from] += now.Sub(sp.phaseStart)
+	sp.phaseStart = now
+	sp.log.Info("split phase advanced", zap.Stringer("from", from), zap.Stringer("to", to), zap.Stringer("event", ev.Kind))
+	if to.Terminal() {
+		sp.finish()
+	}
+}
+
+// finish writes the records of an ended split. A lost final record is not
+// lost for good: the journal carries it into its next write.
+func (sp *Split) finish() {
+	rd := sp.m.Ready()
+	sp.m.Advance()
+	if err := sp.writeJournal(rd.Journal); err != nil {
+		sp.log.Warn("final journal record not written; the next journal write carries it", zap.Error(err))
+	}
+}
+
+// Cancel asks the split to abort. It is accepted before the handoff fences
+// the parent (the split then aborts at its next step) and refused after,
+// with an error saying why.
 func (sp *Split) Cancel() error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	from := sp.m.Phase()
 	if err := sp.m.Step(Event{Kind: EventCancelRequested}); err != nil {
 		return err
 	}
-	sp.pending = nil
+	sp.afterStep(from, Event{Kind: EventCancelRequested})
 	return nil
 }
 
 // Report returns what the split measured so far; complete once Done.
 func (sp *Split) Report() Report {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	r := sp.report
 	r.Phase, r.Err = sp.m.Phase(), sp.m.Err()
 	r.Children = sp.m.Children()
@@ -193,42 +279,18 @@ func (sp *Split) Report() Report {
 	return r
 }
 
-// journal records a step durably; without a journal it does nothing.
-func (d *Driver) journal(sp *Split, step Step) error {
-	if d.cfg.Journal == nil {
+// writeJournal writes records durably, stamped with the table version; a
+// driver without a journal writes nothing.
+func (sp *Split) writeJournal(records []Record) error {
+	j := sp.d.cfg.Journal
+	if j == nil || (len(records) == 0 && !j.Dirty()) {
 		return nil
 	}
-	return d.cfg.Journal.Append(Record{Split: sp.id, Step: step, Parent: sp.m.Plan().Parent,
-		Version: d.n.Table().Version(), Children: sp.m.Children()})
-}
-
-// stepBefore is the journal record an intent needs before its effects.
-var stepBefore = map[IntentKind]Step{
-	IntentReserve: StepBegin, IntentCreateChildren: StepReserved, IntentHandoff: StepHandoff, IntentCancel: StepAborting,
-}
-
-// stepAfter is the journal record an outcome needs before the next effects.
-var stepAfter = map[EventKind]Step{EventPublished: StepPublished, EventCleanedUp: StepDone, EventCancelled: StepAborted}
-
-// execute carries out one intent and reports its outcome as an event. The
-// journal record of the transition is written (and synced) first; if that
-// fails the intent is not carried out. Cancelling proceeds even when its
-// record cannot be written: recovery would roll the split back anyway.
-func (d *Driver) execute(sp *Split, in Intent) Event {
-	if step, ok := stepBefore[in.Kind]; ok {
-		if err := d.journal(sp, step); err != nil && in.Kind != IntentCancel {
-			return Event{Kind: EventFailed, Err: fmt.Errorf("%s: %w", in.Kind, err)}
-		}
+	v := sp.d.n.Table().Version()
+	for i := range records {
+		records[i].Version = v
 	}
-	ev := d.carryOut(sp, in)
-	if step, ok := stepAfter[ev.Kind]; ok {
-		if err := d.journal(sp, step); err != nil {
-			// The effect happened; recovery decides from the table (the
-			// commit point) and what is on disk, so it is safe to go on.
-			sp.log.Warn("journal record not written", zap.Stringer("step", step), zap.Error(err))
-		}
-	}
-	return ev
+	return j.Append(records...)
 }
 
 func (d *Driver) carryOut(sp *Split, in Intent) Event {
@@ -241,14 +303,24 @@ func (d *Driver) carryOut(sp *Split, in Intent) Event {
 		ev, err = d.createChildren(sp)
 	case IntentCatchUp:
 		ev, err = d.catchUp(sp, in.After)
-	case IntentHandoff:
-		ev, err = d.handoff(sp, in.After)
+	case IntentFence:
+		ev, err = d.fence(sp)
+	case IntentReplayTail:
+		ev, err = d.replayTail(sp, in.After)
+	case IntentPublish:
+		ev, err = d.publish(sp)
+	case IntentUnfence:
+		ev, err = d.unfence(sp)
+	case IntentSyncChildren:
+		ev, err = d.syncChildren(sp)
+	case IntentCommitTable:
+		ev, err = d.commitTable(sp)
 	case IntentCleanup:
 		ev, err = d.cleanup(sp)
 	case IntentCancel:
 		ev, err = d.cancel(sp)
 	default:
-		err = fmt.Errorf("splitter: unknown intent %s", in.Kind)
+		err = invariants.AssertionFailedf("splitter: unknown intent %s", in.Kind)
 	}
 	if err != nil {
 		sp.log.Warn("split step failed", zap.Stringer("intent", in.Kind), zap.Error(err))
@@ -257,16 +329,14 @@ func (d *Driver) carryOut(sp *Split, in Intent) Event {
 	return ev
 }
 
-// reserve applies BeginSplit and holds the parent's operation log, so that
-// every write from now on can be replayed into the children.
+// reserve applies BeginSplit: the children's ids and spans are reserved,
+// invisible to routing.
 func (d *Driver) reserve(sp *Split) (Event, error) {
 	parent, ok := d.n.ShardStore(sp.m.Plan().Parent)
 	if !ok {
 		return Event{}, fmt.Errorf("no shard %d on this node", sp.m.Plan().Parent)
 	}
 	sp.parent = parent
-	parent.HoldLog()
-	sp.holdsLog = true
 	t, err := d.n.Apply(sp.m.Plan().Edit())
 	if err != nil {
 		return Event{}, err
@@ -279,16 +349,26 @@ func (d *Driver) reserve(sp *Split) (Event, error) {
 	return Event{Kind: EventReserved, Children: ids}, nil
 }
 
-// createChildren makes every child from the live parent. S is the lowest
-// sequence number any child reflects; replaying from there is harmless for
-// the others (entries are applied in order).
+// createChildren holds the parent's operation log (INV-8: before the
+// checkpoint, so every later write can be replayed), then makes every child
+// from the live parent. S is the lowest sequence number any child reflects;
+// replaying from there is harmless for the others (entries are applied in
+// order).
 func (d *Driver) createChildren(sp *Split) (Event, error) {
 	rec, ok := d.n.Table().Split(sp.m.Plan().Parent)
-	if !ok {
+	if !ok || !rec.InProgress {
 		return Event{}, fmt.Errorf("split of %d is not reserved in table v%d", sp.m.Plan().Parent, d.n.Table().Version())
+	}
+	if !sp.holdsLog {
+		sp.parent.HoldLog()
+		sp.holdsLog = true
 	}
 	seq := uint64(0)
 	for i, c := range rec.Children {
+		if c.Shard != sp.m.children[i] {
+			return Event{}, invariants.AssertionFailedf("splitter: split %d: table v%d reserves child %d, the machine %d",
+				sp.m.ID(), d.n.Table().Version(), c.Shard, sp.m.children[i])
+		}
 		child, stats, err := d.n.Engine().CreateChild(sp.parent, c.Shard, c.Span)
 		if err != nil {
 			return Event{}, err
@@ -302,65 +382,131 @@ func (d *Driver) createChildren(sp *Split) (Event, error) {
 		}
 	}
 	sp.report.SeqAtClone = seq
+	sp.replayed = seq
 	return Event{Kind: EventCloned, Seq: seq}, nil
 }
 
-func (d *Driver) catchUp(sp *Split, after uint64) (Event, error) {
+// replay copies the parent's writes after after into the children; a round
+// must start where the previous one ended.
+func (d *Driver) replay(sp *Split, after uint64) (uint64, error) {
+	if after != sp.replayed {
+		return 0, invariants.AssertionFailedf("splitter: split %d: replay after seq %d, but the last round ended at %d", sp.m.ID(), after, sp.replayed)
+	}
 	upTo, n, err := d.n.Engine().CatchUp(sp.parent, sp.children, after)
+	if err != nil {
+		return 0, err
+	}
+	if upTo < after {
+		return 0, invariants.AssertionFailedf("splitter: split %d: catch-up went back from %d to %d", sp.m.ID(), after, upTo)
+	}
+	sp.replayed = upTo
+	sp.report.CaughtUp += n
+	return upTo, nil
+}
+
+func (d *Driver) catchUp(sp *Split, after uint64) (Event, error) {
+	upTo, err := d.replay(sp, after)
 	if err != nil {
 		return Event{}, err
 	}
-	sp.report.CaughtUp += n
 	return Event{Kind: EventCaughtUp, Seq: upTo, Lag: sp.parent.Seq() - upTo}, nil
 }
 
-// handoff is the cutover. Holding the parent's apply lock (so no parent
-// write is applied meanwhile and every earlier one is visible), it replays
-// the tail, raises the children's sequence numbers above the parent's and
-// publishes CommitSplit; writes that arrive meanwhile wait on the lock and
-// then find they are stale. The lock is then released and the table made
-// durable: the children are synced first (they hold the tail), then the
-// table is persisted (the commit point). Writes the new table sends to the
-// children are applied at once but acknowledged only after that (node's
-// durability rule), so the stall is the lock, not the fsyncs.
-func (d *Driver) handoff(sp *Split, after uint64) (Event, error) {
+// fence takes the parent's apply lock: from here no parent write is
+// applied until unfence, and every earlier one is visible. Writes in flight
+// get DrainTimeout to drain; past it the handoff is retried later.
+func (d *Driver) fence(sp *Split) (Event, error) {
 	sp.report.Handoffs++
-	rec, _ := d.n.Table().Split(sp.m.Plan().Parent)
-	var pending *node.PendingTable
-	held, err := d.n.HoldApplyLock(sp.parent.ID(), d.cfg.DrainTimeout, func() error {
-		upTo, n, err := d.n.Engine().CatchUp(sp.parent, sp.children, after)
-		if err != nil {
-			return err
-		}
-		sp.report.CaughtUp += n
-		for _, c := range sp.children {
-			c.RaiseSeq(upTo)
-		}
-		ids := make([]routing.ShardID, len(rec.Children))
-		for i, c := range rec.Children {
-			ids[i] = c.Shard
-		}
-		pending, err = d.n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: sp.parent.ID(), Children: ids})
-		if err != nil {
-			return err
-		}
-		sp.parent.SetOwned(nil)
-		return nil
-	})
-	sp.report.Stall = max(sp.report.Stall, held)
+	f, err := d.n.Fence(sp.parent.ID(), d.cfg.DrainTimeout)
 	if errors.Is(err, storage.ErrLockTimeout) {
 		return Event{Kind: EventDrainTimedOut}, nil
 	}
 	if err != nil {
 		return Event{}, err
 	}
-	start := d.cfg.Clock()
-	err = pending.Commit(func() error { return syncAll(sp.children) })
-	sp.report.Commit = d.cfg.Clock().Sub(start)
+	sp.fence = f
+	return Event{Kind: EventFenced}, nil
+}
+
+// replayTail replays the parent's last writes under the fence (the parent's
+// sequence number is final now) and raises the children's sequence numbers
+// above it.
+func (d *Driver) replayTail(sp *Split, after uint64) (Event, error) {
+	upTo, err := d.replay(sp, after)
 	if err != nil {
 		return Event{}, err
 	}
+	if upTo != sp.parent.Seq() {
+		return Event{}, invariants.AssertionFailedf("splitter: split %d: fenced tail ends at %d, the parent is at %d", sp.m.ID(), upTo, sp.parent.Seq())
+	}
+	for _, c := range sp.children {
+		c.RaiseSeq(upTo)
+	}
+	return Event{Kind: EventTailReplayed, Seq: upTo}, nil
+}
+
+// publish makes CommitSplit the table requests see, in memory: writes that
+// wait on the fence will find they are stale, and writes the new table
+// sends to the children are acknowledged only once it is durable (node's
+// durability rule, INV-9). The parent stops owning the moved keys.
+func (d *Driver) publish(sp *Split) (Event, error) {
+	rec, _ := d.n.Table().Split(sp.m.Plan().Parent)
+	ids := make([]routing.ShardID, len(rec.Children))
+	for i, c := range rec.Children {
+		ids[i] = c.Shard
+	}
+	pending, err := d.n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: sp.parent.ID(), Children: ids})
+	if err != nil {
+		return Event{}, err
+	}
+	sp.pending = pending
+	sp.parent.SetOwned(nil)
 	return Event{Kind: EventPublished}, nil
+}
+
+// unfence releases the parent's apply lock; the time it was held is the
+// write stall the handoff cost the parent's writers.
+func (d *Driver) unfence(sp *Split) (Event, error) {
+	held := sp.fence.Release()
+	sp.fence = nil
+	sp.report.Stall = max(sp.report.Stall, held)
+	sp.unfenced = d.cfg.Clock()
+	return Event{Kind: EventUnfenced}, nil
+}
+
+// syncChildren makes the children's copies durable (they hold the tail),
+// while the published table's new file is staged beside them; only
+// commitTable's rename makes it the table. A failure fails the node: the
+// published table cannot be taken back.
+func (d *Driver) syncChildren(sp *Split) (Event, error) {
+	var stageErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stageErr = sp.pending.Stage()
+	}()
+	err := syncAll(sp.children)
+	wg.Wait()
+	if stageErr != nil {
+		return Event{}, stageErr
+	}
+	if err != nil {
+		return Event{}, sp.pending.Fail(err)
+	}
+	return Event{Kind: EventChildrenSynced}, nil
+}
+
+// commitTable installs the table: the commit point. A failure fails the
+// node.
+func (d *Driver) commitTable(sp *Split) (Event, error) {
+	err := sp.pending.Install()
+	sp.report.Commit = d.cfg.Clock().Sub(sp.unfenced)
+	if err != nil {
+		return Event{}, err
+	}
+	sp.pending = nil
+	return Event{Kind: EventCommitted}, nil
 }
 
 // syncAll makes every shard's writes durable, concurrently.
@@ -378,17 +524,14 @@ func syncAll(shards []*storage.Shard) error {
 	return errors.Join(errs...)
 }
 
-// cleanup drops the parent: no published table names it any more. The
+// cleanup retires the parent: no durable table names it any more. The
 // children may now pay the compaction debt they inherited.
 func (d *Driver) cleanup(sp *Split) (Event, error) {
 	for _, c := range sp.children {
 		c.ReleaseCompactions()
 	}
-	if sp.holdsLog {
-		if err := sp.parent.ReleaseLog(); err != nil && !errors.Is(err, storage.ErrShardClosed) {
-			return Event{}, err
-		}
-		sp.holdsLog = false
+	if err := d.releaseLog(sp); err != nil && !errors.Is(err, storage.ErrShardClosed) {
+		return Event{}, err
 	}
 	if err := d.n.Retire(sp.parent.ID(), d.cfg.RetireWait); err != nil {
 		return Event{}, err
@@ -396,31 +539,42 @@ func (d *Driver) cleanup(sp *Split) (Event, error) {
 	return Event{Kind: EventCleanedUp}, nil
 }
 
-// cancel deletes the children and forgets the reservation: the table routes
-// exactly as before the split and the parent never stopped serving.
+// cancel undoes the split: the parent's log is released, the children are
+// deleted and the reservation forgotten. The table routes exactly as before
+// and the parent never stopped serving. Every part is idempotent: a failed
+// cancel is retried.
 func (d *Driver) cancel(sp *Split) (Event, error) {
-	for _, c := range sp.children {
-		if err := d.n.Retire(c.ID(), d.cfg.RetireWait); err != nil {
+	if err := d.releaseLog(sp); err != nil {
+		return Event{}, err
+	}
+	for len(sp.children) > 0 {
+		if err := d.n.Retire(sp.children[0].ID(), d.cfg.RetireWait); err != nil {
 			return Event{}, err
 		}
+		sp.children = sp.children[1:]
 	}
-	sp.children = nil
 	if rec, ok := d.n.Table().Split(sp.m.Plan().Parent); ok && rec.InProgress {
 		if _, err := d.n.Apply(routing.Edit{Kind: routing.CancelSplit, Shard: sp.m.Plan().Parent}); err != nil {
 			return Event{}, err
 		}
 	}
-	if sp.holdsLog {
-		if err := sp.parent.ReleaseLog(); err != nil {
-			return Event{}, err
-		}
-		sp.holdsLog = false
-	}
 	return Event{Kind: EventCancelled}, nil
 }
 
-// Children returns the report's children in ascending order (helper for
-// printing).
+// releaseLog releases the parent's log hold if this split has it.
+func (d *Driver) releaseLog(sp *Split) error {
+	if !sp.holdsLog {
+		return nil
+	}
+	if err := sp.parent.ReleaseLog(); err != nil {
+		return err
+	}
+	sp.holdsLog = false
+	return nil
+}
+
+// SortedChildren returns the report's children in ascending order (helper
+// for printing).
 func (r Report) SortedChildren() []routing.ShardID {
 	c := slices.Clone(r.Children)
 	slices.Sort(c)

@@ -18,99 +18,124 @@ import (
 // routing table (persisted by the node) is the commit point: a split whose
 // CommitSplit reached the table rolls forward, any other rolls back.
 //
+// The records come out of the Machine (Ready.Journal) in the order they
+// must be written. The Journal keeps in memory every record the process
+// decided on; each write persists all of them, so a record whose write
+// failed (ENOSPC) is written with the next one, and a later split's begin
+// record is never durable before an earlier split's end.
+//
 // File format (JournalFile in the data directory), replaced atomically on
-// every append (write a temporary file, fsync, rename, fsync the directory),
-// so a crash leaves either the old or the new journal, never a torn one:
+// every write (a temporary file, fsync, rename, fsync of the directory), so
+// a crash leaves either the old or the new journal, never a torn one:
 //
-//	"SSJL" | format u16 | count u32 | record... | crc32c u32 of all before
-//	record: split u64 | step u8 | parent u32 | version u64 | n u16 | n x child u32
+//	format 2: "SSJL" | 2 u16 | next split id u64 | count u32 | record... | crc32c u32 of all before
+//	format 1: "SSJL" | 1 u16 | count u32 | record... | crc32c u32 of all before
+//	record:   split u64 | stage u8 | parent u32 | version u64 | n u16 | n x child u32
 //
-// The magic and format version are part of the format; a new layout gets a
-// new format version.
+// Format 2 persists the next split id, so split ids are never reused, even
+// after every record was dropped: a record names its split unambiguously.
+// Format 1 journals (written before split ids were persisted) are still
+// read. The magic and format versions are part of the format; a new layout
+// gets a new format version.
 
 // JournalFile is the journal's name in the data directory.
 const JournalFile = "SPLITLOG"
 
 const (
-	journalMagic  = "SSJL"
-	journalFormat = 1
-	maxChildren   = 1 << 12
+	journalMagic    = "SSJL"
+	journalFormatV1 = 1
+	journalFormat   = 2
+	maxChildren     = 1 << 12
 )
 
-// Step is a journaled phase transition.
-type Step uint8
+// Stage is a journaled point in a split's life.
+type Stage uint8
 
 const (
-	// StepBegin: about to reserve (BeginSplit). Nothing exists yet.
-	StepBegin Step = iota + 1
-	// StepReserved: the reservation is published; children will be made.
-	StepReserved
-	// StepHandoff: about to hand off; the publish (the commit point) may follow.
-	StepHandoff
-	// StepPublished: CommitSplit is durable; the parent will be retired.
-	StepPublished
-	// StepDone: the parent is retired; the split is finished.
-	StepDone
-	// StepAborting: about to delete the children and cancel.
-	StepAborting
-	// StepAborted: the children are gone and the reservation is cancelled.
-	StepAborted
+	// StageBegin: about to reserve (BeginSplit). Nothing exists yet.
+	StageBegin Stage = iota + 1
+	// StageReserved: the reservation is published; children will be made.
+	StageReserved
+	// StageHandoff: about to hand off; the commit may follow.
+	StageHandoff
+	// StagePublished: CommitSplit is durable; the parent will be retired.
+	StagePublished
+	// StageDone: the parent is retired; the split is finished.
+	StageDone
+	// StageAborting: about to delete the children and cancel.
+	StageAborting
+	// StageAborted: the children are gone and the reservation is cancelled
+	// (or was never made).
+	StageAborted
 )
 
-var stepNames = [...]string{StepBegin: "begin", StepReserved: "reserved", StepHandoff: "handoff",
-	StepPublished: "published", StepDone: "done", StepAborting: "aborting", StepAborted: "aborted"}
+var stageNames = [...]string{StageBegin: "begin", StageReserved: "reserved", StageHandoff: "handoff",
+	StagePublished: "published", StageDone: "done", StageAborting: "aborting", StageAborted: "aborted"}
 
-func (s Step) String() string {
-	if int(s) < len(stepNames) && stepNames[s] != "" {
-		return stepNames[s]
+func (s Stage) String() string {
+	if int(s) < len(stageNames) && stageNames[s] != "" {
+		return stageNames[s]
 	}
-	return fmt.Sprintf("Step(%d)", uint8(s))
+	return fmt.Sprintf("Stage(%d)", uint8(s))
 }
 
 // Finished reports whether a split whose last record is s needs nothing.
-func (s Step) Finished() bool { return s == StepDone || s == StepAborted }
+func (s Stage) Finished() bool { return s == StageDone || s == StageAborted }
 
 // Record is one journal record.
 type Record struct {
-	Split    uint64 // split id: unique per data directory
-	Step     Step
+	Split    uint64 // split id: unique per data directory, never reused
+	Stage    Stage
 	Parent   routing.ShardID
 	Version  routing.Version   // the table version when the record was written
-	Children []routing.ShardID // known from StepReserved on
+	Children []routing.ShardID // known from StageReserved on
 }
 
 func (r Record) String() string {
-	return fmt.Sprintf("split %d %s parent=%d children=%v v%d", r.Split, r.Step, r.Parent, r.Children, r.Version)
+	return fmt.Sprintf("split %d %s parent=%d children=%v v%d", r.Split, r.Stage, r.Parent, r.Children, r.Version)
 }
 
 func (r Record) validate() error {
-	if r.Step < StepBegin || r.Step > StepAborted {
-		return fmt.Errorf("unknown step %d", r.Step)
+	if r.Split == 0 {
+		return fmt.Errorf("split id 0")
+	}
+	if r.Stage < StageBegin || r.Stage > StageAborted {
+		return fmt.Errorf("unknown stage %d", r.Stage)
 	}
 	if len(r.Children) > maxChildren {
 		return fmt.Errorf("%d children", len(r.Children))
 	}
-	if (r.Step == StepReserved || r.Step == StepHandoff || r.Step == StepPublished) && len(r.Children) == 0 {
-		return fmt.Errorf("%s record without children", r.Step)
+	if (r.Stage == StageReserved || r.Stage == StageHandoff || r.Stage == StagePublished) && len(r.Children) == 0 {
+		return fmt.Errorf("%s record without children", r.Stage)
 	}
 	return nil
+}
+
+// same reports whether two records say the same thing (the version aside).
+func (r Record) same(o Record) bool {
+	return r.Split == o.Split && r.Stage == o.Stage && r.Parent == o.Parent && slices.Equal(r.Children, o.Children)
 }
 
 // ErrCorruptJournal marks a journal that failed its magic, format,
 // length, checksum or record checks.
 var ErrCorruptJournal = errors.New("splitter: corrupt split journal")
 
-// EncodeJournal encodes records; each is validated first.
-func EncodeJournal(records []Record) ([]byte, error) {
+// EncodeJournal encodes records in the current format, with next as the
+// next unused split id; each record is validated first.
+func EncodeJournal(next uint64, records []Record) ([]byte, error) {
 	b := append([]byte(journalMagic), 0, 0)
 	binary.BigEndian.PutUint16(b[4:], journalFormat)
+	b = binary.BigEndian.AppendUint64(b, next)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(records)))
 	for _, r := range records {
 		if err := r.validate(); err != nil {
 			return nil, fmt.Errorf("splitter: journal record %s: %w", r, err)
 		}
+		if r.Split >= next {
+			return nil, fmt.Errorf("splitter: journal record %s: split id not below the next id %d", r, next)
+		}
 		b = binary.BigEndian.AppendUint64(b, r.Split)
-		b = append(b, byte(r.Step))
+		b = append(b, byte(r.Stage))
 		b = binary.BigEndian.AppendUint32(b, uint32(r.Parent))
 		b = binary.BigEndian.AppendUint64(b, uint64(r.Version))
 		b = binary.BigEndian.AppendUint16(b, uint16(len(r.Children)))
@@ -121,61 +146,87 @@ func EncodeJournal(records []Record) ([]byte, error) {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))), nil
 }
 
-// DecodeJournal decodes a journal; every failure wraps ErrCorruptJournal,
-// and every decoded record is validated again.
-func DecodeJournal(data []byte) ([]Record, error) {
-	const header = 4 + 2 + 4
-	if len(data) < header+4 {
-		return nil, fmt.Errorf("%w: %d bytes is shorter than the %d-byte minimum", ErrCorruptJournal, len(data), header+4)
+// DecodeJournal decodes a journal of either format and returns the next
+// unused split id with the records; every failure wraps ErrCorruptJournal,
+// and every decoded record is validated again. A format 1 journal's next id
+// is one above its highest record.
+func DecodeJournal(data []byte) (uint64, []Record, error) {
+	const minimum = 4 + 2 + 4 + 4
+	if len(data) < minimum {
+		return 0, nil, fmt.Errorf("%w: %d bytes is shorter than the %d-byte minimum", ErrCorruptJournal, len(data), minimum)
 	}
 	body := data[:len(data)-4]
 	if string(body[:4]) != journalMagic {
-		return nil, fmt.Errorf("%w: bad magic %q", ErrCorruptJournal, body[:4])
+		return 0, nil, fmt.Errorf("%w: bad magic %q", ErrCorruptJournal, body[:4])
 	}
-	if v := binary.BigEndian.Uint16(body[4:]); v != journalFormat {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorruptJournal, v, journalFormat)
+	format := binary.BigEndian.Uint16(body[4:])
+	if format != journalFormat && format != journalFormatV1 {
+		return 0, nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrCorruptJournal, format, journalFormatV1, journalFormat)
 	}
 	if got, want := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)), binary.BigEndian.Uint32(data[len(data)-4:]); got != want {
-		return nil, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorruptJournal, got, want)
+		return 0, nil, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorruptJournal, got, want)
 	}
-	n := int(binary.BigEndian.Uint32(body[6:]))
-	p := body[header:]
+	p := body[6:]
+	next := uint64(0)
+	if format == journalFormat {
+		if len(p) < 8+4 {
+			return 0, nil, fmt.Errorf("%w: header truncated", ErrCorruptJournal)
+		}
+		next, p = binary.BigEndian.Uint64(p), p[8:]
+	}
+	n := int(binary.BigEndian.Uint32(p))
+	p = p[4:]
 	if n > len(p)/23 {
-		return nil, fmt.Errorf("%w: %d records in %d bytes", ErrCorruptJournal, n, len(p))
+		return 0, nil, fmt.Errorf("%w: %d records in %d bytes", ErrCorruptJournal, n, len(p))
 	}
 	records := make([]Record, 0, n)
+	highest := uint64(0)
 	for i := range n {
 		if len(p) < 23 {
-			return nil, fmt.Errorf("%w: record %d truncated", ErrCorruptJournal, i)
+			return 0, nil, fmt.Errorf("%w: record %d truncated", ErrCorruptJournal, i)
 		}
-		r := Record{Split: binary.BigEndian.Uint64(p), Step: Step(p[8]), Parent: routing.ShardID(binary.BigEndian.Uint32(p[9:])),
+		r := Record{Split: binary.BigEndian.Uint64(p), Stage: Stage(p[8]), Parent: routing.ShardID(binary.BigEndian.Uint32(p[9:])),
 			Version: routing.Version(binary.BigEndian.Uint64(p[13:]))}
 		nc := int(binary.BigEndian.Uint16(p[21:]))
 		p = p[23:]
 		if len(p) < 4*nc {
-			return nil, fmt.Errorf("%w: record %d truncated", ErrCorruptJournal, i)
+			return 0, nil, fmt.Errorf("%w: record %d truncated", ErrCorruptJournal, i)
 		}
 		for j := range nc {
 			r.Children = append(r.Children, routing.ShardID(binary.BigEndian.Uint32(p[4*j:])))
 		}
 		p = p[4*nc:]
 		if err := r.validate(); err != nil {
-			return nil, fmt.Errorf("%w: record %d: %w", ErrCorruptJournal, i, err)
+			return 0, nil, fmt.Errorf("%w: record %d: %w", ErrCorruptJournal, i, err)
 		}
+		highest = max(highest, r.Split)
 		records = append(records, r)
 	}
 	if len(p) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptJournal, len(p))
+		return 0, nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptJournal, len(p))
 	}
-	return records, nil
+	switch {
+	case format == journalFormatV1:
+		next = highest + 1
+	case next <= highest:
+		return 0, nil, fmt.Errorf("%w: next split id %d is not above record split %d", ErrCorruptJournal, next, highest)
+	}
+	return next, records, nil
 }
 
 // Journal is the split journal of one data directory. It is not safe for
-// concurrent use: one driver runs one split at a time.
+// concurrent use: one driver runs one split at a time, and recovery runs
+// before any driver.
+//
+// INVARIANTS:
+//  1. records is every record the process decided on, in order; the file
+//     holds a prefix-consistent older version of it while dirty is set.
+//  2. next is above every split id ever handed out in this directory.
 type Journal struct {
 	eng     *storage.Engine
 	records []Record
-	nextID  uint64
+	next    uint64
+	dirty   bool // records holds something the file does not
 }
 
 // OpenJournal reads the journal of an engine's data directory (an absent
@@ -185,15 +236,12 @@ func OpenJournal(eng *storage.Engine) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{eng: eng, nextID: 1}
+	j := &Journal{eng: eng, next: 1}
 	if !ok {
 		return j, nil
 	}
-	if j.records, err = DecodeJournal(data); err != nil {
+	if j.next, j.records, err = DecodeJournal(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(eng.Dir(), JournalFile), err)
-	}
-	for _, r := range j.records {
-		j.nextID = max(j.nextID, r.Split+1)
 	}
 	return j, nil
 }
@@ -201,37 +249,95 @@ func OpenJournal(eng *storage.Engine) (*Journal, error) {
 // Records returns every record, oldest first.
 func (j *Journal) Records() []Record { return slices.Clone(j.records) }
 
-// NewSplitID returns an unused split id.
+// NewSplitID returns an unused split id. It is made durable with the next
+// write.
 func (j *Journal) NewSplitID() uint64 {
-	id := j.nextID
-	j.nextID++
+	id := j.next
+	j.next++
+	j.dirty = true
 	return id
 }
 
-// Append records r durably. Records of finished splits other than r's are
-// dropped first (they need nothing from recovery), so the journal stays
-// small.
-func (j *Journal) Append(r Record) error {
-	kept := j.records[:0:0]
-	last := map[uint64]Step{}
-	for _, old := range j.records {
-		last[old.Split] = old.Step
-	}
-	for _, old := range j.records {
-		if old.Split == r.Split || !last[old.Split].Finished() {
-			kept = append(kept, old)
+// Unfinished returns the ids of splits whose last record is not an end,
+// other than except.
+func (j *Journal) Unfinished(except uint64) []uint64 {
+	var ids []uint64
+	for _, r := range Last(j.records) {
+		if r.Split != except && !r.Stage.Finished() {
+			ids = append(ids, r.Split)
 		}
 	}
-	kept = append(kept, r)
-	data, err := EncodeJournal(kept)
+	return ids
+}
+
+// Dirty reports whether a record the process decided on is not durable yet
+// (its write failed; the next write carries it).
+func (j *Journal) Dirty() bool { return j.dirty }
+
+// Append adds records and writes the journal durably. A record that repeats
+// its split's last record is not added again. Records of finished splits
+// are dropped first (they need nothing from recovery), so the journal stays
+// small. If the write fails the records stay decided: the next write (of
+// any split) persists them, in order. With nothing new and nothing
+// unwritten it writes nothing.
+func (j *Journal) Append(records ...Record) error {
+	for _, r := range records {
+		if err := r.validate(); err != nil {
+			return fmt.Errorf("splitter: journal record %s: %w", r, err)
+		}
+		if r.Split >= j.next {
+			return fmt.Errorf("splitter: journal record %s: split id was not handed out (next is %d)", r, j.next)
+		}
+		if last, ok := j.last(r.Split); ok && last.same(r) {
+			continue
+		}
+		j.records = append(j.records, r)
+		j.dirty = true
+	}
+	if !j.dirty {
+		return nil
+	}
+	kept := compact(j.records)
+	data, err := EncodeJournal(j.next, kept)
 	if err != nil {
 		return err
 	}
 	if err := j.eng.WriteFileAtomic(JournalFile, data); err != nil {
-		return fmt.Errorf("splitter: journal %s: %w", r, err)
+		return fmt.Errorf("splitter: journal: %w", err)
 	}
-	j.records = kept
+	j.records, j.dirty = kept, false
 	return nil
+}
+
+// last returns the last record of a split.
+func (j *Journal) last(split uint64) (Record, bool) {
+	for i := len(j.records) - 1; i >= 0; i-- {
+		if j.records[i].Split == split {
+			return j.records[i], true
+		}
+	}
+	return Record{}, false
+}
+
+// compact drops every record of a finished split but the newest finished
+// split's own (a split being written keeps its records until its end is
+// durable; after that the next write drops them).
+func compact(records []Record) []Record {
+	if len(records) == 0 {
+		return nil
+	}
+	last := map[uint64]Stage{}
+	for _, r := range records {
+		last[r.Split] = r.Stage
+	}
+	newest := records[len(records)-1].Split
+	kept := records[:0:0]
+	for _, r := range records {
+		if r.Split == newest || !last[r.Split].Finished() {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // Last returns the last record of every split, in split-id order of first

@@ -1,4 +1,4 @@
-package splitter
+package splitter_test
 
 // Protocol traces (etcd-raft interaction-test style): testdata/*.txt drive
 // a node and a split step by step; the expected output shows every
@@ -14,34 +14,75 @@ package splitter
 //	router name=A                                     a router caching the current table
 //	router-write name=A id=X value=V                  write through router A (it retries on stale)
 //	split parent=P ways=N | split parent=P points=K1,K2
-//	step [n=N]                                        carry out the next N intents
+//	step [n=N]                                        carry out the next N intents (with their journal records)
 //	run                                               step until the split ends
-//	cancel
+//	cancel                                            ask the split to cancel: accepted or refused
 //	table
 //	search
+//	journal                                           the journal's records, oldest first
+//	inject op=rename|create|sync|... path=S [after=K] fail the (K+1)-th matching filesystem op from now with ENOSPC
+//	crash [unsynced=P]                                power loss: the disk as synced (plus P% of the rest), the node gone
+//	recover                                           recovery.Open on the crashed disk: its decisions and table
+//	check                                             recovery.Check on the node: the invariants
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
+	. "github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 )
 
 type traceEnv struct {
 	t       *testing.T
+	mem     *vfs.MemFS // the disk: crashable
+	inj     *injector
+	opts    storage.Options
+	initial *routing.Table
 	node    *node.Node
+	journal *Journal
 	drv     *Driver
 	split   *Split
 	tables  map[routing.Version]*routing.Table // every published table, for stale requests
 	routers map[string]*node.Router
 }
+
+// injector fails the (after+1)-th filesystem operation of a kind on a path
+// containing a string, once.
+type injector struct {
+	armed atomic.Bool
+	op    errorfs.OpKind
+	path  string
+	after atomic.Int32
+}
+
+func (i *injector) MaybeError(op errorfs.Op) error {
+	if !i.armed.Load() || op.Kind != i.op || !strings.Contains(op.Path, i.path) {
+		return nil
+	}
+	if i.after.Add(-1) >= 0 {
+		return nil
+	}
+	i.armed.Store(false)
+	return fmt.Errorf("injected: %w", syscall.ENOSPC)
+}
+
+func (i *injector) String() string { return "trace injector" }
+
+var opKinds = map[string]errorfs.OpKind{"create": errorfs.OpCreate, "rename": errorfs.OpRename, "sync": errorfs.OpFileSync,
+	"write": errorfs.OpFileWrite, "link": errorfs.OpLink, "remove": errorfs.OpRemove, "open": errorfs.OpOpen}
 
 func TestProtocolTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata/trace", func(t *testing.T, path string) {
@@ -98,9 +139,42 @@ func (env *traceEnv) handle(td *datadriven.TestData) (string, error) {
 		return env.step(td)
 	case "cancel":
 		if err := env.split.Cancel(); err != nil {
-			return "", err
+			return fmt.Sprintf("refused: %v\n", err), nil
 		}
-		return fmt.Sprintf("phase %s, ready %v\n", env.split.Machine().Phase(), env.split.Machine().Ready()), nil
+		return "accepted; " + showReady(env.split.Machine()), nil
+	case "journal":
+		var b strings.Builder
+		for _, r := range env.journal.Records() {
+			fmt.Fprintf(&b, "%s\n", r)
+		}
+		if env.journal.Dirty() {
+			b.WriteString("(the last write failed: the file lacks some of these; the next write carries them)\n")
+		}
+		return b.String(), nil
+	case "inject":
+		var op, path string
+		after := 0
+		td.ScanArgs(env.t, "op", &op)
+		td.ScanArgs(env.t, "path", &path)
+		td.MaybeScanArgs(env.t, "after", &after)
+		kind, ok := opKinds[op]
+		if !ok {
+			return "", fmt.Errorf("unknown op %q", op)
+		}
+		env.inj.op, env.inj.path = kind, path
+		env.inj.after.Store(int32(after))
+		env.inj.armed.Store(true)
+		return fmt.Sprintf("the next %s of *%s* after %d fails with ENOSPC\n", op, path, after), nil
+	case "crash":
+		return env.crash(td)
+	case "recover":
+		return env.recover()
+	case "check":
+		c := recovery.Check(env.node, env.journal, nil)
+		if c.OK() {
+			return fmt.Sprintf("ok: table v%d, %d active shards, %d documents\n", c.TableVersion, c.Shards, c.Documents), nil
+		}
+		return fmt.Sprintf("violations:\n  %s\n", strings.Join(c.Violations, "\n  ")), nil
 	case "table":
 		return describeTable(env.node.Table()), nil
 	case "search":
@@ -128,14 +202,11 @@ func (env *traceEnv) define(td *datadriven.TestData) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), Layout: layout, CacheBytes: 1 << 20})
-	if err != nil {
+	env.mem, env.inj, env.initial = vfs.NewCrashableMem(), &injector{}, tab
+	env.opts = storage.Options{Dir: "/data", FS: errorfs.Wrap(env.mem, env.inj), Layout: layout, CacheBytes: 1 << 20}
+	if err := env.open(); err != nil {
 		return "", err
 	}
-	if env.node, err = node.Open(node.Config{Engine: eng, Table: tab}); err != nil {
-		return "", err
-	}
-	env.drv = NewDriver(env.node, Config{})
 	env.tables = map[routing.Version]*routing.Table{}
 	env.routers = map[string]*node.Router{}
 	env.remember()
@@ -219,7 +290,65 @@ func (env *traceEnv) startSplit(td *datadriven.TestData) (string, error) {
 		plan.Ways = ways
 	}
 	env.split = env.drv.Start(plan)
-	return fmt.Sprintf("phase %s, ready %v\n", env.split.Machine().Phase(), env.split.Machine().Ready()), nil
+	return showReady(env.split.Machine()), nil
+}
+
+// showReady prints a machine's phase, the journal records it wants written
+// and its next intent.
+func showReady(m *Machine) string {
+	rd := m.Ready()
+	var recs []string
+	for _, r := range rd.Journal {
+		recs = append(recs, r.Stage.String())
+	}
+	return fmt.Sprintf("phase %s, journal %v, next %v\n", m.Phase(), recs, rd.Intent)
+}
+
+// open recovers and opens the node on the current disk.
+func (env *traceEnv) open() error {
+	n, j, _, err := recovery.Open(env.opts, env.initial, nil)
+	if err != nil {
+		return err
+	}
+	env.node, env.journal = n, j
+	env.drv = NewDriver(n, Config{Journal: j})
+	env.split = nil
+	return nil
+}
+
+// crash takes the disk as a power loss would leave it; the node is gone.
+func (env *traceEnv) crash(td *datadriven.TestData) (string, error) {
+	unsynced := 0
+	td.MaybeScanArgs(env.t, "unsynced", &unsynced)
+	cfg := vfs.CrashCloneCfg{}
+	if unsynced > 0 {
+		cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rand.New(rand.NewPCG(1, 2))}
+	}
+	clone := env.mem.CrashClone(cfg)
+	env.split = nil
+	if env.node != nil {
+		_ = env.node.Close()
+		env.node = nil
+	}
+	env.mem, env.inj = clone, &injector{}
+	env.opts.FS = errorfs.Wrap(clone, env.inj)
+	return "crashed\n", nil
+}
+
+// recover opens the crashed disk through recovery and prints what it did.
+func (env *traceEnv) recover() (string, error) {
+	n, j, rep, err := recovery.Open(env.opts, env.initial, nil)
+	if err != nil {
+		return "", err
+	}
+	env.node, env.journal = n, j
+	env.drv = NewDriver(n, Config{Journal: j})
+	var b strings.Builder
+	for _, d := range rep.Decisions {
+		fmt.Fprintf(&b, "split %d of %d: %s cancel=%v delete=%v (%s)\n", d.Split, d.Parent, d.Action, d.Cancel, d.Delete, d.Why)
+	}
+	fmt.Fprintf(&b, "opened at table v%d\n", rep.Table)
+	return b.String(), nil
 }
 
 func (env *traceEnv) step(td *datadriven.TestData) (string, error) {
@@ -231,12 +360,20 @@ func (env *traceEnv) step(td *datadriven.TestData) (string, error) {
 			break
 		}
 		from := env.split.Machine().Phase()
-		in, ev, err := env.split.Step()
+		var recs []string
+		for _, r := range env.split.Machine().Ready().Journal {
+			recs = append(recs, r.Stage.String())
+		}
+		in, ev, err := env.split.Next()
 		if err != nil {
 			return b.String(), err
 		}
 		env.remember()
-		fmt.Fprintf(&b, "%s: %s -> %s", from, in, ev.Kind)
+		fmt.Fprintf(&b, "%s: ", from)
+		if len(recs) > 0 {
+			fmt.Fprintf(&b, "journal %v, ", recs)
+		}
+		fmt.Fprintf(&b, "%s -> %s", in, ev.Kind)
 		if ev.Kind == EventFailed {
 			fmt.Fprintf(&b, " (%v)", ev.Err)
 		}

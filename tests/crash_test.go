@@ -245,8 +245,8 @@ func checkCrashClone(c crashClone, initial *routing.Table, model *crashModel) er
 	defer n.Close()
 	// Recovery must be idempotent: a journal with nothing unfinished.
 	for _, r := range splitter.Last(j.Records()) {
-		if !r.Step.Finished() {
-			return fmt.Errorf("split %d left at %s after recovery", r.Split, r.Step)
+		if !r.Stage.Finished() {
+			return fmt.Errorf("split %d left at %s after recovery", r.Split, r.Stage)
 		}
 	}
 	t := n.Table()
@@ -364,8 +364,8 @@ func TestSplitFailsTheNodeWhenTheTableCannotBeCommitted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hook := func(_ *splitter.Machine, in splitter.Intent) {
-		if in.Kind == splitter.IntentHandoff {
+	hook := func(_ splitter.Phase, in splitter.Intent) {
+		if in.Kind == splitter.IntentFence {
 			failTable.Store(true) // after the handoff's journal record, before the table's commit
 		}
 	}

@@ -130,9 +130,9 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	out.WindowStart = time.Since(start)
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase
-	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, Hook: func(m *splitter.Machine, in splitter.Intent) {
+	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, Hook: func(p splitter.Phase, _ splitter.Intent) {
 		now := time.Since(start)
-		if p := m.Phase(); p != lastPhase {
+		if p != lastPhase {
 			if lastPhase != 0 {
 				out.Phases = append(out.Phases, Phase{Name: lastPhase.String(), Start: phaseStart, End: now})
 			}

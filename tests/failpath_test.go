@@ -1,0 +1,199 @@
+package tests
+
+// Failure-path regressions of the split driver and recovery (issue 11, bugs
+// 2, 3, 4 and 6). Each test drives a split into a path the happy-path tests
+// never take — a refused reservation, a lost final journal record, a cancel
+// racing the handoff — and then requires what the product promises: the
+// parent keeps serving, no operation log stays held, and the next open
+// recovers.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/recovery"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// openFailpath opens a 1-shard partition index (R=4: a leaf can be split
+// twice, down to one partition) on fs with 20 documents.
+func openFailpath(t *testing.T, fs vfs.FS) (*node.Node, *splitter.Journal, *routing.Table) {
+	t.Helper()
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, j, _, err := recovery.Open(storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20}, tab, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := node.NewRouter(n, tab, node.RouterConfig{})
+	for i := range 20 {
+		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n, j, tab
+}
+
+// reopen recovers a crash image of mem and checks the invariants.
+func reopen(t *testing.T, fs vfs.FS, tab *routing.Table) *node.Node {
+	t.Helper()
+	n, j, rep, err := recovery.Open(storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20}, tab, nil)
+	if err != nil {
+		t.Fatalf("recovery refused to open: %v", err)
+	}
+	t.Logf("recovered: %+v", rep)
+	if c := recovery.Check(n, j, nil); !c.OK() {
+		t.Fatalf("after recovery: %v", c.Violations)
+	}
+	return n
+}
+
+// Bug 2: a split the table refuses (the leaf is one partition wide) must
+// not leave the parent's operation log held; it did, and the parent logged
+// every write for ever.
+func TestRefusedSplitHoldsNoLog(t *testing.T) {
+	n, j, _ := openFailpath(t, vfs.NewMem())
+	defer n.Close()
+	d := splitter.NewDriver(n, splitter.Config{Journal: j})
+	leaf := routing.ShardID(0)
+	for depth := 0; ; depth++ {
+		rep, err := d.Run(splitter.Plan{Parent: leaf, Ways: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Phase == splitter.PhaseAborted {
+			t.Logf("split of %d refused: %v", leaf, rep.Err)
+			break
+		}
+		if depth > 4 {
+			t.Fatalf("a leaf of one partition was split")
+		}
+		leaf = rep.SortedChildren()[0]
+	}
+	s, ok := n.ShardStore(leaf)
+	if !ok {
+		t.Fatalf("no store for shard %d", leaf)
+	}
+	if h := s.LogHolds(); h != 0 {
+		t.Fatalf("after a refused split of %d its operation log is held %d time(s), want 0", leaf, h)
+	}
+}
+
+// Bug 3: a refused reservation left a begin record with no end; a later
+// split of the same parent that crashed before its commit then made
+// recovery cancel the one reservation twice and refuse to open.
+func TestRefusedSplitThenCrashRecovers(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	n, j, tab := openFailpath(t, mem)
+	d := splitter.NewDriver(n, splitter.Config{Journal: j})
+	// Refused: five ways out of four partitions.
+	if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 5}); err != nil || rep.Phase != splitter.PhaseAborted {
+		t.Fatalf("split 5 ways of 4 partitions: phase %s, %v", rep.Phase, err)
+	}
+	// A second split of the same parent, crashed after its children exist.
+	sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	for sp.Machine().Phase() != splitter.PhaseCatchUp {
+		if _, _, err := sp.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = n.Close()
+	reopen(t, crashed, tab).Close()
+}
+
+// Bug 4: a cancel whose final journal record is lost (ENOSPC) left
+// "aborting children=[1 2]" in the journal; the next split reused ids 1 and
+// 2 and committed, and every later open refused to delete the active shard.
+func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var armed atomic.Int32 // > 0: fail the armed-th rename of the journal from now
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind != errorfs.OpRename || !strings.Contains(op.Path, splitter.JournalFile) || armed.Load() == 0 {
+			return nil
+		}
+		if armed.Add(-1) == 0 {
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	})
+	n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
+	d := splitter.NewDriver(n, splitter.Config{Journal: j})
+	sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	for sp.Machine().Phase() != splitter.PhaseCatchUp {
+		if _, _, err := sp.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancelled := sp.Machine().Children()
+	if err := sp.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(2) // the aborting record is written, the aborted one is lost
+	for !sp.Done() {
+		if _, _, err := sp.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	armed.Store(0)
+	rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
+	if err != nil || rep.Phase != splitter.PhaseDone {
+		t.Fatalf("second split: %s %v %v", rep.Phase, err, rep.Err)
+	}
+	if !slices.Equal(rep.SortedChildren(), cancelled) {
+		t.Logf("second split's children %v, the cancelled split's %v", rep.SortedChildren(), cancelled)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = n.Close()
+	reopen(t, crashed, tab).Close()
+}
+
+// Bug 6: a cancel delivered just before the handoff was accepted, yet the
+// driver carried out the handoff it had already taken, so the split
+// committed with "aborting" as its last record and recovery refused to open.
+// A cancel is now accepted (and the split aborts) or refused (and it
+// commits); either way the index reopens.
+func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	n, j, tab := openFailpath(t, mem)
+	var sp *splitter.Split
+	var cancelErr error
+	cancelled := false
+	d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: func(_ splitter.Phase, in splitter.Intent) {
+		if !cancelled && in.Kind == splitter.IntentFence {
+			cancelled, cancelErr = true, sp.Cancel()
+		}
+	}})
+	sp = d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	for !sp.Done() {
+		if _, _, err := sp.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := sp.Report()
+	switch {
+	case cancelErr == nil && rep.Phase != splitter.PhaseAborted:
+		t.Errorf("cancel accepted but the split ended %s", rep.Phase)
+	case cancelErr != nil && rep.Phase != splitter.PhaseDone:
+		t.Errorf("cancel refused (%v) but the split ended %s", cancelErr, rep.Phase)
+	}
+	if errors.Is(cancelErr, nil) && rep.Phase == splitter.PhaseAborted && n.Table().IsSplitParent(0) {
+		t.Errorf("split aborted but table v%d commits it", n.Table().Version())
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = n.Close()
+	reopen(t, crashed, tab).Close()
+}

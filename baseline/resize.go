@@ -293,16 +293,14 @@ func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) 
 var ErrInconsistent = errors.New("baseline: target index is not consistent")
 
 // countOnce scans the target and checks every document is on its shard,
-// once.
+// once (node.CheckPlacement).
 func countOnce(ix *Index) (int, error) {
-	t := ix.Node.Table()
-	seen := map[string]bool{}
-	_, err := ix.Node.Search(func(shard routing.ShardID, d storage.Doc) error {
-		if _, s := t.Route(d.ID, d.Routing); s != shard || seen[d.ID] {
-			return fmt.Errorf("%w: %s on shard %d (twice: %v)", ErrInconsistent, d.ID, shard, seen[d.ID])
-		}
-		seen[d.ID] = true
-		return nil
-	})
-	return len(seen), err
+	r, err := ix.Node.CheckPlacement(nil)
+	if err != nil {
+		return r.Documents, err
+	}
+	if err := r.Err(); err != nil {
+		return r.Documents, fmt.Errorf("%w: %w", ErrInconsistent, err)
+	}
+	return r.Documents, nil
 }

@@ -67,21 +67,14 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 			}
 		}
 	}
-	seen := map[string]routing.ShardID{}
-	_, err := n.Search(func(shard routing.ShardID, d storage.Doc) error {
-		r.Documents++
-		if prev, dup := seen[d.ID]; dup {
-			r.violate("document %s is on shards %d and %d", d.ID, prev, shard)
-		}
-		seen[d.ID] = shard
-		if _, want := t.Route(d.ID, d.Routing); want != shard {
-			r.violate("document %s is on shard %d, table v%d names %d", d.ID, shard, t.Version(), want)
-		}
-		if docs != nil {
-			docs(shard, d)
-		}
-		return nil
-	})
+	p, err := n.CheckPlacement(docs)
+	r.Documents = p.Documents
+	for _, v := range p.Violations {
+		r.violate("%s (table v%d)", v, t.Version())
+	}
+	if dropped := p.Duplicates + p.Misplaced - len(p.Violations); dropped > 0 {
+		r.violate("%d more documents duplicated or misplaced", dropped)
+	}
 	if err != nil {
 		r.violate("search: %v", err)
 	}

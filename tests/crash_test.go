@@ -7,9 +7,10 @@ package tests
 // a power loss, unsynced data dropped — at every operation that can change
 // durable state. Every clone is then recovered and checked: the table is
 // valid, no split is left unfinished, every document is on the shard the
-// table names exactly once, no store holds a key outside its span, and every
-// write acknowledged before the crash instant is there (or the one write in
-// flight after it).
+// table names exactly once, no store holds a key outside its span
+// (recovery.Check), and every id is in a state the write model allows at the
+// crash: its last write acknowledged before the clone, or one attempted
+// before the clone and not hidden by it (model.Model's rule).
 
 import (
 	"errors"
@@ -28,6 +29,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
@@ -35,68 +37,9 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// writeEvent is one write as the model sees it.
-type writeEvent struct {
-	id      string
-	value   string // "" = delete
-	acked   bool
-	ackedAt int64 // model clock when acknowledged
-}
-
-// model records every writer's writes in order; writers own their ids.
-type crashModel struct {
-	mu     sync.Mutex
-	clock  int64
-	writes map[string][]*writeEvent
-}
-
-func (m *crashModel) attempt(id, value string) *writeEvent {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := &writeEvent{id: id, value: value}
-	m.writes[id] = append(m.writes[id], e)
-	return e
-}
-
-func (m *crashModel) ack(e *writeEvent) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.clock++
-	e.acked, e.ackedAt = true, m.clock
-}
-
-// now is the model clock: acks with ackedAt <= now happened before.
-func (m *crashModel) now() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.clock
-}
-
-// allowed returns the states id may be in after a crash at model time t:
-// the last write acknowledged by t, or the write attempted after it.
-func (m *crashModel) allowed(id string, t int64) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ws := m.writes[id]
-	last := -1
-	for i, w := range ws {
-		if w.acked && w.ackedAt <= t {
-			last = i
-		}
-	}
-	states := []string{""} // never written (or deleted)
-	if last >= 0 {
-		states = []string{ws[last].value}
-	}
-	if last+1 < len(ws) {
-		states = append(states, ws[last+1].value)
-	}
-	return states
-}
-
 type crashClone struct {
 	fs    *vfs.MemFS
-	at    int64 // model time
+	at    model.Cut // the model's clock read before and after the clone
 	index int
 }
 
@@ -139,7 +82,7 @@ func TestCrashPointEnumeration(t *testing.T) {
 // returns how many it visited.
 func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 	mem := vfs.NewCrashableMem()
-	model := &crashModel{writes: map[string][]*writeEvent{}}
+	m := model.New(model.Options{})
 	var armed atomic.Bool
 	clones := make(chan crashClone, 64)
 	var index atomic.Int64
@@ -149,14 +92,18 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 		if !armed.Load() || !isDurableOp(op.Kind) {
 			return nil
 		}
-		at := model.now()
 		rngMu.Lock()
 		cfg := vfs.CrashCloneCfg{}
 		if rng.IntN(2) == 0 { // half the clones keep a random part of the unsynced data
 			cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(rng.Uint64(), 1))}
 		}
 		rngMu.Unlock()
-		clones <- crashClone{fs: mem.CrashClone(cfg), at: at, index: int(index.Add(1))}
+		// Writes go on concurrently: every write acknowledged before the
+		// clone must be in it, and none attempted after it can be.
+		before := m.Now()
+		clone := mem.CrashClone(cfg)
+		at := model.Cut{Acked: before, Attempted: m.Now()}
+		clones <- crashClone{fs: clone, at: at, index: int(index.Add(1))}
 		return nil
 	})
 	fs := errorfs.Wrap(mem, inj)
@@ -174,7 +121,7 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 	go func() {
 		defer wgCheck.Done()
 		for c := range clones {
-			if err := checkCrashClone(c, tab, model); err != nil {
+			if err := checkCrashClone(c, tab, m); err != nil {
 				t.Errorf("crash point %d (seed %d): %v", c.index, seed, err)
 			}
 			checked.Add(1)
@@ -191,22 +138,25 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 			wr := rand.New(rand.NewPCG(seed, uint64(w)))
 			for i := 0; !stop.Load(); i++ {
 				id := fmt.Sprintf("w%d-%d", w, wr.IntN(30))
-				value := fmt.Sprintf("w%d-v%d", w, i)
+				source := fmt.Appendf(nil, "w%d-v%d", w, i)
 				if wr.IntN(5) == 0 {
-					value = ""
+					source = nil // a delete
 				}
-				e := model.attempt(id, value)
+				var mw *model.Write
 				var err error
-				if value == "" {
+				if source == nil {
+					mw = m.Attempt(id, model.Absent)
 					_, err = r.Delete(id, "")
 				} else {
-					_, err = r.Index(id, "", []byte(value))
+					mw = m.Attempt(id, model.Doc(source))
+					_, err = r.Index(id, "", source)
 				}
 				if err != nil {
+					m.Fail(mw)
 					t.Errorf("writer %d: %v", w, err)
 					return
 				}
-				model.ack(e)
+				m.Ack(mw)
 				time.Sleep(200 * time.Microsecond)
 			}
 		}()
@@ -235,60 +185,28 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 	return int(checked.Load())
 }
 
-// checkCrashClone recovers a clone and checks the invariants and the model.
-func checkCrashClone(c crashClone, initial *routing.Table, model *crashModel) error {
+// checkCrashClone recovers a clone and checks it: recovery.Check's
+// invariants (a valid table with no split in progress, no unfinished split in
+// the journal, no store holding keys outside its span, every document once on
+// the shard the table names), then every id against the model at the crash.
+func checkCrashClone(c crashClone, initial *routing.Table, m *model.Model) error {
 	opts := storage.Options{Dir: "/data", FS: c.fs, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20}
 	n, j, _, err := recovery.Open(opts, initial, nil)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	defer n.Close()
-	// Recovery must be idempotent: a journal with nothing unfinished.
-	for _, r := range splitter.Last(j.Records()) {
-		if !r.Stage.Finished() {
-			return fmt.Errorf("split %d left at %s after recovery", r.Split, r.Stage)
-		}
+	found := map[string]model.Value{}
+	rep := recovery.Check(n, j, func(_ routing.ShardID, d storage.Doc) { found[d.ID] = model.Doc(d.Source) })
+	if !rep.OK() {
+		return fmt.Errorf("invariants after recovery: %q", rep.Violations)
 	}
-	t := n.Table()
-	if err := t.Validate(); err != nil {
-		return err
-	}
-	if len(t.InProgress()) != 0 {
-		return fmt.Errorf("table v%d still has splits in progress %v", t.Version(), t.InProgress())
-	}
-	found := map[string]string{}
-	_, err = n.Search(func(shard routing.ShardID, d storage.Doc) error {
-		if _, dup := found[d.ID]; dup {
-			return fmt.Errorf("%s found twice", d.ID)
-		}
-		found[d.ID] = string(d.Source)
-		if _, want := t.Route(d.ID, d.Routing); want != shard {
-			return fmt.Errorf("%s on shard %d, table v%d names %d", d.ID, shard, t.Version(), want)
-		}
-		return nil
-	})
+	r, err := m.Check(c.at, found)
 	if err != nil {
 		return err
 	}
-	for _, id := range t.ActiveShards() {
-		s, _ := n.ShardStore(id)
-		o, _ := t.Shard(id)
-		for _, foreign := range complement(t.RootSpan(o.Root), o.Span) {
-			if k, _ := s.CountKeys(foreign); k != 0 {
-				return fmt.Errorf("shard %d holds %d keys outside its span", id, k)
-			}
-		}
-	}
-	model.mu.Lock()
-	ids := make([]string, 0, len(model.writes))
-	for id := range model.writes {
-		ids = append(ids, id)
-	}
-	model.mu.Unlock()
-	for _, id := range ids {
-		if allowed := model.allowed(id, c.at); !slices.Contains(allowed, found[id]) {
-			return fmt.Errorf("%s = %q, allowed %q", id, found[id], allowed)
-		}
+	if !r.OK() {
+		return fmt.Errorf("%d lost, %d unexpected, %d wrong of %d ids at cut %+v: %v", r.Lost, r.Unexpected, r.Wrong, r.Checked, c.at, r.Mismatches)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ var allowedOurs = map[string][]string{
 	"baseline":            {"routing", "storage", "node", "internal/"},
 	"recovery":            {"routing", "storage", "node", "splitter", "internal/"},
 	"internal/invariants": {},
+	"internal/model":      {"internal/invariants"},
 }
 
 // routingForbiddenStd are standard packages that would give routing I/O, a

@@ -18,7 +18,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
@@ -47,36 +49,25 @@ func newCluster(t *testing.T, mode routing.Mode, layout storage.Layout) *cluster
 	return &cluster{node: n, first: tab}
 }
 
-// ownerOf returns the shard that owns id in a table.
-func ownerOf(t *routing.Table, id, routingValue string) routing.ShardID {
-	_, s := t.Route(id, routingValue)
-	return s
-}
-
-// idState is the model of one id: its last acknowledged write.
-type idState struct {
-	routing string
-	value   string // "" = deleted or never written
-	acked   bool
-}
-
 // writer drives one goroutine's writes; it owns its ids.
 type writer struct {
-	id     int
-	stale  bool // keeps going back to the first table
-	model  map[string]*idState
-	acks   int
-	errs   []error
-	router *node.Router
+	id      int
+	stale   bool         // keeps going back to the first table
+	model   *model.Model // shared by all writers
+	routing map[string]string
+	acks    int
+	errs    []error
+	router  *node.Router
 }
 
 func (w *writer) run(c *cluster, stop *atomic.Bool, rng *rand.Rand) {
 	ids := make([]string, 40)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("w%d-doc%d", w.id, i)
-		w.model[ids[i]] = &idState{}
+		w.routing[ids[i]] = ""
+		w.model.Load(ids[i], model.Absent) // checked even if never written
 		if i%5 == 0 {
-			w.model[ids[i]].routing = fmt.Sprintf("tenant-%d", i%3) // custom routing
+			w.routing[ids[i]] = fmt.Sprintf("tenant-%d", i%3) // custom routing
 		}
 	}
 	for k := 0; !stop.Load(); k++ {
@@ -85,24 +76,22 @@ func (w *writer) run(c *cluster, stop *atomic.Bool, rng *rand.Rand) {
 			w.router = node.NewRouter(c.node, c.first, node.RouterConfig{MaxRetries: 16})
 		}
 		id := ids[rng.IntN(len(ids))]
-		st := w.model[id]
+		var mw *model.Write
 		var err error
 		if rng.IntN(4) == 0 {
-			_, err = w.router.Delete(id, st.routing)
-			if err == nil {
-				st.value, st.acked = "", true
-			}
+			mw = w.model.Attempt(id, model.Absent)
+			_, err = w.router.Delete(id, w.routing[id])
 		} else {
-			v := fmt.Sprintf("w%d-v%d", w.id, k)
-			_, err = w.router.Index(id, st.routing, []byte(v))
-			if err == nil {
-				st.value, st.acked = v, true
-			}
+			v := fmt.Appendf(nil, "w%d-v%d", w.id, k)
+			mw = w.model.Attempt(id, model.Doc(v))
+			_, err = w.router.Index(id, w.routing[id], v)
 		}
 		if err != nil {
+			w.model.Fail(mw)
 			w.errs = append(w.errs, err)
 			return
 		}
+		w.model.Ack(mw)
 		w.acks++
 	}
 }
@@ -141,8 +130,9 @@ func stressOnce(t *testing.T, mode routing.Mode, layout storage.Layout) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	writers := make([]*writer, 10)
+	m := model.New(model.Options{})
 	for i := range writers {
-		w := &writer{id: i, stale: i%3 == 0, model: map[string]*idState{}}
+		w := &writer{id: i, stale: i%3 == 0, model: m, routing: map[string]string{}}
 		w.router = node.NewRouter(c.node, c.first, node.RouterConfig{MaxRetries: 16})
 		writers[i] = w
 		wg.Add(1)
@@ -166,48 +156,38 @@ func stressOnce(t *testing.T, mode routing.Mode, layout storage.Layout) {
 		retries += w.router.Retries()
 		acks += w.acks
 	}
-	// Every document, exactly once, at the shard the final table names.
-	seen := map[string]routing.ShardID{}
-	_, err := c.node.Search(func(shard routing.ShardID, d storage.Doc) error {
-		if prev, dup := seen[d.ID]; dup {
-			t.Errorf("document %s found on shards %d and %d", d.ID, prev, shard)
-		}
-		seen[d.ID] = shard
-		if want := ownerOf(final, d.ID, d.Routing); want != shard {
-			t.Errorf("document %s on shard %d, final table says %d", d.ID, shard, want)
-		}
-		return nil
-	})
+	// recovery.Check: the final table is valid with no split in progress, no
+	// (per-shard) store holds a key outside its final span — nothing was
+	// applied by a shard that did not own the key — and every document is
+	// found exactly once, at the shard the final table names.
+	found := map[string]model.Value{}
+	rep := recovery.Check(c.node, nil, func(_ routing.ShardID, d storage.Doc) { found[d.ID] = model.Doc(d.Source) })
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	// Every id in the state of its last acknowledged write (no write is in
+	// flight now), and nothing else in the index.
+	mr, err := m.Check(m.Latest(), found)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := 0
-	for _, w := range writers {
-		for id, st := range w.model {
-			if !st.acked {
-				continue
-			}
-			checked++
-			r := node.NewRouter(c.node, final, node.RouterConfig{})
-			d, found, err := r.Get(id, st.routing)
-			switch {
-			case err != nil:
-				t.Errorf("get %s: %v", id, err)
-			case st.value == "" && found:
-				t.Errorf("%s: deleted, but found %q", id, d.Source)
-			case st.value != "" && (!found || string(d.Source) != st.value):
-				t.Errorf("%s: want %q, found=%v %q", id, st.value, found, d.Source)
-			}
-		}
+	if !mr.OK() {
+		t.Errorf("model: %d lost, %d unexpected, %d wrong of %d ids", mr.Lost, mr.Unexpected, mr.Wrong, mr.Checked)
 	}
-	// No store holds a key outside its final span: nothing was applied by a
-	// shard that did not own the key.
-	for _, id := range final.ActiveShards() {
-		s, _ := c.node.ShardStore(id)
-		o, _ := final.Shard(id)
-		for _, foreign := range complement(final.RootSpan(o.Root), o.Span) {
-			if n, _ := s.CountKeys(foreign); n != 0 && layout == storage.LayoutPerShard {
-				t.Errorf("shard %d holds %d keys outside its span", id, n)
+	for _, x := range mr.Mismatches {
+		t.Errorf("model: %s", x)
+	}
+	// A routed get through the final table agrees with the scan.
+	r := node.NewRouter(c.node, final, node.RouterConfig{})
+	for _, w := range writers {
+		for id, rv := range w.routing {
+			d, ok, err := r.Get(id, rv)
+			got := model.Absent
+			if ok {
+				got = model.Doc(d.Source)
+			}
+			if err != nil || got != found[id] {
+				t.Errorf("get %s: %s (err %v), the scan found %s", id, got, err, found[id])
 			}
 		}
 	}
@@ -215,19 +195,7 @@ func stressOnce(t *testing.T, mode routing.Mode, layout storage.Layout) {
 		t.Errorf("no stale-routing rejection happened; the fence was not exercised")
 	}
 	t.Logf("%d acked writes, %d ids checked, %d fence rejections (router retries), stalls %v / %v, table v%d, %d shards",
-		acks, checked, retries, reports[0].Stall, reports[1].Stall, final.Version(), len(final.ActiveShards()))
-}
-
-// complement returns the parts of outer not covered by inner.
-func complement(outer, inner routing.Span) []routing.Span {
-	var out []routing.Span
-	if inner.Start > outer.Start {
-		out = append(out, routing.Span{Start: outer.Start, End: inner.Start})
-	}
-	if inner.End < outer.End {
-		out = append(out, routing.Span{Start: inner.End, End: outer.End})
-	}
-	return out
+		acks, mr.Checked, retries, reports[0].Stall, reports[1].Stall, final.Version(), len(final.ActiveShards()))
 }
 
 // registerInput is a porcupine register operation on one key.

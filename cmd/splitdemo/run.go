@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
@@ -237,7 +237,7 @@ func runWriter(ctx context.Context, n *node.Node, log *ackLog, c runConfig, w in
 		if rng.IntN(8) == 0 {
 			line.Op, src = "delete", nil
 		} else {
-			line.ValueHash = loadgen.HashSource(src)
+			line.ValueHash = model.Digest(src)
 		}
 		if err := log.write(line); err != nil {
 			return err

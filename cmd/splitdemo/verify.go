@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -27,8 +28,9 @@ checks: the routing table is valid with no split in progress; the split
 journal agrees with it; every shard store holds only keys of its span; no
 document is in two live shards and every document is on the shard the table
 names. With --acked (the write log of 'splitdemo run'), every id in it must
-be in the state of its last acknowledged write, or of the one write
-attempted after it (in flight at the crash); deleted ids must be absent.
+be in the state of its last acknowledged write, or of a write attempted
+after it (in flight at a crash); deleted ids must be absent; and every
+document but the loaded base-N ones must be named by the log.
 
 Exit status 0 only if everything holds; 1 if something does not; 2 on bad
 input. --json prints a report with the counts and every failure.
@@ -105,8 +107,8 @@ func verify(dir, ackedPath string) (verifyReport, error) {
 	for _, d := range rr.Decisions {
 		rep.Recovered = append(rep.Recovered, fmt.Sprintf("split %d of shard %d: %s", d.Split, d.Parent, d.Action))
 	}
-	docs := map[string]uint64{}
-	rep.Check = recovery.Check(n, j, func(_ routing.ShardID, d storage.Doc) { docs[d.ID] = loadgen.HashSource(d.Source) })
+	docs := map[string]model.Value{}
+	rep.Check = recovery.Check(n, j, func(_ routing.ShardID, d storage.Doc) { docs[d.ID] = model.Doc(d.Source) })
 	rep.Failures = append(rep.Failures, rep.Check.Violations...)
 	if ackedPath != "" {
 		if err := checkAcked(ackedPath, docs, &rep); err != nil {
@@ -117,23 +119,22 @@ func verify(dir, ackedPath string) (verifyReport, error) {
 	return rep, nil
 }
 
-// idHistory is what the write log says of one id.
-type idHistory struct {
-	lastAck *ackLine // the last acknowledged write
-	// afterLast are the writes attempted after it and never acknowledged:
-	// one per crash at most (a writer sends one write at a time, and a run
-	// killed with a write in flight leaves it unacknowledged).
-	afterLast []*ackLine
-}
-
-// checkAcked checks every id of the write log against the documents found.
-func checkAcked(path string, docs map[string]uint64, rep *verifyReport) error {
+// checkAcked replays the write log into a model and checks it against the
+// documents found. Log order is real-time order: an attempt line is written
+// before its write is sent, an ack line after it returned. A writer sends
+// one write at a time, so a writer's new attempt while its previous one is
+// unacknowledged means the run died with that one in flight (the log is
+// appended to across runs): it is over, and may or may not have happened.
+// Documents the run loaded before the load (ids "base-N") are not in the log
+// and are not checked; any other document must be.
+func checkAcked(path string, docs map[string]model.Value, rep *verifyReport) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("--acked %q: %w", path, err)
 	}
 	defer f.Close()
-	hist := map[string]*idHistory{}
+	m := model.New(model.Options{})
+	pending := map[int]*model.Write{} // per writer, its unacknowledged write
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -143,43 +144,46 @@ func checkAcked(path string, docs map[string]uint64, rep *verifyReport) error {
 			// A process killed mid-line leaves a torn last line: skip it.
 			continue
 		}
-		h := hist[l.ID]
-		if h == nil {
-			h = &idHistory{}
-			hist[l.ID] = h
-		}
 		switch l.State {
 		case "attempt":
-			h.afterLast = append(h.afterLast, &l)
+			if w := pending[l.W]; w != nil {
+				m.Fail(w)
+			}
+			v := model.DocDigest(l.ValueHash)
+			if l.Op == "delete" {
+				v = model.Absent
+			}
+			pending[l.W] = m.Attempt(l.ID, v)
 		case "ack":
-			h.lastAck, h.afterLast = &l, nil
+			w := pending[l.W]
+			if w == nil {
+				return fmt.Errorf("--acked %q: line %d acknowledges %s, which writer %d never attempted", path, rep.Lines, l.ID, l.W)
+			}
+			m.Ack(w)
+			delete(pending, l.W)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("--acked %q: %w", path, err)
 	}
-	for id, h := range hist {
-		rep.IDs++
-		hash, found := docs[id]
-		matches := func(l *ackLine) bool {
-			if l == nil {
-				return !found
-			}
-			if l.Op == "delete" {
-				return !found
-			}
-			return found && hash == l.ValueHash
+	found := make(map[string]model.Value, len(docs))
+	for id, v := range docs {
+		if !strings.HasPrefix(id, "base-") {
+			found[id] = v
 		}
-		ok := matches(h.lastAck)
-		for _, l := range h.afterLast {
-			ok = ok || matches(l)
-		}
-		if ok {
-			continue
-		}
+	}
+	r, err := m.Check(m.Latest(), found)
+	if err != nil {
+		return err
+	}
+	rep.IDs = r.Checked
+	for _, x := range r.Mismatches {
 		if len(rep.Failures) < 100 {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: found=%v hash=%x, last acknowledged %+v, attempted after it %+v", id, found, hash, h.lastAck, h.afterLast))
+			rep.Failures = append(rep.Failures, x.String())
 		}
+	}
+	if n := r.Lost + r.Unexpected + r.Wrong - len(r.Mismatches); n > 0 && len(rep.Failures) < 100 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d more ids in a state the write log does not allow", n))
 	}
 	return nil
 }

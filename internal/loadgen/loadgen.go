@@ -1,9 +1,9 @@
 // Package loadgen generates the continuous write load of a split
 // experiment and measures it: every write's latency from its first attempt
 // to its acknowledgement (retries and backoff included), errors, retries,
-// a timeline in fixed buckets, and the longest write stall. It also keeps
-// the model of every acknowledged write so the caller can verify the index
-// against it afterwards.
+// a timeline in fixed buckets, and the longest write stall. It also feeds
+// every write to a model.Model (attempt, then acknowledgement or failure)
+// so the caller can verify the index against it afterwards.
 //
 // Each writer owns its ids, so per id the order of acknowledgements is the
 // order of application.
@@ -12,11 +12,12 @@ package loadgen
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/shardsplit/shardsplit/internal/model"
 )
 
 // Op is one write.
@@ -71,29 +72,14 @@ type Record struct {
 	Moving     bool
 }
 
-// State is the model of one id: its last acknowledged write, and the write
-// in flight after it, if any (a run stopped by cancellation may leave one).
-type State struct {
-	Routing  string
-	Deleted  bool   // the last acknowledged write was a delete (or nothing was written)
-	Hash     uint64 // FNV-64a of the last acknowledged source
-	Acked    bool
-	Inflight *Op
-}
-
 // Result is what a run measured.
 type Result struct {
 	Records []Record
-	Model   map[string]*State
+	// Model holds every write of the run (compact: it answers the run's
+	// end, Model.Latest()). Writes that returned an error are failed in it.
+	Model   *model.Model
 	Errors  []error // the first few write errors
 	Elapsed time.Duration
-}
-
-// HashSource is the hash the model keeps of a source.
-func HashSource(b []byte) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write(b)
-	return h.Sum64()
 }
 
 // IDFor returns writer w's k-th id and its routing value.
@@ -109,19 +95,16 @@ func (c Config) IDFor(w, k int) (id, routing string) {
 // records line up with the caller's own events.
 func Run(ctx context.Context, cfg Config, sink Sink, start time.Time) *Result {
 	cfg.Defaults()
-	res := &Result{Model: map[string]*State{}}
+	res := &Result{Model: model.New(model.Options{Compact: true})}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range cfg.Writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			recs, model, errs := runWriter(ctx, cfg, sink, start, w)
+			recs, errs := runWriter(ctx, cfg, sink, res.Model, start, w)
 			mu.Lock()
 			res.Records = append(res.Records, recs...)
-			for id, st := range model {
-				res.Model[id] = st
-			}
 			if len(res.Errors) < 10 {
 				res.Errors = append(res.Errors, errs...)
 			}
@@ -135,9 +118,8 @@ func Run(ctx context.Context, cfg Config, sink Sink, start time.Time) *Result {
 }
 
 // runWriter is one writer: paced, owning its ids.
-func runWriter(ctx context.Context, cfg Config, sink Sink, start time.Time, w int) ([]Record, map[string]*State, []error) {
+func runWriter(ctx context.Context, cfg Config, sink Sink, m *model.Model, start time.Time, w int) ([]Record, []error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
-	model := map[string]*State{}
 	var recs []Record
 	var errs []error
 	var interval time.Duration
@@ -165,12 +147,11 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, start time.Time, w in
 			}
 		}
 		op := pick(cfg, rng, w, src)
-		st := model[op.ID]
-		if st == nil {
-			st = &State{Routing: op.Routing, Deleted: true}
-			model[op.ID] = st
+		value := model.Absent
+		if !op.Delete {
+			value = model.Doc(op.Source)
 		}
-		st.Inflight = &op
+		mw := m.Attempt(op.ID, value)
 		rec := Record{Start: time.Since(start), Moving: cfg.Moving == nil || cfg.Moving(op.ID, op.Routing)}
 		retries, err := sink.Write(w, op)
 		rec.End, rec.Retries, rec.OK = time.Since(start), retries, err == nil
@@ -179,14 +160,12 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, start time.Time, w in
 			if len(errs) < 3 {
 				errs = append(errs, fmt.Errorf("writer %d: %s: %w", w, op.ID, err))
 			}
-			continue // the write may or may not have happened: it stays in flight
+			m.Fail(mw) // it may or may not have happened, but it is over
+			continue
 		}
-		st.Inflight, st.Acked, st.Deleted = nil, true, op.Delete
-		if !op.Delete {
-			st.Hash = HashSource(op.Source)
-		}
+		m.Ack(mw)
 	}
-	return recs, model, errs
+	return recs, errs
 }
 
 // pick chooses the next write: mostly index/update, some deletes; the hot

@@ -1,0 +1,142 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// The placement checker: every document exactly once, on the shard the
+// table names for it. It is the one copy recovery, baseline, the
+// experiments, the tests and splitdemo use.
+
+// Scan calls fn for every document of an index, naming the shard it was
+// found on (Node.Search without the version, for instance).
+type Scan func(fn func(routing.ShardID, storage.Doc) error) error
+
+// PlacementKind is the kind of a placement violation.
+type PlacementKind uint8
+
+const (
+	// Duplicate: the id was found again after its first copy.
+	Duplicate PlacementKind = iota + 1
+	// Misplaced: the document is on a shard the table does not name for it.
+	Misplaced
+)
+
+func (k PlacementKind) String() string {
+	switch k {
+	case Duplicate:
+		return "duplicate"
+	case Misplaced:
+		return "misplaced"
+	}
+	return fmt.Sprintf("PlacementKind(%d)", uint8(k))
+}
+
+// PlacementViolation is one document found where it must not be.
+type PlacementViolation struct {
+	Kind  PlacementKind
+	ID    string
+	Shard routing.ShardID // where this copy was found
+	// Other is, for a duplicate, the shard of the first copy; for a
+	// misplaced document, the shard the table names.
+	Other routing.ShardID
+}
+
+func (v PlacementViolation) String() string {
+	if v.Kind == Duplicate {
+		return fmt.Sprintf("document %s is on shards %d and %d", v.ID, v.Other, v.Shard)
+	}
+	return fmt.Sprintf("document %s is on shard %d, the table names %d", v.ID, v.Shard, v.Other)
+}
+
+// MaxPlacementViolations bounds PlacementReport.Violations.
+const MaxPlacementViolations = 100
+
+// PlacementReport is what CheckPlacement found.
+type PlacementReport struct {
+	Table      routing.Version // the table checked against
+	Documents  int             // documents scanned, duplicates included
+	Duplicates int             // copies found after an id's first
+	Misplaced  int             // documents on a shard the table does not name for them
+	// Violations are the first MaxPlacementViolations, in scan order.
+	Violations []PlacementViolation
+}
+
+// OK reports whether every document was found once, where the table names.
+func (r PlacementReport) OK() bool { return r.Duplicates == 0 && r.Misplaced == 0 }
+
+// Err is nil if r is OK and otherwise an ErrPlacement naming the first
+// violation and the counts.
+func (r PlacementReport) Err() error {
+	if r.OK() {
+		return nil
+	}
+	return fmt.Errorf("%w: table v%d, %d duplicates, %d misplaced of %d documents; first: %s",
+		ErrPlacement, r.Table, r.Duplicates, r.Misplaced, r.Documents, r.Violations[0])
+}
+
+func (r *PlacementReport) violate(v PlacementViolation) {
+	if len(r.Violations) < MaxPlacementViolations {
+		r.Violations = append(r.Violations, v)
+	}
+}
+
+// ErrPlacement marks an index holding a document twice or on the wrong
+// shard.
+var ErrPlacement = errors.New("node: documents not placed as the table names")
+
+// ErrTableChanged marks a placement check whose table changed during the
+// scan, so the scan is not comparable with one table.
+var ErrTableChanged = errors.New("node: table changed during the placement check")
+
+// CheckPlacement scans an index and checks every document against table t:
+// each id exactly once, on the shard t.Route names. onDoc, if not nil, is
+// called for every document scanned (duplicates and misplaced ones too);
+// the Doc's slices are only valid during the call. The error is the scan's;
+// violations are in the report.
+func CheckPlacement(t *routing.Table, scan Scan, onDoc func(routing.ShardID, storage.Doc)) (PlacementReport, error) {
+	r := PlacementReport{Table: t.Version()}
+	seen := map[string]routing.ShardID{}
+	err := scan(func(shard routing.ShardID, d storage.Doc) error {
+		r.Documents++
+		if first, dup := seen[d.ID]; dup {
+			r.Duplicates++
+			r.violate(PlacementViolation{Kind: Duplicate, ID: d.ID, Shard: shard, Other: first})
+		} else {
+			seen[d.ID] = shard
+		}
+		if _, want := t.Route(d.ID, d.Routing); want != shard {
+			r.Misplaced++
+			r.violate(PlacementViolation{Kind: Misplaced, ID: d.ID, Shard: shard, Other: want})
+		}
+		if onDoc != nil {
+			onDoc(shard, d)
+		}
+		return nil
+	})
+	return r, err
+}
+
+// CheckPlacement checks the node's documents against its current table (see
+// the function CheckPlacement). It fails with ErrTableChanged if a table was
+// published during the scan.
+func (n *Node) CheckPlacement(onDoc func(routing.ShardID, storage.Doc)) (PlacementReport, error) {
+	t := n.Table()
+	var searched routing.Version
+	r, err := CheckPlacement(t, func(fn func(routing.ShardID, storage.Doc) error) error {
+		var err error
+		searched, err = n.Search(fn)
+		return err
+	}, onDoc)
+	if err != nil {
+		return r, fmt.Errorf("node: placement check: %w", err)
+	}
+	if searched != t.Version() {
+		return r, fmt.Errorf("%w: v%d to v%d", ErrTableChanged, t.Version(), searched)
+	}
+	return r, nil
+}

@@ -1,0 +1,153 @@
+package routing
+
+// Tests of Decode behind the checksum: tables whose bytes are intact (the
+// CRC-32C matches) but whose structure is wrong. Encode does not validate,
+// so mutating a decoded table and encoding it again is how a test writes
+// such bytes with a correct checksum.
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+)
+
+// mustApply applies edits in order and fails the test on any error.
+func mustApply(t testing.TB, tab *Table, edits ...Edit) *Table {
+	t.Helper()
+	for _, e := range edits {
+		next, err := Apply(tab, e)
+		if err != nil {
+			t.Fatalf("Apply(%s) = %v", e, err)
+		}
+		tab = next
+	}
+	return tab
+}
+
+// nestedInProgress returns a table of two roots whose root 0 was split into
+// shards 2 and 3, with shard 3's split into 4 and 5 in progress: the
+// in-progress parent is the second leaf of root 0, while root 1 has one leaf.
+func nestedInProgress(t testing.TB, mode Mode) *Table {
+	t.Helper()
+	tab, err := NewTable(mode, Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustApply(t, tab,
+		Edit{Kind: BeginSplit, Shard: 0, Ways: 2},
+		Edit{Kind: CommitSplit, Shard: 0, Children: []ShardID{2, 3}},
+		Edit{Kind: BeginSplit, Shard: 3, Ways: 2},
+	)
+}
+
+// TestDecodeChecksumValidCorruption: a table with a correct checksum but a
+// broken structure decodes to an error wrapping ErrCorruptTable, never to a
+// panic and never to a table.
+func TestDecodeChecksumValidCorruption(t *testing.T) {
+	for _, mode := range []Mode{ModePartition, ModeOpenSearch} {
+		for _, tc := range []struct {
+			name   string
+			mutate func(t *Table)
+		}{
+			// Bug 7: the in-progress split of shard 3 (leaf 1 of root 0)
+			// names root 1, which has a single leaf.
+			{"in-progress split names wrong root", func(t *Table) { t.splits[1].Root = 1 }},
+			{"in-progress split names root out of range", func(t *Table) { t.splits[1].Root = 7 }},
+			{"committed split names wrong root", func(t *Table) { t.splits[0].Root = 1 }},
+			{"in-progress parent missing", func(t *Table) { t.splits[1].Parent = 9 }},
+			{"in-progress child is a root id", func(t *Table) { t.splits[1].Children[0].Shard = 1 }},
+			{"in-progress child is a committed child", func(t *Table) { t.splits[1].Children[0].Shard = 2 }},
+			{"in-progress children twice", func(t *Table) { t.splits[1].Children[1].Shard = 4 }},
+			{"in-progress child above int32", func(t *Table) { t.splits[1].Children[1].Shard = 1 << 31 }},
+			{"committed child missing from leaves", func(t *Table) { t.splits[0].Children[0].Shard = 6 }},
+			{"committed split of an unsplit root", func(t *Table) { t.splits[0].Parent = 1 }},
+			{"committed split forgotten", func(t *Table) { t.splits = t.splits[1:] }},
+			{"leaf not a child of any split", func(t *Table) { t.roots[0][0].Shard = 7; t.maxShard = 7 }},
+			{"root leaf is another root", func(t *Table) { t.roots[1][0].Shard = 0 }},
+			{"child span past the key space", func(t *Table) {
+				t.splits[1].Children[1].Span.End = 1<<64 - 1
+			}},
+			{"child span inverted", func(t *Table) {
+				c := t.splits[1].Children
+				c[0].Span.End, c[1].Span.Start = c[0].Span.Start, c[0].Span.Start
+			}},
+			{"max shard id below a committed id", func(t *Table) { t.maxShard = 2 }},
+			{"max shard id above the committed ids", func(t *Table) { t.maxShard = 9 }},
+			{"max shard id beyond int32", func(t *Table) { t.maxShard = 1<<32 - 1 }},
+			{"routing shards beyond int32", func(t *Table) {
+				t.settings.RoutingShards = 1 << 31
+			}},
+			{"split records out of order", func(t *Table) { t.splits[0], t.splits[1] = t.splits[1], t.splits[0] }},
+		} {
+			t.Run(mode.String()+"/"+tc.name, func(t *testing.T) {
+				tab := nestedInProgress(t, mode).clone()
+				tc.mutate(tab)
+				got, err := Decode(tab.Encode())
+				if !errors.Is(err, ErrCorruptTable) {
+					t.Fatalf("Decode = %v, %v; want an error wrapping ErrCorruptTable", got, err)
+				}
+			})
+		}
+	}
+}
+
+// TestRoutingShardsFitJavaInt: index.number_of_routing_shards is a Java int,
+// and Place computes floorMod in int32. A table whose R does not fit must be
+// refused when it is made and when it is decoded; before it was, Lookup on
+// such a table indexed a root that does not exist.
+func TestRoutingShardsFitJavaInt(t *testing.T) {
+	for _, r := range []int{1 << 31, 1<<32 - 2} {
+		s := Settings{Shards: 2, RoutingShards: r, PartitionSize: 1}
+		if _, err := NewTable(ModePartition, s); err == nil {
+			t.Errorf("NewTable(R=%d) succeeded", r)
+		}
+		// A table that is consistent apart from R, written by hand.
+		tab := &Table{version: 1, mode: ModePartition, settings: s, maxShard: 1}
+		tab.roots = make([][]Leaf, s.Shards)
+		for i := range tab.roots {
+			tab.roots[i] = []Leaf{{Shard: ShardID(i), Span: tab.RootSpan(ShardID(i))}}
+		}
+		got, err := Decode(tab.Encode())
+		if err == nil {
+			for _, id := range []string{"a", "b", "c", "d"} {
+				got.Route(id, "") // panicked: the root index was out of range
+			}
+		}
+		if !errors.Is(err, ErrCorruptTable) {
+			t.Fatalf("Decode(R=%d) = %v; want an error wrapping ErrCorruptTable", r, err)
+		}
+	}
+}
+
+// TestAllocateChildIDsIgnoresFarHoles: a valid table may reserve child ids
+// far above the rest (a decoded table need not come from this process's
+// edits), and the gap below them is all holes. Beginning another split uses
+// the lowest holes and must not list the whole gap: before, it appended
+// every hole, 4 bytes each, 16 Mi of them here.
+func TestAllocateChildIDsIgnoresFarHoles(t *testing.T) {
+	const far = 1 << 24
+	tab, err := NewTable(ModeOpenSearch, Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab = mustApply(t, tab, Edit{Kind: BeginSplit, Shard: 0, Ways: 2})
+	tab = tab.clone()
+	tab.splits[0].Children[0].Shard, tab.splits[0].Children[1].Shard = far, far+1
+	tab, err = Decode(tab.Encode())
+	if err != nil {
+		t.Fatalf("Decode = %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	next, err := Apply(tab, Edit{Kind: BeginSplit, Shard: 1, Ways: 2})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatalf("Apply = %v", err)
+	}
+	if sp, _ := next.Split(1); sp.Children[0].Shard != 2 || sp.Children[1].Shard != 3 {
+		t.Errorf("children %v, want the lowest holes 2 and 3", sp.Children)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("Apply allocated %d bytes, want < 1 MiB", n)
+	}
+}

@@ -6,8 +6,12 @@ package routing
 // such bytes with a correct checksum.
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -149,5 +153,126 @@ func TestAllocateChildIDsIgnoresFarHoles(t *testing.T) {
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 		t.Errorf("Apply allocated %d bytes, want < 1 MiB", n)
+	}
+}
+
+// withChecksum frames a table body (the bytes between the format version
+// and the checksum) as an encoding: magic, format version, body, CRC-32C.
+func withChecksum(body []byte) []byte {
+	b := append([]byte(tableMagic), 0, tableFormatVersion)
+	b = append(b, body...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// bodyOf is the inverse of withChecksum for an encoding made by Encode.
+func bodyOf(enc []byte) []byte { return enc[6 : len(enc)-4] }
+
+// fuzzSeedTables are the tables FuzzDecodeStructure starts from: both modes,
+// unsplit, in progress, committed, nested, with holes after a cancel.
+func fuzzSeedTables(t testing.TB) []*Table {
+	var out []*Table
+	for _, mode := range []Mode{ModePartition, ModeOpenSearch} {
+		s := Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1}
+		tab, err := NewTable(mode, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tab, nestedInProgress(t, mode))
+		out = append(out, mustApply(t, tab,
+			Edit{Kind: BeginSplit, Shard: 1, Ways: 3},
+			Edit{Kind: BeginSplit, Shard: 0, Ways: 2},
+			Edit{Kind: CancelSplit, Shard: 1},
+			Edit{Kind: CommitSplit, Shard: 0, Children: []ShardID{5, 6}},
+		))
+	}
+	return out
+}
+
+// FuzzDecodeStructure fuzzes the decoder behind the checksum: the input is
+// a table body whose checksum is computed before decoding, so every
+// mutation reaches decodeBody and Validate. Whatever decodes must validate,
+// re-encode to the same bytes, round-trip through OpenSearch's two
+// encodings, and route without panicking. edits is then read as a short
+// list of edits; Apply must return an error or a valid table, never panic.
+func FuzzDecodeStructure(f *testing.F) {
+	for i, tab := range fuzzSeedTables(f) {
+		body := bodyOf(tab.Encode())
+		if _, err := Decode(withChecksum(body)); err != nil {
+			f.Fatalf("seed %d does not decode: %v", i, err)
+		}
+		f.Add(body, []byte{byte(i), 0, 1, 2})
+	}
+	f.Fuzz(func(t *testing.T, body, edits []byte) {
+		data := withChecksum(body)
+		tab, err := Decode(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptTable) {
+				t.Fatalf("Decode error %v does not wrap ErrCorruptTable", err)
+			}
+			return
+		}
+		checkDecoded(t, tab, data)
+		for len(edits) >= 3 {
+			e := fuzzEdit(tab, edits[:3])
+			edits = edits[3:]
+			next, err := Apply(tab, e)
+			if err != nil {
+				continue
+			}
+			checkDecoded(t, next, next.Encode())
+			tab = next
+		}
+	})
+}
+
+// fuzzEdit reads three bytes as an edit of tab: the kind, the shard (an
+// active shard, an in-progress parent or any small id) and the ways.
+func fuzzEdit(tab *Table, b []byte) Edit {
+	e := Edit{Kind: EditKind(b[0]%4 + 1), Ways: int(b[2] % 5)}
+	active := tab.ActiveShards()
+	e.Shard = ShardID(b[1])
+	if int(b[1]) < 2*len(active) {
+		e.Shard = active[int(b[1])%len(active)]
+	}
+	if e.Kind == CommitSplit {
+		if sp, ok := tab.Split(e.Shard); ok {
+			e.Children = childIDs(sp)
+		}
+	}
+	return e
+}
+
+// checkDecoded checks a table that Decode accepted (or Apply returned):
+// it validates, its encoding is data and decodes to the same table, its
+// OpenSearch encodings round-trip, and every lookup lands on a shard the
+// table knows.
+func checkDecoded(t *testing.T, tab *Table, data []byte) {
+	t.Helper()
+	if err := tab.Validate(); err != nil {
+		t.Fatalf("accepted an invalid table: %v", err)
+	}
+	if re := tab.Encode(); !bytes.Equal(re, data) {
+		t.Fatalf("re-encoding differs:\n%x\n%x", re, data)
+	}
+	dec, err := Decode(data)
+	if err != nil || !dec.SameLayout(tab) || dec.Version() != tab.Version() {
+		t.Fatalf("Decode(Encode) = %v", err)
+	}
+	if back, err := ParseXContent(tab.Mode(), tab.Settings(), tab.Version(), tab.MarshalXContent()); err != nil || !back.SameLayout(tab) {
+		t.Fatalf("xcontent round trip: %v\n%s", err, tab.MarshalXContent())
+	}
+	if back, err := UnmarshalStream(tab.Mode(), tab.Settings(), tab.Version(), tab.MarshalStream()); err != nil || !back.SameLayout(tab) {
+		t.Fatalf("stream round trip: %v", err)
+	}
+	for _, id := range []string{"0", "1", "a", "zz", "DOC_7"} {
+		p, got := tab.Route(id, "")
+		if o, ok := tab.Shard(got); !ok || !o.Active || o.Root != p.Root {
+			t.Fatalf("Route(%q) = %d, which the table places at %+v, %v", id, got, o, ok)
+		}
+		if got := tab.LookupInProgress(p); !slices.Contains(tab.ActiveShards(), got) {
+			if _, ok := tab.Shard(got); !ok {
+				t.Fatalf("LookupInProgress(%q) = %d, a shard the table does not know", id, got)
+			}
+		}
 	}
 }

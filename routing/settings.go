@@ -130,9 +130,6 @@ func (s Settings) validatePartition(index string) error {
 // (partitions) each root shard owns.
 func (s Settings) Factor() int { return s.RoutingShards / s.Shards }
 
-// Partitioned reports whether routing_partition_size != 1.
-func (s Settings) Partitioned() bool { return s.PartitionSize != 1 }
-
 // ValidateID reproduces OpenSearch's _id checks: not empty, and at most
 // MaxIDBytes UTF-8 bytes.
 func ValidateID(id string) error {

@@ -265,8 +265,9 @@ func (t *Table) ActiveShards() []ShardID {
 	return ids
 }
 
-// Owner describes where a shard sits in a table.
-type Owner struct {
+// Location is where a shard sits in a table: its root, its span and
+// whether it serves traffic.
+type Location struct {
 	Root   ShardID
 	Span   Span
 	Active bool // a committed leaf (false: a child of an in-progress split)
@@ -274,11 +275,11 @@ type Owner struct {
 
 // Shard returns the root and span of an active leaf or of a child of an
 // in-progress split. Storage keys a shard's documents by this span.
-func (t *Table) Shard(id ShardID) (Owner, bool) {
+func (t *Table) Shard(id ShardID) (Location, bool) {
 	for r, leaves := range t.roots {
 		for _, l := range leaves {
 			if l.Shard == id {
-				return Owner{Root: ShardID(r), Span: l.Span, Active: true}, true
+				return Location{Root: ShardID(r), Span: l.Span, Active: true}, true
 			}
 		}
 	}
@@ -288,11 +289,11 @@ func (t *Table) Shard(id ShardID) (Owner, bool) {
 		}
 		for _, c := range sp.Children {
 			if c.Shard == id {
-				return Owner{Root: sp.Root, Span: c.Span}, true
+				return Location{Root: sp.Root, Span: c.Span}, true
 			}
 		}
 	}
-	return Owner{}, false
+	return Location{}, false
 }
 
 // Split returns the split record of a parent, if a split of it was begun

@@ -44,6 +44,17 @@ func nestedInProgress(t testing.TB, mode Mode) *Table {
 	)
 }
 
+// rootInProgress returns a table of two unsplit roots with a split of root
+// 0 into shards 2 and 3 in progress.
+func rootInProgress(t testing.TB, mode Mode) *Table {
+	t.Helper()
+	tab, err := NewTable(mode, Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustApply(t, tab, Edit{Kind: BeginSplit, Shard: 0, Ways: 2})
+}
+
 // TestDecodeChecksumValidCorruption: a table with a correct checksum but a
 // broken structure decodes to an error wrapping ErrCorruptTable, never to a
 // panic and never to a table.
@@ -52,39 +63,48 @@ func TestDecodeChecksumValidCorruption(t *testing.T) {
 		for _, tc := range []struct {
 			name   string
 			mutate func(t *Table)
+			base   func(testing.TB, Mode) *Table // nestedInProgress if nil
 		}{
 			// Bug 7: the in-progress split of shard 3 (leaf 1 of root 0)
 			// names root 1, which has a single leaf.
-			{"in-progress split names wrong root", func(t *Table) { t.splits[1].Root = 1 }},
-			{"in-progress split names root out of range", func(t *Table) { t.splits[1].Root = 7 }},
-			{"committed split names wrong root", func(t *Table) { t.splits[0].Root = 1 }},
-			{"in-progress parent missing", func(t *Table) { t.splits[1].Parent = 9 }},
-			{"in-progress child is a root id", func(t *Table) { t.splits[1].Children[0].Shard = 1 }},
-			{"in-progress child is a committed child", func(t *Table) { t.splits[1].Children[0].Shard = 2 }},
-			{"in-progress children twice", func(t *Table) { t.splits[1].Children[1].Shard = 4 }},
-			{"in-progress child above int32", func(t *Table) { t.splits[1].Children[1].Shard = 1 << 31 }},
-			{"committed child missing from leaves", func(t *Table) { t.splits[0].Children[0].Shard = 6 }},
-			{"committed split of an unsplit root", func(t *Table) { t.splits[0].Parent = 1 }},
-			{"committed split forgotten", func(t *Table) { t.splits = t.splits[1:] }},
-			{"leaf not a child of any split", func(t *Table) { t.roots[0][0].Shard = 7; t.maxShard = 7 }},
-			{"root leaf is another root", func(t *Table) { t.roots[1][0].Shard = 0 }},
+			{"in-progress split names wrong root", func(t *Table) { t.splits[1].Root = 1 }, nil},
+			// In opensearch mode every root has the same span, so without a
+			// root check this one decoded, and the children's documents
+			// would have been keyed under root 1.
+			{"in-progress split of a root names the other root", func(t *Table) { t.splits[0].Root = 1 }, rootInProgress},
+			{"in-progress split names root out of range", func(t *Table) { t.splits[1].Root = 7 }, nil},
+			{"committed split names wrong root", func(t *Table) { t.splits[0].Root = 1 }, nil},
+			{"in-progress parent missing", func(t *Table) { t.splits[1].Parent = 9 }, nil},
+			{"in-progress child is a root id", func(t *Table) { t.splits[1].Children[0].Shard = 1 }, nil},
+			{"in-progress child is a committed child", func(t *Table) { t.splits[1].Children[0].Shard = 2 }, nil},
+			{"in-progress children twice", func(t *Table) { t.splits[1].Children[1].Shard = 4 }, nil},
+			{"in-progress child above int32", func(t *Table) { t.splits[1].Children[1].Shard = 1 << 31 }, nil},
+			{"committed child missing from leaves", func(t *Table) { t.splits[0].Children[0].Shard = 6 }, nil},
+			{"committed split of an unsplit root", func(t *Table) { t.splits[0].Parent = 1 }, nil},
+			{"committed split forgotten", func(t *Table) { t.splits = t.splits[1:] }, nil},
+			{"leaf not a child of any split", func(t *Table) { t.roots[0][0].Shard = 7; t.maxShard = 7 }, nil},
+			{"root leaf is another root", func(t *Table) { t.roots[1][0].Shard = 0 }, nil},
 			{"child span past the key space", func(t *Table) {
 				t.splits[1].Children[1].Span.End = 1<<64 - 1
-			}},
+			}, nil},
 			{"child span inverted", func(t *Table) {
 				c := t.splits[1].Children
 				c[0].Span.End, c[1].Span.Start = c[0].Span.Start, c[0].Span.Start
-			}},
-			{"max shard id below a committed id", func(t *Table) { t.maxShard = 2 }},
-			{"max shard id above the committed ids", func(t *Table) { t.maxShard = 9 }},
-			{"max shard id beyond int32", func(t *Table) { t.maxShard = 1<<32 - 1 }},
+			}, nil},
+			{"max shard id below a committed id", func(t *Table) { t.maxShard = 2 }, nil},
+			{"max shard id above the committed ids", func(t *Table) { t.maxShard = 9 }, nil},
+			{"max shard id beyond int32", func(t *Table) { t.maxShard = 1<<32 - 1 }, nil},
 			{"routing shards beyond int32", func(t *Table) {
 				t.settings.RoutingShards = 1 << 31
-			}},
-			{"split records out of order", func(t *Table) { t.splits[0], t.splits[1] = t.splits[1], t.splits[0] }},
+			}, nil},
+			{"split records out of order", func(t *Table) { t.splits[0], t.splits[1] = t.splits[1], t.splits[0] }, nil},
 		} {
 			t.Run(mode.String()+"/"+tc.name, func(t *testing.T) {
-				tab := nestedInProgress(t, mode).clone()
+				base := nestedInProgress
+				if tc.base != nil {
+					base = tc.base
+				}
+				tab := base(t, mode).clone()
 				tc.mutate(tab)
 				got, err := Decode(tab.Encode())
 				if !errors.Is(err, ErrCorruptTable) {
@@ -275,4 +295,28 @@ func checkDecoded(t *testing.T, tab *Table, data []byte) {
 			}
 		}
 	}
+}
+
+// FuzzUnmarshalStream: OpenSearch's stream form is the other decoder of
+// tables from bytes. It must not panic, and what it accepts must validate
+// and survive another trip through the stream form.
+func FuzzUnmarshalStream(f *testing.F) {
+	for _, tab := range fuzzSeedTables(f) {
+		f.Add(uint8(tab.Mode()), tab.MarshalStream())
+	}
+	s := Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1}
+	f.Fuzz(func(t *testing.T, mode uint8, data []byte) {
+		m := Mode(mode%2 + 1)
+		tab, err := UnmarshalStream(m, s, 1, data)
+		if err != nil {
+			return
+		}
+		if err := tab.Validate(); err != nil {
+			t.Fatalf("accepted an invalid table: %v", err)
+		}
+		back, err := UnmarshalStream(m, s, 1, tab.MarshalStream())
+		if err != nil || !back.SameLayout(tab) {
+			t.Fatalf("stream round trip: %v", err)
+		}
+	})
 }

@@ -136,6 +136,12 @@ type SplitRecord struct {
 //	INV-4  an in-progress split's children tile its parent's span, its parent
 //	       is an active leaf, and its child ids are not active.
 //	INV-5  a committed split's parent is not active and its id is never reused.
+//
+// Validate also checks that the split records form the tree Apply builds
+// (validateTree): each root's committed splits, followed down from the
+// root, give exactly its leaves; every record is reached from the root it
+// names; no id is used twice; max shard id is the highest committed id. So
+// a table decoded from bytes is one that edits could have produced.
 type Table struct {
 	version  Version
 	mode     Mode

@@ -212,9 +212,12 @@ func (t *Table) allocateChildIDs(n int) []ShardID {
 	}
 	slices.Sort(consumed)
 	consumed = slices.Compact(consumed)
-	var holes []ShardID
-	for i := 1; i < len(consumed); i++ {
-		for h := consumed[i-1] + 1; h < consumed[i]; h++ {
+	// Only the lowest n holes can be used. Listing every hole would cost as
+	// much as the widest gap between consumed ids, which a table decoded
+	// from disk may make as wide as the id space.
+	holes := make([]ShardID, 0, n)
+	for i := 1; i < len(consumed) && len(holes) < n; i++ {
+		for h := consumed[i-1] + 1; h < consumed[i] && len(holes) < n; h++ {
 			holes = append(holes, h)
 		}
 	}

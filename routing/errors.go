@@ -74,5 +74,6 @@ func ExceptionOf(err error) Exception {
 }
 
 // ErrCorruptTable marks a routing table encoding that failed its magic,
-// version, length or checksum check. Decode wraps it with the detail.
+// version, length or checksum check, or whose content does not form a
+// valid table (Validate). Decode wraps it with the detail.
 var ErrCorruptTable = errors.New("routing: corrupt table encoding")

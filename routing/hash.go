@@ -12,12 +12,6 @@ import (
 // values fall back to a heap buffer.
 const hashStackUnits = MaxIDBytes
 
-// hashSpareBytes is spare capacity kept past the encoded bytes. It is a
-// leftover guard from spaolacci/murmur3 v1.1.0, whose uintptr walk aborts
-// under -race (checkptr); it is harmless with twmb/murmur3, which indexes
-// its input safely (see DESIGN.md, "murmur3 library").
-const hashSpareBytes = 8
-
 // hashShortUnits is the length up to which Hash uses a small stack buffer.
 // Zeroing a 1 KiB buffer costs more than hashing a typical 20-byte id, so
 // short strings get their own path.
@@ -35,7 +29,7 @@ const hashShortUnits = 32
 // Hash does not allocate for strings of at most hashStackUnits code units.
 func Hash(s string) int32 {
 	if len(s) <= hashShortUnits { // n UTF-8 bytes are at most n code units
-		var buf [2*hashShortUnits + hashSpareBytes]byte
+		var buf [2 * hashShortUnits]byte
 		return int32(murmur3.SeedSum32(0, buf[:encodeUTF16LE(buf[:], s)]))
 	}
 	return hashLong(s)
@@ -45,10 +39,10 @@ func Hash(s string) int32 {
 //
 //go:noinline
 func hashLong(s string) int32 {
-	var stack [2*hashStackUnits + hashSpareBytes]byte
+	var stack [2 * hashStackUnits]byte
 	buf := stack[:]
 	if len(s) > hashStackUnits && utf16Len(s) > hashStackUnits {
-		buf = make([]byte, 2*len(s)+hashSpareBytes)
+		buf = make([]byte, 2*len(s)) // len(s) bytes are at most len(s) code units
 	}
 	return int32(murmur3.SeedSum32(0, buf[:encodeUTF16LE(buf, s)]))
 }

@@ -90,27 +90,3 @@ func (p Preference) Includes(id ShardID) bool {
 	}
 	return false
 }
-
-// CustomSeed is the copy-rotation seed of a custom preference string:
-// 31 * murmur3(pref) + ShardId.hashCode(), where ShardId.hashCode is
-// 31 * (31 * index.hashCode() + uuid.hashCode()) + shard, all Java int
-// arithmetic. Copies are rotated left by floorMod(seed, copies).
-func CustomSeed(pref, index, indexUUID string, shard ShardID) int32 {
-	shardHash := 31*(31*javaStringHash(index)+javaStringHash(indexUUID)) + int32(shard)
-	return 31*Hash(pref) + shardHash
-}
-
-// javaStringHash is Java's String.hashCode over UTF-16 code units.
-func javaStringHash(s string) int32 {
-	var h int32
-	for _, r := range s {
-		if r >= 0x10000 {
-			r -= 0x10000
-			h = 31*h + int32(0xD800+(r>>10)&0x3FF)
-			h = 31*h + int32(0xDC00+r&0x3FF)
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	return h
-}

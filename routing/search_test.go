@@ -127,7 +127,4 @@ func TestParsePreference(t *testing.T) {
 	if _, err := ParsePreference("_bogus:1"); err == nil || err.Error() != "no Preference for [_bogus]" {
 		t.Errorf("ParsePreference(_bogus:1) = %v, want OpenSearch's message", err)
 	}
-	if got := javaStringHash("hello"); got != 99162322 {
-		t.Errorf(`javaStringHash("hello") = %d, want 99162322`, got)
-	}
 }

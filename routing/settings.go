@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"math/bits"
 	"unicode/utf8"
 )
@@ -85,9 +86,18 @@ func ValidateRoutingShardsSetting(shards, routingShards int) error {
 		return newError(IllegalArgument,
 			"index.number_of_routing_shards [%d] must be >= index.number_of_shards [%d]", routingShards, shards)
 	}
+	if routingShards > maxRoutingShards {
+		// OpenSearch's setting is a Java int and cannot hold such a value;
+		// Place computes floorMod in int32 and would wrap.
+		return fmt.Errorf("routing: index.number_of_routing_shards [%d] exceeds %d", routingShards, maxRoutingShards)
+	}
 	_, err := RoutingFactor(shards, routingShards)
 	return err
 }
+
+// maxRoutingShards is the largest index.number_of_routing_shards: the
+// setting is a Java int.
+const maxRoutingShards = 1<<31 - 1
 
 // Validate checks the invariants of s; index names the index in messages.
 func (s Settings) Validate(index string) error {
@@ -119,9 +129,6 @@ func (s Settings) validatePartition(index string) error {
 // Factor is the routing factor R / N: the number of routing slots
 // (partitions) each root shard owns.
 func (s Settings) Factor() int { return s.RoutingShards / s.Shards }
-
-// Partitioned reports whether routing_partition_size != 1.
-func (s Settings) Partitioned() bool { return s.PartitionSize != 1 }
 
 // ValidateID reproduces OpenSearch's _id checks: not empty, and at most
 // MaxIDBytes UTF-8 bytes.

@@ -136,6 +136,12 @@ type SplitRecord struct {
 //	INV-4  an in-progress split's children tile its parent's span, its parent
 //	       is an active leaf, and its child ids are not active.
 //	INV-5  a committed split's parent is not active and its id is never reused.
+//
+// Validate also checks that the split records form the tree Apply builds
+// (validateTree): each root's committed splits, followed down from the
+// root, give exactly its leaves; every record is reached from the root it
+// names; no id is used twice; max shard id is the highest committed id. So
+// a table decoded from bytes is one that edits could have produced.
 type Table struct {
 	version  Version
 	mode     Mode
@@ -265,8 +271,9 @@ func (t *Table) ActiveShards() []ShardID {
 	return ids
 }
 
-// Owner describes where a shard sits in a table.
-type Owner struct {
+// Location is where a shard sits in a table: its root, its span and
+// whether it serves traffic.
+type Location struct {
 	Root   ShardID
 	Span   Span
 	Active bool // a committed leaf (false: a child of an in-progress split)
@@ -274,11 +281,11 @@ type Owner struct {
 
 // Shard returns the root and span of an active leaf or of a child of an
 // in-progress split. Storage keys a shard's documents by this span.
-func (t *Table) Shard(id ShardID) (Owner, bool) {
+func (t *Table) Shard(id ShardID) (Location, bool) {
 	for r, leaves := range t.roots {
 		for _, l := range leaves {
 			if l.Shard == id {
-				return Owner{Root: ShardID(r), Span: l.Span, Active: true}, true
+				return Location{Root: ShardID(r), Span: l.Span, Active: true}, true
 			}
 		}
 	}
@@ -288,11 +295,11 @@ func (t *Table) Shard(id ShardID) (Owner, bool) {
 		}
 		for _, c := range sp.Children {
 			if c.Shard == id {
-				return Owner{Root: sp.Root, Span: c.Span}, true
+				return Location{Root: sp.Root, Span: c.Span}, true
 			}
 		}
 	}
-	return Owner{}, false
+	return Location{}, false
 }
 
 // Split returns the split record of a parent, if a split of it was begun

@@ -176,3 +176,116 @@ func TestFailedCommitFailsTheNode(t *testing.T) {
 		t.Fatalf("v%d on disk after a failed commit, want v%d", v, durable)
 	}
 }
+
+func openNode(t *testing.T, fs vfs.FS, layout storage.Layout) (*node.Node, *storage.Engine) {
+	t.Helper()
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := storage.Open(storage.Options{Dir: "/data", FS: fs, Layout: layout, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(node.Config{Engine: eng, Table: tab})
+	if err != nil {
+		_ = eng.Close()
+		t.Fatal(err)
+	}
+	return n, eng
+}
+
+// splitCommitted splits shard 0 of n and commits the split durably,
+// without retiring the parent.
+func splitCommitted(t *testing.T, n *node.Node) {
+	t.Helper()
+	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, ok := n.ShardStore(0)
+	if !ok {
+		t.Fatal("no store for shard 0")
+	}
+	parent.HoldLog()
+	rec, _ := reserved.Split(0)
+	var ids []routing.ShardID
+	for _, c := range rec.Children {
+		child, _, err := n.Engine().CreateChild(parent, c.Shard, c.Span)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.AddShard(child)
+		ids = append(ids, c.Shard)
+	}
+	if _, err := n.Apply(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids}); err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.ReleaseLog(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Retire whose wait for readers timed out must not, when retried, destroy
+// the store under the readers still holding it (issue 11, item 1): the
+// retry waits for them too, and the reader finishes its scan with every
+// document.
+func TestRetireRetryWaitsForReaders(t *testing.T) {
+	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
+		t.Run(layout.String(), func(t *testing.T) {
+			n, _ := openNode(t, vfs.NewMem(), layout)
+			defer n.Close()
+			r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+			const docs = 200
+			for i := range docs {
+				if _, err := r.Index(fmt.Sprintf("doc-%d", i), "", []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			started, release := make(chan struct{}), make(chan struct{})
+			type result struct {
+				n   int
+				err error
+			}
+			searched := make(chan result, 1)
+			go func() {
+				seen := 0
+				_, err := n.Search(func(shard routing.ShardID, _ storage.Doc) error {
+					if seen == 0 {
+						if shard != 0 {
+							return fmt.Errorf("first document from shard %d, want 0", shard)
+						}
+						close(started)
+						<-release
+					}
+					seen++
+					return nil
+				})
+				searched <- result{seen, err}
+			}()
+			<-started
+
+			splitCommitted(t, n)
+			for attempt := range 2 {
+				err := n.Retire(0, 10*time.Millisecond)
+				if _, open := n.Engine().Shard(0); !open || !errors.Is(err, node.ErrReadersRemain) {
+					close(release)
+					t.Fatalf("Retire attempt %d while a reader holds shard 0 = %v, shard open %v; want ErrReadersRemain, open",
+						attempt+1, err, open)
+				}
+			}
+			close(release)
+			res := <-searched
+			if res.err != nil || res.n != docs {
+				t.Fatalf("Search under a retiring shard = %d documents, %v; want %d, nil", res.n, res.err, docs)
+			}
+			if err := n.Retire(0, 5*time.Second); err != nil {
+				t.Fatalf("Retire after the reader finished: %v", err)
+			}
+			if _, ok := n.Engine().Shard(0); ok {
+				t.Fatal("shard 0 still open in the engine after Retire")
+			}
+		})
+	}
+}

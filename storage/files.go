@@ -117,8 +117,7 @@ func (s *Shard) TrimLog() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logHold = 0
-	lo, hi := logBounds(s.id)
-	return s.st.db.DeleteRange(lo, hi, nil)
+	return s.trimLogLocked()
 }
 
 // syncDir fsyncs a directory, making the entries created or removed in it

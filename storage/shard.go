@@ -261,19 +261,39 @@ func (s *Shard) HoldLog() {
 }
 
 // ReleaseLog drops a hold; when none remain the log is trimmed, because no
-// split needs it (the trimming rule).
+// split needs it (the trimming rule). The last hold is dropped only once the
+// trim is durable: if the trim fails, the hold stays and ReleaseLog may be
+// called again.
 func (s *Shard) ReleaseLog() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.logHold == 0 {
 		return fmt.Errorf("storage: shard %d: release of an operation log nobody holds", s.id)
 	}
-	s.logHold--
-	if s.logHold > 0 || s.closed.Load() {
+	if s.logHold > 1 || s.closed.Load() {
+		s.logHold--
 		return nil
 	}
+	if err := s.trimLogLocked(); err != nil {
+		return err
+	}
+	s.logHold--
+	return nil
+}
+
+// trimLogLocked deletes the shard's whole operation log, durably. The
+// deletion is synced so that a failed fsync comes back as an error (Pebble
+// treats any other failed write as fatal) and the caller can retry it.
+func (s *Shard) trimLogLocked() error {
 	lo, hi := logBounds(s.id)
-	if err := s.st.db.DeleteRange(lo, hi, pebble.NoSync); err != nil {
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(lo, hi, nil)
+	err := s.st.db.ApplyNoSyncWait(b, pebble.Sync)
+	if err == nil {
+		err = b.SyncWait()
+	}
+	if err != nil {
 		return fmt.Errorf("storage: shard %d: trim operation log: %w", s.id, err)
 	}
 	return nil

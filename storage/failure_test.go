@@ -1,0 +1,95 @@
+package storage
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+var errInjected = errors.New("injected i/o error")
+
+// failOnce is an error injector that, once armed, fails the next operation
+// match accepts, then disarms.
+type failOnce struct {
+	armed atomic.Bool
+	match func(errorfs.Op) bool
+	hits  atomic.Int32
+}
+
+func (f *failOnce) String() string { return "failOnce" }
+
+func (f *failOnce) MaybeError(op errorfs.Op) error {
+	if f.match(op) && f.armed.CompareAndSwap(true, false) {
+		f.hits.Add(1)
+		return errInjected
+	}
+	return nil
+}
+
+func isWALSync(op errorfs.Op) bool {
+	switch op.Kind {
+	case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+		return strings.HasSuffix(op.Path, ".log")
+	}
+	return false
+}
+
+// A failed trim of the operation log must leave the hold in place (issue
+// 11, item 2). Before, the hold was dropped before the trim, and every retry
+// failed with "release of an operation log nobody holds", hiding the I/O
+// error.
+//
+// NB: Pebble makes a failed WAL fsync sticky (the store refuses every later
+// synced write until it is reopened, as it must: the kernel may have dropped
+// the dirty pages), so the retry in the same process fails with the same
+// I/O error; after a reopen the log is trimmed (recovery's TrimLog).
+func TestReleaseLogKeepsTheHoldOnAFailedTrim(t *testing.T) {
+	forLayouts(t, func(t *testing.T, layout Layout) {
+		inj := &failOnce{match: isWALSync}
+		mem := vfs.NewMem()
+		e := openTestEngine(t, errorfs.Wrap(mem, inj), layout)
+		s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.HoldLog()
+		for _, id := range idsInRoot(2, 10) {
+			if _, err := s.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := countLog(t, s); n != 10 {
+			t.Fatalf("log holds %d entries, want 10", n)
+		}
+		inj.armed.Store(true)
+		if err := s.ReleaseLog(); !errors.Is(err, errInjected) {
+			t.Fatalf("ReleaseLog with a failing WAL sync = %v, want the injected error", err)
+		}
+		if err := s.ReleaseLog(); !errors.Is(err, errInjected) {
+			t.Fatalf("ReleaseLog retried after a failed trim = %v, want the trim's I/O error again", err)
+		}
+		if inj.hits.Load() != 1 {
+			t.Fatalf("injected %d errors, want 1", inj.hits.Load())
+		}
+		_ = e.Close()
+
+		e = openTestEngine(t, mem, layout)
+		defer e.Close()
+		s, err = e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.TrimLog(); err != nil {
+			t.Fatalf("TrimLog after reopen: %v", err)
+		}
+		if n := countLog(t, s); n != 0 {
+			t.Fatalf("log holds %d entries after TrimLog, want 0", n)
+		}
+	})
+}

@@ -2,7 +2,9 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -114,6 +116,38 @@ func adoptSeq(st *store, from, to routing.ShardID, seq uint64) error {
 	return nil
 }
 
+// destroySharedShard deletes a shard's sequence number and operation log
+// from the node's store, opening the store if it exists and is not open.
+func (e *Engine) destroySharedShard(id routing.ShardID) error {
+	dir := e.storeDir(id)
+	e.mu.Lock()
+	st, open := e.stores[dir]
+	if !open {
+		if _, err := e.opts.FS.Stat(dir); err != nil {
+			e.mu.Unlock()
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // no store: nothing of the shard's was ever written
+			}
+			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
+		}
+		var err error
+		if st, err = e.storeLocked(dir); err != nil {
+			e.mu.Unlock()
+			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
+		}
+	}
+	e.mu.Unlock()
+	lo, hi := logBounds(id)
+	b := st.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(lo, hi, nil)
+	_ = b.Delete(metaKey(metaSeq, id), nil)
+	if err := st.applySynced(b); err != nil {
+		return fmt.Errorf("storage: destroy shard %d: %w", id, err)
+	}
+	return nil
+}
+
 func (e *Engine) createSharedChild(parent *Shard, child routing.ShardID, span routing.Span) (*Shard, ChildStats, error) {
 	seq := parent.Seq()
 	b := parent.st.db.NewBatch()
@@ -208,28 +242,30 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 	return nil
 }
 
-// DestroyShard closes a shard and removes what belongs only to it: its
+// DestroyShard closes a shard and removes what belongs only to it, whether
+// or not the shard is open (recovery destroys shards it never opened): its
 // store directory in the per-shard layout (files hard-linked into other
-// stores live on through their other links), its metadata and log in the
-// shared layout.
+// stores live on through their other links), its sequence number and its
+// operation log in the shared layout.
+//
+// In the shared layout a shard's documents are not its own: a child's keys
+// are its parent's keys (a split changes only metadata), so a rolled-back
+// child's documents belong to the parent again and a rolled-forward
+// parent's to its children. DestroyShard leaves them.
 func (e *Engine) DestroyShard(id routing.ShardID) error {
 	e.mu.Lock()
 	s, ok := e.shards[id]
 	delete(e.shards, id)
 	e.mu.Unlock()
 	if ok {
+		// Under the apply lock: no write is committing when the store may
+		// go away.
+		s.mu.Lock()
 		s.closed.Store(true)
+		s.mu.Unlock()
 	}
 	if e.opts.Layout == LayoutShared {
-		if !ok {
-			return nil
-		}
-		lo, hi := logBounds(id)
-		b := s.st.db.NewBatch()
-		defer b.Close()
-		_ = b.DeleteRange(lo, hi, nil)
-		_ = b.Delete(metaKey(metaSeq, id), nil)
-		return s.st.db.Apply(b, pebble.Sync)
+		return e.destroySharedShard(id)
 	}
 	dir := e.ShardDir(id)
 	e.mu.Lock()

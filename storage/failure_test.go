@@ -93,3 +93,60 @@ func TestReleaseLogKeepsTheHoldOnAFailedTrim(t *testing.T) {
 		}
 	})
 }
+
+// In the shared layout DestroyShard of a shard that was never opened since
+// the engine opened (recovery's case) removes its sequence number and its
+// operation log (issue 11, item 3), and leaves the documents of its span,
+// which belong to the shards that own the span now.
+func TestDestroyUnopenedSharedShard(t *testing.T) {
+	mem := vfs.NewMem()
+	e := openTestEngine(t, mem, LayoutShared)
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A rolled-forward parent: it held its log for the split; its child 9
+	// owns part of its span.
+	parent.HoldLog()
+	for _, id := range idsInRoot(2, 20) {
+		if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child, _, err := e.CreateChild(parent, 9, rootSpan(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent.Seq() != 20 || child.Seq() != 20 || countLog(t, parent) != 20 {
+		t.Fatalf("before: parent seq %d, child seq %d, parent log %d; want 20, 20, 20", parent.Seq(), child.Seq(), countLog(t, parent))
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e = openTestEngine(t, mem, LayoutShared)
+	defer e.Close()
+	for _, id := range []routing.ShardID{2, 9} {
+		if err := e.DestroyShard(id); err != nil {
+			t.Fatalf("DestroyShard(%d) of an unopened shard: %v", id, err)
+		}
+	}
+	for _, id := range []routing.ShardID{2, 9} {
+		s, err := e.OpenShard(id, 2, []routing.Span{rootSpan(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Seq() != 0 || countLog(t, s) != 0 {
+			t.Errorf("after DestroyShard(%d): seq %d, log %d entries; want 0, 0", id, s.Seq(), countLog(t, s))
+		}
+		if n, err := s.CountKeys(rootSpan(2)); err != nil || n != 20 {
+			t.Errorf("after DestroyShard(%d): %d documents in the span (%v), want the 20 the span's owner holds", id, n, err)
+		}
+	}
+	// A shard of an engine with no store at all: nothing to remove.
+	empty := openTestEngine(t, vfs.NewMem(), LayoutShared)
+	defer empty.Close()
+	if err := empty.DestroyShard(3); err != nil {
+		t.Fatalf("DestroyShard on an engine without a store: %v", err)
+	}
+}

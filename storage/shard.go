@@ -289,11 +289,7 @@ func (s *Shard) trimLogLocked() error {
 	b := s.st.db.NewBatch()
 	defer b.Close()
 	_ = b.DeleteRange(lo, hi, nil)
-	err := s.st.db.ApplyNoSyncWait(b, pebble.Sync)
-	if err == nil {
-		err = b.SyncWait()
-	}
-	if err != nil {
+	if err := s.st.applySynced(b); err != nil {
 		return fmt.Errorf("storage: shard %d: trim operation log: %w", s.id, err)
 	}
 	return nil

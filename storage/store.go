@@ -142,6 +142,15 @@ func (s *store) startSyncer(interval time.Duration) {
 	}()
 }
 
+// applySynced commits b and waits for its WAL fsync. A failed fsync comes
+// back as an error (Pebble's Apply with Sync treats it as fatal).
+func (s *store) applySynced(b *pebble.Batch) error {
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		return err
+	}
+	return b.SyncWait()
+}
+
 // sync makes every write applied so far durable.
 func (s *store) sync() error {
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {

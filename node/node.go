@@ -181,9 +181,14 @@ func (n *Node) AddShard(s *storage.Shard) {
 	n.shards[s.ID()] = &shardRef{s: s}
 }
 
-// Close closes the engine.
+// Close closes the engine. It is idempotent: a second Close returns nil
+// (so a deferred Close after an explicit one is harmless).
 func (n *Node) Close() error {
 	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
 	n.closed = true
 	n.mu.Unlock()
 	return n.eng.Close()

@@ -289,3 +289,34 @@ func TestRetireRetryWaitsForReaders(t *testing.T) {
 		})
 	}
 }
+
+// Close is idempotent (issue 11, item 4): the second call returns nil
+// instead of panicking on the engine's released caches, and requests after
+// it fail with ErrClosed.
+func TestCloseTwice(t *testing.T) {
+	n, eng := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("second Close #%d panicked: %v", i+1, r)
+				}
+			}()
+			if err := n.Close(); err != nil {
+				t.Errorf("second Close #%d = %v, want nil", i+1, err)
+			}
+			if err := eng.Close(); err != nil {
+				t.Errorf("engine Close after node Close #%d = %v, want nil", i+1, err)
+			}
+		}()
+	}
+	if _, _, err := n.Get(node.GetRequest{Shard: 0}); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
+	if _, err := eng.OpenShard(5, 0, nil); err == nil {
+		t.Error("OpenShard on a closed engine succeeded")
+	}
+}

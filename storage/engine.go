@@ -73,6 +73,7 @@ type Engine struct {
 	stores         map[string]*store // by directory
 	shards         map[routing.ShardID]*Shard
 	retiredWritten uint64 // bytes written by stores since closed
+	closed         bool
 }
 
 // Open opens (or creates) the engine in opts.Dir. Shards are opened with
@@ -141,6 +142,9 @@ func (e *Engine) storeLockedHeld(dir string, held bool) (*store, error) {
 	if st, ok := e.stores[dir]; ok {
 		return st, nil
 	}
+	if e.closed {
+		return nil, fmt.Errorf("storage: open store %s: engine closed", dir)
+	}
 	_, statErr := e.opts.FS.Stat(dir)
 	st, err := openStore(dir, e.so, held)
 	if err != nil {
@@ -186,10 +190,14 @@ func (e *Engine) Shard(id routing.ShardID) (*Shard, bool) {
 	return s, ok
 }
 
-// Close closes every shard and store.
+// Close closes every shard and store. A second Close returns nil.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
 	for _, s := range e.shards {
 		s.closed.Store(true)
 	}

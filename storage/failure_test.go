@@ -150,3 +150,32 @@ func TestDestroyUnopenedSharedShard(t *testing.T) {
 		t.Fatalf("DestroyShard on an engine without a store: %v", err)
 	}
 }
+
+// ReadFile says "no file" only when the file does not exist (issue 11, item
+// 5): an I/O error opening it, even one whose stat fails too, is an error,
+// so an unreadable TABLE never makes recovery start a new index.
+func TestReadFileIOErrorIsNotAbsence(t *testing.T) {
+	var fail atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if fail.Load() && op.Path == "/data/TABLE" && (op.Kind == errorfs.OpOpen || op.Kind == errorfs.OpStat) {
+			return errInjected
+		}
+		return nil
+	})
+	e := openTestEngine(t, errorfs.Wrap(vfs.NewMem(), inj), LayoutPerShard)
+	defer e.Close()
+	if _, ok, err := e.ReadFile("TABLE"); ok || err != nil {
+		t.Fatalf("ReadFile of a missing file = ok %v, %v; want false, nil", ok, err)
+	}
+	if err := e.WriteFileAtomic("TABLE", []byte("t")); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	if _, ok, err := e.ReadFile("TABLE"); ok || !errors.Is(err, errInjected) {
+		t.Fatalf("ReadFile with an I/O error on open = ok %v, %v; want false, the injected error", ok, err)
+	}
+	fail.Store(false)
+	if data, ok, err := e.ReadFile("TABLE"); !ok || err != nil || string(data) != "t" {
+		t.Fatalf("ReadFile = %q, %v, %v; want \"t\", true, nil", data, ok, err)
+	}
+}

@@ -73,15 +73,13 @@ func (f *StagedFile) Install() error {
 }
 
 // ReadFile reads name from the data directory; ok is false if it does not
-// exist.
+// exist. Any other failure is an error: an unreadable table must never look
+// like a missing one (recovery would start a new index over the stores).
 func (e *Engine) ReadFile(name string) (data []byte, ok bool, err error) {
 	path := filepath.Join(e.opts.Dir, name)
 	f, err := e.opts.FS.Open(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || os.IsNotExist(err) {
-			return nil, false, nil
-		}
-		if _, statErr := e.opts.FS.Stat(path); statErr != nil {
+		if errors.Is(err, os.ErrNotExist) {
 			return nil, false, nil
 		}
 		return nil, false, fmt.Errorf("storage: read %s: %w", path, err)

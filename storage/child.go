@@ -47,6 +47,12 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	if _, err := e.opts.FS.Stat(dir); err == nil {
 		return nil, stats, fmt.Errorf("storage: create child %d: %s already exists", child, dir)
 	}
+	// From the checkpoint on, a failure removes the child's directory (and
+	// closes its store if it was opened): a directory left behind would
+	// make every later split that picks the same id fail.
+	fail := func(err error) (*Shard, ChildStats, error) {
+		return nil, stats, e.discardStore(child, dir, fmt.Errorf("storage: create child %d: %w", child, err))
+	}
 	lo, hi := SpanBounds(parent.root, span)
 	start := time.Now()
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
@@ -56,7 +62,7 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	}
 	stats.Checkpoint = time.Since(start)
 	if err != nil {
-		return nil, stats, fmt.Errorf("storage: create child %d: checkpoint of shard %d: %w", child, parent.id, err)
+		return fail(fmt.Errorf("checkpoint of shard %d: %w", parent.id, err))
 	}
 	stats.Linked, stats.Copied = e.linkedBytes(dir)
 
@@ -66,23 +72,51 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	e.mu.Unlock()
 	stats.Open = time.Since(start)
 	if err != nil {
-		return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
+		return fail(err)
 	}
 	start = time.Now()
 	seq, err := trimChildStore(st, parent.id, child, lo, hi)
 	stats.Excise, stats.Seq = time.Since(start), seq
 	if err != nil {
-		return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
+		return fail(err)
 	}
 	s, err := e.OpenShard(child, parent.root, []routing.Span{span})
 	if err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
 		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
 		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied))
 	return s, stats, nil
+}
+
+// discardStore undoes a failed creation of shard id's store in dir: it
+// forgets the shard and the store if they were registered, closes the
+// store, and removes dir durably. It returns cause, with the cleanup's
+// failure attached if there was one.
+func (e *Engine) discardStore(id routing.ShardID, dir string, cause error) error {
+	e.mu.Lock()
+	if s, ok := e.shards[id]; ok && s.st.dir == dir {
+		delete(e.shards, id)
+		s.closed.Store(true)
+	}
+	st, open := e.stores[dir]
+	delete(e.stores, dir)
+	e.mu.Unlock()
+	var errs []error
+	if open {
+		errs = append(errs, st.close())
+	}
+	if err := e.opts.FS.RemoveAll(dir); err != nil {
+		errs = append(errs, fmt.Errorf("storage: remove %s: %w", dir, err))
+	} else {
+		errs = append(errs, syncDir(e.opts.FS, e.opts.Dir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w (and cleaning up %s failed: %w)", cause, dir, err)
+	}
+	return cause
 }
 
 // trimChildStore makes a fresh checkpoint hold exactly the child's span:
@@ -110,7 +144,7 @@ func adoptSeq(st *store, from, to routing.ShardID, seq uint64) error {
 	defer b.Close()
 	_ = b.Delete(metaKey(metaSeq, from), nil)
 	_ = b.Set(metaKey(metaSeq, to), binary.BigEndian.AppendUint64(nil, seq), nil)
-	if err := st.db.Apply(b, pebble.Sync); err != nil {
+	if err := st.applySynced(b); err != nil {
 		return fmt.Errorf("storage: shard %d adopts sequence number %d of shard %d: %w", to, seq, from, err)
 	}
 	return nil

@@ -179,3 +179,124 @@ func TestReadFileIOErrorIsNotAbsence(t *testing.T) {
 		t.Fatalf("ReadFile = %q, %v, %v; want \"t\", true, nil", data, ok, err)
 	}
 }
+
+// countingFail fails the k-th operation (1-based) that match accepts once
+// armed, and counts how many it saw.
+type countingFail struct {
+	armed atomic.Bool
+	k     int64
+	seen  atomic.Int64
+	hit   atomic.Bool
+	match func(errorfs.Op) bool
+}
+
+func (c *countingFail) String() string { return "countingFail" }
+
+func (c *countingFail) MaybeError(op errorfs.Op) error {
+	if !c.armed.Load() || !c.match(op) {
+		return nil
+	}
+	if c.seen.Add(1) == c.k {
+		c.hit.Store(true)
+		return errInjected
+	}
+	return nil
+}
+
+// A child whose creation fails after the checkpoint (opening its store,
+// trimming it, reading its sequence number) leaves no directory and no open
+// store behind, so the next CreateChild with the same id succeeds (issue 11,
+// item 6a). Before, the directory stayed and the id was poisoned: every
+// later split failed with "already exists".
+//
+// The test fails, in turn, the k-th read-side operation (open, stat, list,
+// read, lock) on the child's directory from the moment its store is locked,
+// for k = 1, 2, … until a creation runs through without reaching the k-th.
+// Write-side failures are left out: Pebble treats a failed MANIFEST or WAL
+// write as fatal.
+func TestCreateChildCleansUpAfterAFailure(t *testing.T) {
+	const child = 9
+	childDir := "/data/shard-9"
+	inj := &countingFail{}
+	locked := atomic.Bool{}
+	inj.match = func(op errorfs.Op) bool {
+		if !strings.HasPrefix(op.Path, childDir+"/") {
+			return false
+		}
+		if op.Kind == errorfs.OpLock {
+			locked.Store(true)
+			return true
+		}
+		return locked.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsRead
+	}
+	fs := errorfs.Wrap(vfs.NewMem(), inj)
+	e := openTestEngine(t, fs, LayoutPerShard)
+	defer e.Close()
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := idsInRoot(2, 400)
+	for i, id := range ids {
+		if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if i == 199 { // half in tables, half in the WAL
+			if err := parent.st.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	parent.HoldLog()
+	span := routing.Span{Start: rootSpan(2).Start + 64, End: rootSpan(2).End}
+	want, err := parent.CountKeys(span)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	failures := 0
+	for k := int64(1); k <= 1000; k++ {
+		inj.k = k
+		inj.seen.Store(0)
+		inj.hit.Store(false)
+		locked.Store(false)
+		inj.armed.Store(true)
+		c, _, err := e.CreateChild(parent, child, span)
+		inj.armed.Store(false)
+		if err == nil {
+			if inj.hit.Load() {
+				// The injected read failed in a background goroutine and
+				// Pebble coped. The child must still be whole.
+				t.Logf("k=%d: injected, creation succeeded", k)
+			}
+		} else {
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("k=%d: CreateChild = %v, want the injected error", k, err)
+			}
+			failures++
+			if _, statErr := fs.Stat(childDir); statErr == nil {
+				t.Fatalf("k=%d: CreateChild failed (%v) and left %s behind", k, err, childDir)
+			}
+			if _, ok := e.Shard(child); ok {
+				t.Fatalf("k=%d: CreateChild failed (%v) and left shard %d registered", k, err, child)
+			}
+			if c, _, err = e.CreateChild(parent, child, span); err != nil {
+				t.Fatalf("k=%d: CreateChild after a failed one: %v", k, err)
+			}
+		}
+		if n, err := c.CountKeys(span); err != nil || n != want {
+			t.Fatalf("k=%d: child holds %d documents (%v), want %d", k, n, err, want)
+		}
+		if err := e.DestroyShard(child); err != nil {
+			t.Fatal(err)
+		}
+		if !inj.hit.Load() {
+			t.Logf("%d operations counted; %d injected failures failed the creation", inj.seen.Load(), failures)
+			if failures == 0 {
+				t.Fatal("no injected failure failed a creation: the test tests nothing")
+			}
+			return
+		}
+	}
+	t.Fatal("the creation never ran through without reaching the injected operation")
+}

@@ -32,6 +32,13 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 		restrict = append(restrict, pebble.CheckpointSpan{Start: lo, End: hi})
 	}
 	restrict = append(restrict, pebble.CheckpointSpan{Start: metaKey(metaSeq, src.id), End: metaKey(metaSeq, src.id+1)})
+	if _, err := dst.opts.FS.Stat(dir); err == nil {
+		return nil, stats, fmt.Errorf("storage: link shard %d: %s already exists", id, dir)
+	}
+	// From the checkpoint on, a failure removes the target's directory.
+	fail := func(err error) (*Shard, ChildStats, error) {
+		return nil, stats, dst.discardStore(id, dir, fmt.Errorf("storage: link shard %d: %w", id, err))
+	}
 	start := time.Now()
 	// The source is write-blocked: flush it, so the target links tables
 	// instead of copying and replaying the WAL (OpenSearch resizes from the
@@ -40,10 +47,10 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 		return nil, stats, fmt.Errorf("storage: link shard %d: flush source %d: %w", id, src.id, err)
 	}
 	if err := src.st.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(restrict)); err != nil {
-		return nil, stats, fmt.Errorf("storage: link shard %d from %d: %w", id, src.id, err)
+		return fail(fmt.Errorf("checkpoint of shard %d: %w", src.id, err))
 	}
 	if err := syncDir(dst.opts.FS, dst.opts.Dir); err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	stats.Checkpoint = time.Since(start)
 	stats.Linked, stats.Copied = dst.linkedBytes(dir)
@@ -53,21 +60,24 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	dst.mu.Unlock()
 	stats.Open = time.Since(start)
 	if err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	seq, err := readSeq(st.db, src.id)
 	if err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	if err := st.db.DeleteRange([]byte{tagLog}, []byte{tagEnd}, pebble.NoSync); err != nil {
-		return nil, stats, fmt.Errorf("storage: link shard %d: drop the source's log: %w", id, err)
+		return fail(fmt.Errorf("drop the source's log: %w", err))
 	}
 	if err := adoptSeq(st, src.id, id, seq); err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	stats.Seq = seq
 	s, err := dst.OpenShard(id, keyspace, spans)
-	return s, stats, err
+	if err != nil {
+		return fail(err)
+	}
+	return s, stats, nil
 }
 
 // CleanupStats measures the removal of foreign documents.

@@ -129,7 +129,7 @@ func (e *Engine) ShardDir(id routing.ShardID) string {
 
 func (e *Engine) storeDir(id routing.ShardID) string {
 	if e.opts.Layout == LayoutShared {
-		return filepath.Join(e.opts.Dir, "node")
+		return filepath.Join(e.opts.Dir, sharedStoreDir)
 	}
 	return e.ShardDir(id)
 }

@@ -27,7 +27,7 @@ func storesWithoutTable(eng *storage.Engine) error {
 	if len(dirs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s holds %v; restore the table or remove them", ErrStoresWithoutTable, eng.Dir(), dirs)
+	return fmt.Errorf("%w (found %v in %s: restore the table or remove them)", ErrStoresWithoutTable, dirs, eng.Dir())
 }
 
 // removeOrphans destroys the shard stores no one will ever open (per-shard

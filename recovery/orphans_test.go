@@ -1,7 +1,9 @@
 package recovery
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -115,5 +117,37 @@ func TestRemoveOrphansKeepsWhatTheTableNames(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(left, want) {
 		t.Errorf("shard stores left = %v, want %v", left, want)
+	}
+}
+
+// A data directory with shard stores but no table is refused with an error
+// naming the directory and the stores (issue 11, item 7): before, recovery
+// started a new index over them.
+func TestOpenRefusesStoresWithoutTable(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		layout storage.Layout
+		store  string
+	}{
+		{"per-shard", storage.LayoutPerShard, "shard-3"},
+		{"shared", storage.LayoutShared, "node"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			opts := storage.Options{Dir: "/data", FS: fs, Layout: tt.layout, CacheBytes: 1 << 20}
+			makeStore(t, opts, 3)
+			n, _, _, err := Open(opts, testTable(t), zaptest.NewLogger(t))
+			if err == nil {
+				_ = n.Close()
+				t.Fatal("Open started a new index over existing shard stores")
+			}
+			if !errors.Is(err, ErrStoresWithoutTable) || !strings.Contains(err.Error(), "/data") || !strings.Contains(err.Error(), tt.store) {
+				t.Fatalf("Open = %v, want ErrStoresWithoutTable naming /data and %s", err, tt.store)
+			}
+			if _, err := fs.Stat("/data/TABLE"); err == nil {
+				t.Fatal("the refused Open wrote a table")
+			}
+			t.Logf("%v", err)
+		})
 	}
 }

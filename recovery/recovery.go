@@ -139,6 +139,8 @@ func Open(opts storage.Options, initial *routing.Table, logger *zap.Logger) (*no
 		if _, err := removeOrphans(eng, t, logger); err != nil {
 			return fail(err)
 		}
+	} else if err := storesWithoutTable(eng); err != nil {
+		return fail(err)
 	}
 	n, err := node.Open(node.Config{Engine: eng, Table: initial, Logger: logger})
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -72,6 +73,9 @@ type Config struct {
 	// Table is the table to serve when the data directory has none yet.
 	Table  *routing.Table
 	Logger *zap.Logger
+	// Clock times Retire's wait and HoldApplyLock's measurement; nil = the
+	// engine's clock (storage.Options.Clock, the wall clock by default).
+	Clock clock.Clock
 }
 
 // tableFile is where the published table lives in the data directory.
@@ -81,6 +85,7 @@ const tableFile = "TABLE"
 type Node struct {
 	eng    *storage.Engine
 	logger *zap.Logger
+	clock  clock.Clock
 
 	table   atomic.Pointer[routing.Table] // the published table
 	durable atomic.Pointer[routing.Table] // the last table known durable (== table unless a commit is pending)
@@ -113,7 +118,10 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	n := &Node{eng: cfg.Engine, logger: cfg.Logger, shards: map[routing.ShardID]*shardRef{},
+	if cfg.Clock == nil {
+		cfg.Clock = cfg.Engine.Clock()
+	}
+	n := &Node{eng: cfg.Engine, logger: cfg.Logger, clock: cfg.Clock, shards: map[routing.ShardID]*shardRef{},
 		retiring: map[routing.ShardID][]*shardRef{}, commitCh: make(chan struct{})}
 	t, err := n.loadTable()
 	if err != nil {
@@ -500,8 +508,8 @@ func (n *Node) HoldApplyLock(id routing.ShardID, drain time.Duration, fn func() 
 	}
 	var held time.Duration
 	err := s.Exclusive(drain, func() error {
-		start := time.Now()
-		defer func() { held = time.Since(start) }()
+		start := n.clock.Now()
+		defer func() { held = n.clock.Since(start) }()
 		return fn()
 	})
 	return held, err
@@ -554,7 +562,7 @@ func (n *Node) Retire(id routing.ShardID, wait time.Duration) error {
 		}()
 		select {
 		case <-done:
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 			return fmt.Errorf("node: retire shard %d: after %v: %w", id, wait, ErrReadersRemain)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -318,5 +319,54 @@ func TestCloseTwice(t *testing.T) {
 	}
 	if _, err := eng.OpenShard(5, 0, nil); err == nil {
 		t.Error("OpenShard on a closed engine succeeded")
+	}
+}
+
+// Retire's wait runs on the node's clock: with a manual clock it gives up
+// exactly when the clock passes the wait, not on the wall clock.
+func TestRetireWaitsOnTheNodeClock(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, _ := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
+	n, err := node.Open(node.Config{Engine: eng, Table: tab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, err := node.NewRouter(n, tab, node.RouterConfig{Clock: clk}).Index(idOn(t, tab, func(s routing.ShardID) bool { return s == 0 }), "", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	searched := make(chan error, 1)
+	go func() {
+		_, err := n.Search(func(routing.ShardID, storage.Doc) error {
+			close(started)
+			<-release
+			return nil
+		})
+		searched <- err
+	}()
+	<-started
+	splitCommitted(t, n)
+	base := clk.Waiters() // the engine's own tickers
+	retired := make(chan error, 1)
+	go func() { retired <- n.Retire(0, time.Minute) }()
+	clk.BlockUntil(base + 1)
+	clk.Advance(59 * time.Second)
+	select {
+	case err := <-retired:
+		t.Fatalf("Retire returned %v before its wait passed on the node's clock", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	if err := <-retired; !errors.Is(err, node.ErrReadersRemain) {
+		t.Fatalf("Retire = %v, want ErrReadersRemain", err)
+	}
+	close(release)
+	if err := <-searched; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -54,29 +54,29 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 		return nil, stats, e.discardStore(child, dir, fmt.Errorf("storage: create child %d: %w", child, err))
 	}
 	lo, hi := SpanBounds(parent.root, span)
-	start := time.Now()
+	start := e.opts.Clock.Now()
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{{Start: lo, End: hi}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
 	if err == nil {
 		err = syncDir(e.opts.FS, e.opts.Dir) // the checkpoint directory's entry
 	}
-	stats.Checkpoint = time.Since(start)
+	stats.Checkpoint = e.opts.Clock.Since(start)
 	if err != nil {
 		return fail(fmt.Errorf("checkpoint of shard %d: %w", parent.id, err))
 	}
 	stats.Linked, stats.Copied = e.linkedBytes(dir)
 
-	start = time.Now()
+	start = e.opts.Clock.Now()
 	e.mu.Lock()
 	st, err := e.storeLockedHeld(dir, true) // compactions held until the handoff
 	e.mu.Unlock()
-	stats.Open = time.Since(start)
+	stats.Open = e.opts.Clock.Since(start)
 	if err != nil {
 		return fail(err)
 	}
-	start = time.Now()
+	start = e.opts.Clock.Now()
 	seq, err := trimChildStore(st, parent.id, child, lo, hi)
-	stats.Excise, stats.Seq = time.Since(start), seq
+	stats.Excise, stats.Seq = e.opts.Clock.Since(start), seq
 	if err != nil {
 		return fail(err)
 	}
@@ -309,19 +309,19 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 		e.retiredWritten += st.bytesWritten()
 	}
 	e.mu.Unlock()
-	start := time.Now()
+	start := e.opts.Clock.Now()
 	if open {
 		if err := st.close(); err != nil {
 			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 		}
 	}
-	closed := time.Now()
+	closed := e.opts.Clock.Now()
 	if err := e.opts.FS.RemoveAll(dir); err != nil {
 		return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 	}
-	removed := time.Now()
+	removed := e.opts.Clock.Now()
 	err := syncDir(e.opts.FS, e.opts.Dir)
 	e.logger.Debug("shard destroyed", zap.Uint32("shard", uint32(id)), zap.Duration("close", closed.Sub(start)),
-		zap.Duration("remove", removed.Sub(closed)), zap.Duration("sync", time.Since(removed)))
+		zap.Duration("remove", removed.Sub(closed)), zap.Duration("sync", e.opts.Clock.Since(removed)))
 	return err
 }

@@ -6,8 +6,11 @@
 // # Contract
 //
 // storage is the only package that imports Pebble, and it imports nothing of
-// ours but routing. Every store takes a vfs.FS, so tests can run it on
-// Pebble's in-memory, crashable and error-injecting filesystems.
+// ours but routing and internal packages. Every store takes a vfs.FS, so
+// tests can run it on Pebble's in-memory, crashable and error-injecting
+// filesystems, and storage tells time only through Options.Clock
+// (internal/clock), so a simulation can run its deadlines and tickers on a
+// manual clock.
 //
 // A Shard is a span of an engine. In the per-shard layout (the default, like
 // OpenSearch's one Lucene index per shard) each shard has its own store and

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -58,6 +59,9 @@ type Options struct {
 	SyncEvery  time.Duration // async fsync interval; default 5 s
 	CacheBytes int64         // shared block cache; default 64 MiB
 	Logger     *zap.Logger   // nil = no logging
+	// Clock times storage's own deadlines, tickers and measurements (not
+	// Pebble's internals); nil = the wall clock.
+	Clock clock.Clock
 }
 
 // Engine holds a node's shard stores. Its methods are safe for concurrent
@@ -97,6 +101,7 @@ func Open(opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	opts.Clock = clock.Or(opts.Clock)
 	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("storage: open engine: %w", err)
 	}
@@ -109,9 +114,12 @@ func Open(opts Options) (*Engine, error) {
 		shards:    map[routing.ShardID]*Shard{},
 	}
 	e.so = storeOptions{fs: opts.FS, cache: e.cache, fileCache: e.fileCache, durability: opts.Durability,
-		syncInterval: opts.SyncEvery, logger: opts.Logger}
+		syncInterval: opts.SyncEvery, logger: opts.Logger, clock: opts.Clock}
 	return e, nil
 }
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() clock.Clock { return e.opts.Clock }
 
 // Layout returns the engine's layout.
 func (e *Engine) Layout() Layout { return e.opts.Layout }
@@ -176,7 +184,7 @@ func (e *Engine) OpenShard(id, root routing.ShardID, spans []routing.Span) (*Sha
 	if err != nil {
 		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
 	}
-	s := &Shard{id: id, root: root, st: st, durability: e.opts.Durability, owned: slices.Clone(spans)}
+	s := &Shard{id: id, root: root, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: slices.Clone(spans)}
 	s.seq.Store(seq)
 	e.shards[id] = s
 	return s, nil

@@ -39,7 +39,7 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	fail := func(err error) (*Shard, ChildStats, error) {
 		return nil, stats, dst.discardStore(id, dir, fmt.Errorf("storage: link shard %d: %w", id, err))
 	}
-	start := time.Now()
+	start := dst.opts.Clock.Now()
 	// The source is write-blocked: flush it, so the target links tables
 	// instead of copying and replaying the WAL (OpenSearch resizes from the
 	// source's last commit, too).
@@ -52,13 +52,13 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	if err := syncDir(dst.opts.FS, dst.opts.Dir); err != nil {
 		return fail(err)
 	}
-	stats.Checkpoint = time.Since(start)
+	stats.Checkpoint = dst.opts.Clock.Since(start)
 	stats.Linked, stats.Copied = dst.linkedBytes(dir)
-	start = time.Now()
+	start = dst.opts.Clock.Now()
 	dst.mu.Lock()
 	st, err := dst.storeLocked(dir)
 	dst.mu.Unlock()
-	stats.Open = time.Since(start)
+	stats.Open = dst.opts.Clock.Since(start)
 	if err != nil {
 		return fail(err)
 	}
@@ -94,7 +94,7 @@ type CleanupStats struct {
 // whole document range (as merges reclaim the deleted documents).
 func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	var stats CleanupStats
-	start, before := time.Now(), s.st.bytesWritten()
+	start, before := s.clock.Now(), s.st.bytesWritten()
 	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: allDocs[0], UpperBound: allDocs[1]})
 	if err != nil {
 		return stats, err
@@ -141,7 +141,7 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	if err := s.st.db.Compact(context.Background(), allDocs[0], allDocs[1], true); err != nil {
 		return stats, fmt.Errorf("storage: shard %d: compact after deletes: %w", s.id, err)
 	}
-	stats.Took, stats.Written = time.Since(start), s.st.bytesWritten()-before
+	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
 	return stats, nil
 }
 
@@ -150,7 +150,7 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 // per-document deletes.
 func (s *Shard) TrimToOwned() (CleanupStats, error) {
 	var stats CleanupStats
-	start, before := time.Now(), s.st.bytesWritten()
+	start, before := s.clock.Now(), s.st.bytesWritten()
 	next := allDocs[0]
 	for _, sp := range s.Owned() {
 		lo, hi := SpanBounds(s.root, sp)
@@ -166,7 +166,7 @@ func (s *Shard) TrimToOwned() (CleanupStats, error) {
 			return stats, err
 		}
 	}
-	stats.Took, stats.Written = time.Since(start), s.st.bytesWritten()-before
+	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
 	return stats, nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -45,6 +47,7 @@ type Shard struct {
 	root       routing.ShardID
 	st         *store
 	durability Durability
+	clock      clock.Clock
 
 	mu      sync.Mutex    // the apply lock: commits happen under it, in sequence order
 	seq     atomic.Uint64 // last sequence number applied; written under mu
@@ -417,12 +420,12 @@ var ErrLockTimeout = errors.New("storage: apply lock not acquired in time")
 // most wait for writes in flight to drain (polling), then gives up with
 // ErrLockTimeout without running fn.
 func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
-	deadline := time.Now().Add(wait)
+	deadline := s.clock.Now().Add(wait)
 	for !s.mu.TryLock() {
-		if time.Now().After(deadline) {
+		if s.clock.Now().After(deadline) {
 			return fmt.Errorf("storage: shard %d: drain of in-flight writes exceeded %v: %w", s.id, wait, ErrLockTimeout)
 		}
-		time.Sleep(20 * time.Microsecond)
+		s.clock.Sleep(20 * time.Microsecond)
 	}
 	defer s.mu.Unlock()
 	if s.closed.Load() {

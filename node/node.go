@@ -167,9 +167,6 @@ func (n *Node) Table() *routing.Table { return n.table.Load() }
 // Engine returns the node's storage engine.
 func (n *Node) Engine() *storage.Engine { return n.eng }
 
-// Logger returns the node's logger.
-func (n *Node) Logger() *zap.Logger { return n.logger }
-
 // ShardStore returns a registered shard's store.
 func (n *Node) ShardStore(id routing.ShardID) (*storage.Shard, bool) {
 	n.mu.RLock()

@@ -35,7 +35,10 @@ func pendingSplit(t *testing.T) (*node.Node, *storage.Engine, *node.PendingTable
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent, _ := n.ShardStore(0)
+	parent, ok := n.ShardStore(0)
+	if !ok {
+		t.Fatal("no store for shard 0")
+	}
 	parent.HoldLog()
 	rec, _ := reserved.Split(0)
 	var ids []routing.ShardID

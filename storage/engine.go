@@ -124,9 +124,6 @@ func (e *Engine) Clock() clock.Clock { return e.opts.Clock }
 // Layout returns the engine's layout.
 func (e *Engine) Layout() Layout { return e.opts.Layout }
 
-// FS returns the engine's filesystem.
-func (e *Engine) FS() vfs.FS { return e.opts.FS }
-
 // Dir returns the engine's data directory.
 func (e *Engine) Dir() string { return e.opts.Dir }
 

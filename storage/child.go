@@ -26,7 +26,7 @@ type ChildStats struct {
 // Total is the whole creation time.
 func (c ChildStats) Total() time.Duration { return c.Checkpoint + c.Open + c.Excise }
 
-// CreateChild makes shard child, owning span of parent's root, from the live
+// CreateChild makes shard child, owning span of parent's keyspace, from the live
 // parent, and returns it with the sequence number S it reflects: every
 // parent write up to S is in the child, none after. Writes after S are
 // replayed by CatchUp.
@@ -53,7 +53,7 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	fail := func(err error) (*Shard, ChildStats, error) {
 		return nil, stats, e.discardStore(child, dir, fmt.Errorf("storage: create child %d: %w", child, err))
 	}
-	lo, hi := SpanBounds(parent.root, span)
+	lo, hi := SpanBounds(parent.keyspace, span)
 	start := e.opts.Clock.Now()
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{{Start: lo, End: hi}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
@@ -80,7 +80,7 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	if err != nil {
 		return fail(err)
 	}
-	s, err := e.OpenShard(child, parent.root, []routing.Span{span})
+	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})
 	if err != nil {
 		return fail(err)
 	}
@@ -190,7 +190,7 @@ func (e *Engine) createSharedChild(parent *Shard, child routing.ShardID, span ro
 	if err := parent.st.db.Apply(b, pebble.Sync); err != nil {
 		return nil, ChildStats{}, fmt.Errorf("storage: create child %d: %w", child, err)
 	}
-	s, err := e.OpenShard(child, parent.root, []routing.Span{span})
+	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})
 	return s, ChildStats{Seq: seq}, err
 }
 
@@ -262,7 +262,7 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 		return nil
 	}
 	for _, sp := range spans {
-		lo, hi := SpanBounds(s.root, sp)
+		lo, hi := SpanBounds(s.keyspace, sp)
 		var err error
 		if how == DropRangeDeleteCompact {
 			err = s.st.deleteRangeAndCompact(lo, hi)

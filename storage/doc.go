@@ -1,5 +1,5 @@
 // Package storage holds a node's shards in Pebble: documents keyed by
-// [root][routing key][_id], per-shard sequence numbers, an operation log for
+// [keyspace][routing key][_id], per-shard sequence numbers, an operation log for
 // catching up children, hard-linked child creation, and dropping spans in
 // O(metadata).
 //

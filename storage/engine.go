@@ -165,9 +165,10 @@ func (e *Engine) storeLockedHeld(dir string, held bool) (*store, error) {
 	return st, nil
 }
 
-// OpenShard opens (creating if needed) the shard id living in root and
-// owning spans. Its sequence number is read back from its store.
-func (e *Engine) OpenShard(id, root routing.ShardID, spans []routing.Span) (*Shard, error) {
+// OpenShard opens (creating if needed) the shard id living in keyspace
+// (routing.Table.Keyspace of its root) and owning spans of it. Its sequence
+// number is read back from its store.
+func (e *Engine) OpenShard(id, keyspace routing.ShardID, spans []routing.Span) (*Shard, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s, ok := e.shards[id]; ok {
@@ -181,7 +182,7 @@ func (e *Engine) OpenShard(id, root routing.ShardID, spans []routing.Span) (*Sha
 	if err != nil {
 		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
 	}
-	s := &Shard{id: id, root: root, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: slices.Clone(spans)}
+	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: slices.Clone(spans)}
 	s.seq.Store(seq)
 	e.shards[id] = s
 	return s, nil

@@ -153,7 +153,7 @@ func (s *Shard) TrimToOwned() (CleanupStats, error) {
 	start, before := s.clock.Now(), s.st.bytesWritten()
 	next := allDocs[0]
 	for _, sp := range s.Owned() {
-		lo, hi := SpanBounds(s.root, sp)
+		lo, hi := SpanBounds(s.keyspace, sp)
 		if bytes.Compare(next, lo) < 0 {
 			if err := s.st.excise(next, lo); err != nil {
 				return stats, err

@@ -20,13 +20,13 @@ import (
 // node's routing check: a store never takes a key it does not own).
 type OutOfSpanError struct {
 	Shard routing.ShardID
-	Root  routing.ShardID
+	Root  routing.ShardID // the keyspace of the key
 	Key   routing.Key
 	Owned []routing.Span
 }
 
 func (e *OutOfSpanError) Error() string {
-	return fmt.Sprintf("storage: shard %d does not own root %d key %d (owns %v of root %d)", e.Shard, e.Root, e.Key, e.Owned, e.Root)
+	return fmt.Sprintf("storage: shard %d does not own keyspace %d key %d (owns %v of keyspace %d)", e.Shard, e.Root, e.Key, e.Owned, e.Root)
 }
 
 // ErrShardClosed is returned by operations on a shard after Close or
@@ -44,7 +44,7 @@ var ErrShardClosed = errors.New("storage: shard closed")
 // the write it admits.
 type Shard struct {
 	id         routing.ShardID
-	root       routing.ShardID
+	keyspace   routing.ShardID
 	st         *store
 	durability Durability
 	clock      clock.Clock
@@ -61,8 +61,9 @@ type Shard struct {
 // ID returns the shard's id.
 func (s *Shard) ID() routing.ShardID { return s.id }
 
-// Root returns the root shard whose key space the shard lives in.
-func (s *Shard) Root() routing.ShardID { return s.root }
+// Keyspace returns the keyspace the shard's documents live in
+// (routing.Table.Keyspace of its root).
+func (s *Shard) Keyspace() routing.ShardID { return s.keyspace }
 
 // Seq returns the last sequence number applied.
 func (s *Shard) Seq() uint64 { return s.seq.Load() }
@@ -84,10 +85,10 @@ func (s *Shard) SetOwned(spans []routing.Span) {
 }
 
 // owns reports whether the shard owns a key, and the spans it owns.
-func (s *Shard) owns(root routing.ShardID, k routing.Key) (bool, []routing.Span) {
+func (s *Shard) owns(keyspace routing.ShardID, k routing.Key) (bool, []routing.Span) {
 	s.ownMu.RLock()
 	defer s.ownMu.RUnlock()
-	if root != s.root {
+	if keyspace != s.keyspace {
 		return false, s.owned
 	}
 	for _, sp := range s.owned {
@@ -99,9 +100,9 @@ func (s *Shard) owns(root routing.ShardID, k routing.Key) (bool, []routing.Span)
 }
 
 // outOfSpan checks ops against the owned spans.
-func (s *Shard) outOfSpan(root routing.ShardID, k routing.Key) error {
-	if ok, owned := s.owns(root, k); !ok {
-		return &OutOfSpanError{Shard: s.id, Root: root, Key: k, Owned: slices.Clone(owned)}
+func (s *Shard) outOfSpan(keyspace routing.ShardID, k routing.Key) error {
+	if ok, owned := s.owns(keyspace, k); !ok {
+		return &OutOfSpanError{Shard: s.id, Root: keyspace, Key: k, Owned: slices.Clone(owned)}
 	}
 	return nil
 }
@@ -183,11 +184,11 @@ func (s *Shard) commitLocked(b *pebble.Batch) error {
 }
 
 // Get returns a document, or false if it does not exist.
-func (s *Shard) Get(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
-	if err := s.outOfSpan(root, key); err != nil {
+func (s *Shard) Get(keyspace routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
+	if err := s.outOfSpan(keyspace, key); err != nil {
 		return Doc{}, false, err
 	}
-	return s.GetAny(root, key, id)
+	return s.GetAny(keyspace, key, id)
 }
 
 // Scan calls fn for every document in the shard's owned spans, in key
@@ -200,7 +201,7 @@ func (s *Shard) Scan(fn func(Doc) error) error {
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
 	for _, sp := range s.Owned() {
-		if err := scanSpan(snap, s.root, sp, fn); err != nil {
+		if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
 			return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 		}
 	}
@@ -212,8 +213,8 @@ type reader interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }
 
-func scanSpan(r reader, root routing.ShardID, sp routing.Span, fn func(Doc) error) error {
-	lo, hi := SpanBounds(root, sp)
+func scanSpan(r reader, keyspace routing.ShardID, sp routing.Span, fn func(Doc) error) error {
+	lo, hi := SpanBounds(keyspace, sp)
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
@@ -233,7 +234,7 @@ func scanSpan(r reader, root routing.ShardID, sp routing.Span, fn func(Doc) erro
 }
 
 func decodeDoc(k, v []byte) (Doc, error) {
-	root, key, id, err := DecodeDocKey(k)
+	keyspace, key, id, err := DecodeDocKey(k)
 	if err != nil {
 		return Doc{}, err
 	}
@@ -241,15 +242,15 @@ func decodeDoc(k, v []byte) (Doc, error) {
 	if err != nil {
 		return Doc{}, fmt.Errorf("key %x: %w", k, err)
 	}
-	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: src}, nil
+	return Doc{Root: keyspace, Key: key, ID: id, Routing: r, Seq: seq, Source: src}, nil
 }
 
-// CountKeys returns the number of documents in a span of the shard's root
+// CountKeys returns the number of documents in a span of the shard's keyspace
 // stored in the shard's store, owned or not (used by tests and metrics to
 // prove that no foreign key is visible).
 func (s *Shard) CountKeys(sp routing.Span) (int, error) {
 	n := 0
-	err := scanSpan(s.st.db, s.root, sp, func(Doc) error { n++; return nil })
+	err := scanSpan(s.st.db, s.keyspace, sp, func(Doc) error { n++; return nil })
 	return n, err
 }
 
@@ -435,7 +436,7 @@ func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 }
 
 // ScanSpan calls fn for every document of the shard's store in a span of its
-// root, owned or not, in key order, from a consistent snapshot. A reader that
+// keyspace, owned or not, in key order, from a consistent snapshot. A reader that
 // resolved ownership at one table version scans exactly that version's span.
 func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 	if s.closed.Load() {
@@ -443,7 +444,7 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 	}
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
-	if err := scanSpan(snap, s.root, sp, fn); err != nil {
+	if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
 		return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 	}
 	return nil
@@ -451,11 +452,11 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 
 // GetAny reads a document regardless of the spans the shard owns now. The
 // node uses it for reads it has already checked against a table version.
-func (s *Shard) GetAny(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
+func (s *Shard) GetAny(keyspace routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
 	if s.closed.Load() {
 		return Doc{}, false, ErrShardClosed
 	}
-	v, c, err := s.st.db.Get(DocKey(nil, root, key, id))
+	v, c, err := s.st.db.Get(DocKey(nil, keyspace, key, id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Doc{}, false, nil
 	}
@@ -467,5 +468,5 @@ func (s *Shard) GetAny(root routing.ShardID, key routing.Key, id string) (Doc, b
 	if err != nil {
 		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
 	}
-	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: slices.Clone(src)}, true, nil
+	return Doc{Root: keyspace, Key: key, ID: id, Routing: r, Seq: seq, Source: slices.Clone(src)}, true, nil
 }

@@ -419,7 +419,8 @@ var ErrLockTimeout = errors.New("storage: apply lock not acquired in time")
 // Exclusive runs fn holding the shard's apply lock, so no write is applied
 // while fn runs and every write applied before it is visible. It waits at
 // most wait for writes in flight to drain (polling), then gives up with
-// ErrLockTimeout without running fn.
+// ErrLockTimeout without running fn. The wait and the polling run on the
+// engine's clock: on a manual clock each poll waits for the clock to move.
 func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 	deadline := s.clock.Now().Add(wait)
 	for !s.mu.TryLock() {

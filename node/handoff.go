@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -16,6 +17,7 @@ import (
 // shard is applied.
 type Fence struct {
 	s     *storage.Shard
+	clock clock.Clock
 	start time.Time
 	done  bool
 }
@@ -30,8 +32,11 @@ func (n *Node) Fence(id routing.ShardID, drain time.Duration) (*Fence, error) {
 	if err := s.Fence(drain); err != nil {
 		return nil, err
 	}
-	return &Fence{s: s, start: time.Now()}, nil
+	return &Fence{s: s, clock: n.clock, start: n.clock.Now()}, nil
 }
+
+// Clock returns the node's clock.
+func (n *Node) Clock() clock.Clock { return n.clock }
 
 // Release releases the apply lock and returns how long it was held. A
 // second Release does nothing and returns 0.
@@ -40,7 +45,7 @@ func (f *Fence) Release() time.Duration {
 		return 0
 	}
 	f.done = true
-	held := time.Since(f.start)
+	held := f.clock.Since(f.start)
 	f.s.Unfence()
 	return held
 }

@@ -36,6 +36,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -54,6 +55,10 @@ func (e *StaleRoutingError) Error() string {
 		e.Shard, e.Current.Version(), e.Have)
 }
 
+// ErrReadersRemain is returned by Retire when readers still hold the shard
+// after its wait; the shard stays retiring and Retire may be called again.
+var ErrReadersRemain = errors.New("node: readers still hold the shard")
+
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("node: closed")
 
@@ -68,6 +73,9 @@ type Config struct {
 	// Table is the table to serve when the data directory has none yet.
 	Table  *routing.Table
 	Logger *zap.Logger
+	// Clock times Retire's wait and HoldApplyLock's measurement; nil = the
+	// engine's clock (storage.Options.Clock, the wall clock by default).
+	Clock clock.Clock
 }
 
 // tableFile is where the published table lives in the data directory.
@@ -77,6 +85,7 @@ const tableFile = "TABLE"
 type Node struct {
 	eng    *storage.Engine
 	logger *zap.Logger
+	clock  clock.Clock
 
 	table   atomic.Pointer[routing.Table] // the published table
 	durable atomic.Pointer[routing.Table] // the last table known durable (== table unless a commit is pending)
@@ -86,10 +95,15 @@ type Node struct {
 	commitMu sync.Mutex
 	commitCh chan struct{} // closed (and replaced) when a pending table commits or fails
 
-	mu      sync.RWMutex // publish takes it exclusively; reads share it
-	shards  map[routing.ShardID]*shardRef
-	closed  bool
-	publish sync.Mutex // serialises edits
+	mu     sync.RWMutex // publish takes it exclusively; reads share it
+	shards map[routing.ShardID]*shardRef
+	// retiring holds the shards Retire took out of shards and has not yet
+	// destroyed: a retried Retire (after its wait for readers timed out)
+	// must wait for the same readers again, not destroy the store under
+	// them.
+	retiring map[routing.ShardID][]*shardRef
+	closed   bool
+	publish  sync.Mutex // serialises edits
 }
 
 // shardRef is a shard store with a count of readers that resolved it.
@@ -104,7 +118,11 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	n := &Node{eng: cfg.Engine, logger: cfg.Logger, shards: map[routing.ShardID]*shardRef{}, commitCh: make(chan struct{})}
+	if cfg.Clock == nil {
+		cfg.Clock = cfg.Engine.Clock()
+	}
+	n := &Node{eng: cfg.Engine, logger: cfg.Logger, clock: cfg.Clock, shards: map[routing.ShardID]*shardRef{},
+		retiring: map[routing.ShardID][]*shardRef{}, commitCh: make(chan struct{})}
 	t, err := n.loadTable()
 	if err != nil {
 		return nil, err
@@ -149,9 +167,6 @@ func (n *Node) Table() *routing.Table { return n.table.Load() }
 // Engine returns the node's storage engine.
 func (n *Node) Engine() *storage.Engine { return n.eng }
 
-// Logger returns the node's logger.
-func (n *Node) Logger() *zap.Logger { return n.logger }
-
 // ShardStore returns a registered shard's store.
 func (n *Node) ShardStore(id routing.ShardID) (*storage.Shard, bool) {
 	n.mu.RLock()
@@ -171,9 +186,14 @@ func (n *Node) AddShard(s *storage.Shard) {
 	n.shards[s.ID()] = &shardRef{s: s}
 }
 
-// Close closes the engine.
+// Close closes the engine. It is idempotent: a second Close returns nil
+// (so a deferred Close after an explicit one is harmless).
 func (n *Node) Close() error {
 	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
 	n.closed = true
 	n.mu.Unlock()
 	return n.eng.Close()
@@ -435,8 +455,8 @@ func (n *Node) HoldApplyLock(id routing.ShardID, drain time.Duration, fn func() 
 	}
 	var held time.Duration
 	err := s.Exclusive(drain, func() error {
-		start := time.Now()
-		defer func() { held = time.Since(start) }()
+		start := n.clock.Now()
+		defer func() { held = n.clock.Since(start) }()
 		return fn()
 	})
 	return held, err
@@ -463,22 +483,44 @@ func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
 // Retire removes a shard that no published table names any more: it waits
 // (at most wait) for readers that resolved it under an older table, then
 // destroys its store (per-shard layout) or its metadata (shared layout).
+//
+// If the readers outlast wait, Retire fails and the shard stays retiring:
+// no new reader can resolve it, and a later Retire of the same id waits for
+// the remaining readers again before destroying anything. A reader never
+// sees its store closed under it.
 func (n *Node) Retire(id routing.ShardID, wait time.Duration) error {
 	if slices.Contains(n.table.Load().ActiveShards(), id) {
 		return fmt.Errorf("node: retire shard %d: it is active in table v%d", id, n.table.Load().Version())
 	}
 	n.mu.Lock()
-	ref, ok := n.shards[id]
-	delete(n.shards, id)
+	if ref, ok := n.shards[id]; ok {
+		delete(n.shards, id)
+		n.retiring[id] = append(n.retiring[id], ref)
+	}
+	refs := slices.Clone(n.retiring[id])
 	n.mu.Unlock()
-	if ok {
+	if len(refs) > 0 {
 		done := make(chan struct{})
-		go func() { ref.readers.Wait(); close(done) }()
+		go func() {
+			for _, ref := range refs {
+				ref.readers.Wait()
+			}
+			close(done)
+		}()
 		select {
 		case <-done:
-		case <-time.After(wait):
-			return fmt.Errorf("node: retire shard %d: readers still hold it after %v", id, wait)
+		case <-n.clock.After(wait):
+			return fmt.Errorf("node: retire shard %d: after %v: %w", id, wait, ErrReadersRemain)
 		}
 	}
-	return n.eng.DestroyShard(id)
+	if err := n.eng.DestroyShard(id); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.retiring[id] = slices.DeleteFunc(n.retiring[id], func(r *shardRef) bool { return slices.Contains(refs, r) })
+	if len(n.retiring[id]) == 0 {
+		delete(n.retiring, id)
+	}
+	n.mu.Unlock()
+	return nil
 }

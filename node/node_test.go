@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -34,7 +35,10 @@ func pendingSplit(t *testing.T) (*node.Node, *storage.Engine, *node.PendingTable
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent, _ := n.ShardStore(0)
+	parent, ok := n.ShardStore(0)
+	if !ok {
+		t.Fatal("no store for shard 0")
+	}
 	parent.HoldLog()
 	rec, _ := reserved.Split(0)
 	var ids []routing.ShardID
@@ -174,5 +178,198 @@ func TestFailedCommitFailsTheNode(t *testing.T) {
 	}
 	if v := persistedVersion(t, eng); v != durable {
 		t.Fatalf("v%d on disk after a failed commit, want v%d", v, durable)
+	}
+}
+
+func openNode(t *testing.T, fs vfs.FS, layout storage.Layout) (*node.Node, *storage.Engine) {
+	t.Helper()
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := storage.Open(storage.Options{Dir: "/data", FS: fs, Layout: layout, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(node.Config{Engine: eng, Table: tab})
+	if err != nil {
+		_ = eng.Close()
+		t.Fatal(err)
+	}
+	return n, eng
+}
+
+// splitCommitted splits shard 0 of n and commits the split durably,
+// without retiring the parent.
+func splitCommitted(t *testing.T, n *node.Node) {
+	t.Helper()
+	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, ok := n.ShardStore(0)
+	if !ok {
+		t.Fatal("no store for shard 0")
+	}
+	parent.HoldLog()
+	rec, _ := reserved.Split(0)
+	var ids []routing.ShardID
+	for _, c := range rec.Children {
+		child, _, err := n.Engine().CreateChild(parent, c.Shard, c.Span)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.AddShard(child)
+		ids = append(ids, c.Shard)
+	}
+	if _, err := n.Apply(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids}); err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.ReleaseLog(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Retire whose wait for readers timed out must not, when retried, destroy
+// the store under the readers still holding it (issue 11, item 1): the
+// retry waits for them too, and the reader finishes its scan with every
+// document.
+func TestRetireRetryWaitsForReaders(t *testing.T) {
+	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
+		t.Run(layout.String(), func(t *testing.T) {
+			n, _ := openNode(t, vfs.NewMem(), layout)
+			defer n.Close()
+			r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+			const docs = 200
+			for i := range docs {
+				if _, err := r.Index(fmt.Sprintf("doc-%d", i), "", []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			started, release := make(chan struct{}), make(chan struct{})
+			type result struct {
+				n   int
+				err error
+			}
+			searched := make(chan result, 1)
+			go func() {
+				seen := 0
+				_, err := n.Search(func(shard routing.ShardID, _ storage.Doc) error {
+					if seen == 0 {
+						if shard != 0 {
+							return fmt.Errorf("first document from shard %d, want 0", shard)
+						}
+						close(started)
+						<-release
+					}
+					seen++
+					return nil
+				})
+				searched <- result{seen, err}
+			}()
+			<-started
+
+			splitCommitted(t, n)
+			for attempt := range 2 {
+				err := n.Retire(0, 10*time.Millisecond)
+				if _, open := n.Engine().Shard(0); !open || !errors.Is(err, node.ErrReadersRemain) {
+					close(release)
+					t.Fatalf("Retire attempt %d while a reader holds shard 0 = %v, shard open %v; want ErrReadersRemain, open",
+						attempt+1, err, open)
+				}
+			}
+			close(release)
+			res := <-searched
+			if res.err != nil || res.n != docs {
+				t.Fatalf("Search under a retiring shard = %d documents, %v; want %d, nil", res.n, res.err, docs)
+			}
+			if err := n.Retire(0, 5*time.Second); err != nil {
+				t.Fatalf("Retire after the reader finished: %v", err)
+			}
+			if _, ok := n.Engine().Shard(0); ok {
+				t.Fatal("shard 0 still open in the engine after Retire")
+			}
+		})
+	}
+}
+
+// Close is idempotent (issue 11, item 4): the second call returns nil
+// instead of panicking on the engine's released caches, and requests after
+// it fail with ErrClosed.
+func TestCloseTwice(t *testing.T) {
+	n, eng := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("second Close #%d panicked: %v", i+1, r)
+				}
+			}()
+			if err := n.Close(); err != nil {
+				t.Errorf("second Close #%d = %v, want nil", i+1, err)
+			}
+			if err := eng.Close(); err != nil {
+				t.Errorf("engine Close after node Close #%d = %v, want nil", i+1, err)
+			}
+		}()
+	}
+	if _, _, err := n.Get(node.GetRequest{Shard: 0}); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
+	if _, err := eng.OpenShard(5, 0, nil); err == nil {
+		t.Error("OpenShard on a closed engine succeeded")
+	}
+}
+
+// Retire's wait runs on the node's clock: with a manual clock it gives up
+// exactly when the clock passes the wait, not on the wall clock.
+func TestRetireWaitsOnTheNodeClock(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, _ := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
+	n, err := node.Open(node.Config{Engine: eng, Table: tab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, err := node.NewRouter(n, tab, node.RouterConfig{Clock: clk}).Index(idOn(t, tab, func(s routing.ShardID) bool { return s == 0 }), "", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	searched := make(chan error, 1)
+	go func() {
+		_, err := n.Search(func(routing.ShardID, storage.Doc) error {
+			close(started)
+			<-release
+			return nil
+		})
+		searched <- err
+	}()
+	<-started
+	splitCommitted(t, n)
+	base := clk.Waiters() // the engine's own tickers
+	retired := make(chan error, 1)
+	go func() { retired <- n.Retire(0, time.Minute) }()
+	clk.BlockUntil(base + 1)
+	clk.Advance(59 * time.Second)
+	select {
+	case err := <-retired:
+		t.Fatalf("Retire returned %v before its wait passed on the node's clock", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	if err := <-retired; !errors.Is(err, node.ErrReadersRemain) {
+		t.Fatalf("Retire = %v, want ErrReadersRemain", err)
+	}
+	close(release)
+	if err := <-searched; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -23,6 +24,8 @@ type RouterConfig struct {
 	// MaxWait is the most total time one request may take (default 30 s,
 	// Elasticsearch's GET retry bound).
 	MaxWait time.Duration
+	// Clock times the bound and the back-off; nil = the wall clock.
+	Clock clock.Clock
 }
 
 // ErrRetriesExhausted is returned when a request stayed stale past the
@@ -47,6 +50,7 @@ func NewRouter(b Backend, t *routing.Table, cfg RouterConfig) *Router {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 30 * time.Second
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	r := &Router{backend: b, cfg: cfg}
 	r.table.Store(t)
 	return r
@@ -118,7 +122,7 @@ func (r *Router) Get(id, routingValue string) (storage.Doc, bool, error) {
 
 // retry routes with the cached table and retries on stale routing.
 func (r *Router) retry(id, routingValue string, send func(*routing.Table, routing.Placement, routing.ShardID) error, retries *int) error {
-	start := time.Now()
+	start := r.cfg.Clock.Now()
 	var last error
 	for attempt := 0; attempt <= r.cfg.MaxRetries; attempt++ {
 		t := r.table.Load()
@@ -136,11 +140,11 @@ func (r *Router) retry(id, routingValue string, send func(*routing.Table, routin
 		} else {
 			// The node's table is not newer than ours: a shard is being
 			// registered or retired. Back off briefly before retrying.
-			time.Sleep(time.Duration(attempt+1) * 100 * time.Microsecond)
+			r.cfg.Clock.Sleep(time.Duration(attempt+1) * 100 * time.Microsecond)
 		}
-		if time.Since(start) > r.cfg.MaxWait {
+		if r.cfg.Clock.Since(start) > r.cfg.MaxWait {
 			break
 		}
 	}
-	return fmt.Errorf("%w after %d attempts in %v: %w", ErrRetriesExhausted, *retries, time.Since(start).Round(time.Millisecond), last)
+	return fmt.Errorf("%w after %d attempts in %v: %w", ErrRetriesExhausted, *retries, r.cfg.Clock.Since(start).Round(time.Millisecond), last)
 }

@@ -200,6 +200,11 @@ func Open(opts storage.Options, initial *routing.Table, logger *zap.Logger) (*no
 		if rep.Decisions, t, err = carryOut(eng, j, t, logger); err != nil {
 			return fail(err)
 		}
+		if _, err := removeOrphans(eng, t, logger); err != nil {
+			return fail(err)
+		}
+	} else if err := storesWithoutTable(eng); err != nil {
+		return fail(err)
 	}
 	n, err := node.Open(node.Config{Engine: eng, Table: initial, Logger: logger})
 	if err != nil {

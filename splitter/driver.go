@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/internal/invariants"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
@@ -23,8 +24,8 @@ type Config struct {
 	// RetireWait bounds the wait for readers of the parent before its data
 	// is dropped (default 10 s).
 	RetireWait time.Duration
-	// Clock reads the time for measurements (default time.Now).
-	Clock func() time.Time
+	// Clock reads the time for measurements (default: the node's clock).
+	Clock clock.Clock
 	// Logger receives phase transitions (default: none).
 	Logger *zap.Logger
 	// Hook, if set, runs before each intent is taken, with the phase and the
@@ -77,7 +78,7 @@ func NewDriver(n *node.Node, cfg Config) *Driver {
 		cfg.RetireWait = 10 * time.Second
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+		cfg.Clock = n.Clock()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -119,7 +120,7 @@ func (d *Driver) Start(plan Plan) *Split {
 		sp.report.DiskBefore = u.Unique
 	}
 	sp.written = d.n.Engine().BytesWritten()
-	sp.start = d.cfg.Clock()
+	sp.start = d.cfg.Clock.Now()
 	sp.phaseStart = sp.start
 	return sp
 }
@@ -228,7 +229,7 @@ func (sp *Split) afterStep(from Phase, ev Event) {
 	if to == from {
 		return
 	}
-	now := sp.d.cfg.Clock()
+	now := sp.d.cfg.Clock.Now()
 	sp.report.Durations[from] += now.Sub(sp.phaseStart)
 	sp.phaseStart = now
 	sp.log.Info("split phase advanced", zap.Stringer("from", from), zap.Stringer("to", to), zap.Stringer("event", ev.Kind))
@@ -270,7 +271,7 @@ func (sp *Split) Report() Report {
 	r.Children = sp.m.Children()
 	r.ToVersion = sp.d.n.Table().Version()
 	if r.Phase.Terminal() {
-		r.Total = sp.d.cfg.Clock().Sub(sp.start)
+		r.Total = sp.d.cfg.Clock.Now().Sub(sp.start)
 		r.Written = sp.d.n.Engine().BytesWritten() - sp.written
 		if u, err := sp.d.n.Engine().DiskUsage(); err == nil {
 			r.DiskAfter = u.Unique
@@ -470,7 +471,7 @@ func (d *Driver) unfence(sp *Split) (Event, error) {
 	held := sp.fence.Release()
 	sp.fence = nil
 	sp.report.Stall = max(sp.report.Stall, held)
-	sp.unfenced = d.cfg.Clock()
+	sp.unfenced = d.cfg.Clock.Now()
 	return Event{Kind: EventUnfenced}, nil
 }
 
@@ -501,7 +502,7 @@ func (d *Driver) syncChildren(sp *Split) (Event, error) {
 // node.
 func (d *Driver) commitTable(sp *Split) (Event, error) {
 	err := sp.pending.Install()
-	sp.report.Commit = d.cfg.Clock().Sub(sp.unfenced)
+	sp.report.Commit = d.cfg.Clock.Now().Sub(sp.unfenced)
 	if err != nil {
 		return Event{}, err
 	}

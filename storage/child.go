@@ -2,7 +2,9 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,7 +26,7 @@ type ChildStats struct {
 // Total is the whole creation time.
 func (c ChildStats) Total() time.Duration { return c.Checkpoint + c.Open + c.Excise }
 
-// CreateChild makes shard child, owning span of parent's root, from the live
+// CreateChild makes shard child, owning span of parent's keyspace, from the live
 // parent, and returns it with the sequence number S it reflects: every
 // parent write up to S is in the child, none after. Writes after S are
 // replayed by CatchUp.
@@ -45,42 +47,76 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	if _, err := e.opts.FS.Stat(dir); err == nil {
 		return nil, stats, fmt.Errorf("storage: create child %d: %s already exists", child, dir)
 	}
-	lo, hi := SpanBounds(parent.root, span)
-	start := time.Now()
+	// From the checkpoint on, a failure removes the child's directory (and
+	// closes its store if it was opened): a directory left behind would
+	// make every later split that picks the same id fail.
+	fail := func(err error) (*Shard, ChildStats, error) {
+		return nil, stats, e.discardStore(child, dir, fmt.Errorf("storage: create child %d: %w", child, err))
+	}
+	lo, hi := SpanBounds(parent.keyspace, span)
+	start := e.opts.Clock.Now()
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{{Start: lo, End: hi}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
 	if err == nil {
 		err = syncDir(e.opts.FS, e.opts.Dir) // the checkpoint directory's entry
 	}
-	stats.Checkpoint = time.Since(start)
+	stats.Checkpoint = e.opts.Clock.Since(start)
 	if err != nil {
-		return nil, stats, fmt.Errorf("storage: create child %d: checkpoint of shard %d: %w", child, parent.id, err)
+		return fail(fmt.Errorf("checkpoint of shard %d: %w", parent.id, err))
 	}
 	stats.Linked, stats.Copied = e.linkedBytes(dir)
 
-	start = time.Now()
+	start = e.opts.Clock.Now()
 	e.mu.Lock()
 	st, err := e.storeLockedHeld(dir, true) // compactions held until the handoff
 	e.mu.Unlock()
-	stats.Open = time.Since(start)
+	stats.Open = e.opts.Clock.Since(start)
 	if err != nil {
-		return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
+		return fail(err)
 	}
-	start = time.Now()
+	start = e.opts.Clock.Now()
 	seq, err := trimChildStore(st, parent.id, child, lo, hi)
-	stats.Excise, stats.Seq = time.Since(start), seq
+	stats.Excise, stats.Seq = e.opts.Clock.Since(start), seq
 	if err != nil {
-		return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
+		return fail(err)
 	}
-	s, err := e.OpenShard(child, parent.root, []routing.Span{span})
+	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})
 	if err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
 		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
 		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied))
 	return s, stats, nil
+}
+
+// discardStore undoes a failed creation of shard id's store in dir: it
+// forgets the shard and the store if they were registered, closes the
+// store, and removes dir durably. It returns cause, with the cleanup's
+// failure attached if there was one.
+func (e *Engine) discardStore(id routing.ShardID, dir string, cause error) error {
+	e.mu.Lock()
+	if s, ok := e.shards[id]; ok && s.st.dir == dir {
+		delete(e.shards, id)
+		s.closed.Store(true)
+	}
+	st, open := e.stores[dir]
+	delete(e.stores, dir)
+	e.mu.Unlock()
+	var errs []error
+	if open {
+		errs = append(errs, st.close())
+	}
+	if err := e.opts.FS.RemoveAll(dir); err != nil {
+		errs = append(errs, fmt.Errorf("storage: remove %s: %w", dir, err))
+	} else {
+		errs = append(errs, syncDir(e.opts.FS, e.opts.Dir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w (and cleaning up %s failed: %w)", cause, dir, err)
+	}
+	return cause
 }
 
 // trimChildStore makes a fresh checkpoint hold exactly the child's span:
@@ -108,8 +144,40 @@ func adoptSeq(st *store, from, to routing.ShardID, seq uint64) error {
 	defer b.Close()
 	_ = b.Delete(metaKey(metaSeq, from), nil)
 	_ = b.Set(metaKey(metaSeq, to), binary.BigEndian.AppendUint64(nil, seq), nil)
-	if err := st.db.Apply(b, pebble.Sync); err != nil {
+	if err := st.applySynced(b); err != nil {
 		return fmt.Errorf("storage: shard %d adopts sequence number %d of shard %d: %w", to, seq, from, err)
+	}
+	return nil
+}
+
+// destroySharedShard deletes a shard's sequence number and operation log
+// from the node's store, opening the store if it exists and is not open.
+func (e *Engine) destroySharedShard(id routing.ShardID) error {
+	dir := e.storeDir(id)
+	e.mu.Lock()
+	st, open := e.stores[dir]
+	if !open {
+		if _, err := e.opts.FS.Stat(dir); err != nil {
+			e.mu.Unlock()
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // no store: nothing of the shard's was ever written
+			}
+			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
+		}
+		var err error
+		if st, err = e.storeLocked(dir); err != nil {
+			e.mu.Unlock()
+			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
+		}
+	}
+	e.mu.Unlock()
+	lo, hi := logBounds(id)
+	b := st.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(lo, hi, nil)
+	_ = b.Delete(metaKey(metaSeq, id), nil)
+	if err := st.applySynced(b); err != nil {
+		return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 	}
 	return nil
 }
@@ -122,7 +190,7 @@ func (e *Engine) createSharedChild(parent *Shard, child routing.ShardID, span ro
 	if err := parent.st.db.Apply(b, pebble.Sync); err != nil {
 		return nil, ChildStats{}, fmt.Errorf("storage: create child %d: %w", child, err)
 	}
-	s, err := e.OpenShard(child, parent.root, []routing.Span{span})
+	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})
 	return s, ChildStats{Seq: seq}, err
 }
 
@@ -194,7 +262,7 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 		return nil
 	}
 	for _, sp := range spans {
-		lo, hi := SpanBounds(s.root, sp)
+		lo, hi := SpanBounds(s.keyspace, sp)
 		var err error
 		if how == DropRangeDeleteCompact {
 			err = s.st.deleteRangeAndCompact(lo, hi)
@@ -208,28 +276,30 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 	return nil
 }
 
-// DestroyShard closes a shard and removes what belongs only to it: its
+// DestroyShard closes a shard and removes what belongs only to it, whether
+// or not the shard is open (recovery destroys shards it never opened): its
 // store directory in the per-shard layout (files hard-linked into other
-// stores live on through their other links), its metadata and log in the
-// shared layout.
+// stores live on through their other links), its sequence number and its
+// operation log in the shared layout.
+//
+// In the shared layout a shard's documents are not its own: a child's keys
+// are its parent's keys (a split changes only metadata), so a rolled-back
+// child's documents belong to the parent again and a rolled-forward
+// parent's to its children. DestroyShard leaves them.
 func (e *Engine) DestroyShard(id routing.ShardID) error {
 	e.mu.Lock()
 	s, ok := e.shards[id]
 	delete(e.shards, id)
 	e.mu.Unlock()
 	if ok {
+		// Under the apply lock: no write is committing when the store may
+		// go away.
+		s.mu.Lock()
 		s.closed.Store(true)
+		s.mu.Unlock()
 	}
 	if e.opts.Layout == LayoutShared {
-		if !ok {
-			return nil
-		}
-		lo, hi := logBounds(id)
-		b := s.st.db.NewBatch()
-		defer b.Close()
-		_ = b.DeleteRange(lo, hi, nil)
-		_ = b.Delete(metaKey(metaSeq, id), nil)
-		return s.st.db.Apply(b, pebble.Sync)
+		return e.destroySharedShard(id)
 	}
 	dir := e.ShardDir(id)
 	e.mu.Lock()
@@ -239,19 +309,19 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 		e.retiredWritten += st.bytesWritten()
 	}
 	e.mu.Unlock()
-	start := time.Now()
+	start := e.opts.Clock.Now()
 	if open {
 		if err := st.close(); err != nil {
 			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 		}
 	}
-	closed := time.Now()
+	closed := e.opts.Clock.Now()
 	if err := e.opts.FS.RemoveAll(dir); err != nil {
 		return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 	}
-	removed := time.Now()
+	removed := e.opts.Clock.Now()
 	err := syncDir(e.opts.FS, e.opts.Dir)
 	e.logger.Debug("shard destroyed", zap.Uint32("shard", uint32(id)), zap.Duration("close", closed.Sub(start)),
-		zap.Duration("remove", removed.Sub(closed)), zap.Duration("sync", time.Since(removed)))
+		zap.Duration("remove", removed.Sub(closed)), zap.Duration("sync", e.opts.Clock.Since(removed)))
 	return err
 }

@@ -1,13 +1,16 @@
 // Package storage holds a node's shards in Pebble: documents keyed by
-// [root][routing key][_id], per-shard sequence numbers, an operation log for
+// [keyspace][routing key][_id], per-shard sequence numbers, an operation log for
 // catching up children, hard-linked child creation, and dropping spans in
 // O(metadata).
 //
 // # Contract
 //
 // storage is the only package that imports Pebble, and it imports nothing of
-// ours but routing. Every store takes a vfs.FS, so tests can run it on
-// Pebble's in-memory, crashable and error-injecting filesystems.
+// ours but routing and internal packages. Every store takes a vfs.FS, so
+// tests can run it on Pebble's in-memory, crashable and error-injecting
+// filesystems, and storage tells time only through Options.Clock
+// (internal/clock), so a simulation can run its deadlines and tickers on a
+// manual clock.
 //
 // A Shard is a span of an engine. In the per-shard layout (the default, like
 // OpenSearch's one Lucene index per shard) each shard has its own store and

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -58,6 +59,9 @@ type Options struct {
 	SyncEvery  time.Duration // async fsync interval; default 5 s
 	CacheBytes int64         // shared block cache; default 64 MiB
 	Logger     *zap.Logger   // nil = no logging
+	// Clock times storage's own deadlines, tickers and measurements (not
+	// Pebble's internals); nil = the wall clock.
+	Clock clock.Clock
 }
 
 // Engine holds a node's shard stores. Its methods are safe for concurrent
@@ -73,6 +77,7 @@ type Engine struct {
 	stores         map[string]*store // by directory
 	shards         map[routing.ShardID]*Shard
 	retiredWritten uint64 // bytes written by stores since closed
+	closed         bool
 }
 
 // Open opens (or creates) the engine in opts.Dir. Shards are opened with
@@ -96,6 +101,7 @@ func Open(opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	opts.Clock = clock.Or(opts.Clock)
 	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("storage: open engine: %w", err)
 	}
@@ -108,15 +114,15 @@ func Open(opts Options) (*Engine, error) {
 		shards:    map[routing.ShardID]*Shard{},
 	}
 	e.so = storeOptions{fs: opts.FS, cache: e.cache, fileCache: e.fileCache, durability: opts.Durability,
-		syncInterval: opts.SyncEvery, logger: opts.Logger}
+		syncInterval: opts.SyncEvery, logger: opts.Logger, clock: opts.Clock}
 	return e, nil
 }
 
+// Clock returns the engine's clock.
+func (e *Engine) Clock() clock.Clock { return e.opts.Clock }
+
 // Layout returns the engine's layout.
 func (e *Engine) Layout() Layout { return e.opts.Layout }
-
-// FS returns the engine's filesystem.
-func (e *Engine) FS() vfs.FS { return e.opts.FS }
 
 // Dir returns the engine's data directory.
 func (e *Engine) Dir() string { return e.opts.Dir }
@@ -128,7 +134,7 @@ func (e *Engine) ShardDir(id routing.ShardID) string {
 
 func (e *Engine) storeDir(id routing.ShardID) string {
 	if e.opts.Layout == LayoutShared {
-		return filepath.Join(e.opts.Dir, "node")
+		return filepath.Join(e.opts.Dir, sharedStoreDir)
 	}
 	return e.ShardDir(id)
 }
@@ -140,6 +146,9 @@ func (e *Engine) storeLocked(dir string) (*store, error) { return e.storeLockedH
 func (e *Engine) storeLockedHeld(dir string, held bool) (*store, error) {
 	if st, ok := e.stores[dir]; ok {
 		return st, nil
+	}
+	if e.closed {
+		return nil, fmt.Errorf("storage: open store %s: engine closed", dir)
 	}
 	_, statErr := e.opts.FS.Stat(dir)
 	st, err := openStore(dir, e.so, held)
@@ -156,9 +165,10 @@ func (e *Engine) storeLockedHeld(dir string, held bool) (*store, error) {
 	return st, nil
 }
 
-// OpenShard opens (creating if needed) the shard id living in root and
-// owning spans. Its sequence number is read back from its store.
-func (e *Engine) OpenShard(id, root routing.ShardID, spans []routing.Span) (*Shard, error) {
+// OpenShard opens (creating if needed) the shard id living in keyspace
+// (routing.Table.Keyspace of its root) and owning spans of it. Its sequence
+// number is read back from its store.
+func (e *Engine) OpenShard(id, keyspace routing.ShardID, spans []routing.Span) (*Shard, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s, ok := e.shards[id]; ok {
@@ -172,7 +182,7 @@ func (e *Engine) OpenShard(id, root routing.ShardID, spans []routing.Span) (*Sha
 	if err != nil {
 		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
 	}
-	s := &Shard{id: id, root: root, st: st, durability: e.opts.Durability, owned: slices.Clone(spans)}
+	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: slices.Clone(spans)}
 	s.seq.Store(seq)
 	e.shards[id] = s
 	return s, nil
@@ -186,10 +196,14 @@ func (e *Engine) Shard(id routing.ShardID) (*Shard, bool) {
 	return s, ok
 }
 
-// Close closes every shard and store.
+// Close closes every shard and store. A second Close returns nil.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
 	for _, s := range e.shards {
 		s.closed.Store(true)
 	}

@@ -19,13 +19,15 @@ func (s *Shard) LogHolds() int {
 // at most wait for writes in flight to drain (polling), then gives up with
 // ErrLockTimeout holding nothing. A handoff fences its parent in one step
 // and unfences it in a later one, so that a simulator can stop between.
+// The wait and the polling run on the engine's clock: on a manual clock
+// each poll waits for the clock to move.
 func (s *Shard) Fence(wait time.Duration) error {
-	deadline := time.Now().Add(wait)
+	deadline := s.clock.Now().Add(wait)
 	for !s.mu.TryLock() {
-		if time.Now().After(deadline) {
+		if s.clock.Now().After(deadline) {
 			return fmt.Errorf("storage: shard %d: drain of in-flight writes exceeded %v: %w", s.id, wait, ErrLockTimeout)
 		}
-		time.Sleep(20 * time.Microsecond)
+		s.clock.Sleep(20 * time.Microsecond)
 	}
 	if s.closed.Load() {
 		s.mu.Unlock()

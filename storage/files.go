@@ -6,8 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/routing"
 )
 
 // WriteFileAtomic replaces name in the data directory with data durably: a
@@ -73,15 +78,13 @@ func (f *StagedFile) Install() error {
 }
 
 // ReadFile reads name from the data directory; ok is false if it does not
-// exist.
+// exist. Any other failure is an error: an unreadable table must never look
+// like a missing one (recovery would start a new index over the stores).
 func (e *Engine) ReadFile(name string) (data []byte, ok bool, err error) {
 	path := filepath.Join(e.opts.Dir, name)
 	f, err := e.opts.FS.Open(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || os.IsNotExist(err) {
-			return nil, false, nil
-		}
-		if _, statErr := e.opts.FS.Stat(path); statErr != nil {
+		if errors.Is(err, os.ErrNotExist) {
 			return nil, false, nil
 		}
 		return nil, false, fmt.Errorf("storage: read %s: %w", path, err)
@@ -94,21 +97,63 @@ func (e *Engine) ReadFile(name string) (data []byte, ok bool, err error) {
 	return data, true, nil
 }
 
-// ShardDirs returns the shard ids that have a store directory (per-shard
-// layout), so recovery can find children and parents a crash left behind.
-func (e *Engine) ShardDirs() ([]uint32, error) {
+// ShardDirs returns, ascending, the ids of the shards that have a store
+// directory of their own (per-shard layout), open or not, so recovery can
+// find the stores a crash left behind.
+func (e *Engine) ShardDirs() ([]routing.ShardID, error) {
+	names, err := e.StoreDirs()
+	if err != nil {
+		return nil, err
+	}
+	var ids []routing.ShardID
+	for _, n := range names {
+		if id, ok := parseShardDir(n); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// sharedStoreDir is the name of the node's only store in the shared layout.
+const sharedStoreDir = "node"
+
+// StoreDirs returns the names of the store directories in the data
+// directory, of either layout ("shard-N", "node"), sorted.
+func (e *Engine) StoreDirs() ([]string, error) {
 	names, err := e.opts.FS.List(e.opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: list %s: %w", e.opts.Dir, err)
 	}
-	var ids []uint32
+	var dirs []string
 	for _, n := range names {
-		var id uint32
-		if _, err := fmt.Sscanf(n, "shard-%d", &id); err == nil && n == fmt.Sprintf("shard-%d", id) {
-			ids = append(ids, id)
+		if _, ok := parseShardDir(n); !ok && n != sharedStoreDir {
+			continue
+		}
+		fi, err := e.opts.FS.Stat(filepath.Join(e.opts.Dir, n))
+		if err != nil {
+			return nil, fmt.Errorf("storage: list %s: %w", e.opts.Dir, err)
+		}
+		if fi.IsDir() {
+			dirs = append(dirs, n)
 		}
 	}
-	return ids, nil
+	slices.Sort(dirs)
+	return dirs, nil
+}
+
+// parseShardDir parses a per-shard store directory name, "shard-N" with N
+// in canonical decimal form.
+func parseShardDir(name string) (routing.ShardID, bool) {
+	digits, ok := strings.CutPrefix(name, "shard-")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(digits, 10, 32)
+	if err != nil || strconv.FormatUint(id, 10) != digits {
+		return 0, false
+	}
+	return routing.ShardID(id), true
 }
 
 // TrimLog deletes the shard's whole operation log. Recovery calls it: after
@@ -117,8 +162,7 @@ func (s *Shard) TrimLog() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logHold = 0
-	lo, hi := logBounds(s.id)
-	return s.st.db.DeleteRange(lo, hi, nil)
+	return s.trimLogLocked()
 }
 
 // syncDir fsyncs a directory, making the entries created or removed in it

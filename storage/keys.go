@@ -23,7 +23,8 @@ import (
 // The keyspace is the root in opensearch mode and 0 in partition mode
 // (routing.Table.Keyspace): partitions are unique across roots, so a
 // partition-mode index can be resized into another without rewriting keys.
-// storage itself only sees "root" = keyspace.
+// storage only sees keyspaces: the fields named Root of Doc, Op and
+// OutOfSpanError hold one (their names predate the distinction).
 //
 // Worked example: _id "user-42" on an 8-shard index (R = 1024) lands in
 // partition 361 of root 2. In partition mode its routing key is 361 and its
@@ -48,15 +49,15 @@ const (
 )
 
 // DocKey returns the key of a document. buf is reused when it has capacity.
-func DocKey(buf []byte, root routing.ShardID, key routing.Key, id string) []byte {
+func DocKey(buf []byte, keyspace routing.ShardID, key routing.Key, id string) []byte {
 	buf = append(buf[:0], tagDoc)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(root))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(keyspace))
 	buf = binary.BigEndian.AppendUint32(buf, uint32(key))
 	return append(buf, id...)
 }
 
 // DecodeDocKey splits a document key into its parts.
-func DecodeDocKey(k []byte) (root routing.ShardID, key routing.Key, id string, err error) {
+func DecodeDocKey(k []byte) (keyspace routing.ShardID, key routing.Key, id string, err error) {
 	if len(k) < docPrefixLen || k[0] != tagDoc {
 		return 0, 0, "", fmt.Errorf("storage: %x is not a document key", k)
 	}
@@ -64,24 +65,24 @@ func DecodeDocKey(k []byte) (root routing.ShardID, key routing.Key, id string, e
 }
 
 // SpanBounds returns the document key range [start, end) of a span of
-// routing keys of a root.
-func SpanBounds(root routing.ShardID, sp routing.Span) (start, end []byte) {
-	start = docBound(root, sp.Start)
-	end = docBound(root, sp.End)
+// routing keys of a keyspace.
+func SpanBounds(keyspace routing.ShardID, sp routing.Span) (start, end []byte) {
+	start = docBound(keyspace, sp.Start)
+	end = docBound(keyspace, sp.End)
 	return start, end
 }
 
-// docBound is the first document key at or after routing key k of root; k
-// may be 1<<32, which is the start of the next root.
-func docBound(root routing.ShardID, k uint64) []byte {
+// docBound is the first document key at or after routing key k of a
+// keyspace; k may be 1<<32, which is the start of the next keyspace.
+func docBound(keyspace routing.ShardID, k uint64) []byte {
 	if k >= 1<<32 {
-		root, k = root+1, 0
-		if root == 0 { // wrapped: past every root
+		keyspace, k = keyspace+1, 0
+		if keyspace == 0 { // wrapped: past every keyspace
 			return []byte{tagDoc + 1}
 		}
 	}
 	b := append(make([]byte, 0, docPrefixLen), tagDoc)
-	b = binary.BigEndian.AppendUint32(b, uint32(root))
+	b = binary.BigEndian.AppendUint32(b, uint32(keyspace))
 	return binary.BigEndian.AppendUint32(b, uint32(k))
 }
 
@@ -105,7 +106,7 @@ func logBounds(shard routing.ShardID) (start, end []byte) {
 
 // Doc is a stored document.
 type Doc struct {
-	Root    routing.ShardID
+	Root    routing.ShardID // the keyspace (routing.Table.Keyspace), not always the root
 	Key     routing.Key
 	ID      string
 	Routing string // the routing value it was indexed with, "" if none
@@ -160,7 +161,7 @@ func (k OpKind) String() string {
 // Op is one document operation.
 type Op struct {
 	Kind    OpKind
-	Root    routing.ShardID
+	Root    routing.ShardID // the keyspace (routing.Table.Keyspace), not always the root
 	Key     routing.Key
 	ID      string
 	Routing string

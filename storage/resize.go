@@ -32,7 +32,14 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 		restrict = append(restrict, pebble.CheckpointSpan{Start: lo, End: hi})
 	}
 	restrict = append(restrict, pebble.CheckpointSpan{Start: metaKey(metaSeq, src.id), End: metaKey(metaSeq, src.id+1)})
-	start := time.Now()
+	if _, err := dst.opts.FS.Stat(dir); err == nil {
+		return nil, stats, fmt.Errorf("storage: link shard %d: %s already exists", id, dir)
+	}
+	// From the checkpoint on, a failure removes the target's directory.
+	fail := func(err error) (*Shard, ChildStats, error) {
+		return nil, stats, dst.discardStore(id, dir, fmt.Errorf("storage: link shard %d: %w", id, err))
+	}
+	start := dst.opts.Clock.Now()
 	// The source is write-blocked: flush it, so the target links tables
 	// instead of copying and replaying the WAL (OpenSearch resizes from the
 	// source's last commit, too).
@@ -40,34 +47,37 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 		return nil, stats, fmt.Errorf("storage: link shard %d: flush source %d: %w", id, src.id, err)
 	}
 	if err := src.st.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(restrict)); err != nil {
-		return nil, stats, fmt.Errorf("storage: link shard %d from %d: %w", id, src.id, err)
+		return fail(fmt.Errorf("checkpoint of shard %d: %w", src.id, err))
 	}
 	if err := syncDir(dst.opts.FS, dst.opts.Dir); err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
-	stats.Checkpoint = time.Since(start)
+	stats.Checkpoint = dst.opts.Clock.Since(start)
 	stats.Linked, stats.Copied = dst.linkedBytes(dir)
-	start = time.Now()
+	start = dst.opts.Clock.Now()
 	dst.mu.Lock()
 	st, err := dst.storeLocked(dir)
 	dst.mu.Unlock()
-	stats.Open = time.Since(start)
+	stats.Open = dst.opts.Clock.Since(start)
 	if err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	seq, err := readSeq(st.db, src.id)
 	if err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	if err := st.db.DeleteRange([]byte{tagLog}, []byte{tagEnd}, pebble.NoSync); err != nil {
-		return nil, stats, fmt.Errorf("storage: link shard %d: drop the source's log: %w", id, err)
+		return fail(fmt.Errorf("drop the source's log: %w", err))
 	}
 	if err := adoptSeq(st, src.id, id, seq); err != nil {
-		return nil, stats, err
+		return fail(err)
 	}
 	stats.Seq = seq
 	s, err := dst.OpenShard(id, keyspace, spans)
-	return s, stats, err
+	if err != nil {
+		return fail(err)
+	}
+	return s, stats, nil
 }
 
 // CleanupStats measures the removal of foreign documents.
@@ -84,7 +94,7 @@ type CleanupStats struct {
 // whole document range (as merges reclaim the deleted documents).
 func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	var stats CleanupStats
-	start, before := time.Now(), s.st.bytesWritten()
+	start, before := s.clock.Now(), s.st.bytesWritten()
 	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: allDocs[0], UpperBound: allDocs[1]})
 	if err != nil {
 		return stats, err
@@ -131,7 +141,7 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	if err := s.st.db.Compact(context.Background(), allDocs[0], allDocs[1], true); err != nil {
 		return stats, fmt.Errorf("storage: shard %d: compact after deletes: %w", s.id, err)
 	}
-	stats.Took, stats.Written = time.Since(start), s.st.bytesWritten()-before
+	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
 	return stats, nil
 }
 
@@ -140,10 +150,10 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 // per-document deletes.
 func (s *Shard) TrimToOwned() (CleanupStats, error) {
 	var stats CleanupStats
-	start, before := time.Now(), s.st.bytesWritten()
+	start, before := s.clock.Now(), s.st.bytesWritten()
 	next := allDocs[0]
 	for _, sp := range s.Owned() {
-		lo, hi := SpanBounds(s.root, sp)
+		lo, hi := SpanBounds(s.keyspace, sp)
 		if bytes.Compare(next, lo) < 0 {
 			if err := s.st.excise(next, lo); err != nil {
 				return stats, err
@@ -156,7 +166,7 @@ func (s *Shard) TrimToOwned() (CleanupStats, error) {
 			return stats, err
 		}
 	}
-	stats.Took, stats.Written = time.Since(start), s.st.bytesWritten()-before
+	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
 	return stats, nil
 }
 

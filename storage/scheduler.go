@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
 // holdScheduler is a store's compaction scheduler: at most as many
@@ -26,14 +28,15 @@ type holdScheduler struct {
 	grantMu sync.Mutex // one granting loop at a time
 	stop    chan struct{}
 	done    chan struct{}
+	clock   clock.Clock
 }
 
 // childConcurrency lets Pebble signal urgency to a held scheduler: normal 1,
 // up to 2 under L0 or debt pressure.
 func childConcurrency() (int, int) { return 1, 2 }
 
-func newHoldScheduler(held bool) *holdScheduler {
-	return &holdScheduler{held: held, stop: make(chan struct{}), done: make(chan struct{})}
+func newHoldScheduler(held bool, c clock.Clock) *holdScheduler {
+	return &holdScheduler{held: held, stop: make(chan struct{}), done: make(chan struct{}), clock: c}
 }
 
 // Register implements pebble.CompactionScheduler.
@@ -41,7 +44,8 @@ func (s *holdScheduler) Register(_ int, db pebble.DBForCompaction) {
 	s.mu.Lock()
 	s.db = db
 	s.mu.Unlock()
-	go s.tick()
+	// The ticker exists when Register returns (a manual clock counts it).
+	go s.tick(s.clock.NewTicker(100 * time.Millisecond))
 }
 
 // Unregister implements pebble.CompactionScheduler.
@@ -130,15 +134,14 @@ func (s *holdScheduler) grant() {
 }
 
 // tick grants periodically: flushes change what may run without telling us.
-func (s *holdScheduler) tick() {
+func (s *holdScheduler) tick(t clock.Ticker) {
 	defer close(s.done)
-	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 			s.grant()
 		}
 	}

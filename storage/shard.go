@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -18,13 +20,13 @@ import (
 // node's routing check: a store never takes a key it does not own).
 type OutOfSpanError struct {
 	Shard routing.ShardID
-	Root  routing.ShardID
+	Root  routing.ShardID // the keyspace of the key
 	Key   routing.Key
 	Owned []routing.Span
 }
 
 func (e *OutOfSpanError) Error() string {
-	return fmt.Sprintf("storage: shard %d does not own root %d key %d (owns %v of root %d)", e.Shard, e.Root, e.Key, e.Owned, e.Root)
+	return fmt.Sprintf("storage: shard %d does not own keyspace %d key %d (owns %v of keyspace %d)", e.Shard, e.Root, e.Key, e.Owned, e.Root)
 }
 
 // ErrShardClosed is returned by operations on a shard after Close or
@@ -42,9 +44,10 @@ var ErrShardClosed = errors.New("storage: shard closed")
 // the write it admits.
 type Shard struct {
 	id         routing.ShardID
-	root       routing.ShardID
+	keyspace   routing.ShardID
 	st         *store
 	durability Durability
+	clock      clock.Clock
 
 	mu      sync.Mutex    // the apply lock: commits happen under it, in sequence order
 	seq     atomic.Uint64 // last sequence number applied; written under mu
@@ -58,8 +61,9 @@ type Shard struct {
 // ID returns the shard's id.
 func (s *Shard) ID() routing.ShardID { return s.id }
 
-// Root returns the root shard whose key space the shard lives in.
-func (s *Shard) Root() routing.ShardID { return s.root }
+// Keyspace returns the keyspace the shard's documents live in
+// (routing.Table.Keyspace of its root).
+func (s *Shard) Keyspace() routing.ShardID { return s.keyspace }
 
 // Seq returns the last sequence number applied.
 func (s *Shard) Seq() uint64 { return s.seq.Load() }
@@ -81,10 +85,10 @@ func (s *Shard) SetOwned(spans []routing.Span) {
 }
 
 // owns reports whether the shard owns a key, and the spans it owns.
-func (s *Shard) owns(root routing.ShardID, k routing.Key) (bool, []routing.Span) {
+func (s *Shard) owns(keyspace routing.ShardID, k routing.Key) (bool, []routing.Span) {
 	s.ownMu.RLock()
 	defer s.ownMu.RUnlock()
-	if root != s.root {
+	if keyspace != s.keyspace {
 		return false, s.owned
 	}
 	for _, sp := range s.owned {
@@ -96,9 +100,9 @@ func (s *Shard) owns(root routing.ShardID, k routing.Key) (bool, []routing.Span)
 }
 
 // outOfSpan checks ops against the owned spans.
-func (s *Shard) outOfSpan(root routing.ShardID, k routing.Key) error {
-	if ok, owned := s.owns(root, k); !ok {
-		return &OutOfSpanError{Shard: s.id, Root: root, Key: k, Owned: slices.Clone(owned)}
+func (s *Shard) outOfSpan(keyspace routing.ShardID, k routing.Key) error {
+	if ok, owned := s.owns(keyspace, k); !ok {
+		return &OutOfSpanError{Shard: s.id, Root: keyspace, Key: k, Owned: slices.Clone(owned)}
 	}
 	return nil
 }
@@ -180,11 +184,11 @@ func (s *Shard) commitLocked(b *pebble.Batch) error {
 }
 
 // Get returns a document, or false if it does not exist.
-func (s *Shard) Get(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
-	if err := s.outOfSpan(root, key); err != nil {
+func (s *Shard) Get(keyspace routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
+	if err := s.outOfSpan(keyspace, key); err != nil {
 		return Doc{}, false, err
 	}
-	return s.GetAny(root, key, id)
+	return s.GetAny(keyspace, key, id)
 }
 
 // Scan calls fn for every document in the shard's owned spans, in key
@@ -197,7 +201,7 @@ func (s *Shard) Scan(fn func(Doc) error) error {
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
 	for _, sp := range s.Owned() {
-		if err := scanSpan(snap, s.root, sp, fn); err != nil {
+		if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
 			return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 		}
 	}
@@ -209,8 +213,8 @@ type reader interface {
 	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
 }
 
-func scanSpan(r reader, root routing.ShardID, sp routing.Span, fn func(Doc) error) error {
-	lo, hi := SpanBounds(root, sp)
+func scanSpan(r reader, keyspace routing.ShardID, sp routing.Span, fn func(Doc) error) error {
+	lo, hi := SpanBounds(keyspace, sp)
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
@@ -230,7 +234,7 @@ func scanSpan(r reader, root routing.ShardID, sp routing.Span, fn func(Doc) erro
 }
 
 func decodeDoc(k, v []byte) (Doc, error) {
-	root, key, id, err := DecodeDocKey(k)
+	keyspace, key, id, err := DecodeDocKey(k)
 	if err != nil {
 		return Doc{}, err
 	}
@@ -238,15 +242,15 @@ func decodeDoc(k, v []byte) (Doc, error) {
 	if err != nil {
 		return Doc{}, fmt.Errorf("key %x: %w", k, err)
 	}
-	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: src}, nil
+	return Doc{Root: keyspace, Key: key, ID: id, Routing: r, Seq: seq, Source: src}, nil
 }
 
-// CountKeys returns the number of documents in a span of the shard's root
+// CountKeys returns the number of documents in a span of the shard's keyspace
 // stored in the shard's store, owned or not (used by tests and metrics to
 // prove that no foreign key is visible).
 func (s *Shard) CountKeys(sp routing.Span) (int, error) {
 	n := 0
-	err := scanSpan(s.st.db, s.root, sp, func(Doc) error { n++; return nil })
+	err := scanSpan(s.st.db, s.keyspace, sp, func(Doc) error { n++; return nil })
 	return n, err
 }
 
@@ -261,19 +265,35 @@ func (s *Shard) HoldLog() {
 }
 
 // ReleaseLog drops a hold; when none remain the log is trimmed, because no
-// split needs it (the trimming rule).
+// split needs it (the trimming rule). The last hold is dropped only once the
+// trim is durable: if the trim fails, the hold stays and ReleaseLog may be
+// called again.
 func (s *Shard) ReleaseLog() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.logHold == 0 {
 		return fmt.Errorf("storage: shard %d: release of an operation log nobody holds", s.id)
 	}
-	s.logHold--
-	if s.logHold > 0 || s.closed.Load() {
+	if s.logHold > 1 || s.closed.Load() {
+		s.logHold--
 		return nil
 	}
+	if err := s.trimLogLocked(); err != nil {
+		return err
+	}
+	s.logHold--
+	return nil
+}
+
+// trimLogLocked deletes the shard's whole operation log, durably. The
+// deletion is synced so that a failed fsync comes back as an error (Pebble
+// treats any other failed write as fatal) and the caller can retry it.
+func (s *Shard) trimLogLocked() error {
 	lo, hi := logBounds(s.id)
-	if err := s.st.db.DeleteRange(lo, hi, pebble.NoSync); err != nil {
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(lo, hi, nil)
+	if err := s.st.applySynced(b); err != nil {
 		return fmt.Errorf("storage: shard %d: trim operation log: %w", s.id, err)
 	}
 	return nil
@@ -399,7 +419,8 @@ var ErrLockTimeout = errors.New("storage: apply lock not acquired in time")
 // Exclusive runs fn holding the shard's apply lock, so no write is applied
 // while fn runs and every write applied before it is visible. It waits at
 // most wait for writes in flight to drain (polling), then gives up with
-// ErrLockTimeout without running fn.
+// ErrLockTimeout without running fn. The wait and the polling run on the
+// engine's clock: on a manual clock each poll waits for the clock to move.
 func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 	if err := s.Fence(wait); err != nil {
 		return err
@@ -409,7 +430,7 @@ func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 }
 
 // ScanSpan calls fn for every document of the shard's store in a span of its
-// root, owned or not, in key order, from a consistent snapshot. A reader that
+// keyspace, owned or not, in key order, from a consistent snapshot. A reader that
 // resolved ownership at one table version scans exactly that version's span.
 func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 	if s.closed.Load() {
@@ -417,7 +438,7 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 	}
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
-	if err := scanSpan(snap, s.root, sp, fn); err != nil {
+	if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
 		return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 	}
 	return nil
@@ -425,11 +446,11 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 
 // GetAny reads a document regardless of the spans the shard owns now. The
 // node uses it for reads it has already checked against a table version.
-func (s *Shard) GetAny(root routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
+func (s *Shard) GetAny(keyspace routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
 	if s.closed.Load() {
 		return Doc{}, false, ErrShardClosed
 	}
-	v, c, err := s.st.db.Get(DocKey(nil, root, key, id))
+	v, c, err := s.st.db.Get(DocKey(nil, keyspace, key, id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Doc{}, false, nil
 	}
@@ -441,5 +462,5 @@ func (s *Shard) GetAny(root routing.ShardID, key routing.Key, id string) (Doc, b
 	if err != nil {
 		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
 	}
-	return Doc{Root: root, Key: key, ID: id, Routing: r, Seq: seq, Source: slices.Clone(src)}, true, nil
+	return Doc{Root: keyspace, Key: key, ID: id, Routing: r, Seq: seq, Source: slices.Clone(src)}, true, nil
 }

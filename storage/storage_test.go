@@ -8,10 +8,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -401,4 +403,42 @@ func TestKeyEncodingExample(t *testing.T) {
 	if !bytes.Equal(hi, DocKey(nil, 3, 0, "")) || !bytes.Equal(lo, DocKey(nil, 2, 0, "")) {
 		t.Errorf("whole-root bounds = [%x, %x)", lo, hi)
 	}
+}
+
+// Exclusive's drain deadline runs on the engine's clock.
+func TestExclusiveTimesOutOnTheEngineClock(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.Exclusive(0, func() error { close(holding); <-release; return nil })
+	}()
+	<-holding
+	base := clk.Waiters()
+	done := make(chan error, 1)
+	go func() { done <- s.Exclusive(time.Millisecond, func() error { return nil }) }()
+	for i := 0; ; i++ {
+		clk.BlockUntil(base + 1) // Exclusive polls: one Sleep at a time
+		select {
+		case err := <-done:
+			t.Fatalf("Exclusive returned %v before the clock passed its wait", err)
+		default:
+		}
+		clk.Advance(500 * time.Microsecond)
+		if i == 2 {
+			break
+		}
+	}
+	if err := <-done; !errors.Is(err, ErrLockTimeout) {
+		t.Fatalf("Exclusive = %v, want ErrLockTimeout", err)
+	}
+	close(release)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
 // Durability says when a write is acknowledged.
@@ -65,6 +67,7 @@ type storeOptions struct {
 	durability   Durability
 	syncInterval time.Duration
 	logger       *zap.Logger
+	clock        clock.Clock
 }
 
 func (o storeOptions) withNopLogger() storeOptions {
@@ -106,40 +109,50 @@ const targetFileSize = 32 << 20
 // openStore opens (or creates) the store in dir. A held store runs only
 // urgent compactions until releaseCompactions (see holdScheduler).
 func openStore(dir string, o storeOptions, held bool) (*store, error) {
-	sched := newHoldScheduler(held)
+	o.clock = clock.Or(o.clock)
+	sched := newHoldScheduler(held, o.clock)
 	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
 	if err != nil {
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
 	s := &store{dir: dir, db: db, sched: sched, logger: o.logger.With(zap.String("store", dir))}
 	if o.durability == DurabilityAsync {
-		s.startSyncer(o.syncInterval)
+		s.startSyncer(o.syncInterval, o.clock)
 	}
 	return s, nil
 }
 
 // startSyncer fsyncs the WAL every interval (async durability).
-func (s *store) startSyncer(interval time.Duration) {
+func (s *store) startSyncer(interval time.Duration, c clock.Clock) {
 	if interval <= 0 {
 		interval = 5 * time.Second // OpenSearch's index.translog.sync_interval default
 	}
 	s.stopSync = make(chan struct{})
 	s.syncDone.Add(1)
+	t := c.NewTicker(interval) // exists when open returns (a manual clock counts it)
 	go func() {
 		defer s.syncDone.Done()
-		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-s.stopSync:
 				return
-			case <-t.C:
+			case <-t.C():
 				if err := s.db.LogData(nil, pebble.Sync); err != nil && !errors.Is(err, pebble.ErrClosed) {
 					s.logger.Warn("periodic wal sync failed", zap.Error(err))
 				}
 			}
 		}
 	}()
+}
+
+// applySynced commits b and waits for its WAL fsync. A failed fsync comes
+// back as an error (Pebble's Apply with Sync treats it as fatal).
+func (s *store) applySynced(b *pebble.Batch) error {
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		return err
+	}
+	return b.SyncWait()
 }
 
 // sync makes every write applied so far durable.

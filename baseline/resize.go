@@ -105,7 +105,10 @@ func (c *Cluster) request(req ResizeRequest) (routing.ResizeRequest, *Index, err
 		}
 		if req.Op == routing.Shrink && r.SourceShardDocs == nil {
 			for _, id := range src.Node.Table().ActiveShards() {
-				s, _ := src.Node.ShardStore(id)
+				s, err := src.Node.Store(id)
+				if err != nil {
+					return r, nil, err
+				}
 				n := 0
 				if err := s.Scan(func(storage.Doc) error { n++; return nil }); err != nil {
 					return r, nil, err
@@ -174,7 +177,10 @@ func (c *Cluster) buildTargetShard(req ResizeRequest, src *Index, eng *storage.E
 		return err
 	}
 	own := tab.RootSpan(routing.ShardID(t))
-	first, _ := src.Node.ShardStore(sources[0])
+	first, err := src.Node.Store(sources[0])
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	shard, stats, err := storage.LinkShard(eng, first, routing.ShardID(t), 0, []routing.Span{own})
 	rep.Link += time.Since(start)
@@ -185,7 +191,10 @@ func (c *Cluster) buildTargetShard(req ResizeRequest, src *Index, eng *storage.E
 	rep.Copied += stats.Copied
 	start = time.Now()
 	for _, id := range sources[1:] {
-		s, _ := src.Node.ShardStore(id)
+		s, err := src.Node.Store(id)
+		if err != nil {
+			return err
+		}
 		if _, err := shard.CopyFrom(s); err != nil {
 			return err
 		}

@@ -37,6 +37,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/internal/invariants"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -110,6 +111,19 @@ type Node struct {
 type shardRef struct {
 	s       *storage.Shard
 	readers sync.WaitGroup
+	active  atomic.Int64 // readers holding it now (the WaitGroup cannot say)
+}
+
+// acquire registers a reader; it is called under n.mu (read), so a reader
+// never appears on a shard that Retire has taken out of the map.
+func (r *shardRef) acquire() {
+	r.readers.Add(1)
+	r.active.Add(1)
+}
+
+func (r *shardRef) release() {
+	r.active.Add(-1)
+	r.readers.Done()
 }
 
 // Open opens a node on its engine: the persisted table if there is one,
@@ -176,6 +190,17 @@ func (n *Node) ShardStore(id routing.ShardID) (*storage.Shard, bool) {
 		return nil, false
 	}
 	return r.s, true
+}
+
+// Store returns a registered shard's store, or an error naming the shard
+// when the node has none (callers that must have one use it instead of
+// ShardStore's ok).
+func (n *Node) Store(id routing.ShardID) (*storage.Shard, error) {
+	s, ok := n.ShardStore(id)
+	if !ok {
+		return nil, fmt.Errorf("node: no store for shard %d (table v%d)", id, n.table.Load().Version())
+	}
+	return s, nil
 }
 
 // AddShard registers a shard store (a child being built). It serves nothing
@@ -397,9 +422,9 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 		n.mu.RUnlock()
 		return storage.Doc{}, false, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
 	}
-	ref.readers.Add(1)
+	ref.acquire()
 	n.mu.RUnlock()
-	defer ref.readers.Done()
+	defer ref.release()
 	return ref.s.GetAny(t.Keyspace(req.Root), req.Key, req.ID)
 }
 
@@ -425,14 +450,14 @@ func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Vers
 				n.mu.RUnlock()
 				return 0, fmt.Errorf("node: table v%d names shard %d, which has no store", t.Version(), l.Shard)
 			}
-			ref.readers.Add(1)
+			ref.acquire()
 			parts = append(parts, part{ref, routing.ShardID(r), l.Span})
 		}
 	}
 	n.mu.RUnlock()
 	defer func() {
 		for _, p := range parts {
-			p.ref.readers.Done()
+			p.ref.release()
 		}
 	}()
 	for _, p := range parts {
@@ -511,6 +536,11 @@ func (n *Node) Retire(id routing.ShardID, wait time.Duration) error {
 		case <-done:
 		case <-n.clock.After(wait):
 			return fmt.Errorf("node: retire shard %d: after %v: %w", id, wait, ErrReadersRemain)
+		}
+	}
+	for _, ref := range refs {
+		if k := ref.active.Load(); k != 0 {
+			return invariants.AssertionFailedf("node: retire shard %d: %d readers hold it after the wait", id, k)
 		}
 	}
 	if err := n.eng.DestroyShard(id); err != nil {

@@ -212,8 +212,11 @@ func Open(opts storage.Options, initial *routing.Table, logger *zap.Logger) (*no
 	}
 	rep.Table = n.Table().Version()
 	for _, id := range n.Table().ActiveShards() {
-		s, _ := n.ShardStore(id)
-		if err := s.TrimLog(); err != nil {
+		s, err := n.Store(id)
+		if err == nil {
+			err = s.TrimLog()
+		}
+		if err != nil {
 			_ = n.Close()
 			return nil, nil, rep, fmt.Errorf("recovery: trim operation log of shard %d: %w", id, err)
 		}

@@ -2,20 +2,30 @@
 // children.
 //
 // The protocol is a pure state machine (Machine) in the etcd-raft style:
-// Step feeds it an event, Ready lists the intents it wants carried out
-// (reserve child ids, create children, catch up, hand off, clean up,
-// cancel), Advance acknowledges them. All transitions live in Step's one
-// switch; the machine does no I/O and reads no clock, so a seeded simulator
-// can drive the same code. Driver carries out the intents against a
-// node.Node and reports what the split measured.
+// Step feeds it an event, Ready says what to do next — first the journal
+// records to make durable, in order, then one intent (reserve child ids,
+// create children, catch up, the six steps of the handoff, clean up,
+// cancel) — and Advance acknowledges that the driver took it. All
+// transitions live in Step's one switch; the machine does no I/O and reads
+// no clock, so a seeded simulator can drive the same code intent by intent.
+// Driver carries out the intents against a node.Node and reports what the
+// split measured; Split.Next carries out one.
 //
-// Contract: a split either reaches PhaseDone (children own the parent's
-// keys, table v+1 published, parent retired) or PhaseAborted (children
-// deleted, table routes exactly as before, parent never stopped serving).
-// The commit point is the publish of CommitSplit during handoff. The write
-// stall is the time the parent's apply lock is held at handoff; the drain of
-// in-flight writes before it is bounded by Config.DrainTimeout, past which
-// the handoff is abandoned and retried (at most Plan.MaxHandoffs times).
+// Contract: a split reaches PhaseDone (the children own the parent's keys,
+// CommitSplit durable as table v+2 — v+1 was the reservation —, the parent
+// retired), PhaseAborted (children deleted, the table routes exactly as
+// before, the parent never stopped serving), or PhaseFailed (a published
+// table could not be made durable: the node refuses requests and recovery
+// decides on reopen). The commit point is the commit-table intent. The
+// write stall is the time the parent is fenced (fence to unfence); the
+// drain of in-flight writes before the fence is bounded by
+// Config.DrainTimeout, past which the handoff is abandoned and retried (at
+// most Plan.MaxHandoffs times). A cancel is an event: accepted before the
+// fence, refused after.
 //
-// splitter imports routing, storage and node; its machine uses routing only.
+// Concurrency: a Split's Next and Cancel may be called from different
+// goroutines; a Driver runs one split at a time.
+//
+// splitter imports routing, storage, node and internal/; its machine uses
+// routing only.
 package splitter

@@ -68,6 +68,7 @@ type runConfig struct {
 	every                 time.Duration
 	ways, maxShards       int
 	seed                  uint64
+	stream                uint64 // the write log's size at start: see runWriter
 	duration              time.Duration
 }
 
@@ -176,6 +177,9 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 		}
 		defer f.Close()
 		log = &ackLog{f: f}
+		if fi, err := f.Stat(); err == nil {
+			c.stream = uint64(fi.Size()) // a rerun on the same log draws new values, still from --seed
+		}
 	}
 	_, statErr := os.Stat(c.data)
 	fresh := statErr != nil
@@ -226,7 +230,10 @@ func loadDocs(n *node.Node, c runConfig) error {
 // runWriter writes until ctx is done; each writer owns ids w<W>-<k>.
 func runWriter(ctx context.Context, n *node.Node, log *ackLog, c runConfig, w int) error {
 	r := node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 32})
-	rng := rand.New(rand.NewPCG(c.seed, uint64(w)+uint64(time.Now().UnixNano())))
+	// The workload is the seed's: writer w's stream is (seed, w), offset by
+	// the write log's length so that a rerun appending to the same log does
+	// not repeat its values (and so cannot hide a lost write behind one).
+	rng := rand.New(rand.NewPCG(c.seed, uint64(w)<<48^c.stream))
 	for seq := 0; ctx.Err() == nil; seq++ {
 		k := rng.IntN(200)
 		line := ackLine{W: w, Seq: seq, State: "attempt", ID: fmt.Sprintf("w%d-%d", w, k), Op: "index"}
@@ -297,7 +304,10 @@ func runSplits(ctx context.Context, n *node.Node, j *splitter.Journal, c runConf
 		}
 		fullest, most := routing.ShardID(0), -1
 		for _, id := range active {
-			s, _ := n.ShardStore(id)
+			s, ok := n.ShardStore(id)
+			if !ok {
+				continue // retired since the table was read
+			}
 			o, _ := n.Table().Shard(id)
 			if k, err := s.CountKeys(o.Span); err == nil && k > most {
 				fullest, most = id, k

@@ -61,8 +61,11 @@ func BuildDataset(dir string, cfg DatasetConfig, logger *zap.Logger, progress fu
 		return nil, err
 	}
 	for _, id := range tab.ActiveShards() {
-		s, _ := n.ShardStore(id)
-		if err := s.Sync(); err != nil {
+		s, err := n.Store(id)
+		if err == nil {
+			err = s.Sync()
+		}
+		if err != nil {
 			_ = n.Close()
 			return nil, err
 		}
@@ -83,7 +86,10 @@ func load(n *node.Node, tab *routing.Table, cfg DatasetConfig, progress func(int
 	size := max(1, lc.DocSize)
 	batches := map[routing.ShardID][]storage.Op{}
 	flush := func(id routing.ShardID) error {
-		s, _ := n.ShardStore(id)
+		s, err := n.Store(id)
+		if err != nil {
+			return err
+		}
 		if _, err := s.Write(batches[id], nil); err != nil {
 			return fmt.Errorf("experiment: load shard %d: %w", id, err)
 		}

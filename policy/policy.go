@@ -430,41 +430,62 @@ func splitAction(t *routing.Table, id routing.ShardID, sp routing.Span, reason R
 }
 
 // balancedPoint returns the boundary b in (Start, End) that minimises
-// |load below b − load at or above b| over the sample; among boundaries
-// with the same sampled split (between two neighbouring sampled keys) it
-// takes the one nearest the span's midpoint.
+// |load below b − load at or above b| over the sample. Every boundary in the
+// gap between two neighbouring sampled keys splits the sample the same way;
+// within it the cut goes next to the heavier neighbour (so a hot key starts
+// or ends its child and the next split, if any, isolates it), or nearest the
+// span's midpoint when the neighbours weigh the same (uniform load).
 func balancedPoint(sp routing.Span, keys []weighted) uint64 {
+	type group struct {
+		key uint64
+		w   float64
+	}
 	sorted := slices.Clone(keys)
 	slices.SortFunc(sorted, func(a, b weighted) int { return cmp.Compare(a.Key, b.Key) })
+	var groups []group
 	total := 0.0
 	for _, k := range sorted {
 		total += k.w
+		if n := len(groups); n > 0 && groups[n-1].key == uint64(k.Key) {
+			groups[n-1].w += k.w
+			continue
+		}
+		groups = append(groups, group{uint64(k.Key), k.w})
 	}
 	mid := sp.Start + sp.Width()/2
 	best, bestDiff := mid, math.Inf(1)
-	consider := func(lo, hi uint64, left float64) { // boundaries in [lo, hi] all give this left
-		lo, hi = max(lo, sp.Start+1), min(hi, sp.End-1)
-		if lo > hi {
-			return
-		}
-		b := min(max(mid, lo), hi)
-		diff := math.Abs(2*left - total)
-		if diff < bestDiff || (diff == bestDiff && distance(b, mid) < distance(best, mid)) {
-			best, bestDiff = b, diff
-		}
-	}
 	left := 0.0
-	prev := sp.Start // boundaries in [prev, key] put nothing more on the left
-	for i := 0; i < len(sorted); {
-		k := uint64(sorted[i].Key)
-		consider(prev, k, left)
-		for i < len(sorted) && uint64(sorted[i].Key) == k {
-			left += sorted[i].w
-			i++
+	// Gap i holds the boundaries after group i-1 and up to group i's key:
+	// [groups[i-1].key+1, groups[i].key]; gap 0 starts at the span, the
+	// last ends at the span's end.
+	for i := 0; i <= len(groups); i++ {
+		lo, hi := sp.Start+1, sp.End-1
+		var wBelow, wAbove float64
+		if i > 0 {
+			lo, wBelow = max(lo, groups[i-1].key+1), groups[i-1].w
 		}
-		prev = k + 1
+		if i < len(groups) {
+			hi, wAbove = min(hi, groups[i].key), groups[i].w
+		}
+		if lo <= hi {
+			var b uint64
+			switch {
+			case wBelow > wAbove:
+				b = lo
+			case wAbove > wBelow:
+				b = hi
+			default:
+				b = min(max(mid, lo), hi)
+			}
+			diff := math.Abs(2*left - total)
+			if diff < bestDiff || (diff == bestDiff && distance(b, mid) < distance(best, mid)) {
+				best, bestDiff = b, diff
+			}
+		}
+		if i < len(groups) {
+			left += groups[i].w
+		}
 	}
-	consider(prev, sp.End-1, left)
 	return best
 }
 

@@ -432,9 +432,10 @@ func splitAction(t *routing.Table, id routing.ShardID, sp routing.Span, reason R
 // balancedPoint returns the boundary b in (Start, End) that minimises
 // |load below b − load at or above b| over the sample. Every boundary in the
 // gap between two neighbouring sampled keys splits the sample the same way;
-// within it the cut goes next to the heavier neighbour (so a hot key starts
-// or ends its child and the next split, if any, isolates it), or nearest the
-// span's midpoint when the neighbours weigh the same (uniform load).
+// within it the cut goes next to a neighbour that weighs more than twice the
+// other (so a hot key starts or ends its child and the next split, if any,
+// isolates it), else nearest the span's midpoint (uniform load, where
+// sampling noise makes neighbours differ a little).
 func balancedPoint(sp routing.Span, keys []weighted) uint64 {
 	type group struct {
 		key uint64
@@ -470,9 +471,9 @@ func balancedPoint(sp routing.Span, keys []weighted) uint64 {
 		if lo <= hi {
 			var b uint64
 			switch {
-			case wBelow > wAbove:
+			case wBelow > 2*wAbove:
 				b = lo
-			case wAbove > wBelow:
+			case wAbove > 2*wBelow:
 				b = hi
 			default:
 				b = min(max(mid, lo), hi)

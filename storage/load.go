@@ -14,8 +14,9 @@ import (
 //   - counters: documents written by client writes (Write; a split's replay
 //     into a child is not load) and reads (GetAny, Scan, ScanSpan), two
 //     atomic adds per request, no lock, no allocation;
-//   - a sample of written routing keys: one write in SampleEvery (by the
-//     write counter, no randomness on the hot path) is offered to a
+//   - a sample of written routing keys: each write is offered with
+//     probability 1/SampleEvery (a hash of the write's number: no shared
+//     random state on the hot path) to a
 //     fixed-size reservoir (Vitter's algorithm R, as CockroachDB's load
 //     split finder samples request keys), under a small mutex, without
 //     allocating: an entry keeps the request's routing value (or its _id
@@ -45,7 +46,7 @@ type LoadSample struct {
 	Writes uint64 // documents written by client writes since the shard was opened
 	Reads  uint64 // gets and scans since the shard was opened
 	// Sampled is how many writes were offered to the reservoir since the
-	// previous LoadSample (one in SampleEvery of the writes); Keys holds
+	// previous LoadSample (about one in SampleEvery); Keys holds
 	// min(Sampled, ReservoirSize) of them, a uniform sample, so each entry
 	// stands for Sampled*SampleEvery/len(Keys) writes.
 	Sampled uint64
@@ -60,19 +61,25 @@ type loadStats struct {
 	mu      sync.Mutex
 	sampled uint64 // offered since the last drain
 	rng     uint64 // xorshift64 state (deterministic per shard)
+	seed    uint64 // scatters the sampling decision (fixed per shard)
 	n       int    // entries filled
 	res     [ReservoirSize]KeySample
 }
 
-// countWrites counts a client write of ops and samples one op in
-// SampleEvery. It does not allocate.
+// countWrites counts a client write of ops and samples each op with
+// probability 1/SampleEvery. It does not allocate.
+//
+// Whether write number m is sampled is decided by a hash of m and the
+// shard's seed (splitmix64's finaliser), not by m mod SampleEvery: a
+// periodic write pattern (say, two keys alternating) would otherwise alias
+// with the sampling and show only one of its keys.
 func (l *loadStats) countWrites(ops []Op) {
 	k := uint64(len(ops))
-	end := l.writes.Add(k)
-	first := end - k // ops[i] is write number first+i+1
-	// The first op whose number is a multiple of SampleEvery.
-	i := (SampleEvery - (first+1)%SampleEvery) % SampleEvery
-	for ; i < k; i += SampleEvery {
+	first := l.writes.Add(k) - k // ops[i] is write number first+i+1
+	for i := range ops {
+		if mix64(first+uint64(i)+1+l.seed)%SampleEvery != 0 {
+			continue
+		}
 		op := &ops[i]
 		v := op.Routing
 		if v == "" {
@@ -80,6 +87,17 @@ func (l *loadStats) countWrites(ops []Op) {
 		}
 		l.offer(KeySample{Key: op.Key, Value: v})
 	}
+}
+
+// mix64 is splitmix64's finaliser: a bijection that scatters consecutive
+// inputs.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // offer adds a sample to the reservoir (algorithm R).

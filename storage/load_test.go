@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -10,21 +11,18 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
-// TestLoadSample checks the counters and the key sample: one write in
-// SampleEvery is offered, the reservoir is bounded, drained by each
+// TestLoadSample checks the counters and the key sample: about one write
+// in SampleEvery is offered, the reservoir is bounded, drained by each
 // LoadSample, and holds the routing value (or the _id when unrouted).
 func TestLoadSample(t *testing.T) {
 	cases := []struct {
-		name        string
-		batches     []int // writes per Write call
-		wantSampled uint64
-		wantKeys    int
+		name    string
+		batches []int // writes per Write call
 	}{
-		{name: "fewer than SampleEvery", batches: []int{SampleEvery - 1}, wantSampled: 0, wantKeys: 0},
-		{name: "exactly SampleEvery", batches: []int{SampleEvery}, wantSampled: 1, wantKeys: 1},
-		{name: "single writes", batches: repeat(1, 10*SampleEvery), wantSampled: 10, wantKeys: 10},
-		{name: "batches straddle the sampling points", batches: []int{3, 7, 11, 2, 9}, wantSampled: 32 / SampleEvery, wantKeys: 32 / SampleEvery},
-		{name: "reservoir bounded", batches: repeat(SampleEvery, 3*ReservoirSize), wantSampled: 3 * ReservoirSize, wantKeys: ReservoirSize},
+		{name: "one write", batches: []int{1}},
+		{name: "single writes", batches: repeat(1, 100*SampleEvery)},
+		{name: "batches", batches: []int{3, 7, 11, 2, 9, 500, 1, 1}},
+		{name: "more than the reservoir holds", batches: repeat(SampleEvery, 3*ReservoirSize)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -49,18 +47,20 @@ func TestLoadSample(t *testing.T) {
 				}
 			}
 			got := s.LoadSample(nil)
-			if got.Writes != uint64(total) || got.Sampled != c.wantSampled || len(got.Keys) != c.wantKeys {
-				t.Fatalf("writes %d sampled %d keys %d, want %d %d %d", got.Writes, got.Sampled, len(got.Keys), total, c.wantSampled, c.wantKeys)
+			// Binomial(total, 1/SampleEvery): mean ± 5 standard deviations.
+			mean := float64(total) / SampleEvery
+			sd := math.Sqrt(mean * (1 - 1.0/SampleEvery))
+			if got.Writes != uint64(total) || math.Abs(float64(got.Sampled)-mean) > 5*sd+1 || len(got.Keys) != min(int(got.Sampled), ReservoirSize) {
+				t.Fatalf("writes %d sampled %d keys %d; want %d writes, about %.0f sampled, min(sampled, %d) keys",
+					got.Writes, got.Sampled, len(got.Keys), total, mean, ReservoirSize)
 			}
 			for _, k := range got.Keys {
-				// Sampled writes are numbers SampleEvery, 2·SampleEvery, …
-				// (write n has id d(n-1)); every third is routed.
 				var n int
 				if k.Value == "tenant-a" {
 					continue
 				}
-				if _, err := fmt.Sscanf(k.Value, "d%d", &n); err != nil || (n+1)%SampleEvery != 0 || n%3 == 0 || routing.Key(n%1024) != k.Key {
-					t.Errorf("sample %+v is not a sampled write", k)
+				if _, err := fmt.Sscanf(k.Value, "d%d", &n); err != nil || n%3 == 0 || routing.Key(n%1024) != k.Key {
+					t.Errorf("sample %+v is not a write", k)
 				}
 			}
 			again := s.LoadSample(nil)
@@ -68,6 +68,28 @@ func TestLoadSample(t *testing.T) {
 				t.Fatalf("second LoadSample: %+v, want the counters and an empty sample", again)
 			}
 		})
+	}
+}
+
+// TestLoadSampleDoesNotAlias: two keys written alternately are both
+// sampled, about equally (sampling every SampleEvery-th write would see
+// only one of them).
+func TestLoadSampleDoesNotAlias(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	s, _ := e.OpenShard(0, 0, []routing.Span{{Start: 0, End: 1024}})
+	for i := range 2000 {
+		if _, err := s.Write([]Op{{Kind: OpIndex, Key: routing.Key(9 + 5*(i%2)), ID: fmt.Sprintf("d%d", i%100), Source: []byte("x")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	by := map[routing.Key]int{}
+	got := s.LoadSample(nil)
+	for _, k := range got.Keys {
+		by[k.Key]++
+	}
+	if share := float64(by[9]) / float64(len(got.Keys)); share < 0.35 || share > 0.65 {
+		t.Fatalf("alternating keys 9 and 14 sampled %v", by)
 	}
 }
 
@@ -111,7 +133,10 @@ func TestLoadSampleIsUniform(t *testing.T) {
 func TestLoadCountersDoNotAllocate(t *testing.T) {
 	var l loadStats
 	l.rng = 1
-	ops := []Op{{Key: 1, ID: "a", Routing: "r"}, {Key: 2, ID: "b"}, {Key: 3, ID: "c"}}
+	ops := make([]Op, 64) // some are sampled, some not
+	for i := range ops {
+		ops[i] = Op{Key: routing.Key(i), ID: "a", Routing: "r"}
+	}
 	if n := testing.AllocsPerRun(1000, func() { l.countWrites(ops) }); n != 0 {
 		t.Fatalf("countWrites allocates %.1f times per call", n)
 	}

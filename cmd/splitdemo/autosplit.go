@@ -309,8 +309,9 @@ func autosplitRun(ctx context.Context, cfg *autosplitConfig, stderr io.Writer) (
 		{Name: "tenant B hot", Tenant: fmt.Sprintf("tenant-%d", b), Share: 0.55, From: d * 35 / 100, To: d * 70 / 100, tenant: b},
 		{Name: "spread evenly", From: d * 70 / 100, To: d},
 	}}
+	sched := slices.Clone(res.phases) // the writers' copy: the loop below counts into res.phases
 	lc.Hot = func(el time.Duration) (int, float64) {
-		for _, p := range res.phases {
+		for _, p := range sched {
 			if el < p.To {
 				return p.tenant, p.Share
 			}

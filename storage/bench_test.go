@@ -226,3 +226,37 @@ func settle(b *testing.B, s *Shard) {
 	}
 	b.Logf("store did not settle within a minute")
 }
+
+// BenchmarkWritePath is the cost of one single-document write on the
+// shard's write path without the fsync (async durability, in-memory
+// filesystem), so that per-write bookkeeping such as the load statistics
+// shows up instead of the disk. Run before and after a change to the path:
+//
+//	go test -run '^$' -bench WritePath -benchmem -count 10 ./storage
+func BenchmarkWritePath(b *testing.B) {
+	e, err := Open(Options{Dir: "bench", FS: vfs.NewMem(), Durability: DurabilityAsync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	s, err := e.OpenShard(0, 0, []routing.Span{{Start: 0, End: 1024}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	src := randomSource(rng)[:256]
+	ids := make([]string, 4096)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("doc-%09d", i)
+	}
+	ops := make([]Op, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		id := ids[i%len(ids)]
+		ops[0] = Op{Kind: OpIndex, Key: routing.Key(i % 1024), ID: id, Routing: "tenant-1", Source: src}
+		if _, err := s.Write(ops, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

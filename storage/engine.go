@@ -184,6 +184,8 @@ func (e *Engine) OpenShard(id, keyspace routing.ShardID, spans []routing.Span) (
 	}
 	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: slices.Clone(spans)}
 	s.seq.Store(seq)
+	s.load.rng = (uint64(id)+1)*0x9e3779b97f4a7c15 | 1 // deterministic, never 0
+	s.load.seed = uint64(id) << 32
 	e.shards[id] = s
 	return s, nil
 }

@@ -56,6 +56,8 @@ type Shard struct {
 
 	ownMu sync.RWMutex // guards owned; never held while waiting for mu
 	owned []routing.Span
+
+	load loadStats // see load.go
 }
 
 // ID returns the shard's id.
@@ -123,6 +125,7 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.load.countWrites(ops)
 	if s.durability == DurabilityRequest {
 		if err := b.SyncWait(); err != nil {
 			return 0, fmt.Errorf("storage: shard %d: wait for wal sync: %w", s.id, err)
@@ -198,6 +201,7 @@ func (s *Shard) Scan(fn func(Doc) error) error {
 	if s.closed.Load() {
 		return ErrShardClosed
 	}
+	s.load.reads.Add(1)
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
 	for _, sp := range s.Owned() {
@@ -436,6 +440,7 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 	if s.closed.Load() {
 		return ErrShardClosed
 	}
+	s.load.reads.Add(1)
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
 	if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
@@ -450,6 +455,7 @@ func (s *Shard) GetAny(keyspace routing.ShardID, key routing.Key, id string) (Do
 	if s.closed.Load() {
 		return Doc{}, false, ErrShardClosed
 	}
+	s.load.reads.Add(1)
 	v, c, err := s.st.db.Get(DocKey(nil, keyspace, key, id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Doc{}, false, nil

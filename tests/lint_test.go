@@ -24,6 +24,7 @@ const module = "github.com/shardsplit/shardsplit"
 // import anything of ours but cmd/ and tests/.
 var allowedOurs = map[string][]string{
 	"routing":             {},
+	"policy":              {"routing"},
 	"storage":             {"routing", "internal/"},
 	"node":                {"routing", "storage", "internal/"},
 	"splitter":            {"routing", "storage", "node", "internal/"},
@@ -149,7 +150,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 // global RNG: time comes from internal/clock (one clock, injected through
 // storage.Options, node.Config and splitter.Config, so a simulation can
 // drive it) and randomness is a constructor parameter.
-var deterministicPackages = []string{"routing", "storage", "node", "splitter", "recovery"}
+var deterministicPackages = []string{"routing", "storage", "node", "splitter", "recovery", "policy"}
 
 var (
 	clockOrGlobalRand = regexp.MustCompile(`time\.(Now|Since|Until|Sleep|After|AfterFunc|Tick|NewTicker|NewTimer)\(|rand\.(Int|IntN|Intn|Int32|Int32N|Int64|Int64N|Int63|Uint|UintN|Uint32|Uint32N|Uint64|Uint64N|Float32|Float64|Perm|Shuffle|N)\(`)

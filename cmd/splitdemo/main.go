@@ -33,6 +33,8 @@ Commands:
   compare   (the default) split a hot shard in place and, on an identical copy,
             run today's new-index _split x2, under the same continuous writes;
             verify every acknowledged write; write report.md, charts, CSV, JSON
+  autosplit split (and propose merges) automatically by load under a moving hot
+            spot; verify every acknowledged write; write report.md, a chart, CSV, JSON
   route     print where documents land (OpenSearch-exact routing, optional in-place splits)
   run       write continuously while splitting, logging every attempt and ack (crash tests)
   verify    recover a data directory and check its invariants and a write log
@@ -58,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCompare(args[1:], stdout, stderr)
 	case "route":
 		return runRoute(args[1:], stdout, stderr)
+	case "autosplit":
+		return runAutosplit(args[1:], stdout, stderr)
 	case "run":
 		return runRun(args[1:], stdout, stderr)
 	case "verify":
@@ -67,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			switch args[1] {
 			case "route":
 				return runRoute([]string{"--help"}, stdout, stderr)
+			case "autosplit":
+				return runAutosplit([]string{"--help"}, stdout, stderr)
 			case "compare":
 				return runCompare([]string{"--help"}, stdout, stderr)
 			case "run":

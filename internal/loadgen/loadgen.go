@@ -45,7 +45,11 @@ type Config struct {
 	// tenant is hot and gets HotShare of all writes.
 	Tenants  int
 	HotShare float64
-	Seed     uint64
+	// Hot, if set, overrides the hot tenant and its share over time
+	// (elapsed since the run started; share 0 = no hot tenant), so the hot
+	// spot can move.
+	Hot  func(elapsed time.Duration) (tenant int, share float64)
+	Seed uint64
 	// Moving reports whether a write is aimed at the documents being moved
 	// (for the stall measurement); nil = every write.
 	Moving func(id, routing string) bool
@@ -146,7 +150,7 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, m *model.Model, start
 				break
 			}
 		}
-		op := pick(cfg, rng, w, src)
+		op := pick(cfg, rng, w, src, time.Since(start))
 		value := model.Absent
 		if !op.Delete {
 			value = model.Doc(op.Source)
@@ -169,11 +173,16 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, m *model.Model, start
 }
 
 // pick chooses the next write: mostly index/update, some deletes; the hot
-// tenant gets HotShare of them.
-func pick(cfg Config, rng *rand.Rand, w int, src []byte) Op {
+// tenant (tenant 0, or cfg.Hot's at elapsed) gets its share of them.
+func pick(cfg Config, rng *rand.Rand, w int, src []byte, elapsed time.Duration) Op {
 	k := rng.IntN(cfg.IDsPerWriter)
-	if cfg.Tenants > 0 && rng.Float64() < cfg.HotShare {
-		k = 4 * cfg.Tenants * rng.IntN(max(1, cfg.IDsPerWriter/(4*cfg.Tenants))) // tenant-0's ids
+	hot, share := 0, cfg.HotShare
+	if cfg.Hot != nil {
+		hot, share = cfg.Hot(elapsed)
+	}
+	if cfg.Tenants > 0 && rng.Float64() < share {
+		// tenant t's ids are k = 4·(Tenants·j + t) (see IDFor)
+		k = 4 * (cfg.Tenants*rng.IntN(max(1, cfg.IDsPerWriter/(4*cfg.Tenants))) + hot%cfg.Tenants)
 	}
 	id, routing := cfg.IDFor(w, k)
 	if rng.IntN(10) == 0 {

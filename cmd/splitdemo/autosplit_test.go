@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shardsplit/shardsplit/policy"
+)
+
+// TestAutosplitSmallRun runs the autosplit demo for a few seconds with
+// thresholds scaled down further, and checks that the policy split on its
+// own, every output exists, summary.json has the agreed keys, and every
+// acknowledged write verified.
+func TestAutosplitSmallRun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	cfg, _, err := parseAutosplit([]string{"--duration", "4s", "--rate", "400", "--writers", "8", "--out", out,
+		"--json", filepath.Join(t.TempDir(), "s.json"), "--data", filepath.Join(t.TempDir(), "data")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.docs, cfg.tick = 2000, 200*time.Millisecond
+	cfg.th = policy.Thresholds{SplitWritesPerSec: 100, SplitSustain: 600 * time.Millisecond, MaxShardBytes: 1 << 30,
+		MergeWindow: time.Second, MergeLoadFraction: 0.5, MergeDelay: time.Second, MinKeySamples: 10}
+	res, err := autosplitRun(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeAutosplitOutputs(cfg, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"report.md", "shard-writes.png", "timeline.csv", "summary.json"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	data, err := os.ReadFile(cfg.jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"max_shard_write_share_before", "max_shard_write_share_after", "splits", "merges",
+		"unsplittable_hot_keys", "max_write_stall_ms", "lost_writes", "misplaced_docs", "duplicate_docs"} {
+		if _, ok := s[k]; !ok {
+			t.Errorf("summary.json lacks %s", k)
+		}
+	}
+	for _, k := range []string{"lost_writes", "misplaced_docs", "duplicate_docs"} {
+		if s[k] != 0.0 {
+			t.Errorf("%s = %v", k, s[k])
+		}
+	}
+	if !res.verify.OK() || res.verify.Checked == 0 {
+		t.Errorf("verification: %+v", res.verify)
+	}
+	if s["splits"].(float64) < 1 {
+		t.Errorf("the policy never split (hot root at about twice the threshold): %s", res.reading)
+	}
+	t.Log(res.reading)
+}
+
+// TestAutosplitBadFlags: bad input is a usage error naming the value.
+func TestAutosplitBadFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{name: "zero duration", args: []string{"--duration", "0s"}},
+		{name: "negative rate", args: []string{"--rate", "-5"}},
+		{name: "unknown mode", args: []string{"--mode", "hash"}},
+		{name: "stray argument", args: []string{"extra"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, stderr, code := runCmd(append([]string{"autosplit"}, c.args...)...); code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,161 @@
+// Package autosplit runs the load policy against a node: on every Tick it
+// reads each active shard's statistics (storage's always-on counters, key
+// sample and size estimate), feeds them to a policy.Recorder, asks
+// policy.Decide for at most one action and carries it out through an
+// Executor — splits with the splitter's driver today, merges once the
+// in-place merge exists (until then the Executor answers
+// ErrMergeNotSupported and the proposal is only reported).
+//
+// Ticks are synchronous: an action runs to its end inside Tick, so there is
+// never more than one action at a time per index.
+package autosplit
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/policy"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// ErrMergeNotSupported is what an Executor answers for a merge until the
+// in-place merge is wired in.
+var ErrMergeNotSupported = errors.New("autosplit: merge not supported yet")
+
+// Executor carries out the policy's actions on an index.
+type Executor interface {
+	// Split runs a split to its end.
+	Split(plan splitter.Plan) (splitter.Report, error)
+	// Merge merges adjacent leaves of one root (in key order) into one
+	// shard, or answers ErrMergeNotSupported.
+	Merge(shards []routing.ShardID) error
+}
+
+// SplitterExecutor splits with the splitter's driver and does not merge.
+type SplitterExecutor struct {
+	Driver *splitter.Driver
+}
+
+// Split runs the plan; a split that aborted is an error naming why.
+func (e SplitterExecutor) Split(plan splitter.Plan) (splitter.Report, error) {
+	r, err := e.Driver.Run(plan)
+	if err != nil {
+		return r, err
+	}
+	if r.Phase != splitter.PhaseDone {
+		return r, fmt.Errorf("autosplit: split of shard %d ended %s: %w", plan.Parent, r.Phase, r.Err)
+	}
+	return r, nil
+}
+
+// Merge is not supported yet.
+func (SplitterExecutor) Merge(shards []routing.ShardID) error {
+	return fmt.Errorf("autosplit: merge of shards %v: %w", shards, ErrMergeNotSupported)
+}
+
+// Config configures a Loop.
+type Config struct {
+	Node       *node.Node
+	Executor   Executor
+	Thresholds policy.Thresholds
+	Logger     *zap.Logger
+}
+
+// Loop is the statistics, the policy and the executor together. It is not
+// safe for concurrent use: one goroutine ticks it.
+type Loop struct {
+	cfg        Config
+	rec        *policy.Recorder
+	loadSplits []policy.LoadSplit
+	buf        []storage.KeySample
+}
+
+// Event is what one Tick saw and did.
+type Event struct {
+	At       time.Time
+	Stats    map[routing.ShardID]policy.ShardStats // the statistics Decide read (valid until the next Tick)
+	Decision policy.Decision
+	// Split is the report of the split carried out (Decision.Action.Kind ==
+	// policy.Split and the executor ran it).
+	Split *splitter.Report
+	// Err is why the action failed (errors.Is(Err, ErrMergeNotSupported)
+	// for merges today).
+	Err     error
+	Version routing.Version // the table version after the action
+}
+
+// New returns a loop.
+func New(cfg Config) (*Loop, error) {
+	if err := cfg.Thresholds.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &Loop{cfg: cfg, rec: policy.NewRecorder(cfg.Thresholds)}, nil
+}
+
+// Tick reads the statistics at now, decides, and carries out the action.
+func (l *Loop) Tick(now time.Time) (Event, error) {
+	n := l.cfg.Node
+	t := n.Table()
+	readings := map[routing.ShardID]policy.Reading{}
+	for _, id := range t.ActiveShards() {
+		s, ok := n.ShardStore(id)
+		if !ok {
+			continue
+		}
+		ls := s.LoadSample(l.buf[:0])
+		l.buf = ls.Keys
+		size, err := s.EstimateSize()
+		if err != nil && !errors.Is(err, storage.ErrShardClosed) {
+			return Event{}, fmt.Errorf("autosplit: statistics of shard %d: %w", id, err)
+		}
+		keys := make([]policy.KeySample, len(ls.Keys))
+		for i, k := range ls.Keys {
+			keys[i] = policy.KeySample{Key: k.Key, Value: k.Value}
+		}
+		readings[id] = policy.Reading{Writes: ls.Writes, Reads: ls.Reads, Size: size, Keys: keys}
+	}
+	l.rec.Observe(now, readings)
+	ev := Event{At: now, Stats: l.rec.Stats()}
+	ev.Decision = policy.Decide(policy.Input{Now: now, Table: t, Shards: ev.Stats, LoadSplits: l.loadSplits}, l.cfg.Thresholds)
+	for _, h := range ev.Decision.Unsplittable {
+		l.cfg.Logger.Info("hot key cannot be split", zap.Uint32("shard", uint32(h.Shard)), zap.String("routing", h.Value),
+			zap.Float64("share", h.Share), zap.Float64("writes_per_s", h.WritesPerSec), zap.String("remedy", h.Remedy))
+	}
+	a := ev.Decision.Action
+	switch a.Kind {
+	case policy.Split:
+		r, err := l.cfg.Executor.Split(splitter.Plan{Parent: a.Shard, Ways: a.Ways, Points: a.Points})
+		ev.Split, ev.Err = &r, err
+		if err == nil && a.Reason == policy.ReasonLoad {
+			l.loadSplits = append(l.loadSplits, policy.LoadSplit{Parent: a.Shard, Children: r.SortedChildren(), At: now})
+		}
+		l.cfg.Logger.Info("autosplit split", zap.Stringer("action", a), zap.Error(err))
+	case policy.Merge:
+		ev.Err = l.cfg.Executor.Merge(a.Shards)
+		l.cfg.Logger.Info("autosplit merge", zap.Stringer("action", a), zap.Error(ev.Err))
+	}
+	l.trimLoadSplits(now)
+	ev.Version = n.Table().Version()
+	return ev, nil
+}
+
+// trimLoadSplits forgets load splits older than the merge delay: they no
+// longer hold anything back.
+func (l *Loop) trimLoadSplits(now time.Time) {
+	keep := l.loadSplits[:0]
+	for _, s := range l.loadSplits {
+		if now.Sub(s.At) < l.cfg.Thresholds.MergeDelay {
+			keep = append(keep, s)
+		}
+	}
+	l.loadSplits = keep
+}

@@ -82,42 +82,105 @@ type ResizeReport struct {
 	CleanupWrites uint64
 }
 
+// Source is a resize's source index as its owner knows it.
+type Source struct {
+	Node         *node.Node
+	WriteBlocked bool // any WRITE-level block (index.blocks.write, read_only)
+}
+
 // request builds the validation input from the cluster's state.
 func (c *Cluster) request(req ResizeRequest) (routing.ResizeRequest, *Index, error) {
 	src, srcOK := c.Index(req.Source)
 	_, tgtExists := c.Index(req.Target)
+	var s *Source
+	if srcOK {
+		s = &Source{Node: src.Node, WriteBlocked: src.WriteBlocked()}
+	}
+	r, err := validationRequest(req, s, tgtExists)
+	return r, src, err
+}
+
+// validationRequest builds routing's validation input from the source (nil
+// when it does not exist).
+func validationRequest(req ResizeRequest, src *Source, targetExists bool) (routing.ResizeRequest, error) {
 	onOneNode := true
 	if req.AllShardsOnOneNode != nil {
 		onOneNode = *req.AllShardsOnOneNode
 	}
 	r := routing.ResizeRequest{
-		Op: req.Op, Source: req.Source, Target: req.Target, SourceExists: srcOK, TargetExists: tgtExists,
+		Op: req.Op, Source: req.Source, Target: req.Target, SourceExists: src != nil, TargetExists: targetExists,
 		AllShardsOnOneNode: onOneNode, TargetShards: req.TargetShards, TargetRoutingShards: req.TargetRoutingShards,
 		MaxShardSize: req.MaxShardSize, SourceShardDocs: req.SourceShardDocs, TargetPartitionSize: req.TargetPartitionSize,
 		SourceSoftDeletes: req.SourceSoftDeletes, TargetSoftDeletes: req.TargetSoftDeletes,
 	}
-	if srcOK {
-		r.SourceSettings = src.Settings()
-		r.SourceWriteBlocked = src.WriteBlocked()
-		if r.SourceStoreBytes = req.SourceStoreBytes; req.MaxShardSize != nil && r.SourceStoreBytes == nil {
-			u, _ := src.Node.Engine().DiskUsage()
-			r.SourceStoreBytes = &u.Unique
-		}
-		if req.Op == routing.Shrink && r.SourceShardDocs == nil {
-			for _, id := range src.Node.Table().ActiveShards() {
-				s, err := src.Node.Store(id)
-				if err != nil {
-					return r, nil, err
-				}
-				n := 0
-				if err := s.Scan(func(storage.Doc) error { n++; return nil }); err != nil {
-					return r, nil, err
-				}
-				r.SourceShardDocs = append(r.SourceShardDocs, int64(n))
+	if src == nil {
+		return r, nil
+	}
+	r.SourceSettings = src.Node.Table().Settings()
+	r.SourceWriteBlocked = src.WriteBlocked
+	if r.SourceStoreBytes = req.SourceStoreBytes; req.MaxShardSize != nil && r.SourceStoreBytes == nil {
+		u, _ := src.Node.Engine().DiskUsage()
+		r.SourceStoreBytes = &u.Unique
+	}
+	if req.Op == routing.Shrink && r.SourceShardDocs == nil {
+		for _, id := range src.Node.Table().ActiveShards() {
+			s, err := src.Node.Store(id)
+			if err != nil {
+				return r, err
 			}
+			n := 0
+			if err := s.Scan(func(storage.Doc) error { n++; return nil }); err != nil {
+				return r, err
+			}
+			r.SourceShardDocs = append(r.SourceShardDocs, int64(n))
 		}
 	}
-	return r, src, nil
+	return r, nil
+}
+
+// Prepare validates a resize in OpenSearch's order and with its messages
+// (routing.PrepareResize) and returns the target's routing settings. src is
+// nil when the source index does not exist. A source that is not in
+// partition mode, or whose shards were split in place, cannot be resized by
+// linking (its keys would need rewriting): that is an IllegalArgument error
+// of ours, checked after OpenSearch's rules.
+func Prepare(req ResizeRequest, src *Source, targetExists bool) (routing.Settings, error) {
+	vreq, err := validationRequest(req, src, targetExists)
+	if err != nil {
+		return routing.Settings{}, err
+	}
+	target, err := routing.PrepareResize(vreq)
+	if err != nil {
+		return routing.Settings{}, err
+	}
+	t := src.Node.Table()
+	if t.Mode() != routing.ModePartition {
+		return routing.Settings{}, &routing.Error{Exception: routing.IllegalArgument,
+			Message: fmt.Sprintf("index [%s] is in %s mode; a new-index %s needs partition-mode keys", req.Source, t.Mode(), req.Op)}
+	}
+	if len(t.Splits()) > 0 {
+		return routing.Settings{}, &routing.Error{Exception: routing.IllegalArgument,
+			Message: fmt.Sprintf("index [%s] has shards split in place; a new-index %s needs its original shards", req.Source, req.Op)}
+	}
+	return target, nil
+}
+
+// Build makes every shard of a resize target in eng from the source's
+// shards (hard-linked checkpoints, plus copies for a shrink, minus foreign
+// documents for a split) and returns the target's table. The source must
+// be write-blocked and have passed Prepare.
+func Build(req ResizeRequest, src *node.Node, eng *storage.Engine, target routing.Settings, rep *ResizeReport) (*routing.Table, error) {
+	rep.Target = target
+	tab, err := routing.NewTable(routing.ModePartition, target)
+	if err != nil {
+		return nil, err
+	}
+	for t := range target.Shards {
+		if err := buildTargetShard(req, src, eng, tab, t, rep); err != nil {
+			return nil, fmt.Errorf("baseline: %s %s -> %s: target shard %d: %w", req.Op, req.Source, req.Target, t, err)
+		}
+	}
+	return tab, nil
 }
 
 // Resize creates the target index from the write-blocked source:
@@ -135,11 +198,6 @@ func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
 	if err != nil {
 		return nil, rep, err
 	}
-	rep.Target = target
-	tab, err := routing.NewTable(routing.ModePartition, target)
-	if err != nil {
-		return nil, rep, err
-	}
 	eng, err := storage.Open(storage.Options{Dir: c.IndexDir(req.Target), Durability: c.cfg.Durability, Logger: c.cfg.Logger})
 	if err != nil {
 		return nil, rep, err
@@ -150,10 +208,9 @@ func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
 			_ = eng.Close()
 		}
 	}()
-	for t := range target.Shards {
-		if err := c.buildTargetShard(req, src, eng, tab, t, &rep); err != nil {
-			return nil, rep, fmt.Errorf("baseline: %s %s -> %s: target shard %d: %w", req.Op, req.Source, req.Target, t, err)
-		}
+	tab, err := Build(req, src.Node, eng, target, &rep)
+	if err != nil {
+		return nil, rep, err
 	}
 	start := time.Now()
 	n, err := node.Open(node.Config{Engine: eng, Table: tab, Logger: c.cfg.Logger})
@@ -171,13 +228,13 @@ func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
 
 // buildTargetShard makes target shard t: linked from its (first) source,
 // plus copies of the other sources of a shrink, minus foreign documents.
-func (c *Cluster) buildTargetShard(req ResizeRequest, src *Index, eng *storage.Engine, tab *routing.Table, t int, rep *ResizeReport) error {
-	sources, err := selectSources(req.Op, t, src.Settings(), tab.Settings().Shards)
+func buildTargetShard(req ResizeRequest, src *node.Node, eng *storage.Engine, tab *routing.Table, t int, rep *ResizeReport) error {
+	sources, err := selectSources(req.Op, t, src.Table().Settings(), tab.Settings().Shards)
 	if err != nil {
 		return err
 	}
 	own := tab.RootSpan(routing.ShardID(t))
-	first, err := src.Node.Store(sources[0])
+	first, err := src.Store(sources[0])
 	if err != nil {
 		return err
 	}
@@ -191,7 +248,7 @@ func (c *Cluster) buildTargetShard(req ResizeRequest, src *Index, eng *storage.E
 	rep.Copied += stats.Copied
 	start = time.Now()
 	for _, id := range sources[1:] {
-		s, err := src.Node.Store(id)
+		s, err := src.Store(id)
 		if err != nil {
 			return err
 		}

@@ -30,6 +30,7 @@ var allowedOurs = map[string][]string{
 	"splitter":            {"routing", "storage", "node", "internal/"},
 	"baseline":            {"routing", "storage", "node", "internal/"},
 	"recovery":            {"routing", "storage", "node", "splitter", "internal/"},
+	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery", "internal/"},
 	"internal/invariants": {},
 	"internal/model":      {"internal/invariants"},
 }

@@ -1,0 +1,164 @@
+package service
+
+import (
+	"net/http"
+	"sort"
+)
+
+// AliasAction is one action of POST /_aliases.
+type AliasAction struct {
+	Add          bool // add (true) or remove (false)
+	RemoveIndex  bool // remove_index: delete the index
+	Indices      []string
+	Aliases      []string
+	Meta         AliasMeta
+	MustExist    bool
+	mustExistSet bool
+}
+
+// SetMustExist sets must_exist of a remove action.
+func (a *AliasAction) SetMustExist(v bool) { a.MustExist, a.mustExistSet = v, true }
+
+// UpdateAliases applies alias actions atomically: either all of them
+// (one metadata write) or none.
+func (s *Service) UpdateAliases(actions []AliasAction) error {
+	type resolved struct {
+		a       AliasAction
+		indices []string
+	}
+	var rs []resolved
+	var removeIndices []string
+	for _, a := range actions {
+		var indices []string
+		for _, expr := range a.Indices {
+			names, err := s.Resolve(expr, false)
+			if err != nil {
+				return err
+			}
+			indices = append(indices, names...)
+		}
+		if len(indices) == 0 {
+			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "[index] or [indices] is required")
+		}
+		if a.RemoveIndex {
+			removeIndices = append(removeIndices, indices...)
+			continue
+		}
+		if len(a.Aliases) == 0 {
+			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "[alias] or [aliases] is required")
+		}
+		for _, al := range a.Aliases {
+			if a.Add {
+				if err := validateAliasName(al, ""); err != nil {
+					return err
+				}
+			}
+		}
+		rs = append(rs, resolved{a, indices})
+	}
+	s.mu.Lock()
+	err := s.update(func(st *state) error {
+		for _, r := range rs {
+			for _, n := range r.indices {
+				m, ok := st.Indices[n]
+				if !ok {
+					return indexNotFound(n)
+				}
+				for _, al := range r.a.Aliases {
+					if r.a.Add {
+						if _, clash := st.Indices[al]; clash {
+							return newErr(TypeInvalidIndexName, http.StatusBadRequest, al, "Invalid alias name [%s], an index exists with the same name as the alias", al)
+						}
+						if m.Aliases == nil {
+							m.Aliases = map[string]AliasMeta{}
+						}
+						m.Aliases[al] = r.a.Meta
+						continue
+					}
+					matched := false
+					for have := range m.Aliases {
+						if have == al || (al == "*" || al == "_all") || globMatch(al, have) {
+							delete(m.Aliases, have)
+							matched = true
+						}
+					}
+					if !matched && (!r.a.mustExistSet || r.a.MustExist) {
+						return newErr("aliases_not_found_exception", http.StatusNotFound, n, "aliases [%s] missing", al)
+					}
+				}
+			}
+		}
+		for _, n := range removeIndices {
+			delete(st.Indices, n)
+		}
+		return nil
+	})
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	var closing []*Index
+	for _, n := range removeIndices {
+		if ix, ok := s.indices[n]; ok {
+			closing = append(closing, ix)
+			delete(s.indices, n)
+		}
+	}
+	s.mu.Unlock()
+	for _, ix := range closing {
+		ix.stopSplit()
+		_ = ix.node.Close()
+		_ = removeAll(ix.dir)
+	}
+	return nil
+}
+
+// Aliases returns index -> alias -> metadata for the indices an expression
+// names, restricted to aliases matching names (nil = all).
+func (s *Service) Aliases(expr string, names []string) (map[string]map[string]AliasMeta, error) {
+	indices, err := s.Resolve(expr, true)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]map[string]AliasMeta{}
+	for _, n := range indices {
+		m := s.st.Indices[n]
+		sel := map[string]AliasMeta{}
+		for a, am := range m.Aliases {
+			if names == nil || matchAny(names, a) {
+				sel[a] = am
+			}
+		}
+		out[n] = sel
+	}
+	return out, nil
+}
+
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if p == s || p == "_all" || globMatch(p, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// AliasNames returns every alias name, sorted.
+func (s *Service) AliasNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	set := map[string]bool{}
+	for _, m := range s.st.Indices {
+		for a := range m.Aliases {
+			set[a] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}

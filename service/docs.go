@@ -1,0 +1,205 @@
+package service
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/fnv"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+func removeAll(dir string) error { return os.RemoveAll(dir) }
+
+// The service keeps each document's _version with its source: a stored
+// value is envelopeMagic, the version as a uvarint, then the source.
+// Documents written by other tools (no magic) read as version 1.
+var envelopeMagic = [2]byte{0xff, 'v'}
+
+func encodeSource(version int64, src []byte) []byte {
+	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(src))
+	b = append(b, envelopeMagic[:]...)
+	b = binary.AppendUvarint(b, uint64(version))
+	return append(b, src...)
+}
+
+func decodeSource(b []byte) (int64, []byte) {
+	if len(b) >= 2 && b[0] == envelopeMagic[0] && b[1] == envelopeMagic[1] {
+		v, n := binary.Uvarint(b[2:])
+		if n > 0 {
+			return int64(v), b[2+n:]
+		}
+	}
+	return 1, b
+}
+
+// WriteResult is the outcome of an index or delete.
+type WriteResult struct {
+	Index   string
+	ID      string
+	Version int64
+	Result  string // created, updated, deleted, not_found
+	SeqNo   uint64
+	Shard   routing.ShardID
+	Routing string
+	Status  int // 201, 200 or 404
+}
+
+// Doc is a fetched document.
+type Doc struct {
+	Index   string
+	ID      string
+	Routing string
+	Version int64
+	SeqNo   uint64
+	Shard   routing.ShardID
+	Source  []byte
+}
+
+func (ix *Index) lockFor(id string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return &ix.locks[h.Sum32()%uint32(len(ix.locks))]
+}
+
+func validateID(index, id string) error {
+	if err := routing.ValidateID(id); err != nil {
+		if len(id) == 0 {
+			return newErr(TypeValidation, http.StatusBadRequest, index, "Validation Failed: 1: id is missing;")
+		}
+		return newErr(TypeValidation, http.StatusBadRequest, index,
+			"Validation Failed: 1: id [%s] is too long, must be no longer than 512 bytes but was: %d;", id, len(id))
+	}
+	return nil
+}
+
+// IndexDoc stores a document (create = _create / op_type=create: fail if it
+// exists). A missing index is created with default settings.
+func (s *Service) IndexDoc(target, id, routingValue string, source []byte, create bool) (WriteResult, error) {
+	if err := validateID(target, id); err != nil {
+		return WriteResult{}, err
+	}
+	ix, aliasRouting, err := s.writeTarget(target, true)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if routingValue == "" {
+		routingValue = aliasRouting
+	}
+	mu := ix.lockFor(id)
+	mu.Lock()
+	defer mu.Unlock()
+	var res WriteResult
+	err = ix.retryWrite(func() error {
+		prev, found, err := ix.router.Get(id, routingValue)
+		if err != nil {
+			return err
+		}
+		version := int64(1)
+		res = WriteResult{Index: ix.name, ID: id, Routing: routingValue, Result: "created", Status: http.StatusCreated}
+		if found {
+			pv, _ := decodeSource(prev.Source)
+			if create {
+				return newErr(TypeVersionConflict, http.StatusConflict, ix.name,
+					"[%s]: version conflict, document already exists (current version [%d])", id, pv)
+			}
+			version = pv + 1
+			res.Result, res.Status = "updated", http.StatusOK
+		}
+		r, err := ix.router.Index(id, routingValue, encodeSource(version, source))
+		if err != nil {
+			return err
+		}
+		res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
+		return nil
+	})
+	return res, err
+}
+
+// DeleteDoc deletes a document; a missing one answers not_found (404).
+func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error) {
+	if err := validateID(target, id); err != nil {
+		return WriteResult{}, err
+	}
+	ix, aliasRouting, err := s.writeTarget(target, false)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if routingValue == "" {
+		routingValue = aliasRouting
+	}
+	mu := ix.lockFor(id)
+	mu.Lock()
+	defer mu.Unlock()
+	var res WriteResult
+	err = ix.retryWrite(func() error {
+		prev, found, err := ix.router.Get(id, routingValue)
+		if err != nil {
+			return err
+		}
+		res = WriteResult{Index: ix.name, ID: id, Routing: routingValue, Result: "not_found", Status: http.StatusNotFound, Version: 1}
+		if found {
+			pv, _ := decodeSource(prev.Source)
+			res.Result, res.Status, res.Version = "deleted", http.StatusOK, pv+1
+		}
+		r, err := ix.router.Delete(id, routingValue)
+		if err != nil {
+			return err
+		}
+		res.SeqNo, res.Shard = r.Seq, r.Shard
+		return nil
+	})
+	return res, err
+}
+
+// retryWrite runs a write, retrying it while the routing table changes
+// under it (the router retries stale routing itself; this covers a write
+// whose router ran out of retries during a burst of splits), within the
+// service's WriteWait.
+func (ix *Index) retryWrite(fn func() error) error {
+	deadline := time.Now().Add(ix.svc.cfg.WriteWait)
+	backoff := time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !errors.Is(err, node.ErrRetriesExhausted) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// GetDoc reads a document by id.
+func (s *Service) GetDoc(target, id, routingValue string) (Doc, bool, error) {
+	if err := validateID(target, id); err != nil {
+		return Doc{}, false, err
+	}
+	ix, aliasRouting, err := s.readTarget(target)
+	if err != nil {
+		return Doc{}, false, err
+	}
+	if routingValue == "" {
+		routingValue = aliasRouting
+	}
+	if m, ok := s.Meta(ix.name); ok {
+		if err := blocksOf(m.Settings).readError(ix.name); err != nil {
+			return Doc{}, false, err
+		}
+	}
+	d, found, err := ix.router.Get(id, routingValue)
+	if err != nil || !found {
+		return Doc{Index: ix.name, ID: id}, false, err
+	}
+	return toDoc(ix.name, d, ix.node.Table()), true, nil
+}
+
+func toDoc(index string, d storage.Doc, t *routing.Table) Doc {
+	v, src := decodeSource(d.Source)
+	_, shard := t.Route(d.ID, d.Routing)
+	return Doc{Index: index, ID: d.ID, Routing: d.Routing, Version: v, SeqNo: d.Seq, Shard: shard, Source: src}
+}

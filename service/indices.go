@@ -1,0 +1,474 @@
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// maxIndexNameBytes is MetadataCreateIndexService.MAX_INDEX_NAME_BYTES.
+const maxIndexNameBytes = 255
+
+// ValidateIndexName applies OpenSearch's index name rules with its
+// messages (invalid_index_name_exception).
+func ValidateIndexName(name string) error {
+	bad := func(format string, args ...any) error {
+		e := newErr(TypeInvalidIndexName, http.StatusBadRequest, name, format, args...)
+		e.UUID = "_na_"
+		return e
+	}
+	if strings.ContainsAny(name, "\\/*?\"<>| ,") {
+		return bad("Invalid index name [%s], must not contain the following characters [ , \", *, \\, <, |, ,, >, /, ?]", name)
+	}
+	if strings.Contains(name, "#") {
+		return bad("Invalid index name [%s], must not contain '#'", name)
+	}
+	if strings.Contains(name, ":") {
+		return bad("Invalid index name [%s], must not contain ':'", name)
+	}
+	if name == "" || name[0] == '_' || name[0] == '-' || name[0] == '+' {
+		return bad("Invalid index name [%s], must not start with '_', '-', or '+'", name)
+	}
+	if strings.ToLower(name) != name {
+		return bad("Invalid index name [%s], must be lowercase", name)
+	}
+	if name == "." || name == ".." {
+		return bad("Invalid index name [%s], must not be '.' or '..'", name)
+	}
+	if len(name) > maxIndexNameBytes {
+		return bad("Invalid index name [%s], index name is too long, (%d > %d)", name, len(name), maxIndexNameBytes)
+	}
+	return nil
+}
+
+// CreateRequest is a create-index request.
+type CreateRequest struct {
+	Name     string
+	Settings FlatSettings
+	Mappings json.RawMessage
+	Aliases  map[string]AliasMeta
+}
+
+// CreateIndex creates an index: settings validated as OpenSearch does
+// (number_of_shards default 1, number_of_replicas default 1), plus
+// index.shardsplit.mode (partition by default).
+func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
+	if err := ValidateIndexName(req.Name); err != nil {
+		return nil, err
+	}
+	m := &IndexMeta{Name: req.Name, UUID: newUUID()[:22], Created: time.Now().UnixMilli(), Mappings: req.Mappings,
+		Settings: map[string]string{SettingShards: "1", SettingReplicas: "1", SettingMode: "partition"}}
+	for k, v := range req.Settings {
+		if spec, _ := specOf(k); spec.kind == kindPrivate {
+			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Name, "private index setting [%s] can not be set explicitly", k)
+		}
+		if v == nil {
+			delete(m.Settings, k)
+		} else {
+			m.Settings[k] = *v
+		}
+	}
+	if _, ok := m.Settings[SettingShards]; !ok {
+		m.Settings[SettingShards] = "1"
+	}
+	t, err := tableFor(m)
+	if err != nil {
+		return nil, err
+	}
+	m.Settings[SettingRoutingShards] = strconv.Itoa(t.Settings().RoutingShards)
+	if t.Settings().PartitionSize != 1 {
+		m.Settings[SettingPartitionSize] = strconv.Itoa(t.Settings().PartitionSize)
+	}
+	for a := range req.Aliases {
+		if err := validateAliasName(a, req.Name); err != nil {
+			return nil, err
+		}
+	}
+	m.Aliases = req.Aliases
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	if err := s.checkNewNameLocked(req.Name); err != nil {
+		return nil, err
+	}
+	for a := range req.Aliases {
+		if _, ok := s.st.Indices[a]; ok {
+			return nil, newErr(TypeInvalidIndexName, http.StatusBadRequest, a, "Invalid alias name [%s], an index exists with the same name as the alias", a)
+		}
+	}
+	ix, err := s.openIndex(m, t)
+	if err != nil {
+		_ = os.RemoveAll(s.indexDir(m.UUID))
+		return nil, err
+	}
+	if err := s.update(func(st *state) error { st.Indices[m.Name] = m; return nil }); err != nil {
+		_ = ix.node.Close()
+		_ = os.RemoveAll(ix.dir)
+		return nil, err
+	}
+	s.indices[m.Name] = ix
+	s.log.Info("created index", zap.String("index", m.Name), zap.String("uuid", m.UUID),
+		zap.Int("shards", t.Settings().Shards), zap.Stringer("mode", t.Mode()))
+	return m, nil
+}
+
+var errClosed = newErr(TypeIllegalState, http.StatusServiceUnavailable, "", "the node is shutting down")
+
+func (s *Service) checkNewNameLocked(name string) error {
+	if m, ok := s.st.Indices[name]; ok {
+		e := newErr(TypeAlreadyExists, http.StatusBadRequest, name, "index [%s/%s] already exists", name, m.UUID)
+		e.UUID = m.UUID
+		return e
+	}
+	if len(s.aliasTargetsLocked(name)) > 0 {
+		e := newErr(TypeInvalidIndexName, http.StatusBadRequest, name, "Invalid index name [%s], already exists as alias", name)
+		e.UUID = "_na_"
+		return e
+	}
+	return nil
+}
+
+func validateAliasName(alias, index string) error {
+	if alias == "" || alias[0] == '_' || alias[0] == '-' || alias[0] == '+' || strings.ContainsAny(alias, "\\/*?\"<>| ,#:") || strings.ToLower(alias) != alias {
+		return newErr(TypeInvalidIndexName, http.StatusBadRequest, alias, "Invalid alias name [%s]: not a valid index name", alias)
+	}
+	return nil
+}
+
+// DeleteIndex deletes indices (an expression: names, wildcards, _all): a
+// running split is stopped first; the metadata forgets the index before its
+// directory is removed.
+func (s *Service) DeleteIndex(expr string) error {
+	names, err := s.Resolve(expr, false)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if ix, ok := s.index(name); ok {
+			if err := s.checkMetadataBlock(name); err != nil {
+				return err
+			}
+			ix.stopSplit()
+		}
+		s.mu.Lock()
+		ix, ok := s.indices[name]
+		if !ok {
+			s.mu.Unlock()
+			continue
+		}
+		if err := s.update(func(st *state) error { delete(st.Indices, name); return nil }); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		delete(s.indices, name)
+		s.mu.Unlock()
+		if err := ix.node.Close(); err != nil {
+			s.log.Warn("closing deleted index", zap.String("index", name), zap.Error(err))
+		}
+		if err := os.RemoveAll(ix.dir); err != nil {
+			return err
+		}
+		s.log.Info("deleted index", zap.String("index", name))
+	}
+	return nil
+}
+
+func (s *Service) index(name string) (*Index, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ix, ok := s.indices[name]
+	return ix, ok
+}
+
+// Meta returns an index's metadata (not to be modified).
+func (s *Service) Meta(name string) (*IndexMeta, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.st.Indices[name]
+	return m, ok
+}
+
+// Table returns an index's published routing table.
+func (s *Service) Table(name string) (*routing.Table, error) {
+	ix, ok := s.index(name)
+	if !ok {
+		return nil, indexNotFound(name)
+	}
+	return ix.node.Table(), nil
+}
+
+// Names returns every index name, sorted.
+func (s *Service) Names() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, 0, len(s.st.Indices))
+	for n := range s.st.Indices {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (s *Service) aliasTargetsLocked(alias string) []string {
+	var out []string
+	for name, m := range s.st.Indices {
+		if _, ok := m.Aliases[alias]; ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Resolve expands an index expression (comma-separated names, aliases,
+// wildcards with '*', _all) to index names, sorted. A missing concrete
+// name is index_not_found_exception; wildcards may match nothing.
+func (s *Service) Resolve(expr string, allowNoIndices bool) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	set := map[string]bool{}
+	if expr == "" || expr == "_all" || expr == "*" {
+		for n := range s.st.Indices {
+			set[n] = true
+		}
+	} else {
+		for _, part := range strings.Split(expr, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			if strings.Contains(part, "*") {
+				for n, m := range s.st.Indices {
+					if globMatch(part, n) {
+						set[n] = true
+					}
+					for a := range m.Aliases {
+						if globMatch(part, a) {
+							set[n] = true
+						}
+					}
+				}
+				continue
+			}
+			if _, ok := s.st.Indices[part]; ok {
+				set[part] = true
+				continue
+			}
+			targets := s.aliasTargetsLocked(part)
+			if len(targets) == 0 {
+				return nil, indexNotFound(part)
+			}
+			for _, t := range targets {
+				set[t] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// globMatch matches a pattern whose only metacharacter is '*'.
+func globMatch(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for i, p := range parts[1:] {
+		if i == len(parts)-2 {
+			return strings.HasSuffix(s, p)
+		}
+		k := strings.Index(s, p)
+		if k < 0 {
+			return false
+		}
+		s = s[k+len(p):]
+	}
+	return true
+}
+
+// writeTarget resolves a write's target: an index, or an alias with one
+// index or a write index; it returns the alias's index_routing too. A
+// missing name is created with default settings (action.auto_create_index).
+func (s *Service) writeTarget(name string, autoCreate bool) (*Index, string, error) {
+	for range 2 {
+		s.mu.RLock()
+		if ix, ok := s.indices[name]; ok {
+			s.mu.RUnlock()
+			return ix, "", nil
+		}
+		targets := s.aliasTargetsLocked(name)
+		var chosen string
+		var am AliasMeta
+		if len(targets) == 1 {
+			chosen, am = targets[0], s.st.Indices[targets[0]].Aliases[name]
+			if am.IsWriteIndex != nil && !*am.IsWriteIndex {
+				chosen = ""
+			}
+		} else {
+			for _, t := range targets {
+				if a := s.st.Indices[t].Aliases[name]; a.IsWriteIndex != nil && *a.IsWriteIndex {
+					chosen, am = t, a
+				}
+			}
+		}
+		ix := s.indices[chosen]
+		s.mu.RUnlock()
+		if len(targets) > 0 {
+			if ix == nil {
+				return nil, "", newErr(TypeIllegalArgument, http.StatusBadRequest, name,
+					"no write index is defined for alias [%s]. The write index may be explicitly disabled using is_write_index=false or the alias points to multiple indices without one being designated as a write index", name)
+			}
+			return ix, am.IndexRouting, nil
+		}
+		if !autoCreate {
+			return nil, "", indexNotFound(name)
+		}
+		if _, err := s.CreateIndex(CreateRequest{Name: name}); err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Type != TypeAlreadyExists {
+				return nil, "", err
+			}
+		}
+	}
+	return nil, "", indexNotFound(name)
+}
+
+// readTarget resolves a single-index read (get): an index or an alias of
+// exactly one index; it returns the alias's search routing.
+func (s *Service) readTarget(name string) (*Index, string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ix, ok := s.indices[name]; ok {
+		return ix, "", nil
+	}
+	targets := s.aliasTargetsLocked(name)
+	switch len(targets) {
+	case 0:
+		return nil, "", indexNotFound(name)
+	case 1:
+		return s.indices[targets[0]], s.st.Indices[targets[0]].Aliases[name].SearchRouting, nil
+	}
+	return nil, "", newErr(TypeIllegalArgument, http.StatusBadRequest, name,
+		"alias [%s] has more than one index associated with it [%s], can't execute a single index op", name, strings.Join(targets, ", "))
+}
+
+func (s *Service) checkMetadataBlock(name string) error {
+	m, ok := s.Meta(name)
+	if !ok {
+		return indexNotFound(name)
+	}
+	return blocksOf(m.Settings).metadataError(name)
+}
+
+// GetSettings returns an index's settings, flat, including the private
+// ones OpenSearch shows (uuid, creation_date, provided_name, version).
+func (s *Service) GetSettings(name string) (map[string]string, error) {
+	m, ok := s.Meta(name)
+	if !ok {
+		return nil, indexNotFound(name)
+	}
+	if b := blocksOf(m.Settings); b.Metadata {
+		return nil, b.metadataError(name)
+	}
+	out := map[string]string{}
+	for k, v := range m.Settings {
+		out[k] = v
+	}
+	out["index.uuid"] = m.UUID
+	out["index.creation_date"] = strconv.FormatInt(m.Created, 10)
+	out["index.provided_name"] = m.Name
+	out["index.version.created"] = "137287827"
+	return out, nil
+}
+
+// blockSetting reports whether a setting is one of the blocks (always
+// updatable, even under a metadata block, as in OpenSearch).
+func blockSetting(k string) bool { return strings.HasPrefix(k, "index.blocks.") }
+
+// PutSettings updates dynamic settings of the indices an expression names.
+// Static settings are refused with OpenSearch's message; null removes a
+// setting; a block takes effect before the call returns (every write
+// admitted before it has been applied).
+func (s *Service) PutSettings(expr string, set FlatSettings) error {
+	names, err := s.Resolve(expr, false)
+	if err != nil {
+		return err
+	}
+	var static []string
+	for k := range set {
+		spec, _ := specOf(k)
+		switch spec.kind {
+		case kindFinal:
+			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "final index setting [%s], not updateable", k)
+		case kindStatic, kindPrivate:
+			static = append(static, k)
+		}
+	}
+	sort.Strings(static)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(static) > 0 {
+		var ids []string
+		for _, n := range names {
+			ids = append(ids, "["+n+"/"+s.st.Indices[n].UUID+"]")
+		}
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "Can't update non dynamic settings [[%s]] for open indices [%s]",
+			strings.Join(static, ", "), strings.Join(ids, ", "))
+	}
+	onlyBlocks := true
+	for k := range set {
+		onlyBlocks = onlyBlocks && blockSetting(k)
+	}
+	for _, n := range names {
+		if b := blocksOf(s.st.Indices[n].Settings); !onlyBlocks && (b.Metadata || b.ReadOnly) {
+			return b.metadataError(n)
+		}
+	}
+	if err := s.update(func(st *state) error {
+		for _, n := range names {
+			m := st.Indices[n]
+			for k, v := range set {
+				if v == nil {
+					delete(m.Settings, k)
+				} else {
+					m.Settings[k] = *v
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if ix, ok := s.indices[n]; ok {
+			if err := ix.applyBlocks(s.st.Indices[n]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// applyBlocks makes the node refuse writes if the metadata says so.
+func (ix *Index) applyBlocks(m *IndexMeta) error {
+	if err := blocksOf(m.Settings).writeError(ix.name); err != nil {
+		return ix.node.SetWriteBlock(err, time.Minute)
+	}
+	return ix.node.SetWriteBlock(nil, 0)
+}

@@ -1,0 +1,189 @@
+package service
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/baseline"
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// ResizeRequest is a _split, _shrink or _clone request.
+type ResizeRequest struct {
+	Op           routing.ResizeOp
+	Source       string
+	Target       string
+	Settings     FlatSettings
+	Aliases      map[string]AliasMeta
+	MaxShardSize *int64
+}
+
+// settings a resize computes itself; the target does not inherit them.
+var notInherited = map[string]bool{SettingShards: true, SettingRoutingShards: true, SettingPartitionSize: true}
+
+// Resize makes a new index from a write-blocked source with OpenSearch's
+// rules and messages (baseline.Prepare, routing.PrepareResize), links its
+// shards from the source's (baseline.Build), and opens it through recovery.
+// The target inherits the source's settings (a request's null removes
+// one), as OpenSearch's resize does.
+func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, error) {
+	var rep baseline.ResizeReport
+	if err := ValidateIndexName(req.Target); err != nil {
+		return nil, rep, err
+	}
+	var invalid []string
+	for _, b := range []string{SettingBlockReadOnly, SettingBlockMetadata} {
+		if v := req.Settings[b]; v != nil && *v == "true" {
+			invalid = append(invalid, fmt.Sprintf("target index [%s] will be blocked by [%s=true], this will disable metadata writes and cause the shards to be unassigned", req.Target, b))
+		}
+	}
+	if len(invalid) > 0 {
+		var b strings.Builder
+		b.WriteString("Validation Failed: ")
+		for i, m := range invalid {
+			fmt.Fprintf(&b, "%d: %s;", i+1, m)
+		}
+		return nil, rep, newErr(TypeValidation, http.StatusBadRequest, "", "%s", b.String())
+	}
+	for k := range req.Settings {
+		if spec, _ := specOf(k); spec.kind == kindPrivate {
+			return nil, rep, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Target, "private index setting [%s] can not be set explicitly", k)
+		}
+	}
+	s.resizeMu.Lock() // one resize at a time: the target name stays free until it is installed
+	defer s.resizeMu.Unlock()
+
+	srcIx, srcOK := s.index(req.Source)
+	srcMeta, _ := s.Meta(req.Source)
+	s.mu.RLock()
+	targetExists := s.st.Indices[req.Target] != nil
+	aliasClash := len(s.aliasTargetsLocked(req.Target)) > 0
+	s.mu.RUnlock()
+	breq := baseline.ResizeRequest{Op: req.Op, Source: req.Source, Target: req.Target, Cleanup: baseline.CleanupRange,
+		MaxShardSize: req.MaxShardSize}
+	if v := req.Settings[SettingShards]; v != nil {
+		breq.TargetShards, _ = strconv.Atoi(*v)
+	}
+	if v := req.Settings[SettingRoutingShards]; v != nil {
+		breq.TargetRoutingShards, _ = strconv.Atoi(*v)
+	}
+	if v := req.Settings[SettingPartitionSize]; v != nil {
+		breq.TargetPartitionSize, _ = strconv.Atoi(*v)
+	}
+	var src *baseline.Source
+	if srcOK && srcMeta != nil {
+		b := blocksOf(srcMeta.Settings)
+		src = &baseline.Source{Node: srcIx.node, WriteBlocked: b.Write || b.ReadOnly}
+	}
+	target, err := baseline.Prepare(breq, src, targetExists)
+	if err != nil {
+		e := AsError(err)
+		if e.Index == "" {
+			e.Index = req.Target
+			if e.Type == TypeIndexNotFound {
+				e.Index = req.Source
+			}
+		}
+		return nil, rep, e
+	}
+	if aliasClash {
+		return nil, rep, newErr(TypeInvalidIndexName, http.StatusBadRequest, req.Target, "Invalid index name [%s], already exists as alias", req.Target)
+	}
+	// The target's settings: the source's, then the request's.
+	m := &IndexMeta{Name: req.Target, UUID: newUUID()[:22], Created: time.Now().UnixMilli(), Mappings: srcMeta.Mappings,
+		Settings: map[string]string{}, Aliases: req.Aliases}
+	for k, v := range srcMeta.Settings {
+		if !notInherited[k] {
+			m.Settings[k] = v
+		}
+	}
+	for k, v := range req.Settings {
+		if notInherited[k] {
+			continue
+		}
+		if v == nil {
+			delete(m.Settings, k)
+		} else {
+			m.Settings[k] = *v
+		}
+	}
+	if blocksOf(m.Settings).ReadOnly {
+		return nil, rep, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Target,
+			"target index [%s] will be blocked by [index.blocks.read_only=true] inherited from [%s]; set [index.blocks.read_only] to null in the request", req.Target, req.Source)
+	}
+	m.Settings[SettingShards] = strconv.Itoa(target.Shards)
+	m.Settings[SettingRoutingShards] = strconv.Itoa(target.RoutingShards)
+	if target.PartitionSize != 1 {
+		m.Settings[SettingPartitionSize] = strconv.Itoa(target.PartitionSize)
+	}
+	m.Settings[SettingMode] = routing.ModePartition.String()
+	m.Settings["index.resize.source.name"] = req.Source
+	m.Settings["index.resize.source.uuid"] = srcMeta.UUID
+	for a := range req.Aliases {
+		if err := validateAliasName(a, req.Target); err != nil {
+			return nil, rep, err
+		}
+	}
+
+	dir := s.indexDir(m.UUID)
+	eng, err := storage.Open(storage.Options{Dir: dir, Durability: s.cfg.Durability, Logger: s.log})
+	if err != nil {
+		return nil, rep, AsError(err)
+	}
+	tab, err := baseline.Build(breq, srcIx.node, eng, target, &rep)
+	if err == nil {
+		err = node.PersistTable(eng, tab)
+	}
+	if cerr := eng.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, rep, AsError(err)
+	}
+	start := time.Now()
+	ix, err := s.openIndex(m, tab)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, rep, AsError(err)
+	}
+	rep.Open = time.Since(start)
+	s.mu.Lock()
+	err = s.update(func(st *state) error {
+		if _, ok := st.Indices[req.Target]; ok {
+			return newErr(TypeAlreadyExists, http.StatusBadRequest, req.Target, "index [%s/%s] already exists", req.Target, st.Indices[req.Target].UUID)
+		}
+		st.Indices[req.Target] = m
+		return nil
+	})
+	if err == nil {
+		s.indices[req.Target] = ix
+	}
+	s.mu.Unlock()
+	if err != nil {
+		_ = ix.node.Close()
+		_ = os.RemoveAll(dir)
+		return nil, rep, err
+	}
+	s.log.Info("resized index", zap.Stringer("op", req.Op), zap.String("source", req.Source), zap.String("target", req.Target),
+		zap.Int("shards", target.Shards), zap.Int64("linked", rep.Linked), zap.Int64("copied", rep.Copied))
+	return m, rep, nil
+}
+
+// IndexDirOf returns the data directory of an index (for tools and tests
+// that look at its files).
+func (s *Service) IndexDirOf(name string) (string, bool) {
+	ix, ok := s.index(name)
+	if !ok {
+		return "", false
+	}
+	return ix.dir, true
+}

@@ -1,0 +1,213 @@
+package service
+
+import (
+	"errors"
+
+	"sort"
+
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// QueryKind is a supported query.
+type QueryKind uint8
+
+// Supported queries.
+const (
+	MatchAll QueryKind = iota
+	IDs                // ids: Values
+	Term               // term on Field (_id or _routing): Values[0]
+)
+
+// Query is a parsed query: match_all, ids, or term on _id or _routing.
+type Query struct {
+	Kind   QueryKind
+	Field  string
+	Values []string
+}
+
+func (q Query) match(d storage.Doc) bool {
+	switch q.Kind {
+	case IDs:
+		for _, v := range q.Values {
+			if v == d.ID {
+				return true
+			}
+		}
+		return false
+	case Term:
+		if q.Field == "_routing" {
+			return d.Routing == q.Values[0]
+		}
+		return d.ID == q.Values[0]
+	}
+	return true
+}
+
+// SearchRequest is a search or a count.
+type SearchRequest struct {
+	Indices    string // index expression
+	Query      Query
+	From, Size int // Size < 0: count only
+	Routing    string
+	Preference string
+}
+
+// SearchResult is what a search found.
+type SearchResult struct {
+	Total  int
+	Hits   []Doc
+	Shards int // shards searched
+}
+
+// ShardTarget is one shard a search reaches.
+type ShardTarget struct {
+	Index string
+	UUID  string
+	Shard routing.ShardID
+}
+
+// SearchShards returns the shards a search with this routing and
+// preference reaches, in OpenSearch's way: routing.SearchShards for the
+// routing values, then a _shards preference filters them.
+func (s *Service) SearchShards(expr, routingValue, preference string) ([]ShardTarget, error) {
+	names, err := s.Resolve(expr, true)
+	if err != nil {
+		return nil, err
+	}
+	pref, err := routing.ParsePreference(preference)
+	if err != nil {
+		return nil, AsError(err)
+	}
+	var out []ShardTarget
+	for _, name := range names {
+		ix, ok := s.index(name)
+		if !ok {
+			continue
+		}
+		r := routingValue
+		if r == "" {
+			r = s.searchRoutingOf(expr, name)
+		}
+		for _, id := range ix.node.Table().SearchShards(r) {
+			if pref.Type == routing.PreferShards && !pref.Includes(id) {
+				continue
+			}
+			out = append(out, ShardTarget{Index: name, UUID: ix.uuid, Shard: id})
+		}
+	}
+	return out, nil
+}
+
+// searchRoutingOf returns the search_routing of an alias in expr that
+// points at index, if expr is exactly that alias.
+func (s *Service) searchRoutingOf(expr, index string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if m, ok := s.st.Indices[index]; ok {
+		if a, ok := m.Aliases[expr]; ok {
+			return a.SearchRouting
+		}
+	}
+	return ""
+}
+
+var errStop = errors.New("stop")
+
+// Search runs a query over the shards SearchShards selects. Every active
+// shard is scanned over its span of one table version, so a document is
+// found exactly once even while a split publishes.
+func (s *Service) Search(req SearchRequest) (SearchResult, error) {
+	targets, err := s.SearchShards(req.Indices, req.Routing, req.Preference)
+	if err != nil {
+		return SearchResult{}, err
+	}
+	byIndex := map[string]map[routing.ShardID]bool{}
+	var order []string
+	for _, t := range targets {
+		if byIndex[t.Index] == nil {
+			byIndex[t.Index] = map[routing.ShardID]bool{}
+			order = append(order, t.Index)
+		}
+		byIndex[t.Index][t.Shard] = true
+	}
+	res := SearchResult{Shards: len(targets)}
+	for _, name := range order {
+		ix, ok := s.index(name)
+		if !ok {
+			continue
+		}
+		if m, ok := s.Meta(name); ok {
+			if err := blocksOf(m.Settings).readError(name); err != nil {
+				return SearchResult{}, err
+			}
+		}
+		shards := byIndex[name]
+		var hits []Doc
+		t := ix.node.Table()
+		_, err := ix.node.Search(func(shard routing.ShardID, d storage.Doc) error {
+			if !shards[shard] || !req.Query.match(d) {
+				return nil
+			}
+			res.Total++
+			if req.Size >= 0 {
+				hits = append(hits, toDoc(name, d, t))
+				hits[len(hits)-1].Shard = shard
+			}
+			return nil
+		})
+		if err != nil {
+			return SearchResult{}, AsError(err)
+		}
+		sort.SliceStable(hits, func(i, j int) bool { return hits[i].Shard < hits[j].Shard })
+		res.Hits = append(res.Hits, hits...)
+	}
+	if req.Size >= 0 {
+		from := min(req.From, len(res.Hits))
+		to := min(from+req.Size, len(res.Hits))
+		res.Hits = res.Hits[from:to]
+	} else {
+		res.Hits = nil
+	}
+	return res, nil
+}
+
+// Refresh checks that the indices exist; writes are visible at once, so
+// there is nothing else to do.
+func (s *Service) Refresh(expr string) (int, error) {
+	names, err := s.Resolve(expr, true)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		if ix, ok := s.index(name); ok {
+			n += len(ix.node.Table().ActiveShards())
+		}
+	}
+	return n, nil
+}
+
+// Flush syncs every active shard of the indices.
+func (s *Service) Flush(expr string) (int, error) {
+	names, err := s.Resolve(expr, true)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		ix, ok := s.index(name)
+		if !ok {
+			continue
+		}
+		for _, id := range ix.node.Table().ActiveShards() {
+			if st, ok := ix.node.ShardStore(id); ok {
+				if err := st.Sync(); err != nil && !errors.Is(err, storage.ErrShardClosed) {
+					return n, AsError(err)
+				}
+				n++
+			}
+		}
+	}
+	return n, nil
+}

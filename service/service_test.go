@@ -1,0 +1,136 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+)
+
+func str(s string) *string { return &s }
+
+func openT(t *testing.T, dir string) *Service {
+	t.Helper()
+	s, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func errType(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return AsError(err).Type
+}
+
+// TestLifecycle creates an index, writes, splits in place, resizes, and
+// reopens the data directory: everything comes back.
+func TestLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingShards: str("2"), SettingReplicas: str("0")},
+		Aliases: map[string]AliasMeta{"current": {}}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		r := ""
+		if i%3 == 0 {
+			r = fmt.Sprintf("tenant-%d", i%7)
+		}
+		res, err := s.IndexDoc("current", fmt.Sprintf("d%d", i), r, []byte(fmt.Sprintf(`{"n":%d}`, i)), false)
+		if err != nil || res.Result != "created" || res.Version != 1 {
+			t.Fatalf("index d%d: %+v %v", i, res, err)
+		}
+	}
+	res, err := s.IndexDoc("logs", "d1", "", []byte(`{"n":-1}`), false)
+	if err != nil || res.Result != "updated" || res.Version != 2 {
+		t.Fatalf("update: %+v %v", res, err)
+	}
+	if _, err := s.IndexDoc("logs", "d1", "", []byte(`{}`), true); errType(err) != TypeVersionConflict {
+		t.Fatalf("create of an existing doc: %v", err)
+	}
+	task, err := s.StartSplit(SplitRequest{Index: "logs", Shard: 0, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if snap := task.Snapshot(); snap.Phase != splitter.PhaseDone || snap.Err != nil {
+		t.Fatalf("split ended in %s: %v", snap.Phase, snap.Err)
+	}
+	if _, err := s.StartSplit(SplitRequest{Index: "logs", Shard: 0, Ways: 2}); errType(err) != TypeIllegalArgument {
+		t.Fatalf("second split of a split parent: %v", err)
+	}
+	if err := s.PutSettings("logs", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IndexDoc("logs", "x", "", []byte(`{}`), false); errType(err) != TypeClusterBlock {
+		t.Fatalf("write to a blocked index: %v", err)
+	}
+	// A split index cannot be resized by linking.
+	if _, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "logs", Target: "logs2"}); errType(err) != TypeIllegalArgument {
+		t.Fatalf("clone of a split index: %v", err)
+	}
+	if _, err := s.CreateIndex(CreateRequest{Name: "src", Settings: FlatSettings{SettingShards: str("2"), SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if _, err := s.IndexDoc("src", fmt.Sprintf("s%d", i), "", []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Resize(ResizeRequest{Op: routing.Split, Source: "src", Target: "src4", Settings: FlatSettings{SettingShards: str("4")}}); errType(err) != TypeIllegalState {
+		t.Fatalf("split without a write block: %v", err)
+	}
+	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Resize(ResizeRequest{Op: routing.Split, Source: "src", Target: "src4",
+		Settings: FlatSettings{SettingShards: str("4"), SettingBlockWrite: nil}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IndexDoc("src4", "new", "", []byte(`{}`), false); err != nil {
+		t.Fatalf("write to the split target (write block nulled): %v", err)
+	}
+	count := func(s *Service, idx string) int {
+		r, err := s.Search(SearchRequest{Indices: idx, Size: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Total
+	}
+	if got := count(s, "src4"); got != 51 {
+		t.Fatalf("src4 holds %d docs, want 51", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir)
+	defer s.Close()
+	if got := count(s, "current"); got != n {
+		t.Fatalf("after reopen: %d docs through the alias, want %d", got, n)
+	}
+	if got := count(s, "src4"); got != 51 {
+		t.Fatalf("after reopen src4 holds %d docs, want 51", got)
+	}
+	if _, err := s.IndexDoc("logs", "x", "", []byte(`{}`), false); errType(err) != TypeClusterBlock {
+		t.Fatalf("after reopen, write to a blocked index: %v", err)
+	}
+	d, found, err := s.GetDoc("logs", "d1", "")
+	if err != nil || !found || d.Version != 2 || string(d.Source) != `{"n":-1}` {
+		t.Fatalf("get d1 after reopen: %+v %v %v", d, found, err)
+	}
+	tab, _ := s.Table("logs")
+	if len(tab.ActiveShards()) != 3 {
+		t.Fatalf("after reopen: active shards %v, want 3", tab.ActiveShards())
+	}
+}

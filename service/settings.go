@@ -1,0 +1,294 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// Setting names the service knows.
+const (
+	SettingShards        = "index.number_of_shards"
+	SettingRoutingShards = "index.number_of_routing_shards"
+	SettingPartitionSize = "index.routing_partition_size"
+	SettingReplicas      = "index.number_of_replicas"
+	SettingMode          = "index.shardsplit.mode"
+	SettingBlockWrite    = "index.blocks.write"
+	SettingBlockReadOnly = "index.blocks.read_only"
+	SettingBlockRead     = "index.blocks.read"
+	SettingBlockMetadata = "index.blocks.metadata"
+	allocationPrefix     = "index.routing.allocation."
+)
+
+type settingKind uint8
+
+const (
+	kindStatic  settingKind = iota + 1 // set at creation only
+	kindFinal                          // set at creation only, "final"
+	kindDynamic                        // updatable
+	kindPrivate                        // set by the service only
+)
+
+type settingSpec struct {
+	kind  settingKind
+	parse func(key, v string) error
+}
+
+func parseBool(key, v string) error {
+	if v != "true" && v != "false" {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "Failed to parse value [%s] as only [true] or [false] are allowed.", v)
+	}
+	return nil
+}
+
+func parseIntMin(lo int) func(key, v string) error {
+	return func(key, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "Failed to parse value [%s] for setting [%s]", v, key)
+		}
+		if n < lo {
+			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "Failed to parse value [%s] for setting [%s] must be >= %d", v, key, lo)
+		}
+		return nil
+	}
+}
+
+func parseMode(key, v string) error {
+	if _, err := routing.ParseMode(v); err != nil {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "unknown value [%s] for setting [%s]: want [partition] or [opensearch]", v, key)
+	}
+	return nil
+}
+
+func anyValue(key, v string) error { return nil }
+
+var settingSpecs = map[string]settingSpec{
+	SettingShards:              {kindStatic, parseIntMin(1)},
+	SettingRoutingShards:       {kindFinal, parseIntMin(1)},
+	SettingPartitionSize:       {kindStatic, parseIntMin(1)},
+	SettingReplicas:            {kindDynamic, parseIntMin(0)},
+	SettingMode:                {kindStatic, parseMode},
+	SettingBlockWrite:          {kindDynamic, parseBool},
+	SettingBlockReadOnly:       {kindDynamic, parseBool},
+	SettingBlockRead:           {kindDynamic, parseBool},
+	SettingBlockMetadata:       {kindDynamic, parseBool},
+	"index.refresh_interval":   {kindDynamic, anyValue},
+	"index.max_result_window":  {kindDynamic, parseIntMin(1)},
+	"index.uuid":               {kindPrivate, anyValue},
+	"index.creation_date":      {kindPrivate, anyValue},
+	"index.provided_name":      {kindPrivate, anyValue},
+	"index.version.created":    {kindPrivate, anyValue},
+	"index.resize.source.name": {kindPrivate, anyValue},
+	"index.resize.source.uuid": {kindPrivate, anyValue},
+}
+
+func specOf(key string) (settingSpec, bool) {
+	if s, ok := settingSpecs[key]; ok {
+		return s, true
+	}
+	if strings.HasPrefix(key, allocationPrefix) && len(key) > len(allocationPrefix) {
+		return settingSpec{kindDynamic, anyValue}, true
+	}
+	return settingSpec{}, false
+}
+
+func unknownSetting(key string) *Error {
+	return newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+		"unknown setting [%s] please check that any required plugins are installed, or check the breaking changes documentation for removed settings", key)
+}
+
+// FlatSettings maps flat "index.*" setting names to values; a nil value
+// removes the setting (JSON null).
+type FlatSettings map[string]*string
+
+// ParseSettings flattens a settings object as OpenSearch accepts it:
+// nested ({"index":{"number_of_shards":2}}), dotted ("index.number_of_shards")
+// or without the "index." prefix; numbers and booleans become strings. It
+// checks names and values: unknown settings and bad values are
+// illegal_argument_exception.
+func ParseSettings(raw json.RawMessage) (FlatSettings, error) {
+	out := FlatSettings{}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, newErr(TypeParse, http.StatusBadRequest, "", "failed to parse settings: %v", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, newErr(TypeParse, http.StatusBadRequest, "", "settings must be an object")
+	}
+	if err := flatten("", obj, out); err != nil {
+		return nil, err
+	}
+	for k, val := range out {
+		spec, ok := specOf(k)
+		if !ok {
+			return nil, unknownSetting(k)
+		}
+		if val != nil {
+			if err := spec.parse(k, *val); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func flatten(prefix string, obj map[string]any, out FlatSettings) error {
+	for k, v := range obj {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if err := flatten(key, x, out); err != nil {
+				return err
+			}
+			continue
+		}
+		if !strings.HasPrefix(key, "index.") {
+			key = "index." + key
+		}
+		switch x := v.(type) {
+		case nil:
+			out[key] = nil
+		case string:
+			out[key] = &x
+		case json.Number:
+			s := x.String()
+			out[key] = &s
+		case bool:
+			s := strconv.FormatBool(x)
+			out[key] = &s
+		case []any:
+			parts := make([]string, 0, len(x))
+			for _, e := range x {
+				parts = append(parts, fmt.Sprint(e))
+			}
+			s := strings.Join(parts, ",")
+			out[key] = &s
+		default:
+			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "unsupported value for setting [%s]", key)
+		}
+	}
+	return nil
+}
+
+func atoi(m map[string]string, key string, def int) int {
+	if v, ok := m[key]; ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// tableFor returns the initial table of an index from its settings.
+func tableFor(m *IndexMeta) (*routing.Table, error) {
+	s, err := routingSettings(m.Name, m.Settings)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := routing.ParseMode(m.Settings[SettingMode])
+	if err != nil {
+		return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, m.Name, "%v", err)
+	}
+	return routing.NewTable(mode, s)
+}
+
+func routingSettings(name string, m map[string]string) (routing.Settings, error) {
+	return routing.NewSettings(name, atoi(m, SettingShards, 1), atoi(m, SettingRoutingShards, 0), atoi(m, SettingPartitionSize, 0))
+}
+
+// Blocks are an index's blocks.
+type Blocks struct{ Write, ReadOnly, Read, Metadata bool }
+
+func blocksOf(m map[string]string) Blocks {
+	return Blocks{Write: m[SettingBlockWrite] == "true", ReadOnly: m[SettingBlockReadOnly] == "true",
+		Read: m[SettingBlockRead] == "true", Metadata: m[SettingBlockMetadata] == "true"}
+}
+
+// BlockError is OpenSearch's cluster_block_exception.
+type BlockError struct {
+	Index  string
+	Blocks []string // e.g. "FORBIDDEN/8/index write (api)"
+}
+
+func (e *BlockError) Error() string {
+	return fmt.Sprintf("index [%s] blocked by: [%s];", e.Index, strings.Join(e.Blocks, ", "))
+}
+
+func (b Blocks) writeError(index string) error {
+	var names []string
+	if b.ReadOnly {
+		names = append(names, "FORBIDDEN/5/index read-only (api)")
+	}
+	if b.Write {
+		names = append(names, "FORBIDDEN/8/index write (api)")
+	}
+	if names == nil {
+		return nil
+	}
+	return &BlockError{Index: index, Blocks: names}
+}
+
+func (b Blocks) readError(index string) error {
+	if !b.Read {
+		return nil
+	}
+	return &BlockError{Index: index, Blocks: []string{"FORBIDDEN/7/index read (api)"}}
+}
+
+func (b Blocks) metadataError(index string) error {
+	var names []string
+	if b.ReadOnly {
+		names = append(names, "FORBIDDEN/5/index read-only (api)")
+	}
+	if b.Metadata {
+		names = append(names, "FORBIDDEN/9/index metadata (api)")
+	}
+	if names == nil {
+		return nil
+	}
+	return &BlockError{Index: index, Blocks: names}
+}
+
+// NestedSettings turns flat settings into OpenSearch's nested form
+// ({"index":{"number_of_shards":"1",...}}).
+func NestedSettings(flat map[string]string) map[string]any {
+	out := map[string]any{}
+	keys := make([]string, 0, len(flat))
+	for k := range flat {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts := strings.Split(k, ".")
+		m := out
+		for i, p := range parts {
+			if i == len(parts)-1 {
+				m[p] = flat[k]
+				break
+			}
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[p] = next
+			}
+			m = next
+		}
+	}
+	return out
+}

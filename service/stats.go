@@ -1,0 +1,163 @@
+package service
+
+import (
+	"sort"
+
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// Shard states as _cat/shards shows them.
+const (
+	StateStarted      = "STARTED"
+	StateSplitting    = "SPLITTING" // a parent being split in place (OpenSearch #21120)
+	StateInitializing = "INITIALIZING"
+	StateUnassigned   = "UNASSIGNED"
+)
+
+// ShardRow is one shard copy.
+type ShardRow struct {
+	Index   string
+	UUID    string
+	Shard   routing.ShardID
+	Primary bool
+	State   string
+	Docs    int64 // -1: unknown (unassigned)
+	Bytes   int64 // -1: unknown
+}
+
+// ShardRows returns one row per shard copy of the indices: active primaries
+// STARTED (SPLITTING while an in-place split of them runs), the children of
+// a running split INITIALIZING, and number_of_replicas UNASSIGNED replicas
+// per primary (one node cannot host them).
+func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
+	names, err := s.Resolve(expr, true)
+	if err != nil {
+		return nil, err
+	}
+	var rows []ShardRow
+	for _, name := range names {
+		ix, ok := s.index(name)
+		m, mok := s.Meta(name)
+		if !ok || !mok {
+			continue
+		}
+		replicas := atoi(m.Settings, SettingReplicas, 0)
+		t := ix.node.Table()
+		splitting := map[routing.ShardID]bool{}
+		var children []routing.ShardID
+		for _, p := range t.InProgress() {
+			splitting[p] = true
+			sp, _ := t.Split(p)
+			for _, c := range sp.Children {
+				children = append(children, c.Shard)
+			}
+		}
+		add := func(id routing.ShardID, state string, withReplicas bool) {
+			docs, bytes := ix.shardStats(t, id)
+			rows = append(rows, ShardRow{Index: name, UUID: m.UUID, Shard: id, Primary: true, State: state, Docs: docs, Bytes: bytes})
+			if withReplicas {
+				for range replicas {
+					rows = append(rows, ShardRow{Index: name, UUID: m.UUID, Shard: id, State: StateUnassigned, Docs: -1, Bytes: -1})
+				}
+			}
+		}
+		for _, id := range t.ActiveShards() {
+			st := StateStarted
+			if splitting[id] {
+				st = StateSplitting
+			}
+			add(id, st, true)
+		}
+		for _, id := range children {
+			add(id, StateInitializing, false)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].Index != rows[j].Index {
+			return rows[i].Index < rows[j].Index
+		}
+		return rows[i].Shard < rows[j].Shard
+	})
+	return rows, nil
+}
+
+// shardStats counts a shard's documents in its span and its store's bytes.
+func (ix *Index) shardStats(t *routing.Table, id routing.ShardID) (docs, bytes int64) {
+	st, ok := ix.node.ShardStore(id)
+	o, ook := t.Shard(id)
+	if !ok || !ook {
+		return 0, 0
+	}
+	if n, err := st.CountKeys(o.Span); err == nil {
+		docs = int64(n)
+	}
+	if ix.node.Engine().Layout() == storage.LayoutPerShard {
+		if u, err := storage.DirUsage(ix.node.Engine().ShardDir(id)); err == nil {
+			bytes = u.Live
+		}
+	}
+	return docs, bytes
+}
+
+// IndexStats summarises an index for _cat/indices and health.
+type IndexStats struct {
+	Name      string
+	UUID      string
+	Health    string // green, yellow
+	Status    string // open
+	Primaries int
+	Replicas  int
+	Docs      int64
+	Bytes     int64 // all copies (the primaries: replicas are unassigned)
+	PriBytes  int64
+	// Active and Initializing count primaries (active includes splitting
+	// parents; initializing: the children of running splits).
+	Active, Initializing, Unassigned int
+}
+
+// Stats returns per-index statistics.
+func (s *Service) Stats(expr string) ([]IndexStats, error) {
+	rows, err := s.ShardRows(expr)
+	if err != nil {
+		return nil, err
+	}
+	names, err := s.Resolve(expr, true)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*IndexStats{}
+	var out []IndexStats
+	for _, n := range names {
+		m, ok := s.Meta(n)
+		if !ok {
+			continue
+		}
+		byName[n] = &IndexStats{Name: n, UUID: m.UUID, Health: "green", Status: "open", Replicas: atoi(m.Settings, SettingReplicas, 0)}
+	}
+	for _, r := range rows {
+		st := byName[r.Index]
+		if st == nil {
+			continue
+		}
+		switch r.State {
+		case StateStarted, StateSplitting:
+			st.Primaries++
+			st.Active++
+			st.Docs += r.Docs
+			st.Bytes += r.Bytes
+			st.PriBytes += r.Bytes
+		case StateInitializing:
+			st.Initializing++
+		case StateUnassigned:
+			st.Unassigned++
+			st.Health = "yellow"
+		}
+	}
+	for _, n := range names {
+		if st := byName[n]; st != nil {
+			out = append(out, *st)
+		}
+	}
+	return out, nil
+}

@@ -16,7 +16,7 @@ type QueryKind uint8
 const (
 	MatchAll QueryKind = iota
 	IDs                // ids: Values
-	Term               // term on Field (_id or _routing): Values[0]
+	Term               // term or terms on Field (_id or _routing): any of Values
 )
 
 // Query is a parsed query: match_all, ids, or term on _id or _routing.
@@ -36,10 +36,16 @@ func (q Query) match(d storage.Doc) bool {
 		}
 		return false
 	case Term:
+		v := d.ID
 		if q.Field == "_routing" {
-			return d.Routing == q.Values[0]
+			v = d.Routing
 		}
-		return d.ID == q.Values[0]
+		for _, want := range q.Values {
+			if v == want {
+				return true
+			}
+		}
+		return false
 	}
 	return true
 }

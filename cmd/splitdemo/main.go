@@ -38,12 +38,14 @@ Commands:
   route     print where documents land (OpenSearch-exact routing, optional in-place splits)
   run       write continuously while splitting, logging every attempt and ack (crash tests)
   verify    recover a data directory and check its invariants and a write log
+  serve     OpenSearch's REST API over a data directory (in-place split included)
   help      print this help, or a command's help: splitdemo help compare
 
 Examples:
   splitdemo                          # compare on the embedded default (~1 minute)
   splitdemo compare --rate 5000 --writers 64 --docs 1000000 --out big-run
   splitdemo route --shards 8 user-42
+  splitdemo serve --data ./splitdemo-data   # then: curl localhost:9200/_cat/shards?v
 `
 
 func main() {
@@ -66,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runRun(args[1:], stdout, stderr)
 	case "verify":
 		return runVerify(args[1:], stdout, stderr)
+	case "serve":
+		return runServe(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			switch args[1] {
@@ -79,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return runRun([]string{"--help"}, stdout, stderr)
 			case "verify":
 				return runVerify([]string{"--help"}, stdout, stderr)
+			case "serve":
+				return runServe([]string{"--help"}, stdout, stderr)
 			}
 		}
 		fmt.Fprint(stdout, usage)

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/shardsplit/shardsplit/service"
+)
+
+// BulkItem is one parsed bulk action.
+type BulkItem struct {
+	Op      string // index, create, delete
+	Index   string
+	ID      string
+	Routing string
+	Source  []byte // index/create
+	Err     *service.Error
+}
+
+// ParseBulk parses a bulk NDJSON body: an action line ({"index"|"create"|
+// "delete"|"update": {_index, _id, routing}}) followed, except for delete,
+// by a source line. A malformed action line fails the whole request (as in
+// OpenSearch, before anything is applied); a bad source fails its item only.
+func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
+	var items []BulkItem
+	lines := bytes.Split(body, []byte("\n"))
+	for i := 0; i < len(lines); i++ {
+		line := bytes.TrimSpace(lines[i])
+		if len(line) == 0 {
+			continue
+		}
+		var action map[string]map[string]json.RawMessage
+		if err := json.Unmarshal(line, &action); err != nil || len(action) != 1 {
+			return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+				Reason: fmt.Sprintf("Malformed action/metadata line [%d], expected a simple object with one action", i+1)}
+		}
+		var it BulkItem
+		var meta map[string]json.RawMessage
+		for op, m := range action {
+			it.Op, meta = op, m
+		}
+		switch it.Op {
+		case "index", "create", "delete", "update":
+		default:
+			return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+				Reason: fmt.Sprintf("Malformed action/metadata line [%d], expected field [create], [delete], [index] or [update] but found [%s]", i+1, it.Op)}
+		}
+		for k, v := range meta {
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+					Reason: fmt.Sprintf("Malformed action/metadata line [%d], field [%s] must be a string", i+1, k)}
+			}
+			switch k {
+			case "_index":
+				it.Index = s
+			case "_id":
+				it.ID = s
+			case "routing", "_routing":
+				it.Routing = s
+			default:
+				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+					Reason: fmt.Sprintf("Action/metadata line [%d] contains an unknown parameter [%s]", i+1, k)}
+			}
+		}
+		if it.Index == "" {
+			it.Index = defaultIndex
+		}
+		if it.Index == "" {
+			return nil, &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: index is missing;"}
+		}
+		if it.Op != "delete" {
+			i++
+			if i >= len(lines) || len(bytes.TrimSpace(lines[i])) == 0 {
+				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+					Reason: "The bulk request must be terminated by a newline [\\n]"}
+			}
+			it.Source = bytes.TrimSpace(lines[i])
+			if it.Op == "update" {
+				it.Err = &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Index: it.Index,
+					Reason: "bulk update is not supported by shardsplit; use index"}
+			} else if err := checkSource(it.Index, it.Source); err != nil {
+				it.Err = service.AsError(err)
+			}
+		} else if it.ID == "" {
+			it.Err = &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: id is missing;"}
+		}
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return nil, &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: no requests added;"}
+	}
+	return items, nil
+}
+
+func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "routing", "refresh", "timeout", "wait_for_active_shards", "pipeline", "require_alias", "_source",
+		"_source_includes", "_source_excludes", "batch_size")
+	if err != nil {
+		return err
+	}
+	if err := refreshParam(q); err != nil {
+		return err
+	}
+	start := time.Now()
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	items, err := ParseBulk(body, r.PathValue("index"))
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]any, 0, len(items))
+	anyErr := false
+	for _, it := range items {
+		if it.Routing == "" {
+			it.Routing = q.Get("routing")
+		}
+		var res service.WriteResult
+		err := error(it.Err)
+		if it.Err == nil {
+			switch it.Op {
+			case "index", "create":
+				create := it.Op == "create"
+				if it.ID == "" {
+					it.ID, create = service.NewDocID(), true
+				}
+				res, err = s.svc.IndexDoc(it.Index, it.ID, it.Routing, it.Source, create)
+			case "delete":
+				res, err = s.svc.DeleteDoc(it.Index, it.ID, it.Routing)
+			}
+		}
+		var item map[string]any
+		if err != nil {
+			anyErr = true
+			e := service.AsError(err)
+			if e.Index == "" {
+				e.Index = it.Index
+			}
+			eb := errorBody(e)["error"].(map[string]any)
+			delete(eb, "root_cause")
+			item = map[string]any{"_index": it.Index, "_id": it.ID, "status": e.Status, "error": eb}
+		} else {
+			item = writeBody(res, s.replicas(res.Index))
+			item["status"] = res.Status
+		}
+		out = append(out, map[string]any{it.Op: item})
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"took": time.Since(start).Milliseconds(), "errors": anyErr, "items": out})
+	return nil
+}

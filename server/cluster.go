@@ -1,0 +1,327 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardsplit/shardsplit/service"
+)
+
+func (s *Server) root(w http.ResponseWriter, r *http.Request) error {
+	if _, err := params(r); err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"name":         s.svc.NodeName(),
+		"cluster_name": s.cfg.ClusterName,
+		"cluster_uuid": s.svc.ClusterUUID(),
+		"version": map[string]any{
+			"distribution":                        "shardsplit",
+			"number":                              service.Version,
+			"build_type":                          "tar",
+			"build_hash":                          "unknown",
+			"build_date":                          "2026-11-30T00:00:00Z",
+			"build_snapshot":                      false,
+			"lucene_version":                      "none (pebble)",
+			"minimum_wire_compatibility_version":  "2.19.0",
+			"minimum_index_compatibility_version": "2.0.0",
+		},
+		"tagline": "The OpenSearch Project: https://opensearch.org/",
+	})
+	return nil
+}
+
+var healthRank = map[string]int{"green": 0, "yellow": 1, "red": 2}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "wait_for_status", "timeout", "master_timeout", "cluster_manager_timeout", "level", "local",
+		"wait_for_active_shards", "wait_for_nodes", "wait_for_events", "wait_for_no_relocating_shards", "wait_for_no_initializing_shards", "expand_wildcards")
+	if err != nil {
+		return err
+	}
+	want := q.Get("wait_for_status")
+	if _, ok := healthRank[want]; want != "" && !ok {
+		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("unknown cluster health status [%s]", want)}
+	}
+	timeout, err := durationParam(q, "timeout", 30*time.Second)
+	if err != nil {
+		return err
+	}
+	expr := r.PathValue("index")
+	deadline := time.Now().Add(timeout)
+	for {
+		body, status, err := s.healthBody(expr)
+		if err != nil {
+			return err
+		}
+		if want == "" || healthRank[status] <= healthRank[want] {
+			s.writeJSON(w, r, http.StatusOK, body)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			body["timed_out"] = true
+			s.writeJSON(w, r, http.StatusRequestTimeout, body)
+			return nil
+		}
+		select {
+		case <-r.Context().Done():
+			return r.Context().Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) healthBody(expr string) (map[string]any, string, error) {
+	stats, err := s.svc.Stats(expr)
+	if err != nil {
+		return nil, "", err
+	}
+	status := "green"
+	var active, initializing, unassigned int
+	for _, st := range stats {
+		active += st.Active
+		initializing += st.Initializing
+		unassigned += st.Unassigned
+		if healthRank[st.Health] > healthRank[status] {
+			status = st.Health
+		}
+	}
+	total := active + initializing + unassigned
+	pct := 100.0
+	if total > 0 {
+		pct = 100 * float64(active) / float64(total)
+	}
+	return map[string]any{
+		"cluster_name":                     s.cfg.ClusterName,
+		"status":                           status,
+		"timed_out":                        false,
+		"number_of_nodes":                  1,
+		"number_of_data_nodes":             1,
+		"discovered_master":                true,
+		"discovered_cluster_manager":       true,
+		"active_primary_shards":            active,
+		"active_shards":                    active,
+		"relocating_shards":                0,
+		"initializing_shards":              initializing,
+		"unassigned_shards":                unassigned,
+		"delayed_unassigned_shards":        0,
+		"number_of_pending_tasks":          0,
+		"number_of_in_flight_fetch":        0,
+		"task_max_waiting_in_queue_millis": 0,
+		"active_shards_percent_as_number":  pct,
+	}, status, nil
+}
+
+func durationParam(q map[string][]string, name string, def time.Duration) (time.Duration, error) {
+	v, ok := q[name]
+	if !ok || v[0] == "" {
+		return def, nil
+	}
+	d, err := parseTimeValue(v[0])
+	if err != nil {
+		return 0, &service.Error{Type: service.TypeParse, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("failed to parse setting [%s] with value [%s] as a time value: unit is missing or unrecognized", name, v[0])}
+	}
+	return d, nil
+}
+
+// parseTimeValue parses OpenSearch time values: 30s, 100ms, 1m, 2h, 1d, -1.
+func parseTimeValue(v string) (time.Duration, error) {
+	if v == "-1" {
+		return 24 * time.Hour, nil
+	}
+	units := []struct {
+		suffix string
+		d      time.Duration
+	}{{"nanos", time.Nanosecond}, {"micros", time.Microsecond}, {"ms", time.Millisecond}, {"s", time.Second},
+		{"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			f, err := strconv.ParseFloat(n, 64)
+			if err != nil || f < 0 {
+				return 0, fmt.Errorf("bad time value %q", v)
+			}
+			return time.Duration(f * float64(u.d)), nil
+		}
+	}
+	return 0, fmt.Errorf("bad time value %q", v)
+}
+
+var nodeRoles = []string{"cluster_manager", "data", "ingest", "remote_cluster_client"}
+
+var nodeMetrics = map[string]bool{"settings": true, "os": true, "process": true, "jvm": true, "thread_pool": true,
+	"transport": true, "http": true, "plugins": true, "ingest": true, "aggregations": true, "indices": true, "search_pipelines": true, "_all": true}
+
+// nodeMatches applies a node filter (OpenSearch's DiscoveryNodes
+// resolveNodes): each comma-separated part adds the node (_all, _local,
+// _cluster_manager, its id, name or address, a wildcard, role:true) or
+// removes it (role:false), in order.
+func (s *Server) nodeMatches(filter string) bool {
+	match := false
+	for _, f := range strings.Split(filter, ",") {
+		f = strings.TrimSpace(f)
+		if role, val, ok := strings.Cut(f, ":"); ok {
+			if role == "master" {
+				role = "cluster_manager"
+			}
+			has := slices.Contains(nodeRoles, role)
+			switch val {
+			case "true":
+				match = match || has
+			case "false":
+				match = match && !has
+			}
+			continue
+		}
+		switch {
+		case f == "_all" || f == "_local" || f == "_cluster_manager" || f == "_master":
+			match = true
+		case f == s.svc.NodeID() || f == s.svc.NodeName() || f == s.ipAddr || f == s.host:
+			match = true
+		case strings.Contains(f, "*") && (globMatch(f, s.svc.NodeName()) || globMatch(f, s.svc.NodeID())):
+			match = true
+		}
+	}
+	return match
+}
+
+func (s *Server) nodeInfo() map[string]any {
+	return map[string]any{
+		"name":              s.svc.NodeName(),
+		"transport_address": s.ipAddr + ":9300",
+		"host":              s.ipAddr,
+		"ip":                s.ipAddr,
+		"version":           service.Version,
+		"distribution":      "shardsplit",
+		"build_type":        "tar",
+		"build_hash":        "unknown",
+		"roles":             nodeRoles,
+		"attributes":        map[string]any{"shard_indexing_pressure_enabled": "true"},
+		"http": map[string]any{
+			"bound_address":   []string{s.cfg.Addr},
+			"publish_address": s.cfg.Addr,
+		},
+	}
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
+	if _, err := params(r, "timeout", "flat_settings"); err != nil {
+		return err
+	}
+	filter := r.PathValue("node_id")
+	if filter == "" || nodeMetrics[strings.Split(filter, ",")[0]] {
+		filter = "_all"
+	}
+	nodes := map[string]any{}
+	if s.nodeMatches(filter) {
+		nodes[s.svc.NodeID()] = s.nodeInfo()
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"_nodes":       map[string]int{"total": len(nodes), "successful": len(nodes), "failed": 0},
+		"cluster_name": s.cfg.ClusterName,
+		"nodes":        nodes,
+	})
+	return nil
+}
+
+func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
+	if _, err := params(r, "local", "master_timeout", "cluster_manager_timeout", "flat_settings", "wait_for_metadata_version",
+		"wait_for_timeout", "ignore_unavailable", "allow_no_indices", "expand_wildcards"); err != nil {
+		return err
+	}
+	names, err := s.svc.Resolve(r.PathValue("index"), true)
+	if err != nil {
+		return err
+	}
+	indices := map[string]any{}
+	for _, name := range names {
+		m, ok := s.svc.Meta(name)
+		t, err := s.svc.Table(name)
+		if !ok || err != nil {
+			continue
+		}
+		settings, _ := s.svc.GetSettings(name)
+		if settings == nil { // metadata-blocked: show what routing needs
+			settings = m.Settings
+		}
+		aliases := []string{}
+		for a := range m.Aliases {
+			aliases = append(aliases, a)
+		}
+		terms, inSync := map[string]int{}, map[string][]string{}
+		for _, id := range t.ActiveShards() {
+			k := strconv.Itoa(int(id))
+			terms[k] = 1
+			inSync[k] = []string{allocationID(m.UUID, id)}
+		}
+		mappings := json.RawMessage(`{}`)
+		if len(m.Mappings) > 0 {
+			mappings = m.Mappings
+		}
+		indices[name] = map[string]any{
+			"version":               t.Version(),
+			"mapping_version":       1,
+			"settings_version":      1,
+			"aliases_version":       1,
+			"routing_num_shards":    t.Settings().RoutingShards,
+			"state":                 "open",
+			"settings":              service.NestedSettings(settings),
+			"mappings":              mappings,
+			"aliases":               aliases,
+			"primary_terms":         terms,
+			"in_sync_allocations":   inSync,
+			"rollover_info":         map[string]any{},
+			"system":                false,
+			"split_shards_metadata": json.RawMessage(t.MarshalXContent()),
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"cluster_name": s.cfg.ClusterName,
+		"cluster_uuid": s.svc.ClusterUUID(),
+		"metadata": map[string]any{
+			"cluster_uuid":           s.svc.ClusterUUID(),
+			"cluster_uuid_committed": true,
+			"cluster_coordination":   map[string]any{"term": 1, "last_committed_config": []string{s.svc.NodeID()}, "last_accepted_config": []string{s.svc.NodeID()}, "voting_config_exclusions": []any{}},
+			"templates":              map[string]any{},
+			"indices":                indices,
+			"index-graveyard":        map[string]any{"tombstones": []any{}},
+		},
+	})
+	return nil
+}
+
+func heapPercent() int {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.Sys == 0 {
+		return 0
+	}
+	return int(100 * ms.HeapAlloc / ms.Sys)
+}
+
+// globMatch matches a pattern whose only metacharacter is '*'.
+func globMatch(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for i, p := range parts[1:] {
+		if i == len(parts)-2 {
+			return strings.HasSuffix(s, p)
+		}
+		k := strings.Index(s, p)
+		if k < 0 {
+			return false
+		}
+		s = s[k+len(p):]
+	}
+	return true
+}

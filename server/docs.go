@@ -1,0 +1,472 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/service"
+)
+
+var writeParams = []string{"routing", "refresh", "timeout", "wait_for_active_shards", "op_type", "version", "version_type",
+	"if_seq_no", "if_primary_term", "pipeline", "require_alias"}
+
+func refreshParam(q url.Values) error {
+	switch v := q.Get("refresh"); v {
+	case "", "true", "false", "wait_for":
+		return nil
+	default:
+		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("Unknown value for refresh: [%s].", v)}
+	}
+}
+
+func unsupportedParams(q url.Values, names ...string) error {
+	for _, n := range names {
+		if _, ok := q[n]; ok {
+			return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+				Reason: fmt.Sprintf("parameter [%s] is not supported by shardsplit", n)}
+		}
+	}
+	return nil
+}
+
+// checkSource checks a document source is a JSON object.
+func checkSource(index string, b []byte) error {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 {
+		return &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: source is missing;"}
+	}
+	if t[0] != '{' || !json.Valid(t) {
+		return &service.Error{Type: "mapper_parsing_exception", Status: http.StatusBadRequest, Index: index, Reason: "failed to parse"}
+	}
+	return nil
+}
+
+func (s *Server) writeResponse(w http.ResponseWriter, r *http.Request, res service.WriteResult, replicas int, forced bool) {
+	body := writeBody(res, replicas)
+	if forced {
+		body["forced_refresh"] = true
+	}
+	if res.Status == http.StatusCreated {
+		w.Header().Set("Location", "/"+url.PathEscape(res.Index)+"/_doc/"+url.PathEscape(res.ID))
+	}
+	s.writeJSON(w, r, res.Status, body)
+}
+
+func writeBody(res service.WriteResult, replicas int) map[string]any {
+	return map[string]any{
+		"_index":        res.Index,
+		"_id":           res.ID,
+		"_version":      res.Version,
+		"result":        res.Result,
+		"_shards":       map[string]int{"total": 1 + replicas, "successful": 1, "failed": 0},
+		"_seq_no":       res.SeqNo,
+		"_primary_term": 1,
+	}
+}
+
+func (s *Server) replicas(index string) int {
+	if m, ok := s.svc.Meta(index); ok {
+		if n, err := strconv.Atoi(m.Settings[service.SettingReplicas]); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
+func (s *Server) indexDoc(w http.ResponseWriter, r *http.Request) error {
+	return s.putDoc(w, r, false)
+}
+
+func (s *Server) createDoc(w http.ResponseWriter, r *http.Request) error {
+	return s.putDoc(w, r, true)
+}
+
+func (s *Server) putDoc(w http.ResponseWriter, r *http.Request, create bool) error {
+	q, err := params(r, writeParams...)
+	if err != nil {
+		return err
+	}
+	if err := refreshParam(q); err != nil {
+		return err
+	}
+	if err := unsupportedParams(q, "version", "if_seq_no", "if_primary_term", "pipeline"); err != nil {
+		return err
+	}
+	switch q.Get("op_type") {
+	case "", "index":
+	case "create":
+		create = true
+	default:
+		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("opType must be 'create' or 'index', found: [%s]", q.Get("op_type"))}
+	}
+	index, id := r.PathValue("index"), r.PathValue("id")
+	if id == "" && r.Pattern == "POST /{index}/_doc" {
+		id = service.NewDocID()
+		create = true
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if err := checkSource(index, body); err != nil {
+		return err
+	}
+	res, err := s.svc.IndexDoc(index, id, q.Get("routing"), bytes.TrimSpace(body), create)
+	if err != nil {
+		return err
+	}
+	s.writeResponse(w, r, res, s.replicas(res.Index), q.Get("refresh") == "true" || q.Has("refresh") && q.Get("refresh") == "")
+	return nil
+}
+
+func (s *Server) deleteDoc(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, writeParams...)
+	if err != nil {
+		return err
+	}
+	if err := refreshParam(q); err != nil {
+		return err
+	}
+	if err := unsupportedParams(q, "version", "if_seq_no", "if_primary_term"); err != nil {
+		return err
+	}
+	res, err := s.svc.DeleteDoc(r.PathValue("index"), r.PathValue("id"), q.Get("routing"))
+	if err != nil {
+		return err
+	}
+	s.writeResponse(w, r, res, s.replicas(res.Index), false)
+	return nil
+}
+
+var getParams = []string{"routing", "stored_fields", "_source", "_source_includes", "_source_excludes", "realtime", "refresh", "preference", "version", "version_type"}
+
+func (s *Server) fetch(r *http.Request) (service.Doc, bool, url.Values, error) {
+	q, err := params(r, getParams...)
+	if err != nil {
+		return service.Doc{}, false, nil, err
+	}
+	if err := unsupportedParams(q, "_source_includes", "_source_excludes"); err != nil {
+		return service.Doc{}, false, nil, err
+	}
+	d, found, err := s.svc.GetDoc(r.PathValue("index"), r.PathValue("id"), q.Get("routing"))
+	return d, found, q, err
+}
+
+func sourceJSON(b []byte) any {
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	return string(b) // a document written by another tool (not JSON)
+}
+
+func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) error {
+	d, found, q, err := s.fetch(r)
+	if err != nil {
+		return err
+	}
+	if !found {
+		s.writeJSON(w, r, http.StatusNotFound, map[string]any{"_index": d.Index, "_id": d.ID, "found": false})
+		return nil
+	}
+	body := map[string]any{
+		"_index": d.Index, "_id": d.ID, "_version": d.Version, "_seq_no": d.SeqNo, "_primary_term": 1, "found": true,
+	}
+	if d.Routing != "" {
+		body["_routing"] = d.Routing
+	}
+	if src := q.Get("_source"); src != "false" && !(q.Has("stored_fields") && !q.Has("_source")) {
+		body["_source"] = sourceJSON(d.Source)
+	}
+	s.writeJSON(w, r, http.StatusOK, body)
+	return nil
+}
+
+func (s *Server) getSource(w http.ResponseWriter, r *http.Request) error {
+	d, found, _, err := s.fetch(r)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return &service.Error{Type: service.TypeResourceNotFound, Status: http.StatusNotFound, Index: d.Index,
+			Reason: fmt.Sprintf("Document not found [%s]/[%s]", d.Index, d.ID)}
+	}
+	s.writeJSON(w, r, http.StatusOK, sourceJSON(d.Source))
+	return nil
+}
+
+// Search.
+
+// searchBody is the part of a search body shardsplit understands.
+type searchBody struct {
+	Query service.Query
+	Size  *int
+	From  *int
+}
+
+var searchBodyKeys = []string{"query", "size", "from", "track_total_hits", "_source", "timeout", "version", "seq_no_primary_term", "stored_fields"}
+
+// ParseSearchBody parses a search or count body: query (match_all, ids,
+// term or terms on _id or _routing), size, from.
+func ParseSearchBody(body []byte, count bool) (searchBody, error) {
+	var sb searchBody
+	m, err := decodeObject(body)
+	if err != nil {
+		return sb, err
+	}
+	for k := range m {
+		allowed := k == "query"
+		if !count {
+			allowed = allowed || containsStr(searchBodyKeys, k)
+		}
+		if !allowed {
+			return sb, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+				Reason: fmt.Sprintf("search body field [%s] is not supported by shardsplit (supported: query, size, from, track_total_hits, _source)", k)}
+		}
+	}
+	for _, k := range []string{"size", "from"} {
+		if v, ok := m[k]; ok {
+			var n int
+			if err := json.Unmarshal(v, &n); err != nil || n < 0 {
+				return sb, parseErr("[%s] must be a non-negative integer", k)
+			}
+			if k == "size" {
+				sb.Size = &n
+			} else {
+				sb.From = &n
+			}
+		}
+	}
+	if v, ok := m["query"]; ok {
+		if sb.Query, err = parseQuery(v); err != nil {
+			return sb, err
+		}
+	}
+	return sb, nil
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func parseQuery(raw json.RawMessage) (service.Query, error) {
+	var q service.Query
+	m, err := decodeObject(raw)
+	if err != nil {
+		return q, err
+	}
+	if len(m) != 1 {
+		return q, &service.Error{Type: "parsing_exception", Status: http.StatusBadRequest, Reason: "[query] must hold exactly one query"}
+	}
+	for kind, body := range m {
+		switch kind {
+		case "match_all":
+			q.Kind = service.MatchAll
+			return q, nil
+		case "ids":
+			var ids struct {
+				Values []string `json:"values"`
+			}
+			if err := json.Unmarshal(body, &ids); err != nil {
+				return q, &service.Error{Type: "parsing_exception", Status: http.StatusBadRequest, Reason: "[ids] values must be an array of strings"}
+			}
+			q.Kind, q.Values = service.IDs, ids.Values
+			return q, nil
+		case "term", "terms":
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(body, &fields); err != nil || len(fields) != 1 {
+				return q, &service.Error{Type: "parsing_exception", Status: http.StatusBadRequest, Reason: fmt.Sprintf("[%s] query malformed, no field or more than one field", kind)}
+			}
+			for field, v := range fields {
+				if field != "_id" && field != "_routing" {
+					return q, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+						Reason: fmt.Sprintf("[%s] query on field [%s] is not supported by shardsplit: only _id and _routing (there are no mappings)", kind, field)}
+				}
+				var values []string
+				if kind == "terms" {
+					if err := json.Unmarshal(v, &values); err != nil {
+						return q, &service.Error{Type: "parsing_exception", Status: http.StatusBadRequest, Reason: "[terms] values must be an array of strings"}
+					}
+				} else {
+					var one string
+					if err := json.Unmarshal(v, &one); err != nil {
+						var obj struct {
+							Value string `json:"value"`
+						}
+						if err := json.Unmarshal(v, &obj); err != nil || obj.Value == "" {
+							return q, &service.Error{Type: "parsing_exception", Status: http.StatusBadRequest, Reason: "[term] value must be a string or {\"value\": …}"}
+						}
+						one = obj.Value
+					}
+					values = []string{one}
+				}
+				if field == "_id" {
+					q.Kind, q.Values = service.IDs, values
+				} else {
+					q.Kind, q.Field, q.Values = service.Term, field, values
+				}
+			}
+			return q, nil
+		default:
+			return q, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+				Reason: fmt.Sprintf("query [%s] is not supported by shardsplit (supported: match_all, ids, term and terms on _id or _routing)", kind)}
+		}
+	}
+	return q, nil
+}
+
+var searchParams = []string{"routing", "preference", "size", "from", "track_total_hits", "rest_total_hits_as_int", "_source",
+	"timeout", "search_type", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "request_cache", "typed_keys",
+	"seq_no_primary_term", "version", "allow_partial_search_results", "batched_reduce_size", "ccs_minimize_roundtrips", "q"}
+
+func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchRequest, url.Values, error) {
+	allowed := searchParams
+	if count {
+		allowed = []string{"routing", "preference", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "min_score", "terminate_after", "q"}
+	}
+	q, err := params(r, allowed...)
+	if err != nil {
+		return service.SearchRequest{}, nil, err
+	}
+	if err := unsupportedParams(q, "q"); err != nil {
+		return service.SearchRequest{}, nil, err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return service.SearchRequest{}, nil, err
+	}
+	sb, err := ParseSearchBody(body, count)
+	if err != nil {
+		return service.SearchRequest{}, nil, err
+	}
+	req := service.SearchRequest{Indices: r.PathValue("index"), Query: sb.Query, Size: 10, Routing: q.Get("routing"), Preference: q.Get("preference")}
+	if sb.Size != nil {
+		req.Size = *sb.Size
+	}
+	if sb.From != nil {
+		req.From = *sb.From
+	}
+	for _, k := range []string{"size", "from"} {
+		if v := q.Get(k); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return req, nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+					Reason: fmt.Sprintf("Failed to parse int parameter [%s] with value [%s]", k, v)}
+			}
+			if k == "size" {
+				req.Size = n
+			} else {
+				req.From = n
+			}
+		}
+	}
+	if count {
+		req.Size = -1
+	}
+	return req, q, nil
+}
+
+func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
+	req, q, err := s.searchRequest(r, false)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Search(req)
+	if err != nil {
+		return err
+	}
+	hits := make([]map[string]any, 0, len(res.Hits))
+	for _, d := range res.Hits {
+		h := map[string]any{"_index": d.Index, "_id": d.ID, "_score": 1.0}
+		if d.Routing != "" {
+			h["_routing"] = d.Routing
+		}
+		if q.Get("_source") != "false" {
+			h["_source"] = sourceJSON(d.Source)
+		}
+		hits = append(hits, h)
+	}
+	var maxScore any
+	if len(hits) > 0 {
+		maxScore = 1.0
+	}
+	var total any = map[string]any{"value": res.Total, "relation": "eq"}
+	if q.Get("rest_total_hits_as_int") == "true" {
+		total = res.Total
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"took":      time.Since(start).Milliseconds(),
+		"timed_out": false,
+		"_shards":   map[string]int{"total": res.Shards, "successful": res.Shards, "skipped": 0, "failed": 0},
+		"hits":      map[string]any{"total": total, "max_score": maxScore, "hits": hits},
+	})
+	return nil
+}
+
+func (s *Server) count(w http.ResponseWriter, r *http.Request) error {
+	req, _, err := s.searchRequest(r, true)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Search(req)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"count":   res.Total,
+		"_shards": map[string]int{"total": res.Shards, "successful": res.Shards, "skipped": 0, "failed": 0},
+	})
+	return nil
+}
+
+// allocationID names the one copy of a shard.
+func allocationID(uuid string, shard routing.ShardID) string {
+	return fmt.Sprintf("%s-%04d", uuid, shard)
+}
+
+func (s *Server) searchShards(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "routing", "preference", "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards")
+	if err != nil {
+		return err
+	}
+	targets, err := s.svc.SearchShards(r.PathValue("index"), q.Get("routing"), q.Get("preference"))
+	if err != nil {
+		return err
+	}
+	indices := map[string]any{}
+	groups := make([][]map[string]any, 0, len(targets))
+	for _, t := range targets {
+		indices[t.Index] = map[string]any{}
+		groups = append(groups, []map[string]any{{
+			"state": "STARTED", "primary": true, "node": s.svc.NodeID(), "relocating_node": nil,
+			"shard": t.Shard, "index": t.Index, "allocation_id": map[string]string{"id": allocationID(t.UUID, t.Shard)},
+		}})
+	}
+	if names, err := s.svc.Resolve(r.PathValue("index"), true); err == nil {
+		for _, n := range names {
+			indices[n] = map[string]any{}
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"nodes": map[string]any{s.svc.NodeID(): map[string]any{
+			"name": s.svc.NodeName(), "ephemeral_id": s.svc.NodeID(), "transport_address": s.ipAddr + ":9300",
+			"attributes": map[string]any{"shard_indexing_pressure_enabled": "true"},
+		}},
+		"indices": indices,
+		"shards":  groups,
+	})
+	return nil
+}

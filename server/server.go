@@ -1,0 +1,298 @@
+// Package server is shardsplit's OpenSearch-compatible REST API: net/http
+// handlers over package service, answering with OpenSearch 3.x request and
+// response shapes, status codes and error bodies, so curl, Dashboards'
+// console and the official clients work against it unchanged. It adds one
+// endpoint of its own, the in-place split of a shard
+// (POST /{index}/_shards/{shard_id}/_split), run as a task.
+//
+// Routing uses only net/http's method and wildcard patterns. Paths whose
+// first segment starts with '_' (cluster-level APIs) and paths that start
+// with an index expression go to two muxes, because a pattern such as
+// "GET /_nodes/{node_id}" and one such as "GET /{index}/_settings" overlap
+// without either being more specific, which one mux refuses.
+//
+// Every failure answers OpenSearch's error body
+// {"error":{"root_cause":[…],"type":…,"reason":…},"status":N}.
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/service"
+)
+
+// MaxContentLength is http.max_content_length (100mb).
+const MaxContentLength = 100 << 20
+
+// Config configures a Server.
+type Config struct {
+	Service *service.Service
+	Logger  *zap.Logger
+	// Addr is the address the node publishes (host:port), shown in _nodes,
+	// _cat/nodes and _search_shards.
+	Addr string
+	// ClusterName defaults to "shardsplit".
+	ClusterName string
+	// MaxContentLength bounds request bodies (default MaxContentLength).
+	MaxContentLength int64
+}
+
+// Server is the REST API.
+type Server struct {
+	cfg    Config
+	svc    *service.Service
+	log    *zap.Logger
+	sys    *http.ServeMux // first path segment starts with '_'
+	idx    *http.ServeMux // first path segment is an index expression
+	host   string
+	port   string
+	ipAddr string
+}
+
+// New returns the API over a service.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = "shardsplit"
+	}
+	if cfg.MaxContentLength == 0 {
+		cfg.MaxContentLength = MaxContentLength
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:9200"
+	}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, sys: http.NewServeMux(), idx: http.NewServeMux()}
+	s.host, s.port, _ = strings.Cut(cfg.Addr, ":")
+	if i := strings.LastIndex(cfg.Addr, ":"); i >= 0 {
+		s.host, s.port = cfg.Addr[:i], cfg.Addr[i+1:]
+	}
+	s.ipAddr = strings.Trim(s.host, "[]")
+	if s.ipAddr == "" || s.ipAddr == "0.0.0.0" || s.ipAddr == "::" {
+		s.ipAddr = "127.0.0.1"
+	}
+	s.routes()
+	return s
+}
+
+// handler is an endpoint: it writes a success itself or returns an error.
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) handle(mux *http.ServeMux, pattern string, h handler) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// ServeHTTP dispatches to the cluster-level or the index-level mux.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > s.cfg.MaxContentLength {
+		s.writeError(w, r, tooLarge(s.cfg.MaxContentLength))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxContentLength)
+	mux := s.idx
+	first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if strings.HasPrefix(first, "_") && first != "_all" {
+		mux = s.sys
+	}
+	if r.URL.Path == "/" {
+		mux = s.sys
+	}
+	if _, pattern := mux.Handler(r); pattern == "" {
+		s.noRoute(w, r, mux)
+		return
+	}
+	mux.ServeHTTP(w, r)
+}
+
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
+
+// noRoute answers an unknown URI (400) or a known URI with a wrong method
+// (405, with the allowed methods), as OpenSearch's RestController does.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) {
+	var allowed []string
+	for _, m := range methods {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := mux.Handler(r2); p != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) == 0 {
+		s.writeError(w, r, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("no handler found for uri [%s] and method [%s]", r.URL.RequestURI(), r.Method)})
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ","))
+	s.writeError(w, r, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusMethodNotAllowed,
+		Reason: fmt.Sprintf("Incorrect HTTP method for uri [%s] and method [%s], allowed: [%s]", r.URL.RequestURI(), r.Method, strings.Join(allowed, ", "))})
+}
+
+func tooLarge(limit int64) *service.Error {
+	return &service.Error{Type: "content_too_long_exception", Status: http.StatusRequestEntityTooLarge,
+		Reason: fmt.Sprintf("request body is larger than http.max_content_length [%dmb]", limit>>20)}
+}
+
+// errorBody is OpenSearch's error response.
+func errorBody(e *service.Error) map[string]any {
+	cause := map[string]any{"type": e.Type, "reason": e.Reason}
+	if e.Index != "" {
+		cause["index"] = e.Index
+		uuid := e.UUID
+		if uuid == "" {
+			uuid = "_na_"
+		}
+		cause["index_uuid"] = uuid
+	}
+	for k, v := range e.Extra {
+		cause[k] = v
+	}
+	top := map[string]any{"root_cause": []any{cause}}
+	for k, v := range cause {
+		top[k] = v
+	}
+	return map[string]any{"error": top, "status": e.Status}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		err = tooLarge(mbe.Limit)
+	}
+	e := service.AsError(err)
+	if e.Status >= 500 {
+		s.log.Warn("request failed", zap.String("method", r.Method), zap.String("uri", r.URL.RequestURI()), zap.Error(err))
+	}
+	s.writeJSON(w, r, e.Status, errorBody(e))
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var b []byte
+	var err error
+	if pretty(r) {
+		b, err = json.MarshalIndent(v, "", "  ")
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"root_cause":[{"type":"exception","reason":"response encoding failed"}],"type":"exception","reason":"response encoding failed"},"status":500}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.Header().Set("X-Opensearch-Version", "shardsplit/"+service.Version)
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b)
+		if pretty(r) {
+			_, _ = w.Write([]byte("\n"))
+		}
+	}
+}
+
+func pretty(r *http.Request) bool {
+	v, ok := r.URL.Query()["pretty"]
+	return ok && (len(v) == 0 || v[0] == "" || v[0] == "true")
+}
+
+// commonParams are accepted by every endpoint.
+var commonParams = []string{"pretty", "human", "error_trace", "filter_path", "source", "source_content_type"}
+
+// params checks a request's query parameters against what the endpoint
+// accepts: an unknown one is OpenSearch's illegal_argument_exception.
+func params(r *http.Request, allowed ...string) (url.Values, error) {
+	q := r.URL.Query()
+	var bad []string
+	for k := range q {
+		if !slices.Contains(allowed, k) && !slices.Contains(commonParams, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		what := "parameter"
+		if len(bad) > 1 {
+			what = "parameters"
+		}
+		return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("request [%s] contains unrecognized %s: [%s]", r.URL.Path, what, strings.Join(bad, "], ["))}
+	}
+	return q, nil
+}
+
+// readBody reads the whole body (bounded by MaxBytesReader).
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if src := r.URL.Query().Get("source"); len(b) == 0 && src != "" {
+		b = []byte(src)
+	}
+	return b, nil
+}
+
+func parseErr(format string, args ...any) *service.Error {
+	return &service.Error{Type: service.TypeParse, Status: http.StatusBadRequest, Reason: fmt.Sprintf(format, args...)}
+}
+
+// decodeObject parses a JSON object body strictly enough to catch
+// malformed JSON; an empty body is an empty object.
+func decodeObject(b []byte) (map[string]json.RawMessage, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return map[string]json.RawMessage{}, nil
+	}
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&m); err != nil {
+		return nil, parseErr("request body is not a valid JSON object: %v", err)
+	}
+	if dec.More() {
+		return nil, parseErr("request body has trailing data after the JSON object")
+	}
+	if m == nil {
+		return nil, parseErr("request body is required to be a JSON object")
+	}
+	return m, nil
+}
+
+// checkKeys refuses unknown top-level keys of a request body, as
+// OpenSearch's parsers do.
+func checkKeys(m map[string]json.RawMessage, what string, allowed ...string) error {
+	for k := range m {
+		if !slices.Contains(allowed, k) {
+			return parseErr("[%s] unknown field [%s]", what, k)
+		}
+	}
+	return nil
+}
+
+func boolParam(q url.Values, name string, def bool) (bool, error) {
+	v, ok := q[name]
+	if !ok {
+		return def, nil
+	}
+	switch v[0] {
+	case "", "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+		Reason: fmt.Sprintf("Failed to parse value [%s] as only [true] or [false] are allowed.", v[0])}
+}

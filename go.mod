@@ -1,12 +1,13 @@
 module github.com/shardsplit/shardsplit
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/google/go-cmp v0.7.0
+	github.com/opensearch-project/opensearch-go/v4 v4.8.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/twmb/murmur3 v1.2.2
 	go.uber.org/zap v1.28.0
@@ -53,6 +54,7 @@ require (
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/term v0.44.0 // indirect
 	golang.org/x/text v0.28.0 // indirect

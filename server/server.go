@@ -175,7 +175,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		err = tooLarge(mbe.Limit)
 	}
 	e := service.AsError(err)
-	if e.Status >= 500 {
+	if e.Type == service.TypeException {
 		s.log.Warn("request failed", zap.String("method", r.Method), zap.String("uri", r.URL.RequestURI()), zap.Error(err))
 	}
 	s.writeJSON(w, r, e.Status, errorBody(e))

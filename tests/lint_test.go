@@ -19,7 +19,7 @@ import (
 const module = "github.com/shardsplit/shardsplit"
 
 // allowedOurs lists, per package of ours, which of our packages it may
-// import directly (routing ← storage ← node ← splitter ← recovery ← cmd;
+// import directly (routing ← storage ← node ← splitter ← recovery ← service ← server ← cmd;
 // node serves fenced requests, see DESIGN.md). Packages not listed (cmd/..., tests, internal/...) may
 // import anything of ours but cmd/ and tests/.
 var allowedOurs = map[string][]string{
@@ -31,6 +31,7 @@ var allowedOurs = map[string][]string{
 	"baseline":            {"routing", "storage", "node", "internal/"},
 	"recovery":            {"routing", "storage", "node", "splitter", "internal/"},
 	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery", "internal/"},
+	"server":              {"routing", "splitter", "service", "internal/"},
 	"internal/invariants": {},
 	"internal/model":      {"internal/invariants"},
 }

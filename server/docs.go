@@ -204,8 +204,8 @@ func (s *Server) getSource(w http.ResponseWriter, r *http.Request) error {
 
 // Search.
 
-// searchBody is the part of a search body shardsplit understands.
-type searchBody struct {
+// SearchBody is the part of a search body shardsplit understands.
+type SearchBody struct {
 	Query service.Query
 	Size  *int
 	From  *int
@@ -215,8 +215,8 @@ var searchBodyKeys = []string{"query", "size", "from", "track_total_hits", "_sou
 
 // ParseSearchBody parses a search or count body: query (match_all, ids,
 // term or terms on _id or _routing), size, from.
-func ParseSearchBody(body []byte, count bool) (searchBody, error) {
-	var sb searchBody
+func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
+	var sb SearchBody
 	m, err := decodeObject(body)
 	if err != nil {
 		return sb, err

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/baseline"
-	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -139,18 +138,18 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 		return nil, rep, AsError(err)
 	}
 	tab, err := baseline.Build(breq, srcIx.node, eng, target, &rep)
-	if err == nil {
-		err = node.PersistTable(eng, tab)
-	}
-	if cerr := eng.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		_ = eng.Close()
 		_ = os.RemoveAll(dir)
 		return nil, rep, AsError(err)
 	}
+	// The target is a fresh directory with no split journal, so recovery
+	// would have nothing to decide; it is opened on the engine that built
+	// it (as baseline.Cluster does) because closing and reopening it would
+	// rewrite its hard-linked tables (observed with node.Open on a reopened
+	// engine), and the lab shows the sharing. Restarts go through recovery.
 	start := time.Now()
-	ix, err := s.openIndex(m, tab)
+	ix, err := s.openBuilt(m, eng, tab)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, rep, AsError(err)

@@ -307,6 +307,32 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 	return ix, nil
 }
 
+// openBuilt opens an index whose fresh directory was just built on eng (a
+// resize target): no journal exists, so there is nothing to recover.
+func (s *Service) openBuilt(m *IndexMeta, eng *storage.Engine, tab *routing.Table) (*Index, error) {
+	n, err := node.Open(node.Config{Engine: eng, Table: tab, Logger: s.log.With(zap.String("index", m.Name))})
+	if err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
+	j, err := splitter.OpenJournal(eng)
+	if err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	if len(j.Records()) != 0 {
+		_ = n.Close()
+		return nil, fmt.Errorf("service: new index %s has a split journal", m.Name)
+	}
+	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j}
+	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
+	if err := ix.applyBlocks(m); err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	return ix, nil
+}
+
 // Close stops every split task (an unfinished split is left to recovery)
 // and closes every index.
 func (s *Service) Close() error {

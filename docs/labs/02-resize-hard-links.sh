@@ -7,7 +7,8 @@ for i in lab2 lab2-split lab2-shrink lab2-clone; do j DELETE "/$i" >/dev/null; d
 j PUT /lab2 '{"settings":{"number_of_shards":2,"number_of_replicas":0}}'
 bulk=""
 for i in $(seq 1 200); do bulk+="{\"index\":{\"_id\":\"doc-$i\"}}"$'\n'"{\"n\":$i}"$'\n'; done
-curl -sS -XPOST "$ES/lab2/_bulk" -H 'Content-Type: application/x-ndjson' --data-binary "$bulk" | head -c 60; echo
+out=$(curl -sS -XPOST "$ES/lab2/_bulk" -H 'Content-Type: application/x-ndjson' --data-binary "$bulk")
+echo "${out:0:60}..."
 
 echo "# a resize needs the write block first:"
 check "_split without the block" "$(j PUT /lab2/_split/lab2-split '{"settings":{"index.number_of_shards":4}}' | field type)" illegal_state_exception

@@ -157,7 +157,7 @@ func parseTimeValue(v string) (time.Duration, error) {
 var nodeRoles = []string{"cluster_manager", "data", "ingest", "remote_cluster_client"}
 
 var nodeMetrics = map[string]bool{"settings": true, "os": true, "process": true, "jvm": true, "thread_pool": true,
-	"transport": true, "http": true, "plugins": true, "ingest": true, "aggregations": true, "indices": true, "search_pipelines": true, "_all": true}
+	"transport": true, "http": true, "plugins": true, "ingest": true, "aggregations": true, "indices": true, "search_pipelines": true}
 
 // nodeMatches applies a node filter (OpenSearch's DiscoveryNodes
 // resolveNodes): each comma-separated part adds the node (_all, _local,

@@ -1,0 +1,125 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shardsplit/shardsplit/splitter"
+)
+
+// holdAt returns a hook that blocks the first intent of kind k until
+// release is closed, signalling reached when it gets there.
+func holdAt(k splitter.IntentKind) (hook func(string, splitter.Phase, splitter.Intent), reached, release chan struct{}) {
+	reached, release = make(chan struct{}), make(chan struct{})
+	fired := false
+	return func(_ string, _ splitter.Phase, next splitter.Intent) {
+		if next.Kind == k && !fired {
+			fired = true
+			close(reached)
+			<-release
+		}
+	}, reached, release
+}
+
+// TestCloseMidSplitRecovers closes the service while a split is held
+// before its handoff: on reopen, recovery rolls it back, every document is
+// there, and the shard can be split again.
+func TestCloseMidSplitRecovers(t *testing.T) {
+	for _, at := range []splitter.IntentKind{splitter.IntentCreateChildren, splitter.IntentCatchUp, splitter.IntentCleanup} {
+		t.Run(at.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			hook, reached, release := holdAt(at)
+			s, err := Open(Config{Dir: dir, SplitHook: hook})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.CreateIndex(CreateRequest{Name: "ix", Settings: FlatSettings{SettingShards: str("2")}}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 100 {
+				if _, err := s.IndexDoc("ix", fmt.Sprint(i), "", []byte(`{}`), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			task, err := s.StartSplit(SplitRequest{Index: "ix", Shard: 0, Ways: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-reached
+			closed := make(chan error, 1)
+			go func() { closed <- s.Close() }()
+			<-task.stop // Close has asked the task to stop before the held intent returns
+			close(release)
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+			if snap := task.Snapshot(); !snap.Completed {
+				t.Fatalf("task not completed after Close: %+v", snap)
+			}
+			s = openT(t, dir)
+			defer s.Close()
+			tab, _ := s.Table("ix")
+			if len(tab.InProgress()) != 0 {
+				t.Fatalf("a split is still in progress after recovery: %v", tab.InProgress())
+			}
+			res, err := s.Search(SearchRequest{Indices: "ix", Size: -1})
+			if err != nil || res.Total != 100 {
+				t.Fatalf("after recovery: %d documents, %v", res.Total, err)
+			}
+			wantActive := 2
+			if at == splitter.IntentCleanup { // held after the commit point: rolled forward
+				wantActive = 3
+			}
+			if len(tab.ActiveShards()) != wantActive {
+				t.Fatalf("active shards %v, want %d", tab.ActiveShards(), wantActive)
+			}
+			if wantActive == 2 {
+				task, err = s.StartSplit(SplitRequest{Index: "ix", Shard: 0, Ways: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := task.Wait(ctx); err != nil || task.Snapshot().Phase != splitter.PhaseDone {
+					t.Fatalf("split after recovery: %v %+v", err, task.Snapshot())
+				}
+			}
+		})
+	}
+}
+
+// TestDeleteDuringSplit deletes an index whose split is held: the split is
+// cancelled first, the index and its directory are gone.
+func TestDeleteDuringSplit(t *testing.T) {
+	hook, reached, release := holdAt(splitter.IntentCatchUp)
+	s, err := Open(Config{Dir: t.TempDir(), SplitHook: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "ix", Settings: FlatSettings{SettingShards: str("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := s.StartSplit(SplitRequest{Index: "ix", Shard: 1, Ways: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	deleted := make(chan error, 1)
+	go func() { deleted <- s.DeleteIndex("ix") }()
+	for !task.cancel.Load() { // the delete has asked for the cancel
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if snap := task.Snapshot(); snap.Phase != splitter.PhaseAborted || !snap.Cancelled {
+		t.Fatalf("split of a deleted index: %+v", snap)
+	}
+	if len(s.Names()) != 0 {
+		t.Fatalf("indices left: %v", s.Names())
+	}
+}

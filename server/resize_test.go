@@ -1,0 +1,75 @@
+package server_test
+
+import (
+	"testing"
+
+	"github.com/shardsplit/shardsplit/service"
+)
+
+// TestResizeAndAliasREST covers the resize rules the client test does not:
+// the target's request settings, inherited blocks, aliases in the body,
+// and the single-alias endpoints.
+func TestResizeAndAliasREST(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/src", `{"settings":{"number_of_shards":2,"number_of_replicas":0},"mappings":{"properties":{"a":{"type":"keyword"}}}}`, nil)
+	ts.do(t, "PUT", "/src/_doc/1", `{"a":"x"}`, nil)
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		typ, reason      string
+	}{
+		{"missing source", "/nope/_clone/t", "", 404, "index_not_found_exception", "no such index [nope]"},
+		{"no write block", "/src/_clone/t", "", 500, "illegal_state_exception",
+			`index src must block write operations to resize index. use "index.blocks.write=true"`},
+		{"read_only target", "/src/_clone/t", `{"settings":{"index.blocks.read_only":true,"index.blocks.metadata":true}}`, 400, "action_request_validation_exception",
+			"Validation Failed: 1: target index [t] will be blocked by [index.blocks.read_only=true], this will disable metadata writes and cause the shards to be unassigned;" +
+				"2: target index [t] will be blocked by [index.blocks.metadata=true], this will disable metadata writes and cause the shards to be unassigned;"},
+		{"mappings in a resize", "/src/_clone/t", `{"mappings":{}}`, 400, "illegal_argument_exception", ""},
+		{"unknown body field", "/src/_clone/t", `{"bogus":{}}`, 400, "parse_exception", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var eb errBody
+			if st := ts.do(t, "PUT", tc.path, tc.body, &eb); st != tc.status || eb.Error.Type != tc.typ || (tc.reason != "" && eb.Error.Reason != tc.reason) {
+				t.Fatalf("%d %+v", st, eb)
+			}
+		})
+	}
+	// read_only on the source is a write block; the target inherits it,
+	// which is refused unless the request clears it.
+	ts.do(t, "PUT", "/src/_settings", `{"index.blocks.read_only":true}`, nil)
+	var eb errBody
+	if st := ts.do(t, "PUT", "/src/_clone/t", "", &eb); st != 400 || eb.Error.Type != "illegal_argument_exception" {
+		t.Fatalf("inherited read_only: %d %+v", st, eb)
+	}
+	if st := ts.do(t, "PUT", "/src/_clone/t", `{"settings":{"index.blocks.read_only":null},"aliases":{"t-alias":{}}}`, &eb); st != 200 {
+		t.Fatalf("clone clearing read_only: %d %+v", st, eb)
+	}
+	var got map[string]any
+	ts.do(t, "GET", "/t-alias/_doc/1", "", &got)
+	if got["found"] != true || got["_index"] != "t" {
+		t.Fatalf("get through the target's alias: %v", got)
+	}
+	var mapping map[string]map[string]any
+	ts.do(t, "GET", "/t/_mapping", "", &mapping)
+	if mapping["t"]["mappings"] == nil || len(mapping["t"]["mappings"].(map[string]any)) == 0 {
+		t.Fatalf("the target did not keep the source's mappings: %v", mapping)
+	}
+	// Single-alias endpoints.
+	if st := ts.do(t, "PUT", "/t/_alias/one", `{"routing":"r"}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	var aliases map[string]map[string]map[string]map[string]any
+	ts.do(t, "GET", "/_alias/one", "", &aliases)
+	if aliases["t"]["aliases"]["one"]["index_routing"] != "r" || len(aliases) != 1 {
+		t.Fatalf("GET /_alias/one: %v", aliases)
+	}
+	if st := ts.do(t, "DELETE", "/t/_alias/one", "", nil); st != 200 {
+		t.Fatal(st)
+	}
+	if st := ts.do(t, "GET", "/_alias/one", "", &eb); st != 404 || eb.Error.Type != "aliases_not_found_exception" {
+		t.Fatalf("GET of a deleted alias: %d %+v", st, eb)
+	}
+	if st := ts.do(t, "DELETE", "/t/_alias/one", "", &eb); st != 404 {
+		t.Fatalf("DELETE of a missing alias: %d %+v", st, eb)
+	}
+}

@@ -123,7 +123,8 @@ func (s *Server) putDoc(w http.ResponseWriter, r *http.Request, create bool) err
 	if err != nil {
 		return err
 	}
-	s.writeResponse(w, r, res, s.replicas(res.Index), q.Get("refresh") == "true" || q.Has("refresh") && q.Get("refresh") == "")
+	forced := q.Has("refresh") && (q.Get("refresh") == "" || q.Get("refresh") == "true")
+	s.writeResponse(w, r, res, s.replicas(res.Index), forced)
 	return nil
 }
 

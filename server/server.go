@@ -55,9 +55,8 @@ type Server struct {
 	log    *zap.Logger
 	sys    *http.ServeMux // first path segment starts with '_'
 	idx    *http.ServeMux // first path segment is an index expression
-	host   string
-	port   string
-	ipAddr string
+	host   string         // of Addr
+	ipAddr string         // host as an IP for _nodes and _cat (loopback for a wildcard bind)
 }
 
 // New returns the API over a service.
@@ -75,9 +74,9 @@ func New(cfg Config) *Server {
 		cfg.Addr = "127.0.0.1:9200"
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, sys: http.NewServeMux(), idx: http.NewServeMux()}
-	s.host, s.port, _ = strings.Cut(cfg.Addr, ":")
+	s.host = cfg.Addr
 	if i := strings.LastIndex(cfg.Addr, ":"); i >= 0 {
-		s.host, s.port = cfg.Addr[:i], cfg.Addr[i+1:]
+		s.host = cfg.Addr[:i]
 	}
 	s.ipAddr = strings.Trim(s.host, "[]")
 	if s.ipAddr == "" || s.ipAddr == "0.0.0.0" || s.ipAddr == "::" {
@@ -194,7 +193,6 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 		b = []byte(`{"error":{"root_cause":[{"type":"exception","reason":"response encoding failed"}],"type":"exception","reason":"response encoding failed"},"status":500}`)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.Header().Set("X-Opensearch-Version", "shardsplit/"+service.Version)
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(b)

@@ -60,6 +60,9 @@ func TestErrorBodies(t *testing.T) {
 		{"split of a missing shard", "POST", "/logs/_shards/7/_split", `{"number_of_splits":2}`, 404, "shard_not_found_exception", ""},
 		{"malformed bulk action", "POST", "/_bulk", "{\"index\":\n{}\n", 400, "illegal_argument_exception", ""},
 		{"unknown task", "GET", "/_tasks/abc:9", "", 404, "resource_not_found_exception", ""},
+		{"result window", "GET", "/logs/_search?from=9995&size=10", "", 400, "illegal_argument_exception",
+			"Result window is too large, from + size must be less than or equal to: [10000] but was [10005]. See the scroll api for a more efficient way to request large data sets. This limit can be set by changing the [index.max_result_window] index level setting."},
+		{"size overflow", "GET", "/logs/_search?from=1&size=9223372036854775807", "", 400, "illegal_argument_exception", ""},
 		{"refresh value", "PUT", "/logs/_doc/1?refresh=soon", `{}`, 400, "illegal_argument_exception", "Unknown value for refresh: [soon]."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

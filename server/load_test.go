@@ -20,7 +20,7 @@ import (
 // write is present exactly once afterwards.
 func TestLoadDuringSplits(t *testing.T) {
 	ts := startServer(t, service.Config{})
-	if st := ts.do(t, "PUT", "/load", `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`, nil); st != 200 {
+	if st := ts.do(t, "PUT", "/load", `{"settings":{"number_of_shards":2,"number_of_replicas":0,"max_result_window":1000000}}`, nil); st != 200 {
 		t.Fatal(st)
 	}
 	const writers = 6

@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"net/http"
 
 	"sort"
 
@@ -118,7 +119,8 @@ func (s *Service) searchRoutingOf(expr, index string) string {
 	return ""
 }
 
-var errStop = errors.New("stop")
+// defaultMaxResultWindow is index.max_result_window's default.
+const defaultMaxResultWindow = 10000
 
 // Search runs a query over the shards SearchShards selects. Every active
 // shard is scanned over its span of one table version, so a document is
@@ -136,6 +138,19 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 			order = append(order, t.Index)
 		}
 		byIndex[t.Index][t.Shard] = true
+	}
+	if req.Size >= 0 {
+		window := defaultMaxResultWindow
+		for _, name := range order {
+			if m, ok := s.Meta(name); ok {
+				window = min(window, atoi(m.Settings, "index.max_result_window", defaultMaxResultWindow))
+			}
+		}
+		if req.From < 0 || req.Size > window || req.From > window-req.Size {
+			return SearchResult{}, newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+				"Result window is too large, from + size must be less than or equal to: [%d] but was [%d]. See the scroll api for a more efficient way to request large data sets. This limit can be set by changing the [index.max_result_window] index level setting.",
+				window, int64(req.From)+int64(req.Size))
+		}
 	}
 	res := SearchResult{Shards: len(targets)}
 	for _, name := range order {

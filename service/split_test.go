@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 )
 
@@ -121,5 +122,49 @@ func TestDeleteDuringSplit(t *testing.T) {
 	}
 	if len(s.Names()) != 0 {
 		t.Fatalf("indices left: %v", s.Names())
+	}
+}
+
+// TestOpenSearchModeIndex: an index in opensearch mode (hash-range splits,
+// OpenSearch #20859) splits in place at equal widths or explicit signed
+// hashes, keeps every document, and refuses a new-index resize clearly.
+func TestOpenSearchModeIndex(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "os", Settings: FlatSettings{SettingShards: str("2"), SettingMode: str("opensearch")}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, err := s.IndexDoc("os", fmt.Sprint(i), "", []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, req := range []SplitRequest{{Index: "os", Shard: 0, Ways: 3}, {Index: "os", Shard: 1, Points: []int64{-1 << 20, 1 << 20}}} {
+		task, err := s.StartSplit(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Wait(ctx); err != nil || task.Snapshot().Phase != splitter.PhaseDone {
+			t.Fatalf("%+v: %v %+v", req, err, task.Snapshot())
+		}
+	}
+	tab, _ := s.Table("os")
+	if len(tab.ActiveShards()) != 6 {
+		t.Fatalf("active shards %v, want 6", tab.ActiveShards())
+	}
+	res, err := s.Search(SearchRequest{Indices: "os", Size: -1})
+	if err != nil || res.Total != 100 {
+		t.Fatalf("%d documents after the splits, %v", res.Total, err)
+	}
+	if _, err := s.StartSplit(SplitRequest{Index: "os", Shard: 2, Points: []int64{1 << 40}}); errType(err) != TypeIllegalArgument {
+		t.Fatalf("a split point outside int32: %v", err)
+	}
+	if err := s.PutSettings("os", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "os", Target: "os2"}); errType(err) != TypeIllegalArgument {
+		t.Fatalf("new-index clone of an opensearch-mode index: %v", err)
 	}
 }

@@ -309,6 +309,9 @@ func heapPercent() int {
 // globMatch matches a pattern whose only metacharacter is '*'.
 func globMatch(pattern, s string) bool {
 	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == s
+	}
 	if !strings.HasPrefix(s, parts[0]) {
 		return false
 	}

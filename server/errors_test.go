@@ -63,6 +63,9 @@ func TestErrorBodies(t *testing.T) {
 		{"result window", "GET", "/logs/_search?from=9995&size=10", "", 400, "illegal_argument_exception",
 			"Result window is too large, from + size must be less than or equal to: [10000] but was [10005]. See the scroll api for a more efficient way to request large data sets. This limit can be set by changing the [index.max_result_window] index level setting."},
 		{"size overflow", "GET", "/logs/_search?from=1&size=9223372036854775807", "", 400, "illegal_argument_exception", ""},
+		{"only_nodes elsewhere", "GET", "/logs/_search_shards?preference=_only_nodes:other", "", 400, "illegal_argument_exception",
+			"No data node with criteria [other] found"},
+		{"bad preference", "GET", "/logs/_search?preference=_bogus", "", 400, "illegal_argument_exception", ""},
 		{"refresh value", "PUT", "/logs/_doc/1?refresh=soon", `{}`, 400, "illegal_argument_exception", "Unknown value for refresh: [soon]."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"sort"
+	"strings"
 
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -86,6 +87,10 @@ func (s *Service) SearchShards(expr, routingValue, preference string) ([]ShardTa
 	if err != nil {
 		return nil, AsError(err)
 	}
+	if pref.Type == routing.PreferOnlyNodes && !s.nodeMatches(pref.Value) {
+		// One node holds every shard: a filter that excludes it leaves none.
+		return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, "", "No data node with criteria [%s] found", pref.Value)
+	}
 	var out []ShardTarget
 	for _, name := range names {
 		ix, ok := s.index(name)
@@ -104,6 +109,18 @@ func (s *Service) SearchShards(expr, routingValue, preference string) ([]ShardTa
 		}
 	}
 	return out, nil
+}
+
+// nodeMatches reports whether a node specification (ids, names or '*'
+// wildcards, comma-separated) names this node.
+func (s *Service) nodeMatches(spec string) bool {
+	for _, p := range strings.Split(spec, ",") {
+		p = strings.TrimSpace(p)
+		if p == s.NodeID() || p == s.cfg.NodeName || globMatch(p, s.NodeID()) || globMatch(p, s.cfg.NodeName) {
+			return true
+		}
+	}
+	return false
 }
 
 // searchRoutingOf returns the search_routing of an alias in expr that

@@ -124,7 +124,7 @@ func (s *Server) writeCat(w http.ResponseWriter, r *http.Request, cols []catColu
 			name = strings.TrimSpace(name)
 			if strings.Contains(name, "*") {
 				for i, c := range cols {
-					if globMatch(name, c.name) {
+					if service.GlobMatch(name, c.name) {
 						show = append(show, shown{i, c.name})
 					}
 				}

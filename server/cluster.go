@@ -185,7 +185,7 @@ func (s *Server) nodeMatches(filter string) bool {
 			match = true
 		case f == s.svc.NodeID() || f == s.svc.NodeName() || f == s.ipAddr || f == s.host:
 			match = true
-		case strings.Contains(f, "*") && (globMatch(f, s.svc.NodeName()) || globMatch(f, s.svc.NodeID())):
+		case strings.Contains(f, "*") && (service.GlobMatch(f, s.svc.NodeName()) || service.GlobMatch(f, s.svc.NodeID())):
 			match = true
 		}
 	}
@@ -304,27 +304,4 @@ func heapPercent() int {
 		return 0
 	}
 	return int(100 * ms.HeapAlloc / ms.Sys)
-}
-
-// globMatch matches a pattern whose only metacharacter is '*'.
-func globMatch(pattern, s string) bool {
-	parts := strings.Split(pattern, "*")
-	if len(parts) == 1 {
-		return pattern == s
-	}
-	if !strings.HasPrefix(s, parts[0]) {
-		return false
-	}
-	s = s[len(parts[0]):]
-	for i, p := range parts[1:] {
-		if i == len(parts)-2 {
-			return strings.HasSuffix(s, p)
-		}
-		k := strings.Index(s, p)
-		if k < 0 {
-			return false
-		}
-		s = s[k+len(p):]
-	}
-	return true
 }

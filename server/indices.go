@@ -257,7 +257,7 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 			sel := map[string]string{}
 			for k, v := range set {
 				for _, f := range strings.Split(filter, ",") {
-					if k == f || globMatch(f, k) || (!strings.HasPrefix(f, "index.") && (k == "index."+f || globMatch("index."+f, k))) {
+					if k == f || service.GlobMatch(f, k) || (!strings.HasPrefix(f, "index.") && (k == "index."+f || service.GlobMatch("index."+f, k))) {
 						sel[k] = v
 					}
 				}

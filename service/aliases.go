@@ -77,7 +77,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 					}
 					matched := false
 					for have := range m.Aliases {
-						if have == al || (al == "*" || al == "_all") || globMatch(al, have) {
+						if have == al || (al == "*" || al == "_all") || GlobMatch(al, have) {
 							delete(m.Aliases, have)
 							matched = true
 						}
@@ -138,7 +138,7 @@ func (s *Service) Aliases(expr string, names []string) (map[string]map[string]Al
 
 func matchAny(patterns []string, s string) bool {
 	for _, p := range patterns {
-		if p == s || p == "_all" || globMatch(p, s) {
+		if p == s || p == "_all" || GlobMatch(p, s) {
 			return true
 		}
 	}

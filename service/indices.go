@@ -250,11 +250,11 @@ func (s *Service) Resolve(expr string, allowNoIndices bool) ([]string, error) {
 			}
 			if strings.Contains(part, "*") {
 				for n, m := range s.st.Indices {
-					if globMatch(part, n) {
+					if GlobMatch(part, n) {
 						set[n] = true
 					}
 					for a := range m.Aliases {
-						if globMatch(part, a) {
+						if GlobMatch(part, a) {
 							set[n] = true
 						}
 					}
@@ -282,8 +282,8 @@ func (s *Service) Resolve(expr string, allowNoIndices bool) ([]string, error) {
 	return out, nil
 }
 
-// globMatch matches a pattern whose only metacharacter is '*'.
-func globMatch(pattern, s string) bool {
+// GlobMatch matches a pattern whose only metacharacter is '*'.
+func GlobMatch(pattern, s string) bool {
 	parts := strings.Split(pattern, "*")
 	if len(parts) == 1 {
 		return pattern == s

@@ -116,7 +116,7 @@ func (s *Service) SearchShards(expr, routingValue, preference string) ([]ShardTa
 func (s *Service) nodeMatches(spec string) bool {
 	for _, p := range strings.Split(spec, ",") {
 		p = strings.TrimSpace(p)
-		if p == s.NodeID() || p == s.cfg.NodeName || globMatch(p, s.NodeID()) || globMatch(p, s.cfg.NodeName) {
+		if p == s.NodeID() || p == s.cfg.NodeName || GlobMatch(p, s.NodeID()) || GlobMatch(p, s.cfg.NodeName) {
 			return true
 		}
 	}

@@ -443,29 +443,54 @@ func (s *Service) PutSettings(expr string, set FlatSettings) error {
 			return b.metadataError(n)
 		}
 	}
-	if err := s.update(func(st *state) error {
-		for _, n := range names {
-			m := st.Indices[n]
-			for k, v := range set {
-				if v == nil {
-					delete(m.Settings, k)
-				} else {
-					m.Settings[k] = *v
-				}
+	next := s.st.clone()
+	for _, n := range names {
+		m := next.Indices[n]
+		for k, v := range set {
+			if v == nil {
+				delete(m.Settings, k)
+			} else {
+				m.Settings[k] = *v
 			}
 		}
-		return nil
-	}); err != nil {
+	}
+	// A new write block takes effect before the metadata says so (when the
+	// call returns, no write is applied any more); a lifted one after.
+	var blocked []string
+	for _, n := range names {
+		was, now := blocksOf(s.st.Indices[n].Settings).writeError(n), blocksOf(next.Indices[n].Settings).writeError(n)
+		if ix, ok := s.indices[n]; ok && now != nil && was == nil {
+			if err := ix.applyBlocks(next.Indices[n]); err != nil {
+				s.restoreBlocks(blocked)
+				_ = ix.applyBlocks(s.st.Indices[n])
+				return err
+			}
+			blocked = append(blocked, n)
+		}
+	}
+	if err := s.persist(next); err != nil {
+		s.restoreBlocks(blocked)
 		return err
 	}
+	s.st = next
 	for _, n := range names {
 		if ix, ok := s.indices[n]; ok {
-			if err := ix.applyBlocks(s.st.Indices[n]); err != nil {
+			if err := ix.applyBlocks(next.Indices[n]); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// restoreBlocks puts the installed metadata's blocks back on indices whose
+// block was set ahead of a metadata write that failed. s.mu must be held.
+func (s *Service) restoreBlocks(names []string) {
+	for _, n := range names {
+		if ix, ok := s.indices[n]; ok {
+			_ = ix.applyBlocks(s.st.Indices[n])
+		}
+	}
 }
 
 // applyBlocks makes the node refuse writes if the metadata says so.

@@ -61,6 +61,15 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	defer s.resizeMu.Unlock()
 
 	srcIx, srcOK := s.index(req.Source)
+	if srcOK {
+		// No in-place split may start on the source while it is copied.
+		srcIx.splitMu.Lock()
+		defer srcIx.splitMu.Unlock()
+		if t := srcIx.split; t != nil {
+			return nil, rep, newErr(TypeIllegalState, http.StatusConflict, req.Source,
+				"index [%s] is splitting shard [%d] in place (task [%s]); resize it when the split has ended", req.Source, t.Req.Shard, t.ID)
+		}
+	}
 	srcMeta, _ := s.Meta(req.Source)
 	s.mu.RLock()
 	targetExists := s.st.Indices[req.Target] != nil

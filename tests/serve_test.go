@@ -160,6 +160,7 @@ func TestServeCrashMidSplit(t *testing.T) {
 		if st, b, err := request("PUT", p.url+"/"+index, `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`); err != nil || st != 200 {
 			t.Fatalf("create: %d %s %v", st, b, err)
 		}
+		base := p.url // p is replaced by the restart; the goroutines keep this round's server
 		var mu sync.Mutex
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -174,7 +175,7 @@ func TestServeCrashMidSplit(t *testing.T) {
 					default:
 					}
 					a := ack{index: index, id: fmt.Sprintf("w%d-%d", w, i)}
-					url := p.url + "/" + index + "/_doc/" + a.id
+					url := base + "/" + index + "/_doc/" + a.id
 					if i%3 == 0 {
 						a.routing = fmt.Sprintf("t%d", i%5)
 						url += "?routing=" + a.routing
@@ -192,14 +193,16 @@ func TestServeCrashMidSplit(t *testing.T) {
 			}()
 		}
 		// Splits through the API, one after another, until the kill.
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			for k := 0; ; k++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				st, b, err := request("GET", p.url+"/_cat/shards/"+index+"?format=json&h=shard,state", "")
+				st, b, err := request("GET", base+"/_cat/shards/"+index+"?format=json&h=shard,state", "")
 				if err != nil || st != 200 {
 					return
 				}
@@ -210,7 +213,7 @@ func TestServeCrashMidSplit(t *testing.T) {
 					continue
 				}
 				shard := rows[k%len(rows)]["shard"]
-				_, _, _ = request("POST", p.url+"/"+index+"/_shards/"+shard+"/_split?wait_for_completion=true", `{"number_of_splits":2}`)
+				_, _, _ = request("POST", base+"/"+index+"/_shards/"+shard+"/_split?wait_for_completion=true", `{"number_of_splits":2}`)
 			}
 		}()
 		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)

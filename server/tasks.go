@@ -147,6 +147,9 @@ func (s *Server) taskBody(t *service.Task) map[string]any {
 		"handoffs":         snap.Report.Handoffs,
 		"cancel_requested": snap.Cancelled,
 	}
+	if snap.CancelRefused != "" {
+		status["cancel_refused"] = snap.CancelRefused
+	}
 	body := map[string]any{
 		"completed": snap.Completed,
 		"task": map[string]any{

@@ -55,7 +55,10 @@ type TaskSnapshot struct {
 	Completed bool
 	Cancelled bool
 	Err       error // the split could not reach a clean end, or aborted
-	End       time.Time
+	// CancelRefused says why a cancel accepted by CancelTask came too late
+	// (the split published before the task carried the cancel out).
+	CancelRefused string
+	End           time.Time
 }
 
 // Snapshot returns the task's latest state.
@@ -204,6 +207,7 @@ func (t *Task) run() {
 	}()
 	var runErr error
 	cancelled := false
+	refused := ""
 	for !t.sp.Done() {
 		select {
 		case <-t.stop:
@@ -215,6 +219,7 @@ func (t *Task) run() {
 		if t.cancel.Load() && !cancelled {
 			cancelled = true
 			if err := t.sp.Cancel(); err != nil {
+				refused = err.Error()
 				t.ix.svc.log.Info("split cancel refused", zap.String("task", t.ID), zap.Error(err))
 			}
 		}
@@ -222,7 +227,7 @@ func (t *Task) run() {
 			runErr = err
 			break
 		}
-		t.snap.Store(&TaskSnapshot{Phase: t.sp.Phase(), Report: t.sp.Report(), Cancelled: cancelled})
+		t.snap.Store(&TaskSnapshot{Phase: t.sp.Phase(), Report: t.sp.Report(), Cancelled: cancelled, CancelRefused: refused})
 	}
 	rep := t.sp.Report()
 	if runErr == nil && rep.Phase == splitter.PhaseAborted {
@@ -232,7 +237,7 @@ func (t *Task) run() {
 		}
 	}
 	t.snap.Store(&TaskSnapshot{Phase: rep.Phase, Report: rep, Completed: true, Cancelled: cancelled && rep.Phase == splitter.PhaseAborted,
-		Err: runErr, End: time.Now()})
+		CancelRefused: refused, Err: runErr, End: time.Now()})
 	t.ix.svc.log.Info("split ended", zap.String("task", t.ID), zap.Stringer("phase", rep.Phase), zap.Error(runErr))
 }
 

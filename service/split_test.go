@@ -168,3 +168,37 @@ func TestOpenSearchModeIndex(t *testing.T) {
 		t.Fatalf("new-index clone of an opensearch-mode index: %v", err)
 	}
 }
+
+// TestCancelAfterHandoff: once the split has published its children, a
+// cancel is refused with a reason and the split completes.
+func TestCancelAfterHandoff(t *testing.T) {
+	hook, reached, release := holdAt(splitter.IntentCleanup)
+	s, err := Open(Config{Dir: t.TempDir(), SplitHook: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "ix"}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := s.StartSplit(SplitRequest{Index: "ix", Shard: 0, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	_, err = s.CancelTask(task.ID)
+	if errType(err) != TypeIllegalState {
+		t.Fatalf("cancel after the handoff: %v", err)
+	}
+	close(release)
+	<-task.Done()
+	if snap := task.Snapshot(); snap.Phase != splitter.PhaseDone || snap.Cancelled {
+		t.Fatalf("after a refused cancel: %+v", snap)
+	}
+	if _, err := s.CancelTask(task.ID); errType(err) != TypeIllegalState {
+		t.Fatalf("cancel of a finished task: %v", err)
+	}
+	if _, err := s.CancelTask("x:99"); errType(err) != TypeResourceNotFound {
+		t.Fatalf("cancel of an unknown task: %v", err)
+	}
+}

@@ -519,7 +519,7 @@ func ParseAliasActions(body []byte) ([]service.AliasAction, error) {
 					if err := json.Unmarshal(v, &b); err != nil {
 						return nil, parseErr("[must_exist] must be a boolean")
 					}
-					a.SetMustExist(b)
+					a.MustExist = &b
 				default:
 					meta[k] = v
 				}

@@ -7,17 +7,14 @@ import (
 
 // AliasAction is one action of POST /_aliases.
 type AliasAction struct {
-	Add          bool // add (true) or remove (false)
-	RemoveIndex  bool // remove_index: delete the index
-	Indices      []string
-	Aliases      []string
-	Meta         AliasMeta
-	MustExist    bool
-	mustExistSet bool
+	Add         bool // add (true) or remove (false)
+	RemoveIndex bool // remove_index: delete the index
+	Indices     []string
+	Aliases     []string
+	Meta        AliasMeta
+	// MustExist: a remove fails when the alias is missing (nil: true).
+	MustExist *bool
 }
-
-// SetMustExist sets must_exist of a remove action.
-func (a *AliasAction) SetMustExist(v bool) { a.MustExist, a.mustExistSet = v, true }
 
 // UpdateAliases applies alias actions atomically: either all of them
 // (one metadata write) or none.
@@ -49,7 +46,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 		}
 		for _, al := range a.Aliases {
 			if a.Add {
-				if err := validateAliasName(al, ""); err != nil {
+				if err := validateAliasName(al); err != nil {
 					return err
 				}
 			}
@@ -82,7 +79,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 							matched = true
 						}
 					}
-					if !matched && (!r.a.mustExistSet || r.a.MustExist) {
+					if !matched && (r.a.MustExist == nil || *r.a.MustExist) {
 						return newErr("aliases_not_found_exception", http.StatusNotFound, n, "aliases [%s] missing", al)
 					}
 				}

@@ -89,7 +89,7 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 		m.Settings[SettingPartitionSize] = strconv.Itoa(t.Settings().PartitionSize)
 	}
 	for a := range req.Aliases {
-		if err := validateAliasName(a, req.Name); err != nil {
+		if err := validateAliasName(a); err != nil {
 			return nil, err
 		}
 	}
@@ -139,7 +139,7 @@ func (s *Service) checkNewNameLocked(name string) error {
 	return nil
 }
 
-func validateAliasName(alias, index string) error {
+func validateAliasName(alias string) error {
 	if alias == "" || alias[0] == '_' || alias[0] == '-' || alias[0] == '+' || strings.ContainsAny(alias, "\\/*?\"<>| ,#:") || strings.ToLower(alias) != alias {
 		return newErr(TypeInvalidIndexName, http.StatusBadRequest, alias, "Invalid alias name [%s]: not a valid index name", alias)
 	}

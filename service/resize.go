@@ -136,7 +136,7 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	m.Settings["index.resize.source.name"] = req.Source
 	m.Settings["index.resize.source.uuid"] = srcMeta.UUID
 	for a := range req.Aliases {
-		if err := validateAliasName(a, req.Target); err != nil {
+		if err := validateAliasName(a); err != nil {
 			return nil, rep, err
 		}
 	}

@@ -44,10 +44,7 @@ func TestLoadDuringSplits(t *testing.T) {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
 				id := fmt.Sprintf("w%d-%d", w, i)
-				url := ts.url + "/load/_doc/" + id
-				if i%4 == 0 {
-					url += "?routing=tenant-" + fmt.Sprint(i%7)
-				}
+				url := ts.url + "/load/_doc/" + id + routingParam(id)
 				req, _ := http.NewRequest("PUT", url, strings.NewReader(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)))
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := client.Do(req)
@@ -107,18 +104,33 @@ func TestLoadDuringSplits(t *testing.T) {
 			} `json:"hits"`
 		} `json:"hits"`
 	}
-	ts.do(t, "POST", fmt.Sprintf("/load/_search?size=%d", len(acked)+10), `{"query":{"match_all":{}}}`, &res)
+	if st := ts.do(t, "POST", fmt.Sprintf("/load/_search?size=%d", len(acked)+10), `{"query":{"match_all":{}}}`, &res); st != 200 {
+		t.Fatalf("search: %d", st)
+	}
 	seen := map[string]int{}
 	for _, h := range res.Hits.Hits {
 		seen[h.ID]++
 	}
 	for id := range acked {
 		if seen[id] != 1 {
-			t.Fatalf("acknowledged %s found %d times", id, seen[id])
+			var got map[string]any
+			st := ts.do(t, "GET", "/load/_doc/"+id+routingParam(id), "", &got)
+			tab, _ := ts.svc.Table("load")
+			t.Fatalf("acknowledged %s found %d times by the search (GET: %d %v; table v%d active %v, %d hits, total %d)",
+				id, seen[id], st, got, tab.Version(), tab.ActiveShards(), len(res.Hits.Hits), res.Hits.Total.Value)
 		}
 	}
 	if res.Hits.Total.Value != len(acked) || len(seen) != len(acked) {
 		t.Fatalf("search found %d documents (%d distinct), %d acknowledged", res.Hits.Total.Value, len(seen), len(acked))
 	}
 	t.Logf("%d writes acknowledged by %d writers during %d in-place splits", len(acked), writers, splits)
+}
+
+// routingParam gives every fourth write of a writer a custom routing value.
+func routingParam(id string) string {
+	var w, i int
+	if _, err := fmt.Sscanf(id, "w%d-%d", &w, &i); err != nil || i%4 != 0 {
+		return ""
+	}
+	return fmt.Sprintf("?routing=tenant-%d", i%7)
 }

@@ -157,11 +157,16 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 		byIndex[t.Index][t.Shard] = true
 	}
 	if req.Size >= 0 {
-		window := defaultMaxResultWindow
+		window := -1 // the smallest index.max_result_window of the indices searched
 		for _, name := range order {
 			if m, ok := s.Meta(name); ok {
-				window = min(window, atoi(m.Settings, "index.max_result_window", defaultMaxResultWindow))
+				if w := atoi(m.Settings, "index.max_result_window", defaultMaxResultWindow); window < 0 || w < window {
+					window = w
+				}
 			}
+		}
+		if window < 0 {
+			window = defaultMaxResultWindow
 		}
 		if req.From < 0 || req.Size > window || req.From > window-req.Size {
 			return SearchResult{}, newErr(TypeIllegalArgument, http.StatusBadRequest, "",

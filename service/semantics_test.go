@@ -107,3 +107,29 @@ func TestAliasesAndBlocks(t *testing.T) {
 		t.Fatalf("aliases of deleted indices remain: %v", targets)
 	}
 }
+
+// TestMaxResultWindow: index.max_result_window bounds from + size, and a
+// larger setting allows more than the default 10000.
+func TestMaxResultWindow(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "big", Settings: FlatSettings{"index.max_result_window": str("20000")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateIndex(CreateRequest{Name: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		index      string
+		from, size int
+		ok         bool
+	}{
+		{"big", 0, 15000, true}, {"big", 10000, 10000, true}, {"big", 10001, 10000, false},
+		{"small", 0, 10000, true}, {"small", 1, 10000, false}, {"big,small", 0, 15000, false},
+	} {
+		_, err := s.Search(SearchRequest{Indices: tc.index, From: tc.from, Size: tc.size})
+		if (err == nil) != tc.ok || (err != nil && errType(err) != TypeIllegalArgument) {
+			t.Errorf("%s from %d size %d: %v", tc.index, tc.from, tc.size, err)
+		}
+	}
+}

@@ -294,7 +294,10 @@ func (s *Server) catShards(w http.ResponseWriter, r *http.Request) error {
 		if row.State == service.StateUnassigned {
 			c[9] = textCell("INDEX_CREATED")
 		} else {
-			c[4], c[5] = numCell(row.Docs), bytesCell(row.Bytes)
+			if row.Docs >= 0 {
+				c[4] = numCell(row.Docs)
+			}
+			c[5] = bytesCell(row.Bytes)
 			c[6], c[7], c[8] = textCell(s.ipAddr), textCell(s.svc.NodeID()), textCell(s.svc.NodeName())
 		}
 		cells = append(cells, c)

@@ -231,6 +231,9 @@ func TestOfficialClient(t *testing.T) {
 	}
 	for _, s := range cat.Shards {
 		states[s.Shard] = s.State
+		if s.State == "INITIALIZING" && s.Docs != nil {
+			t.Fatalf("an initializing child shows a document count: %q", *s.Docs)
+		}
 	}
 	if states[3] != "SPLITTING" || states[8] != "INITIALIZING" || states[9] != "INITIALIZING" || len(states) != 10 {
 		t.Fatalf("cat shards during the split: %v", states)

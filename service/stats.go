@@ -43,7 +43,10 @@ func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
 			continue
 		}
 		replicas := atoi(m.Settings, SettingReplicas, 0)
-		t := ix.node.Table()
+		t, docs, err := ix.countDocs()
+		if err != nil {
+			return nil, err
+		}
 		splitting := map[routing.ShardID]bool{}
 		var children []routing.ShardID
 		for _, p := range t.InProgress() {
@@ -54,8 +57,11 @@ func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
 			}
 		}
 		add := func(id routing.ShardID, state string, withReplicas bool) {
-			docs, bytes := ix.shardStats(t, id)
-			rows = append(rows, ShardRow{Index: name, UUID: m.UUID, Shard: id, Primary: true, State: state, Docs: docs, Bytes: bytes})
+			row := ShardRow{Index: name, UUID: m.UUID, Shard: id, Primary: true, State: state, Docs: docs[id], Bytes: ix.shardBytes(id)}
+			if state == StateInitializing {
+				row.Docs = -1 // being built: OpenSearch shows no count either
+			}
+			rows = append(rows, row)
 			if withReplicas {
 				for range replicas {
 					rows = append(rows, ShardRow{Index: name, UUID: m.UUID, Shard: id, State: StateUnassigned, Docs: -1, Bytes: -1})
@@ -82,22 +88,37 @@ func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
 	return rows, nil
 }
 
-// shardStats counts a shard's documents in its span and its store's bytes.
-func (ix *Index) shardStats(t *routing.Table, id routing.ShardID) (docs, bytes int64) {
-	st, ok := ix.node.ShardStore(id)
-	o, ook := t.Shard(id)
-	if !ok || !ook {
-		return 0, 0
-	}
-	if n, err := st.CountKeys(o.Span); err == nil {
-		docs = int64(n)
-	}
-	if ix.node.Engine().Layout() == storage.LayoutPerShard {
-		if u, err := storage.DirUsage(ix.node.Engine().ShardDir(id)); err == nil {
-			bytes = u.Live
+// countDocs counts each active shard's documents through node.Search, which
+// holds every shard against retirement while it reads (a store read
+// directly could be destroyed under the reader by a split's cleanup). It
+// returns the table the count was made under, retrying a few times if a
+// split published meanwhile.
+func (ix *Index) countDocs() (*routing.Table, map[routing.ShardID]int64, error) {
+	for attempt := 0; ; attempt++ {
+		t := ix.node.Table()
+		docs := map[routing.ShardID]int64{}
+		v, err := ix.node.Search(func(id routing.ShardID, _ storage.Doc) error { docs[id]++; return nil })
+		if err != nil {
+			return nil, nil, AsError(err)
+		}
+		if v == t.Version() || attempt == 3 {
+			return t, docs, nil
 		}
 	}
-	return docs, bytes
+}
+
+// shardBytes is the size of a shard's store directory (per-shard layout;
+// 0 in the shared layout, where shards share one store). It reads the
+// filesystem only, so a store deleted meanwhile just counts less.
+func (ix *Index) shardBytes(id routing.ShardID) int64 {
+	if ix.node.Engine().Layout() != storage.LayoutPerShard {
+		return 0
+	}
+	u, err := storage.DirUsage(ix.node.Engine().ShardDir(id))
+	if err != nil {
+		return 0
+	}
+	return u.Live
 }
 
 // IndexStats summarises an index for _cat/indices and health.

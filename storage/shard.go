@@ -253,6 +253,9 @@ func decodeDoc(k, v []byte) (Doc, error) {
 // stored in the shard's store, owned or not (used by tests and metrics to
 // prove that no foreign key is visible).
 func (s *Shard) CountKeys(sp routing.Span) (int, error) {
+	if s.closed.Load() {
+		return 0, ErrShardClosed
+	}
 	n := 0
 	err := scanSpan(s.st.db, s.keyspace, sp, func(Doc) error { n++; return nil })
 	return n, err
@@ -398,7 +401,12 @@ func (s *Shard) RaiseSeq(seq uint64) {
 func (s *Shard) ReleaseCompactions() { s.st.sched.release() }
 
 // Sync makes every write applied to the shard's store so far durable.
-func (s *Shard) Sync() error { return s.st.sync() }
+func (s *Shard) Sync() error {
+	if s.closed.Load() {
+		return ErrShardClosed
+	}
+	return s.st.sync()
+}
 
 // readSeq reads a shard's persisted last sequence number.
 func readSeq(db *pebble.DB, id routing.ShardID) (uint64, error) {

@@ -180,24 +180,18 @@ func syncDir(fs vfs.FS, dir string) error {
 	return nil
 }
 
-// mkdirAllDurable creates dir and its missing parents and syncs each parent
-// that gained an entry, so the new directories survive a crash.
+// mkdirAllDurable creates dir and its missing parents and syncs every
+// ancestor's directory entries, so dir survives a crash.
 func mkdirAllDurable(fs vfs.FS, dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := fs.Stat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("storage: create %s: %w", dir, err)
 	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := syncDir(fs, filepath.Dir(missing[i])); err != nil {
+	// Sync every ancestor, not only those of directories made now: an
+	// existing directory may be one an earlier open created and then failed
+	// to sync the entry of, and a power loss would still take it (and the
+	// index in it) away.
+	for d := filepath.Clean(dir); filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if err := syncDir(fs, filepath.Dir(d)); err != nil {
 			return err
 		}
 	}

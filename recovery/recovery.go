@@ -67,7 +67,7 @@ func (a Action) String() string {
 
 // Decision is the plan for one unfinished split.
 type Decision struct {
-	Split  uint64
+	Split  uint64 // 0: a reservation in the table that no journal record accounts for
 	Parent routing.ShardID
 	Action Action
 	// Cancel: apply CancelSplit to the table (the reservation is still in it).
@@ -91,18 +91,46 @@ func Decide(records []splitter.Record, t *routing.Table) []Decision {
 		later := laterSplits(last[i+1:], r)
 		d := decide(r, t, later)
 		if d.Cancel {
-			next, err := routing.Apply(t, routing.Edit{Kind: routing.CancelSplit, Shard: d.Parent})
-			if err != nil {
-				// decide said the split is in progress: a table that then
-				// refuses the cancel is corrupt; carryOut reports it.
-				d.Why += fmt.Sprintf("; CancelSplit refused: %v", err)
-			} else {
-				t = next
-			}
+			t = cancelled(t, &d)
 		}
 		out = append(out, d)
 	}
+	// A reservation no unfinished split accounts for (a table whose rename
+	// reached the disk although the write reported failure, after which
+	// the split aborted and said so) is rolled back too: no split runs
+	// after recovery, so nothing may stay in progress.
+	for _, p := range t.InProgress() {
+		rec, _ := t.Split(p)
+		d := Decision{Parent: p, Action: RollBack, Cancel: true, Delete: childIDs(rec),
+			Why: fmt.Sprintf("table v%d reserves a split of %d that no unfinished journal record accounts for", t.Version(), p)}
+		t = cancelled(t, &d)
+		out = append(out, d)
+	}
 	return out
+}
+
+// cancelled returns t after the decision's cancel, as carryOut will write
+// it (see cancelTable); a table that refuses is noted in the decision and
+// left for carryOut to report.
+func cancelled(t *routing.Table, d *Decision) *routing.Table {
+	next, err := cancelTable(t, d.Parent)
+	if err != nil {
+		d.Why += fmt.Sprintf("; CancelSplit refused: %v", err)
+		return t
+	}
+	return next
+}
+
+// cancelTable cancels parent's reservation two versions up: the version in
+// between may have been published in memory before a crash (the commit of
+// a handoff that never became durable) and reached routers, which adopt
+// only strictly newer tables; no version number is ever reused.
+func cancelTable(t *routing.Table, parent routing.ShardID) (*routing.Table, error) {
+	bumped, err := routing.Bump(t)
+	if err != nil {
+		return nil, err
+	}
+	return routing.Apply(bumped, routing.Edit{Kind: routing.CancelSplit, Shard: parent})
 }
 
 // later says which splits came after one in the journal.
@@ -238,7 +266,7 @@ func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger
 			}
 		}
 		if d.Cancel {
-			next, err := routing.Apply(t, routing.Edit{Kind: routing.CancelSplit, Shard: d.Parent})
+			next, err := cancelTable(t, d.Parent)
 			if err != nil {
 				return nil, nil, fmt.Errorf("split %d: %w", d.Split, err)
 			}
@@ -246,6 +274,9 @@ func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger
 				return nil, nil, err
 			}
 			t = next
+		}
+		if d.Split == 0 {
+			continue // a reservation without a journal record: nothing to record
 		}
 		if err := j.Append(splitter.Record{Split: d.Split, Stage: d.Done, Parent: d.Parent, Version: t.Version()}); err != nil {
 			return nil, nil, err

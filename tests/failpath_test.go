@@ -197,3 +197,42 @@ func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
 	_ = n.Close()
 	reopen(t, crashed, tab).Close()
 }
+
+// A crash between the handoff's publish and its commit rolls the split
+// back; a router that learned the published (never durable) table must
+// still adopt the table recovery writes. Recovery used to cancel at the
+// same version number, so the router kept routing to the deleted children
+// until its retries ran out. Found by the simulation (tests/sim, seeds 20,
+// 22, 84).
+func TestRouterAdoptsTheTableAfterARolledBackPublish(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	n, j, tab := openFailpath(t, mem)
+	d := splitter.NewDriver(n, splitter.Config{Journal: j})
+	sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	for {
+		in, _, err := sp.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Kind == splitter.IntentUnfence {
+			break
+		}
+	}
+	published := n.Table() // in memory, not durable
+	if !published.IsSplitParent(0) {
+		t.Fatalf("table v%d after publish does not commit the split", published.Version())
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	n2 := reopen(t, crashed, tab)
+	defer n2.Close()
+	if v := n2.Table().Version(); v <= published.Version() {
+		t.Errorf("recovered table v%d, not newer than the published v%d a router may hold", v, published.Version())
+	}
+	r := node.NewRouter(n2, published, node.RouterConfig{MaxRetries: 8})
+	for i := range 20 {
+		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v2")); err != nil {
+			t.Fatalf("router holding v%d: %v", published.Version(), err)
+		}
+	}
+	_ = n.Close()
+}

@@ -1,0 +1,138 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// opClass selects the filesystem operations an armed fault may hit.
+type opClass uint8
+
+const (
+	classAny     opClass = iota // every operation, Pebble's own included
+	classWrite                  // every operation that changes the filesystem
+	classMeta                   // the node's TABLE and the split journal (and their temporary files)
+	classShard                  // anything under a shard-N directory (per-shard stores)
+	classSync                   // file and directory syncs
+	classCount
+)
+
+var classNames = [...]string{classAny: "any", classWrite: "write", classMeta: "meta", classShard: "shard-dir", classSync: "sync"}
+
+func (c opClass) String() string { return classNames[c] }
+
+func (c opClass) match(op errorfs.Op) bool {
+	switch c {
+	case classAny:
+		return true
+	case classWrite:
+		return op.Kind.ReadOrWrite() == errorfs.OpIsWrite
+	case classMeta:
+		base := filepath.Base(op.Path)
+		return strings.HasPrefix(base, "TABLE") || strings.HasPrefix(base, "SPLITLOG")
+	case classShard:
+		return strings.Contains(op.Path, "/shard-")
+	case classSync:
+		return op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo
+	}
+	return false
+}
+
+// injector is the simulator's errorfs.Injector: disarmed it passes every
+// operation; armed it fails the k-th matching operation from now (one
+// shot), or each matching operation with a probability (until disarmed).
+// Each node incarnation has its own injector; a crashed node's is killed so
+// its leftover background work cannot touch the new run.
+type injector struct {
+	mu        sync.Mutex
+	dead      bool
+	armed     bool
+	class     opClass
+	countdown int        // > 0: fail the countdown-th matching op
+	prob      float64    // countdown == 0: fail each matching op with this probability
+	rng       *rand.Rand // for prob; seeded by the simulator
+	errno     syscall.Errno
+	fired     int    // faults injected so far
+	last      string // the last fault injected
+}
+
+func (in *injector) MaybeError(op errorfs.Op) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.dead || !in.armed || !in.class.match(op) {
+		return nil
+	}
+	if in.countdown > 0 {
+		in.countdown--
+		if in.countdown > 0 {
+			return nil
+		}
+		in.armed = false
+	} else if in.rng.Float64() >= in.prob {
+		return nil
+	}
+	in.fired++
+	in.last = fmt.Sprintf("%s op-kind %d on %s", in.errno, op.Kind, op.Path)
+	return fmt.Errorf("injected (op kind %d) on %s: %w", op.Kind, op.Path, in.errno)
+}
+
+func (in *injector) String() string { return "sim" }
+
+// arm sets a fault: the k-th matching operation (k > 0), or each with
+// probability p (k == 0).
+func (in *injector) arm(class opClass, errno syscall.Errno, k int, p float64, rng *rand.Rand) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.armed, in.class, in.errno, in.countdown, in.prob, in.rng = true, class, errno, k, p, rng
+}
+
+func (in *injector) disarm() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.armed = false
+}
+
+func (in *injector) kill() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.dead, in.armed = true, false
+}
+
+// state returns how many faults fired and whether one is still armed.
+func (in *injector) state() (fired int, armed bool, last string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.fired, in.armed, in.last
+}
+
+// fatalHook turns Pebble's Logger.Fatalf (which it calls when, for example,
+// a WAL or MANIFEST write fails: Pebble's own fault model treats these as
+// fatal) into a simulated process crash: it reports the message and parks
+// the calling goroutine for ever, as a dead process would stop. The
+// simulator then crashes the node and recovers a clone.
+type fatalHook struct {
+	ch chan string
+}
+
+func (h fatalHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
+	select {
+	case h.ch <- ce.Message:
+	default:
+	}
+	select {} // this "process" is dead
+}
+
+// newIncarnationLogger returns the logger of one node incarnation: silent,
+// with Fatal turned into a reported crash.
+func newIncarnationLogger() (*zap.Logger, chan string) {
+	ch := make(chan string, 1)
+	return zap.New(zapcore.NewNopCore(), zap.WithFatalHook(fatalHook{ch: ch})), ch
+}

@@ -1,0 +1,1133 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/recovery"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// Timeouts of the simulated node. Tiny on purpose: a held reader or lock
+// must make the retire wait and the handoff's drain time out at once.
+const (
+	drainTimeout = 2 * time.Millisecond
+	retireWait   = time.Millisecond
+	// hangTimeout bounds one simulator step in real time: an operation that
+	// has not returned by then is a hang (a finding).
+	hangTimeout = 20 * time.Second
+	// livenessSteps bounds how many driver steps a split may take to finish
+	// once faults are off.
+	livenessSteps = 100
+)
+
+// swarm is what a seed draws before the run: the index, the workload mix
+// and the fault probabilities (swarm testing: each seed explores a
+// different corner instead of every seed spreading thin over all of them).
+type swarm struct {
+	mode     routing.Mode
+	layout   storage.Layout
+	settings routing.Settings
+	clients  int
+	stale    int // clients that keep going back to old tables
+	ids      int
+	steps    int // safety steps before the liveness phase
+
+	// action weights
+	wClient, wSplitStart, wStep, wFaultStep, wCancel, wHookCancel, wLock int
+	wFault, wCrash, wRestart, wReader, wRelease                         int
+
+	pBadPlan float64 // a split plan the table must refuse
+	pPoints  float64 // explicit split points (partition mode)
+}
+
+func (s swarm) String() string {
+	return fmt.Sprintf("mode=%s layout=%s shards=%d R=%d P=%d clients=%d stale=%d ids=%d steps=%d "+
+		"w[client=%d split=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f points=%.2f",
+		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
+		s.wClient, s.wSplitStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
+		s.pBadPlan, s.pPoints)
+}
+
+func drawSwarm(rng *rand.Rand) swarm {
+	s := swarm{mode: routing.ModePartition, layout: storage.LayoutPerShard}
+	if rng.IntN(2) == 0 {
+		s.mode = routing.ModeOpenSearch
+	}
+	if rng.IntN(5) < 2 {
+		s.layout = storage.LayoutShared
+	}
+	shards := 1 + rng.IntN(3)
+	r := shards << (1 + rng.IntN(5)) // factor 2..32: small factors run out of width
+	p := 1
+	if rng.IntN(3) == 0 {
+		p = 2 + rng.IntN(min(3, r-2))
+	}
+	s.settings = routing.Settings{Shards: shards, RoutingShards: r, PartitionSize: p}
+	s.clients = 2 + rng.IntN(4)
+	s.stale = rng.IntN(s.clients)
+	s.ids = 12 + rng.IntN(30)
+	s.steps = 60 + rng.IntN(80)
+	w := func(max int) int { return rng.IntN(max + 1) }
+	s.wClient = 10 + w(30)
+	s.wSplitStart = 2 + w(6)
+	s.wStep = 4 + w(12)
+	s.wFaultStep = w(4)
+	s.wCancel = w(2)
+	s.wHookCancel = w(2)
+	s.wLock = w(3)
+	s.wFault = w(3)
+	s.wCrash = w(2)
+	s.wRestart = w(1)
+	s.wReader = w(3)
+	s.wRelease = 2 + w(4)
+	s.pBadPlan = float64(rng.IntN(4)) / 10
+	s.pPoints = float64(rng.IntN(6)) / 10
+	return s
+}
+
+// finding is a violated check: it ends the seed.
+type finding struct{ msg string }
+
+func (f *finding) Error() string { return f.msg }
+
+// docID is a document the workload writes, with its fixed routing value.
+type docID struct{ id, routing string }
+
+// client is a logical client: a router with its cached table.
+type client struct {
+	idx   int
+	stale bool
+	r     *node.Router
+}
+
+// simSplit is the split in progress (one at a time: the journal serves one
+// driver).
+type simSplit struct {
+	sp           *splitter.Split
+	plan         splitter.Plan
+	reserved     bool // the reserve succeeded: the split holds the parent's log
+	cancelInHook bool // cancel from inside the driver's hook on the next step
+}
+
+// heldReader is an unrouted search parked inside its first document: it
+// holds a reference on every shard of the table it resolved.
+type heldReader struct {
+	release  chan struct{}
+	started  chan struct{}
+	done     chan struct{}
+	version  routing.Version
+	err      error
+	dups     []string
+	panicked any
+	stack    string
+}
+
+type world struct {
+	seed  uint64
+	rng   *rand.Rand
+	sw    swarm
+	trace []string
+	step  int
+	clock atomic.Int64 // the splitter's clock: simulated milliseconds
+
+	mem      *vfs.MemFS
+	inj      *injector
+	fatal    chan string
+	fatalMsg string
+	faultFor int // steps the background fault stays armed
+
+	initial *routing.Table
+	n       *node.Node
+	j       *splitter.Journal
+	drv     *splitter.Driver
+	nodeBad bool // a request saw node.ErrFailed: restart
+	noFault bool // liveness phase: nothing is armed any more
+
+	sp       *simSplit
+	clients  []*client
+	tables   []*routing.Table // tables published so far (stale clients go back to them)
+	model    writeModel
+	hist     *history
+	ids      []docID
+	readers  []*heldReader
+	valueSeq int
+
+	lastAborted    routing.ShardID
+	hasLastAborted bool
+
+	stats stats
+}
+
+// stats say what a run exercised.
+type stats struct {
+	steps, clientOps, splitsDone, splitsAborted, refused, crashes, restarts, faults, fatals, readers, locks, hookCancels int
+}
+
+func (s *stats) add(o stats) {
+	s.steps += o.steps
+	s.clientOps += o.clientOps
+	s.splitsDone += o.splitsDone
+	s.splitsAborted += o.splitsAborted
+	s.refused += o.refused
+	s.crashes += o.crashes
+	s.restarts += o.restarts
+	s.faults += o.faults
+	s.fatals += o.fatals
+	s.readers += o.readers
+	s.locks += o.locks
+	s.hookCancels += o.hookCancels
+}
+
+// result is one seed's outcome.
+type result struct {
+	seed    uint64
+	swarm   swarm
+	trace   []string
+	finding string
+	stats   stats
+}
+
+// runSeed runs one seed to its end or its first finding.
+func runSeed(seed uint64) (res result) {
+	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), model: newRegModel()}
+	w.sw = drawSwarm(w.rng)
+	res.seed, res.swarm = seed, w.sw
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(*finding); ok {
+				res.finding = f.msg
+			} else {
+				res.finding = fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
+			}
+			w.tracef("finding", "%s", firstLine(res.finding))
+		}
+		w.teardown()
+		res.trace, res.stats = w.trace, w.stats
+		res.stats.steps = w.step
+	}()
+	w.tracef("swarm", "%s", w.sw)
+	w.setup()
+	for w.step < w.sw.steps {
+		w.step++
+		w.tick()
+		w.afterStep()
+	}
+	w.liveness()
+	return res
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+func (w *world) fail(format string, args ...any) {
+	panic(&finding{msg: fmt.Sprintf(format, args...)})
+}
+
+var durationRE = regexp.MustCompile(`\b\d+(\.\d+)?(ns|µs|us|ms|s)\b`)
+
+// tracef records one line of the step trace: step, action, outcome.
+// Durations are masked: they are the only wall-clock values in outcomes.
+func (w *world) tracef(action, format string, args ...any) {
+	out := durationRE.ReplaceAllString(fmt.Sprintf(format, args...), "<d>")
+	w.trace = append(w.trace, fmt.Sprintf("%04d %-12s %s", w.step, action, out))
+}
+
+func (w *world) now() time.Time { return time.Unix(0, 0).Add(time.Duration(w.clock.Load()) * time.Millisecond) }
+
+// setup makes the index and the workload's documents and clients.
+func (w *world) setup() {
+	t, err := routing.NewTable(w.sw.mode, w.sw.settings)
+	if err != nil {
+		w.fail("swarm drew invalid settings %+v: %v", w.sw.settings, err)
+	}
+	w.initial = t
+	for i := range w.sw.ids {
+		d := docID{id: fmt.Sprintf("k%d", i)}
+		if w.rng.IntN(4) == 0 {
+			d.routing = fmt.Sprintf("tenant-%d", w.rng.IntN(3))
+		}
+		w.ids = append(w.ids, d)
+	}
+	w.hist = &history{}
+	for _, i := range w.rng.Perm(len(w.ids))[:4] {
+		w.hist.sample = append(w.hist.sample, w.ids[i].id)
+	}
+	w.mem = vfs.NewCrashableMem()
+	w.openNode("open")
+	for i := range w.sw.clients {
+		w.clients = append(w.clients, &client{idx: i, stale: i < w.sw.stale,
+			r: node.NewRouter(w.n, t, node.RouterConfig{MaxRetries: 16})})
+	}
+}
+
+// do runs fn (a call into the node or the driver) and waits for it. It
+// returns false if Pebble declared the process dead meanwhile (see
+// fatalHook): fn's results must then not be read.
+func (w *world) do(fn func()) bool {
+	done := make(chan struct{})
+	var panicked any
+	var stack []byte
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				panicked, stack = r, debug.Stack()
+			}
+		}()
+		fn()
+	}()
+	select {
+	case <-done:
+		if panicked != nil {
+			if f, ok := panicked.(*finding); ok {
+				panic(f)
+			}
+			w.fail("panic: %v\n%s", panicked, stack)
+		}
+		return true
+	case msg := <-w.fatal:
+		w.fatalMsg = msg
+		return false
+	case <-time.After(hangTimeout):
+		w.fail("step did not return within %v (hang)", hangTimeout)
+	}
+	return false
+}
+
+// faulted reports whether this node incarnation has seen an injected fault,
+// after which an operation may legitimately fail.
+func (w *world) faulted() bool {
+	fired, _, _ := w.inj.state()
+	return fired > 0
+}
+
+// tick chooses and performs one action.
+func (w *world) tick() {
+	w.clock.Add(1)
+	if w.faultFor > 0 {
+		if w.faultFor--; w.faultFor == 0 {
+			w.inj.disarm()
+		}
+	}
+	type choice struct {
+		weight int
+		fn     func()
+	}
+	var cs []choice
+	add := func(weight int, ok bool, fn func()) {
+		if ok && weight > 0 {
+			cs = append(cs, choice{weight, fn})
+		}
+	}
+	sp := w.sp != nil
+	add(w.sw.wClient, true, w.clientOp)
+	add(w.sw.wSplitStart, !sp, w.startSplit)
+	add(w.sw.wStep, sp, func() { w.stepSplit("step") })
+	add(w.sw.wFaultStep, sp, w.faultStep)
+	add(w.sw.wCancel, sp, w.cancel)
+	add(w.sw.wHookCancel, sp, w.hookCancel)
+	add(w.sw.wLock, sp && w.sp.sp.Machine().Phase() == splitter.PhaseHandoff, w.refuseLock)
+	add(w.sw.wFault, w.faultFor == 0, w.armBackground)
+	add(w.sw.wCrash, true, func() { w.crash("crash", w.drawCrashCfg()) })
+	add(w.sw.wRestart, true, w.restart)
+	add(w.sw.wReader, len(w.readers) < 2, w.holdReader)
+	add(w.sw.wRelease, len(w.readers) > 0, w.releaseReader)
+	total := 0
+	for _, c := range cs {
+		total += c.weight
+	}
+	x := w.rng.IntN(total)
+	for _, c := range cs {
+		if x < c.weight {
+			c.fn()
+			return
+		}
+		x -= c.weight
+	}
+}
+
+// afterStep turns a dead process into a crash, a failed node into a
+// restart, and checks the invariants.
+func (w *world) afterStep() {
+	if w.fatalMsg == "" {
+		select {
+		case w.fatalMsg = <-w.fatal:
+		default:
+		}
+	}
+	if w.fatalMsg != "" {
+		w.stats.fatals++
+		w.tracef("pebble-fatal", "%s", firstLine(w.fatalMsg))
+		w.fatalMsg = ""
+		w.crash("crash", w.drawCrashCfg())
+	}
+	if w.nodeBad {
+		w.nodeBad = false
+		w.crash("crash", w.drawCrashCfg())
+	}
+	w.check()
+}
+
+// ---- client operations ----
+
+func (w *world) clientOp() {
+	w.stats.clientOps++
+	c := w.clients[w.rng.IntN(len(w.clients))]
+	if c.stale && w.rng.IntN(3) == 0 && len(w.tables) > 0 {
+		t := w.tables[w.rng.IntN(len(w.tables))]
+		c.r = node.NewRouter(w.n, t, node.RouterConfig{MaxRetries: 16})
+	}
+	d := w.ids[w.rng.IntN(len(w.ids))]
+	name := fmt.Sprintf("c%d", c.idx)
+	switch x := w.rng.IntN(20); {
+	case x < 8:
+		w.valueSeq++
+		w.write(c, name, d, fmt.Sprintf("v%d", w.valueSeq))
+	case x < 10:
+		w.write(c, name, d, "")
+	case x < 16:
+		w.get(c, name, d)
+	case x < 18:
+		r := d.routing
+		if r == "" {
+			r = "tenant-0"
+		}
+		w.search(name+" search", r)
+	default:
+		w.search(name+" search", "")
+	}
+}
+
+func (w *world) write(c *client, name string, d docID, value string) {
+	pw := w.model.Begin(d.id, value)
+	var res node.Result
+	var err error
+	op := "index"
+	if value == "" {
+		op = "delete"
+	}
+	if !w.do(func() {
+		if value == "" {
+			res, err = c.r.Delete(d.id, d.routing)
+		} else {
+			res, err = c.r.Index(d.id, d.routing, []byte(value))
+		}
+	}) {
+		w.model.Fail(pw)
+		w.hist.write(c.idx, d.id, value, false)
+		w.tracef(name+" "+op, "%s=%q -> process died", d.id, value)
+		return
+	}
+	if err != nil {
+		w.model.Fail(pw)
+		w.hist.write(c.idx, d.id, value, false)
+		w.tracef(name+" "+op, "%s=%q -> error: %v", d.id, value, err)
+		w.opError(err, fmt.Sprintf("%s %s", op, d.id))
+		return
+	}
+	w.model.Ack(pw)
+	w.hist.write(c.idx, d.id, value, true)
+	w.tracef(name+" "+op, "%s=%q -> ok shard=%d seq=%d v%d retries=%d", d.id, value, res.Shard, res.Seq, res.Version, res.Retries)
+	w.checkLogHold(res.Shard, res.Seq)
+}
+
+func (w *world) get(c *client, name string, d docID) {
+	var doc storage.Doc
+	var found bool
+	var err error
+	if !w.do(func() { doc, found, err = c.r.Get(d.id, d.routing) }) {
+		w.tracef(name+" get", "%s -> process died", d.id)
+		return
+	}
+	if err != nil {
+		w.tracef(name+" get", "%s -> error: %v", d.id, err)
+		w.opError(err, "get "+d.id)
+		return
+	}
+	v := ""
+	if found {
+		v = string(doc.Source)
+	}
+	w.tracef(name+" get", "%s -> %q", d.id, v)
+	if allowed := w.model.Allowed(d.id); !slices.Contains(allowed, v) {
+		w.fail("get %s returned %q; the model allows %q (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
+	}
+	w.hist.read(c.idx, d.id, v)
+}
+
+// search runs an unrouted search (routingValue "") or a routed one. The
+// node has no routed-search API: a routed search is the unrouted scan
+// filtered to the routing value, with the targeted shards checked against
+// the table's SearchShards.
+func (w *world) search(name, routingValue string) {
+	t := w.n.Table()
+	found := map[string]string{}
+	var problems []string
+	var err error
+	if !w.do(func() {
+		_, err = w.n.Search(func(shard routing.ShardID, d storage.Doc) error {
+			if routingValue != "" && d.Routing != routingValue {
+				return nil
+			}
+			if _, dup := found[d.ID]; dup {
+				problems = append(problems, fmt.Sprintf("%s returned twice", d.ID))
+			}
+			found[d.ID] = string(d.Source)
+			if routingValue != "" && !slices.Contains(t.SearchShards(routingValue), shard) {
+				problems = append(problems, fmt.Sprintf("%s (routing %s) on shard %d, not among SearchShards %v", d.ID, routingValue, shard, t.SearchShards(routingValue)))
+			}
+			return nil
+		})
+	}) {
+		w.tracef(name, "routing=%q -> process died", routingValue)
+		return
+	}
+	if err != nil {
+		w.tracef(name, "routing=%q -> error: %v", routingValue, err)
+		w.opError(err, "search")
+		return
+	}
+	w.tracef(name, "routing=%q -> %d docs", routingValue, len(found))
+	if len(problems) > 0 {
+		w.fail("search (routing %q) at table v%d: %s", routingValue, t.Version(), strings.Join(problems, "; "))
+	}
+	for _, d := range w.ids {
+		if routingValue != "" && d.routing != routingValue {
+			continue
+		}
+		if allowed := w.model.Allowed(d.id); !slices.Contains(allowed, found[d.id]) {
+			w.fail("search (routing %q) at table v%d: %s = %q; the model allows %q", routingValue, t.Version(), d.id, found[d.id], allowed)
+		}
+	}
+}
+
+// opError judges a failed client operation: after an injected fault any
+// failure is allowed (the write's outcome is unknown); without one it is a
+// finding.
+func (w *world) opError(err error, what string) {
+	if errors.Is(err, node.ErrFailed) {
+		w.nodeBad = true
+	}
+	if !w.faulted() {
+		w.fail("%s failed with no fault injected: %v", what, err)
+	}
+}
+
+// checkLogHold: a write the shard acknowledged at seq is in its operation
+// log exactly when a split holds that log (INV-8 and the trimming rule).
+//
+// TODO(lead): storage.Shard has no accessor for its log-hold count; with
+// one (e.g. `func (s *Shard) LogHolds() int`) this could be checked after
+// every step instead of through the log's contents.
+func (w *world) checkLogHold(shard routing.ShardID, seq uint64) {
+	s, ok := w.n.ShardStore(shard)
+	if !ok || seq == 0 {
+		return
+	}
+	held := w.sp != nil && w.sp.plan.Parent == shard && w.sp.reserved
+	logged := false
+	var err error
+	if !w.do(func() {
+		err = s.LogSince(seq-1, seq, nil, func(storage.LogEntry) error { logged = true; return nil })
+	}) {
+		return
+	}
+	if err != nil {
+		if !w.faulted() {
+			w.fail("read operation log of shard %d: %v", shard, err)
+		}
+		return
+	}
+	switch {
+	case logged && !held:
+		w.fail("shard %d logged its write seq %d, but no split holds its operation log (a leaked log hold)", shard, seq)
+	case !logged && held:
+		w.fail("split of %d holds the log, but its write seq %d is not in it (INV-8)", shard, seq)
+	}
+}
+
+// ---- splits ----
+
+// drawPlan picks a split: usually a valid one of an active shard (which
+// may be a child of an earlier split: nested splits), sometimes one the
+// table must refuse.
+func (w *world) drawPlan() splitter.Plan {
+	t := w.n.Table()
+	active := t.ActiveShards()
+	parent := active[w.rng.IntN(len(active))]
+	plan := splitter.Plan{Parent: parent, Ways: 2 + w.rng.IntN(3), MaxCatchUpRounds: 1 + w.rng.IntN(4), MaxHandoffs: 1 + w.rng.IntN(3)}
+	if w.rng.IntN(3) > 0 {
+		plan.LagThreshold = 1 + uint64(w.rng.IntN(4))
+	}
+	o, _ := t.Shard(parent)
+	if w.rng.Float64() < w.sw.pBadPlan {
+		switch w.rng.IntN(3) {
+		case 0: // a parent that is no longer a leaf, or never existed
+			if sp := t.Splits(); len(sp) > 0 {
+				plan.Parent = sp[w.rng.IntN(len(sp))].Parent
+			} else {
+				plan.Parent = t.MaxShardID() + 7
+			}
+		case 1: // children too narrow
+			plan.Ways = int(min(o.Span.Width()+1, 1<<30))
+		default: // the same parent twice
+			plan.Ways = 0
+		}
+		return plan
+	}
+	if w.sw.mode == routing.ModePartition && o.Span.Width() >= 3 && w.rng.Float64() < w.sw.pPoints {
+		n := 1 + w.rng.IntN(min(3, int(o.Span.Width()-1)))
+		var pts []routing.Key
+		for len(pts) < n {
+			k := routing.Key(o.Span.Start + 1 + uint64(w.rng.IntN(int(o.Span.Width()-1))))
+			if !slices.Contains(pts, k) {
+				pts = append(pts, k)
+			}
+		}
+		slices.Sort(pts)
+		plan.Points, plan.Ways = pts, 0
+	}
+	return plan
+}
+
+func (w *world) startSplit() {
+	plan := w.drawPlan()
+	var sp *splitter.Split
+	if !w.do(func() { sp = w.drv.Start(plan) }) {
+		return
+	}
+	w.sp = &simSplit{sp: sp, plan: plan}
+	w.tracef("split-start", "parent=%d ways=%d points=%v lag=%d rounds=%d handoffs=%d at v%d",
+		plan.Parent, plan.Ways, plan.Points, plan.LagThreshold, plan.MaxCatchUpRounds, plan.MaxHandoffs, w.n.Table().Version())
+}
+
+// hook is the driver's Hook: it runs after the driver took the next intent
+// and before it carries it out. A cancel requested here is a cancel that
+// arrives while the intent runs (Split.Cancel from another goroutine),
+// made deterministic.
+func (w *world) hook(_ *splitter.Machine, in splitter.Intent) {
+	if w.sp == nil || !w.sp.cancelInHook {
+		return
+	}
+	w.sp.cancelInHook = false
+	err := w.sp.sp.Cancel()
+	w.tracef("hook-cancel", "during %s -> %v", in, errString(err))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	return err.Error()
+}
+
+// stepSplit carries out the split's next intent.
+func (w *world) stepSplit(action string) {
+	s := w.sp
+	var in splitter.Intent
+	var ev splitter.Event
+	var err error
+	if !w.do(func() { in, ev, err = s.sp.Step() }) {
+		w.tracef(action, "process died")
+		w.sp = nil
+		return
+	}
+	phase := s.sp.Machine().Phase()
+	w.tracef(action, "%s -> %s%s phase=%s", in, ev.Kind, evDetail(ev), phase)
+	if in.Kind == splitter.IntentReserve && ev.Kind == splitter.EventReserved {
+		s.reserved = true
+	}
+	if err != nil {
+		if errors.Is(err, node.ErrFailed) {
+			w.nodeBad = true
+			w.sp = nil
+			return
+		}
+		w.fail("driver step %s of the split of %d: %v", in, s.plan.Parent, err)
+	}
+	if !s.sp.Done() {
+		return
+	}
+	rep := s.sp.Report()
+	w.sp = nil
+	if rep.Phase == splitter.PhaseDone {
+		w.stats.splitsDone++
+		w.tables = append(w.tables, w.n.Table())
+		w.tracef("split-end", "parent=%d done children=%v v%d", s.plan.Parent, rep.SortedChildren(), w.n.Table().Version())
+		return
+	}
+	w.stats.splitsAborted++
+	if !s.reserved {
+		w.stats.refused++
+	}
+	w.lastAborted, w.hasLastAborted = s.plan.Parent, true
+	w.tracef("split-end", "parent=%d aborted: %v", s.plan.Parent, rep.Err)
+}
+
+func evDetail(ev splitter.Event) string {
+	switch ev.Kind {
+	case splitter.EventReserved:
+		return fmt.Sprintf(" children=%v", ev.Children)
+	case splitter.EventCloned:
+		return fmt.Sprintf(" S=%d", ev.Seq)
+	case splitter.EventCaughtUp:
+		return fmt.Sprintf(" seq=%d lag=%d", ev.Seq, ev.Lag)
+	case splitter.EventFailed:
+		return fmt.Sprintf(" (%v)", ev.Err)
+	}
+	return ""
+}
+
+// faultStep arms a fault for the split's next step only.
+func (w *world) faultStep() {
+	w.armFault("fault-step")
+	w.stepSplit("step")
+	w.inj.disarm()
+}
+
+// armBackground arms a fault that stays armed for a few steps, whatever
+// runs then (client operations, Pebble's own background work).
+func (w *world) armBackground() {
+	w.armFault("fault")
+	w.faultFor = 1 + w.rng.IntN(4)
+}
+
+func (w *world) armFault(action string) {
+	if w.noFault {
+		return
+	}
+	class := opClass(w.rng.IntN(int(classCount)))
+	errno := syscall.ENOSPC
+	if w.rng.IntN(2) == 0 {
+		errno = syscall.EIO
+	}
+	if w.rng.IntN(3) > 0 {
+		k := 1 + w.rng.IntN(30)
+		w.inj.arm(class, errno, k, 0, nil)
+		w.tracef(action, "%s on the %d-th %s op from now", errno, k, class)
+		return
+	}
+	p := 0.02 + float64(w.rng.IntN(10))/50
+	w.inj.arm(class, errno, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
+	w.tracef(action, "%s on each %s op with p=%.2f", errno, class, p)
+}
+
+// cancel asks the split to abort between two steps.
+func (w *world) cancel() {
+	err := w.sp.sp.Cancel()
+	w.tracef("cancel", "phase=%s -> %s", w.sp.sp.Machine().Phase(), errString(err))
+}
+
+// hookCancel steps the split with a cancel arriving while the intent runs.
+func (w *world) hookCancel() {
+	w.stats.hookCancels++
+	w.sp.cancelInHook = true
+	w.stepSplit("step")
+	if w.sp != nil {
+		w.sp.cancelInHook = false
+	}
+}
+
+// refuseLock holds the parent's apply lock (a writer that does not drain)
+// across the handoff step, whose drain must time out.
+func (w *world) refuseLock() {
+	w.stats.locks++
+	parent := w.sp.plan.Parent
+	acquired, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	n := w.n
+	go func() {
+		defer close(done)
+		_, _ = n.HoldApplyLock(parent, time.Second, func() error {
+			close(acquired)
+			<-release
+			return nil
+		})
+	}()
+	select {
+	case <-acquired:
+		w.tracef("lock", "holding the apply lock of %d", parent)
+	case <-done:
+		w.tracef("lock", "apply lock of %d not taken", parent)
+	}
+	defer func() {
+		close(release)
+		<-done
+	}()
+	w.stepSplit("step")
+}
+
+// ---- readers ----
+
+func (w *world) holdReader() {
+	w.stats.readers++
+	hr := &heldReader{release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
+	n := w.n
+	go func() {
+		defer close(hr.done)
+		defer func() {
+			if r := recover(); r != nil {
+				hr.panicked, hr.stack = r, string(debug.Stack())
+			}
+		}()
+		seen := map[string]bool{}
+		first := true
+		hr.version, hr.err = n.Search(func(_ routing.ShardID, d storage.Doc) error {
+			if seen[d.ID] {
+				hr.dups = append(hr.dups, d.ID)
+			}
+			seen[d.ID] = true
+			if first {
+				first = false
+				close(hr.started)
+				<-hr.release
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-hr.started:
+		w.readers = append(w.readers, hr)
+		w.tracef("reader-hold", "parked at table v%d", n.Table().Version())
+	case <-hr.done:
+		w.tracef("reader-hold", "nothing to hold: %v", hr.err)
+	case <-time.After(hangTimeout):
+		w.fail("held reader did not start")
+	}
+}
+
+func (w *world) releaseReader() {
+	hr := w.readers[0]
+	w.readers = w.readers[1:]
+	w.finishReader(hr)
+}
+
+func (w *world) finishReader(hr *heldReader) {
+	close(hr.release)
+	select {
+	case <-hr.done:
+	case <-time.After(hangTimeout):
+		w.fail("released reader did not finish")
+	}
+	w.tracef("reader-done", "v%d err=%v dups=%v", hr.version, hr.err, hr.dups)
+	switch {
+	case hr.panicked != nil:
+		w.fail("held reader panicked: %v\n%s", hr.panicked, hr.stack)
+	case len(hr.dups) > 0:
+		w.fail("held reader saw documents twice: %v", hr.dups)
+	case hr.err != nil && !w.faulted():
+		w.fail("held reader (an unrouted search that resolved table v%d) failed with no fault injected: %v", hr.version, hr.err)
+	}
+}
+
+func (w *world) releaseAll() {
+	for len(w.readers) > 0 {
+		w.releaseReader()
+	}
+}
+
+// ---- crashes and recovery ----
+
+func (w *world) drawCrashCfg() vfs.CrashCloneCfg {
+	if w.rng.IntN(2) == 0 {
+		return vfs.CrashCloneCfg{}
+	}
+	return vfs.CrashCloneCfg{UnsyncedDataPercent: 1 + w.rng.IntN(100), RNG: rand.New(rand.NewPCG(w.rng.Uint64(), w.seed))}
+}
+
+// crash simulates a power loss: the filesystem as a crash at this instant
+// could leave it (synced data, and a random part of the rest), recovered
+// by recovery.Open. The old process is gone: its readers end and its
+// injector dies.
+func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
+	w.stats.crashes++
+	w.endEpoch()
+	w.releaseAll()
+	w.inj.kill()
+	clone := w.mem.CrashClone(cfg)
+	w.tracef(action, "unsynced data kept: %d%%", cfg.UnsyncedDataPercent)
+	old := w.n
+	w.n, w.sp = nil, nil
+	if old != nil {
+		w.abandon(old)
+	}
+	w.mem = clone
+	w.openNode("recover")
+}
+
+// restart closes the node cleanly and recovers the same filesystem.
+func (w *world) restart() {
+	w.stats.restarts++
+	w.endEpoch()
+	w.releaseAll()
+	w.inj.kill()
+	old := w.n
+	w.n, w.sp = nil, nil
+	if old != nil {
+		w.abandon(old)
+	}
+	w.tracef("restart", "clean close")
+	w.openNode("recover")
+}
+
+// abandon closes an old node if its process is still alive (a node whose
+// Pebble declared itself dead keeps its goroutines parked: leaked).
+func (w *world) abandon(n *node.Node) {
+	if w.fatalMsg != "" {
+		return
+	}
+	var err error
+	if w.do(func() { err = n.Close() }) && err != nil {
+		w.tracef("close", "old node: %v", err)
+	}
+}
+
+// openNode opens (or recovers) the node on the current filesystem and runs
+// the recovery checks. An open that fails is a finding: a fault may fail
+// an operation, never the next open.
+func (w *world) openNode(action string) {
+	w.inj = &injector{}
+	logger, fatal := newIncarnationLogger()
+	w.fatal, w.fatalMsg = fatal, ""
+	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, w.inj), Layout: w.sw.layout,
+		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger}
+	var n *node.Node
+	var j *splitter.Journal
+	var rep recovery.Report
+	var err error
+	if !w.do(func() { n, j, rep, err = recovery.Open(opts, w.initial, logger) }) {
+		w.fail("recovery: Pebble declared the process dead: %s", w.fatalMsg)
+	}
+	if err != nil {
+		w.fail("recovery failed to open (a fault may fail an operation, never the next open): %v", err)
+	}
+	w.n, w.j = n, j
+	// TODO(sim): pass the simulator's clock to storage, node and the router
+	// once internal/clock lands; until then only the splitter's is injected.
+	w.drv = splitter.NewDriver(n, splitter.Config{DrainTimeout: drainTimeout, RetireWait: retireWait,
+		Clock: w.now, Journal: j, Hook: w.hook})
+	var decisions []string
+	for _, d := range rep.Decisions {
+		decisions = append(decisions, fmt.Sprintf("split %d of %d %s delete=%v cancel=%v", d.Split, d.Parent, d.Action, d.Delete, d.Cancel))
+	}
+	w.tracef(action, "table v%d active=%v decisions=%v", n.Table().Version(), n.Table().ActiveShards(), decisions)
+	for _, c := range w.clients {
+		c.r = node.NewRouter(n, c.r.Table(), node.RouterConfig{MaxRetries: 16})
+	}
+	w.tables = append(w.tables, n.Table())
+	w.checkRecovered()
+}
+
+// checkRecovered runs recovery.Check, looks for orphan store directories,
+// checks every document against the model and settles the model (unknown
+// outcomes are decided by what survived).
+func (w *world) checkRecovered() {
+	var rep recovery.CheckReport
+	if !w.do(func() { rep = recovery.Check(w.n, w.j, nil) }) {
+		w.fail("recovery.Check: Pebble declared the process dead: %s", w.fatalMsg)
+	}
+	if !rep.OK() {
+		w.fail("recovery.Check after recovery: %s", strings.Join(rep.Violations, "; "))
+	}
+	if w.sw.layout == storage.LayoutPerShard {
+		dirs, err := w.n.Engine().ShardDirs()
+		if err != nil {
+			w.fail("list shard directories: %v", err)
+		}
+		active := w.n.Table().ActiveShards()
+		for _, id := range dirs {
+			if !slices.Contains(active, routing.ShardID(id)) {
+				w.fail("orphan store directory shard-%d after recovery (table v%d, active %v)", id, w.n.Table().Version(), active)
+			}
+		}
+	}
+	found := w.scanCheck("after recovery")
+	for _, id := range w.model.IDs() {
+		w.model.Settle(id, found[id])
+	}
+	w.hist.start(found)
+}
+
+// endEpoch checks the porcupine history of the node incarnation ending.
+func (w *world) endEpoch() {
+	if err := w.hist.check(); err != nil {
+		w.fail("%v", err)
+	}
+}
+
+// ---- checks ----
+
+// check runs after every step: the table's invariants and every document
+// against the model and the table.
+func (w *world) check() {
+	if w.n == nil {
+		return
+	}
+	if err := w.n.Table().Validate(); err != nil {
+		w.fail("table v%d: %v", w.n.Table().Version(), err)
+	}
+	if _, armed, _ := w.inj.state(); armed {
+		return // a read could fail; check once the fault is disarmed
+	}
+	w.scanCheck("check")
+}
+
+// scanCheck scans every document: each once, on the shard the table names,
+// with a value the model allows. It returns what it found.
+func (w *world) scanCheck(what string) map[string]string {
+	t := w.n.Table()
+	found := map[string]string{}
+	var problems []string
+	var err error
+	if !w.do(func() {
+		_, err = w.n.Search(func(shard routing.ShardID, d storage.Doc) error {
+			if _, dup := found[d.ID]; dup {
+				problems = append(problems, fmt.Sprintf("%s is on two shards", d.ID))
+			}
+			found[d.ID] = string(d.Source)
+			if _, want := t.Route(d.ID, d.Routing); want != shard {
+				problems = append(problems, fmt.Sprintf("%s is on shard %d, table v%d names %d", d.ID, shard, t.Version(), want))
+			}
+			return nil
+		})
+	}) {
+		return found
+	}
+	if err != nil {
+		if w.faulted() {
+			return found
+		}
+		w.fail("%s: search failed with no fault injected: %v", what, err)
+	}
+	if len(problems) > 0 {
+		w.fail("%s at table v%d: %s", what, t.Version(), strings.Join(problems, "; "))
+	}
+	for _, id := range w.model.IDs() {
+		if allowed := w.model.Allowed(id); !slices.Contains(allowed, found[id]) {
+			w.fail("%s at table v%d: %s = %q; the model allows %q", what, t.Version(), id, found[id], allowed)
+		}
+	}
+	for id := range found {
+		if _, ok := w.model.(*regModel).ids[id]; !ok {
+			w.fail("%s: %s = %q was never written", what, id, found[id])
+		}
+	}
+	return found
+}
+
+// ---- liveness ----
+
+// liveness removes every fault and requires progress: the split in
+// progress ends, a new split (of the last aborted split's parent if it can
+// be split, so an id a failed split poisoned is found) completes, writes
+// are not logged when nothing holds the log, and a final crash recovers
+// with every acknowledged write.
+func (w *world) liveness() {
+	w.step++
+	w.noFault, w.faultFor = true, 0
+	w.inj.disarm()
+	w.tracef("liveness", "faults off")
+	w.releaseAll()
+	w.afterStep()
+	for i := 0; w.sp != nil; i++ {
+		if i == livenessSteps {
+			w.fail("liveness: the split of %d did not end in %d steps without faults (phase %s)", w.sp.plan.Parent, livenessSteps, w.sp.sp.Machine().Phase())
+		}
+		w.step++
+		w.stepSplit("step")
+		w.afterStep()
+	}
+	if parent, ok := w.splittable(); ok {
+		w.step++
+		plan := splitter.Plan{Parent: parent, Ways: 2}
+		var sp *splitter.Split
+		if !w.do(func() { sp = w.drv.Start(plan) }) {
+			w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
+		}
+		w.sp = &simSplit{sp: sp, plan: plan}
+		w.tracef("split-start", "liveness split of %d at v%d", parent, w.n.Table().Version())
+		for i := 0; w.sp != nil; i++ {
+			if i == livenessSteps {
+				w.fail("liveness: the split of %d did not end in %d steps without faults (phase %s)", parent, livenessSteps, w.sp.sp.Machine().Phase())
+			}
+			s := w.sp
+			w.step++
+			w.stepSplit("step")
+			w.afterStep()
+			if w.sp == nil && s.sp.Machine().Phase() != splitter.PhaseDone {
+				w.fail("liveness: with no fault injected, the split of %d ended %s: %v", parent, s.sp.Machine().Phase(), s.sp.Machine().Err())
+			}
+		}
+	} else {
+		w.tracef("liveness", "no shard can be split further")
+	}
+	for range 10 {
+		w.step++
+		w.clientOp()
+		w.afterStep()
+	}
+	w.step++
+	w.crash("final-crash", vfs.CrashCloneCfg{})
+	w.endEpoch()
+}
+
+// splittable returns the shard the liveness split splits: the parent of
+// the last aborted split if it is still an active shard wide enough, else
+// the widest active shard.
+func (w *world) splittable() (routing.ShardID, bool) {
+	t := w.n.Table()
+	minWidth := uint64(2)
+	if w.sw.mode == routing.ModeOpenSearch {
+		minWidth = 2 * 1001
+	}
+	if w.hasLastAborted {
+		if o, ok := t.Shard(w.lastAborted); ok && o.Active && o.Span.Width() >= minWidth {
+			return w.lastAborted, true
+		}
+	}
+	best, bestW := routing.ShardID(0), uint64(0)
+	for _, id := range t.ActiveShards() {
+		if o, _ := t.Shard(id); o.Span.Width() > bestW {
+			best, bestW = id, o.Span.Width()
+		}
+	}
+	return best, bestW >= minWidth
+}
+
+// teardown ends the run: readers released, the node closed.
+func (w *world) teardown() {
+	for _, hr := range w.readers {
+		close(hr.release)
+		<-hr.done
+	}
+	w.readers = nil
+	if w.inj != nil {
+		w.inj.kill()
+	}
+	if w.n != nil && w.fatalMsg == "" {
+		n := w.n
+		done := make(chan struct{})
+		go func() { defer close(done); _ = n.Close() }()
+		select {
+		case <-done:
+		case <-time.After(hangTimeout):
+		}
+	}
+	w.n = nil
+}

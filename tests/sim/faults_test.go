@@ -17,11 +17,11 @@ import (
 type opClass uint8
 
 const (
-	classAny     opClass = iota // every operation, Pebble's own included
-	classWrite                  // every operation that changes the filesystem
-	classMeta                   // the node's TABLE and the split journal (and their temporary files)
-	classShard                  // anything under a shard-N directory (per-shard stores)
-	classSync                   // file and directory syncs
+	classAny   opClass = iota // every operation, Pebble's own included
+	classWrite                // every operation that changes the filesystem
+	classMeta                 // the node's TABLE and the split journal (and their temporary files)
+	classShard                // anything under a shard-N directory (per-shard stores)
+	classSync                 // file and directory syncs
 	classCount
 )
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -49,7 +50,7 @@ type swarm struct {
 
 	// action weights
 	wClient, wSplitStart, wStep, wFaultStep, wCancel, wHookCancel, wLock int
-	wFault, wCrash, wRestart, wReader, wRelease                         int
+	wFault, wCrash, wRestart, wReader, wRelease                          int
 
 	pBadPlan float64 // a split plan the table must refuse
 	pPoints  float64 // explicit split points (partition mode)
@@ -74,7 +75,7 @@ func drawSwarm(rng *rand.Rand) swarm {
 	shards := 1 + rng.IntN(3)
 	r := shards << (1 + rng.IntN(5)) // factor 2..32: small factors run out of width
 	p := 1
-	if rng.IntN(3) == 0 {
+	if r > 2 && rng.IntN(3) == 0 {
 		p = 2 + rng.IntN(min(3, r-2))
 	}
 	s.settings = routing.Settings{Shards: shards, RoutingShards: r, PartitionSize: p}
@@ -149,6 +150,7 @@ type world struct {
 	inj      *injector
 	fatal    chan string
 	fatalMsg string
+	dead     bool // this incarnation's Pebble declared the process dead
 	faultFor int // steps the background fault stays armed
 
 	initial *routing.Table
@@ -205,8 +207,7 @@ type result struct {
 // runSeed runs one seed to its end or its first finding.
 func runSeed(seed uint64) (res result) {
 	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), model: newRegModel()}
-	w.sw = drawSwarm(w.rng)
-	res.seed, res.swarm = seed, w.sw
+	res.seed = seed
 	defer func() {
 		if r := recover(); r != nil {
 			if f, ok := r.(*finding); ok {
@@ -220,6 +221,9 @@ func runSeed(seed uint64) (res result) {
 		res.trace, res.stats = w.trace, w.stats
 		res.stats.steps = w.step
 	}()
+	w.sw = drawSwarm(w.rng)
+	off.apply(&w.sw)
+	res.swarm = w.sw
 	w.tracef("swarm", "%s", w.sw)
 	w.setup()
 	for w.step < w.sw.steps {
@@ -249,7 +253,9 @@ func (w *world) tracef(action, format string, args ...any) {
 	w.trace = append(w.trace, fmt.Sprintf("%04d %-12s %s", w.step, action, out))
 }
 
-func (w *world) now() time.Time { return time.Unix(0, 0).Add(time.Duration(w.clock.Load()) * time.Millisecond) }
+func (w *world) now() time.Time {
+	return time.Unix(0, 0).Add(time.Duration(w.clock.Load()) * time.Millisecond)
+}
 
 // setup makes the index and the workload's documents and clients.
 func (w *world) setup() {
@@ -298,6 +304,13 @@ func (w *world) do(fn func()) bool {
 		if panicked != nil {
 			if f, ok := panicked.(*finding); ok {
 				panic(f)
+			}
+			if err, ok := panicked.(error); ok && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO)) {
+				// Pebble panics on an fsync error it cannot recover from
+				// (atomicfs.Marker.Move, "fsync errors are unrecoverable"):
+				// its fault model is that the process dies. So does ours.
+				w.fatalMsg = fmt.Sprintf("pebble panicked: %v", err)
+				return false
 			}
 			w.fail("panic: %v\n%s", panicked, stack)
 		}
@@ -375,7 +388,7 @@ func (w *world) afterStep() {
 	if w.fatalMsg != "" {
 		w.stats.fatals++
 		w.tracef("pebble-fatal", "%s", firstLine(w.fatalMsg))
-		w.fatalMsg = ""
+		w.fatalMsg, w.dead = "", true
 		w.crash("crash", w.drawCrashCfg())
 	}
 	if w.nodeBad {
@@ -397,14 +410,14 @@ func (w *world) clientOp() {
 	d := w.ids[w.rng.IntN(len(w.ids))]
 	name := fmt.Sprintf("c%d", c.idx)
 	switch x := w.rng.IntN(20); {
-	case x < 8:
+	case x < 10:
 		w.valueSeq++
 		w.write(c, name, d, fmt.Sprintf("v%d", w.valueSeq))
-	case x < 10:
+	case x < 12:
 		w.write(c, name, d, "")
-	case x < 16:
+	case x < 17:
 		w.get(c, name, d)
-	case x < 18:
+	case x < 19:
 		r := d.routing
 		if r == "" {
 			r = "tenant-0"
@@ -662,7 +675,13 @@ func (w *world) stepSplit(action string) {
 		}
 		w.fail("driver step %s of the split of %d: %v", in, s.plan.Parent, err)
 	}
-	if !s.sp.Done() {
+	w.endSplitIfDone()
+}
+
+// endSplitIfDone records a split that reached Done or Aborted.
+func (w *world) endSplitIfDone() {
+	s := w.sp
+	if s == nil || !s.sp.Done() {
 		return
 	}
 	rep := s.sp.Report()
@@ -733,6 +752,7 @@ func (w *world) armFault(action string) {
 func (w *world) cancel() {
 	err := w.sp.sp.Cancel()
 	w.tracef("cancel", "phase=%s -> %s", w.sp.sp.Machine().Phase(), errString(err))
+	w.endSplitIfDone()
 }
 
 // hookCancel steps the split with a cancel arriving while the intent runs.
@@ -889,7 +909,7 @@ func (w *world) restart() {
 // abandon closes an old node if its process is still alive (a node whose
 // Pebble declared itself dead keeps its goroutines parked: leaked).
 func (w *world) abandon(n *node.Node) {
-	if w.fatalMsg != "" {
+	if w.dead || w.fatalMsg != "" {
 		return
 	}
 	var err error
@@ -904,7 +924,7 @@ func (w *world) abandon(n *node.Node) {
 func (w *world) openNode(action string) {
 	w.inj = &injector{}
 	logger, fatal := newIncarnationLogger()
-	w.fatal, w.fatalMsg = fatal, ""
+	w.fatal, w.fatalMsg, w.dead = fatal, "", false
 	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, w.inj), Layout: w.sw.layout,
 		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger}
 	var n *node.Node
@@ -1044,6 +1064,11 @@ func (w *world) liveness() {
 	w.inj.disarm()
 	w.tracef("liveness", "faults off")
 	w.releaseAll()
+	if w.faulted() {
+		// A fault can leave the process degraded (Pebble keeps a failed
+		// WAL's error): start the liveness phase from a restart.
+		w.crash("crash", w.drawCrashCfg())
+	}
 	w.afterStep()
 	for i := 0; w.sp != nil; i++ {
 		if i == livenessSteps {
@@ -1120,7 +1145,7 @@ func (w *world) teardown() {
 	if w.inj != nil {
 		w.inj.kill()
 	}
-	if w.n != nil && w.fatalMsg == "" {
+	if w.n != nil && w.fatalMsg == "" && !w.dead {
 		n := w.n
 		done := make(chan struct{})
 		go func() { defer close(done); _ = n.Close() }()
@@ -1130,4 +1155,49 @@ func (w *world) teardown() {
 		}
 	}
 	w.n = nil
+}
+
+// offActions is SHARDSPLIT_SIM_OFF: a comma-separated list of actions whose
+// weight is forced to zero (client, split, step, faultstep, cancel,
+// hookcancel, lock, fault, crash, restart, reader), to look past a finding
+// that dominates.
+type offActions []string
+
+var off = func() offActions {
+	v := os.Getenv("SHARDSPLIT_SIM_OFF")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}()
+
+func (o offActions) apply(s *swarm) {
+	for _, a := range o {
+		switch strings.TrimSpace(a) {
+		case "client":
+			s.wClient = 0
+		case "split":
+			s.wSplitStart = 0
+		case "step":
+			s.wStep = 0
+		case "faultstep":
+			s.wFaultStep = 0
+		case "cancel":
+			s.wCancel = 0
+		case "hookcancel":
+			s.wHookCancel = 0
+		case "lock":
+			s.wLock = 0
+		case "fault":
+			s.wFault = 0
+		case "crash":
+			s.wCrash = 0
+		case "restart":
+			s.wRestart = 0
+		case "reader":
+			s.wReader = 0
+		case "badplan":
+			s.pBadPlan = 0
+		}
+	}
 }

@@ -3,7 +3,9 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,14 +73,17 @@ func (in *injector) MaybeError(op errorfs.Op) error {
 		return nil
 	}
 	if in.countdown > 0 {
-		in.countdown--
-		if in.countdown > 0 {
+		if in.countdown > 1 {
+			in.countdown--
 			return nil
 		}
-		in.armed = false
 	} else if in.rng.Float64() >= in.prob {
 		return nil
 	}
+	if !openFaults && insidePebbleOpen() {
+		return nil // a one-shot fault waits for the next matching operation
+	}
+	in.countdown, in.armed = 0, in.countdown == 0
 	in.fired++
 	in.last = fmt.Sprintf("%s op-kind %d on %s", in.errno, op.Kind, op.Path)
 	return fmt.Errorf("injected (op kind %d) on %s: %w", op.Kind, op.Path, in.errno)
@@ -135,4 +140,35 @@ func (h fatalHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
 func newIncarnationLogger() (*zap.Logger, chan string) {
 	ch := make(chan string, 1)
 	return zap.New(zapcore.NewNopCore(), zap.WithFatalHook(fatalHook{ch: ch})), ch
+}
+
+// openFaults (SHARDSPLIT_SIM_OPENFAULTS=1) lets faults hit operations made
+// inside pebble.Open.
+//
+// NB: by default they do not, because of a Pebble v2.1.7 bug the simulator
+// found (seed 306 with SHARDSPLIT_SIM_OFF=hookcancel,badplan,reader,loghold,
+// about half the runs): when Open fails after the flush of its replayed WAL
+// (here an injected error on the data-directory sync near the end of
+// Open), its cleanup closes the cache handle while the table-stats
+// goroutine that the flush started still reads through it, and the process
+// dies of a nil dereference in cache.(*Cache).getShard. A child store is a
+// checkpoint with a WAL, so opening one replays and flushes. In production
+// that is a crash, which recovery handles; in the simulator it kills the
+// test binary, so the fault is not injected there.
+var openFaults = os.Getenv("SHARDSPLIT_SIM_OPENFAULTS") != ""
+
+// insidePebbleOpen reports whether the calling goroutine is inside
+// pebble.Open.
+func insidePebbleOpen() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if f.Function == "github.com/cockroachdb/pebble/v2.Open" {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }

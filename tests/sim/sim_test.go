@@ -57,6 +57,9 @@ func runSeeds(first uint64, n int) []result {
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if progress {
+					fmt.Fprintf(os.Stderr, "sim: seed %d\n", first+uint64(i))
+				}
 				results[i] = runSeed(first + uint64(i))
 			}
 		}()
@@ -68,6 +71,10 @@ func runSeeds(first uint64, n int) []result {
 	wg.Wait()
 	return results
 }
+
+// progress (SHARDSPLIT_SIM_PROGRESS=1) prints each seed as it starts, to
+// find the seed when a Pebble goroutine's panic kills the test binary.
+var progress = os.Getenv("SHARDSPLIT_SIM_PROGRESS") != ""
 
 func reproLine(seed uint64) string {
 	return fmt.Sprintf("SHARDSPLIT_SIM_SEED=%d SHARDSPLIT_SIM_SEEDS=1 go test ./tests/sim -run 'TestSim$' -v", seed)

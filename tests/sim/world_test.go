@@ -151,7 +151,7 @@ type world struct {
 	fatal    chan string
 	fatalMsg string
 	dead     bool // this incarnation's Pebble declared the process dead
-	faultFor int // steps the background fault stays armed
+	faultFor int  // steps the background fault stays armed
 
 	initial *routing.Table
 	n       *node.Node
@@ -251,6 +251,9 @@ var durationRE = regexp.MustCompile(`\b\d+(\.\d+)?(ns|µs|us|ms|s)\b`)
 func (w *world) tracef(action, format string, args ...any) {
 	out := durationRE.ReplaceAllString(fmt.Sprintf(format, args...), "<d>")
 	w.trace = append(w.trace, fmt.Sprintf("%04d %-12s %s", w.step, action, out))
+	if progress {
+		fmt.Fprintf(os.Stderr, "sim %d: %s\n", w.seed, w.trace[len(w.trace)-1])
+	}
 }
 
 func (w *world) now() time.Time {

@@ -80,7 +80,7 @@ func (in *injector) MaybeError(op errorfs.Op) error {
 	} else if in.rng.Float64() >= in.prob {
 		return nil
 	}
-	if !openFaults && insidePebbleOpen() {
+	if skip := unsurvivableHere(); skip {
 		return nil // a one-shot fault waits for the next matching operation
 	}
 	in.countdown, in.armed = 0, in.countdown == 0
@@ -157,18 +157,34 @@ func newIncarnationLogger() (*zap.Logger, chan string) {
 // test binary, so the fault is not injected there.
 var openFaults = os.Getenv("SHARDSPLIT_SIM_OPENFAULTS") != ""
 
-// insidePebbleOpen reports whether the calling goroutine is inside
-// pebble.Open.
-func insidePebbleOpen() bool {
-	pcs := make([]uintptr, 64)
+// unsurvivableHere reports whether a fault injected into the calling
+// goroutine's operation would kill the test binary rather than the
+// simulated process, so it must not be injected:
+//
+//   - inside pebble.Open (see openFaults);
+//   - in atomicfs.Marker.Move on a goroutine that is not one the simulator
+//     started: Pebble panics on a failed directory fsync there ("fsync
+//     errors are unrecoverable"), which in a flush or compaction goroutine
+//     no recover can catch. The same panic on the simulator's own call is
+//     caught and becomes a crash (see world.do).
+func unsurvivableHere() bool {
+	pcs := make([]uintptr, 128)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	marker, ours := false, false
 	for {
 		f, more := frames.Next()
-		if f.Function == "github.com/cockroachdb/pebble/v2.Open" {
-			return true
+		switch {
+		case f.Function == "github.com/cockroachdb/pebble/v2.Open":
+			if !openFaults {
+				return true
+			}
+		case strings.HasSuffix(f.Function, "atomicfs.(*Marker).Move"):
+			marker = true
+		case strings.Contains(f.Function, "tests/sim.(*world)."):
+			ours = true
 		}
 		if !more {
-			return false
+			return marker && !ours
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
@@ -52,16 +53,17 @@ type swarm struct {
 	wClient, wSplitStart, wStep, wFaultStep, wCancel, wHookCancel, wLock int
 	wFault, wCrash, wRestart, wReader, wRelease                          int
 
-	pBadPlan float64 // a split plan the table must refuse
-	pPoints  float64 // explicit split points (partition mode)
+	pBadPlan   float64 // a split plan the table must refuse
+	pOpenFault float64 // a recovery first opens once under an I/O fault
+	pPoints    float64 // explicit split points (partition mode)
 }
 
 func (s swarm) String() string {
 	return fmt.Sprintf("mode=%s layout=%s shards=%d R=%d P=%d clients=%d stale=%d ids=%d steps=%d "+
-		"w[client=%d split=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f points=%.2f",
+		"w[client=%d split=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f points=%.2f openfault=%.1f",
 		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
 		s.wClient, s.wSplitStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
-		s.pBadPlan, s.pPoints)
+		s.pBadPlan, s.pPoints, s.pOpenFault)
 }
 
 func drawSwarm(rng *rand.Rand) swarm {
@@ -98,6 +100,7 @@ func drawSwarm(rng *rand.Rand) swarm {
 	s.wRelease = 2 + w(4)
 	s.pBadPlan = float64(rng.IntN(4)) / 10
 	s.pPoints = float64(rng.IntN(6)) / 10
+	s.pOpenFault = float64(rng.IntN(3)) / 5
 	return s
 }
 
@@ -927,16 +930,14 @@ func (w *world) abandon(n *node.Node) {
 // the recovery checks. An open that fails is a finding: a fault may fail
 // an operation, never the next open.
 func (w *world) openNode(action string) {
+	if !w.noFault && w.rng.Float64() < w.sw.pOpenFault {
+		w.faultyOpen()
+	}
 	w.inj = &injector{}
 	logger, fatal := newIncarnationLogger()
 	w.fatal, w.fatalMsg, w.dead = fatal, "", false
-	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, w.inj), Layout: w.sw.layout,
-		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger}
-	var n *node.Node
-	var j *splitter.Journal
-	var rep recovery.Report
-	var err error
-	if !w.do(func() { n, j, rep, err = recovery.Open(opts, w.initial, logger) }) {
+	n, j, rep, err, alive := w.tryOpen(logger)
+	if !alive {
 		w.fail("recovery: Pebble declared the process dead: %s", w.fatalMsg)
 	}
 	if err != nil {
@@ -957,6 +958,49 @@ func (w *world) openNode(action string) {
 	}
 	w.tables = append(w.tables, n.Table())
 	w.checkRecovered()
+}
+
+// tryOpen runs recovery.Open on the current filesystem through w.inj.
+func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, recovery.Report, error, bool) {
+	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, w.inj), Layout: w.sw.layout,
+		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger}
+	var n *node.Node
+	var j *splitter.Journal
+	var rep recovery.Report
+	var err error
+	alive := w.do(func() { n, j, rep, err = recovery.Open(opts, w.initial, logger) })
+	return n, j, rep, err, alive
+}
+
+// faultyOpen opens once with an I/O fault armed, as a restart on a failing
+// disk would. The open may fail; the process then stops (its node, if it
+// opened, is closed) and the next open, without the fault, must succeed
+// and pass every check: whatever the faulty open did must not cost an
+// acknowledged write or leave the directory unopenable.
+func (w *world) faultyOpen() {
+	w.inj = &injector{}
+	class := opClass(w.rng.IntN(int(classCount)))
+	p := 0.1 + float64(w.rng.IntN(5))/10
+	w.inj.arm(class, syscall.EIO, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
+	logger, fatal := newIncarnationLogger()
+	w.fatal, w.fatalMsg, w.dead = fatal, "", false
+	n, _, _, err, alive := w.tryOpen(logger)
+	w.inj.kill()
+	switch {
+	case !alive:
+		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> process died: %s", class, p, firstLine(w.fatalMsg))
+		// The dead process's files stay as the OS has them (its locks go
+		// with it): continue on a clone that keeps every written byte.
+		w.mem = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 1))})
+		w.stats.fatals++
+	case err != nil:
+		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> %v", class, p, err)
+	default:
+		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> opened table v%d; closed", class, p, n.Table().Version())
+		if w.do(func() { err = n.Close() }) && err != nil {
+			w.tracef("close", "%v", err)
+		}
+	}
 }
 
 // checkRecovered runs recovery.Check, looks for orphan store directories,
@@ -1206,6 +1250,8 @@ func (o offActions) apply(s *swarm) {
 			s.wReader = 0
 		case "badplan":
 			s.pBadPlan = 0
+		case "openfault":
+			s.pOpenFault = 0
 		}
 	}
 }

@@ -46,7 +46,9 @@
 //   - held reader: an unrouted search parked inside its first document,
 //     holding a reference on every shard of the table it resolved, released
 //     some steps later; meanwhile a cleanup's retire must wait for it
-//     (RetireWait 1 ms, so the wait times out and cleanup is retried).
+//     (RetireWait 20 ms, so the wait times out and cleanup is retried; at 1 ms
+//     the wait timed out on a loaded machine with no reader at all: see
+//     Determinism).
 //   - fault, crash, restart: see the fault model.
 //
 // After the safety steps comes the liveness phase: every fault is removed

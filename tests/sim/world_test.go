@@ -28,7 +28,7 @@ import (
 // must make the retire wait and the handoff's drain time out at once.
 const (
 	drainTimeout = 2 * time.Millisecond
-	retireWait   = time.Millisecond
+	retireWait   = 20 * time.Millisecond
 	// hangTimeout bounds one simulator step in real time: an operation that
 	// has not returned by then is a hang (a finding).
 	hangTimeout = 20 * time.Second
@@ -84,7 +84,7 @@ func drawSwarm(rng *rand.Rand) swarm {
 	s.clients = 2 + rng.IntN(4)
 	s.stale = rng.IntN(s.clients)
 	s.ids = 12 + rng.IntN(30)
-	s.steps = 60 + rng.IntN(80)
+	s.steps = 150 + rng.IntN(250)
 	w := func(max int) int { return rng.IntN(max + 1) }
 	s.wClient = 10 + w(30)
 	s.wSplitStart = 2 + w(6)

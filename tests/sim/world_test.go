@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -134,7 +135,7 @@ type heldReader struct {
 	release  chan struct{}
 	started  chan struct{}
 	done     chan struct{}
-	version  routing.Version
+	version  routing.Version // the table when it started (the search resolves that one)
 	err      error
 	dups     []string
 	panicked any
@@ -803,7 +804,7 @@ func (w *world) refuseLock() {
 
 func (w *world) holdReader() {
 	w.stats.readers++
-	hr := &heldReader{release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{})}
+	hr := &heldReader{release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{}), version: w.n.Table().Version()}
 	n := w.n
 	go func() {
 		defer close(hr.done)
@@ -814,7 +815,7 @@ func (w *world) holdReader() {
 		}()
 		seen := map[string]bool{}
 		first := true
-		hr.version, hr.err = n.Search(func(_ routing.ShardID, d storage.Doc) error {
+		_, hr.err = n.Search(func(_ routing.ShardID, d storage.Doc) error {
 			if seen[d.ID] {
 				hr.dups = append(hr.dups, d.ID)
 			}
@@ -941,7 +942,7 @@ func (w *world) openNode(action string) {
 		w.fail("recovery: Pebble declared the process dead: %s", w.fatalMsg)
 	}
 	if err != nil {
-		w.fail("recovery failed to open (a fault may fail an operation, never the next open): %v", err)
+		w.fail("recovery failed to open (a fault may fail an operation, never the next open): %v\njournal: %s", err, w.journalDump())
 	}
 	w.n, w.j = n, j
 	// TODO(sim): pass the simulator's clock to storage, node and the router
@@ -958,6 +959,29 @@ func (w *world) openNode(action string) {
 	}
 	w.tables = append(w.tables, n.Table())
 	w.checkRecovered()
+}
+
+// journalDump reads the split journal straight from the filesystem, for a
+// finding's text.
+func (w *world) journalDump() string {
+	f, err := w.mem.Open("/data/" + splitter.JournalFile)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err.Error()
+	}
+	recs, err := splitter.DecodeJournal(data)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.String())
+	}
+	return strings.Join(out, "; ")
 }
 
 // tryOpen runs recovery.Open on the current filesystem through w.inj.

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -56,15 +57,16 @@ type swarm struct {
 
 	pBadPlan   float64 // a split plan the table must refuse
 	pOpenFault float64 // a recovery first opens once under an I/O fault
+	pebbleLogs bool    // faults may hit Pebble's WAL and MANIFEST files
 	pPoints    float64 // explicit split points (partition mode)
 }
 
 func (s swarm) String() string {
 	return fmt.Sprintf("mode=%s layout=%s shards=%d R=%d P=%d clients=%d stale=%d ids=%d steps=%d "+
-		"w[client=%d split=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f points=%.2f openfault=%.1f",
+		"w[client=%d split=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f points=%.2f openfault=%.1f pebblelogs=%v",
 		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
 		s.wClient, s.wSplitStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
-		s.pBadPlan, s.pPoints, s.pOpenFault)
+		s.pBadPlan, s.pPoints, s.pOpenFault, s.pebbleLogs)
 }
 
 func drawSwarm(rng *rand.Rand) swarm {
@@ -102,6 +104,7 @@ func drawSwarm(rng *rand.Rand) swarm {
 	s.pBadPlan = float64(rng.IntN(4)) / 10
 	s.pPoints = float64(rng.IntN(6)) / 10
 	s.pOpenFault = float64(rng.IntN(3)) / 5
+	s.pebbleLogs = rng.IntN(3) == 0
 	return s
 }
 
@@ -919,12 +922,44 @@ func (w *world) restart() {
 // Pebble declared itself dead keeps its goroutines parked: leaked).
 func (w *world) abandon(n *node.Node) {
 	if w.dead || w.fatalMsg != "" {
+		reclaim(n)
 		return
 	}
 	var err error
 	if w.do(func() { err = n.Close() }) && err != nil {
 		w.tracef("close", "old node: %v", err)
 	}
+}
+
+// reclaim frees what it can of a node whose Pebble declared the process
+// dead, in the background: every store that can still be closed is
+// (destroyed, on a filesystem nobody will read again), then the engine. A
+// store whose goroutine is parked in the fatal hook may block its close for
+// ever; that one store leaks. Without this, every Pebble death leaked its
+// whole engine (about 7 MB of memtables, WAL buffers and caches).
+func reclaim(n *node.Node) {
+	eng := n.Engine()
+	ids := n.Table().ActiveShards()
+	for _, sp := range n.Table().Splits() {
+		ids = append(ids, sp.Parent)
+		for _, c := range sp.Children {
+			ids = append(ids, c.Shard)
+		}
+	}
+	go func() {
+		defer func() { _ = recover() }()
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { _ = recover() }()
+				_ = eng.DestroyShard(id)
+			}()
+		}
+		wg.Wait()
+		_ = eng.Close()
+	}()
 }
 
 // openNode opens (or recovers) the node on the current filesystem and runs
@@ -934,7 +969,7 @@ func (w *world) openNode(action string) {
 	if !w.noFault && w.rng.Float64() < w.sw.pOpenFault {
 		w.faultyOpen()
 	}
-	w.inj = &injector{}
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs}
 	logger, fatal := newIncarnationLogger()
 	w.fatal, w.fatalMsg, w.dead = fatal, "", false
 	n, j, rep, err, alive := w.tryOpen(logger)
@@ -1002,7 +1037,7 @@ func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, reco
 // and pass every check: whatever the faulty open did must not cost an
 // acknowledged write or leave the directory unopenable.
 func (w *world) faultyOpen() {
-	w.inj = &injector{}
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs}
 	class := opClass(w.rng.IntN(int(classCount)))
 	p := 0.1 + float64(w.rng.IntN(5))/10
 	w.inj.arm(class, syscall.EIO, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))

@@ -72,7 +72,13 @@
 //     included), any mutation, the node's TABLE and the split journal
 //     SPLITLOG (and their temporary files), anything under a shard-N store
 //     directory, and file or directory syncs. Armed either for one split
-//     step or in the background. A disk can fill up or fail at any
+//     step or in the background. Pebble's WAL and MANIFEST files are
+//     fault targets in a third of the seeds only (a fault there kills the
+//     process, and a dead process's engine cannot be fully closed, so each
+//     one leaks memory). Never injected: inside pebble.Open, and in
+//     atomicfs.Marker.Move on Pebble's own goroutines (there Pebble's
+//     panic would kill the test binary, not the simulated process; see
+//     unsurvivableHere). A disk can fill up or fail at any
 //     instant; the promise is that the failure fails the operation that hit
 //     it (an unacknowledged write, an aborted split) and never the next
 //     open, never an acknowledged write.
@@ -93,8 +99,13 @@
 //     of what was not (vfs.CrashCloneCfg{UnsyncedDataPercent, RNG}) — then
 //     recovery.Open on the clone with faults off, and the run continues on
 //     the recovered node. The old node's readers end, its injector dies and
-//     it is closed (or, if its Pebble died, abandoned with its goroutines).
+//     it is closed (or, if its Pebble died, every store that can still be
+//     closed is, in the background; the stuck one leaks).
 //   - Restart: a clean close and recovery.Open of the same filesystem.
+//   - Faulty open: with the swarm's probability, a recovery first opens
+//     once with EIO on each operation of a class (10–50 %), as a restart on
+//     a failing disk would; that open may fail, and the next one, without
+//     faults, must succeed and pass every check.
 //   - Refused lock and held reader (above): the two waits the protocol
 //     bounds by a timeout, timed out on purpose.
 //

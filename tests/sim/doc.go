@@ -46,7 +46,7 @@
 //   - held reader: an unrouted search parked inside its first document,
 //     holding a reference on every shard of the table it resolved, released
 //     some steps later; meanwhile a cleanup's retire must wait for it
-//     (RetireWait 20 ms, so the wait times out and cleanup is retried; at 1 ms
+//     (RetireWait 50 ms, so the wait times out and cleanup is retried; at 1 ms
 //     the wait timed out on a loaded machine with no reader at all: see
 //     Determinism).
 //   - fault, crash, restart: see the fault model.
@@ -103,7 +103,8 @@
 //     closed is, in the background; the stuck one leaks).
 //   - Restart: a clean close and recovery.Open of the same filesystem.
 //   - Faulty open: with the swarm's probability, a recovery first opens
-//     once with EIO on each operation of a class (10–50 %), as a restart on
+//     once with EIO on each operation of a class (mutations, TABLE and
+//     SPLITLOG, or syncs; 10–50 %), as a restart on
 //     a failing disk would; that open may fail, and the next one, without
 //     faults, must succeed and pass every check.
 //   - Refused lock and held reader (above): the two waits the protocol

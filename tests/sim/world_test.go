@@ -30,7 +30,7 @@ import (
 // must make the retire wait and the handoff's drain time out at once.
 const (
 	drainTimeout = 2 * time.Millisecond
-	retireWait   = 20 * time.Millisecond
+	retireWait   = 50 * time.Millisecond
 	// hangTimeout bounds one simulator step in real time: an operation that
 	// has not returned by then is a hang (a finding).
 	hangTimeout = 20 * time.Second
@@ -1038,7 +1038,10 @@ func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, reco
 // acknowledged write or leave the directory unopenable.
 func (w *world) faultyOpen() {
 	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs}
-	class := opClass(w.rng.IntN(int(classCount)))
+	// NB: not classAny or classShard: Pebble opens a store's tables
+	// concurrently, so which read a probabilistic fault hits varies
+	// between reruns (it cost 8 of 50 seeds their determinism).
+	class := []opClass{classWrite, classMeta, classSync}[w.rng.IntN(3)]
 	p := 0.1 + float64(w.rng.IntN(5))/10
 	w.inj.arm(class, syscall.EIO, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
 	logger, fatal := newIncarnationLogger()

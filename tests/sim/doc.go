@@ -128,7 +128,9 @@
 // recovery: the open succeeded (an open failure is a finding),
 // recovery.Check reports nothing, no shard-N store directory exists that
 // the table does not name active (per-shard layout), and the scan above
-// holds; the model then settles unknown outcomes to what survived. A client
+// holds; the model then settles unknown outcomes to what survived. When no
+// split runs, the journal has no unfinished split (a lost end record would
+// block every later split until a restart). A client
 // operation that fails when no fault fired in this node incarnation is a
 // finding; a held reader that fails with storage.ErrShardClosed or sees a
 // document twice is one too. A driver step that returns an error other than

@@ -1253,9 +1253,11 @@ func (w *world) liveness() {
 	w.inj.disarm()
 	w.tracef("liveness", "faults off")
 	w.releaseAll()
-	if w.faulted() {
+	if w.faulted() && !w.healthy() {
 		// A fault can leave the process degraded (Pebble keeps a failed
-		// WAL's error): start the liveness phase from a restart.
+		// WAL's error): then the liveness phase starts from a restart. A
+		// healthy process goes on as it is, so that what a failed split
+		// left behind in it (a poisoned id, a leaked hold) is still there.
 		w.crash("crash", w.drawCrashCfg())
 	}
 	w.afterStep()
@@ -1299,6 +1301,40 @@ func (w *world) liveness() {
 	w.step++
 	w.crash("final-crash", vfs.CrashCloneCfg{})
 	w.endEpoch()
+}
+
+// healthy probes the process after faults: every active shard's store can
+// sync, and a search succeeds.
+func (w *world) healthy() bool {
+	if w.nodeBad || w.dead {
+		return false
+	}
+	var err error
+	ids := w.n.Table().ActiveShards()
+	if w.sp != nil {
+		// The running split's parent too: a failed WAL fsync leaves its
+		// store unable to commit (Pebble keeps the error), and the split's
+		// cleanup, which trims its log, would retry for ever.
+		ids = append(ids, w.sp.plan.Parent)
+	}
+	alive := w.do(func() {
+		for _, id := range ids {
+			s, ok := w.n.ShardStore(id)
+			if !ok {
+				err = fmt.Errorf("no store for shard %d", id)
+				return
+			}
+			if err = s.Sync(); err != nil {
+				return
+			}
+		}
+		_, err = w.n.Search(func(routing.ShardID, storage.Doc) error { return nil })
+	})
+	w.tracef("probe", "alive=%v err=%v", alive, err)
+	if !alive {
+		w.fatalMsg, w.dead = "", true
+	}
+	return alive && err == nil
 }
 
 // splittable returns the shard the liveness split splits: the parent of

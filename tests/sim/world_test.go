@@ -862,15 +862,34 @@ func (w *world) refuseLock() {
 			return nil
 		})
 	}()
-	select {
-	case <-acquired:
-		w.tracef("lock", "holding the apply lock of %d", parent)
-	case <-done:
-		w.tracef("lock", "apply lock of %d not taken", parent)
+	start := time.Now()
+	grace := time.NewTicker(graceReal)
+	defer grace.Stop()
+wait:
+	for {
+		select {
+		case <-acquired:
+			w.tracef("lock", "holding the apply lock of %d", parent)
+			break wait
+		case <-done:
+			w.tracef("lock", "apply lock of %d not taken", parent)
+			break wait
+		case <-grace.C:
+			// HoldApplyLock polls on the simulated clock.
+			if w.clk.Waiters() > 0 {
+				w.clk.Advance(advanceSim)
+			}
+			if time.Since(start) > hangTimeout {
+				w.fail("the apply lock of %d could not be taken or refused within %v (hang)", parent, hangTimeout)
+			}
+		}
 	}
 	defer func() {
 		close(release)
-		<-done
+		select {
+		case <-done:
+		case <-time.After(hangTimeout):
+		}
 	}()
 	w.stepSplit("step")
 }

@@ -3,7 +3,7 @@
 // kvnemesis: one seed is one run, and a seed that fails reproduces (up to
 // the boundary described under Determinism).
 //
-//	go test ./tests/sim                       # 300 seeds (30 under -race)
+//	go test ./tests/sim                       # 300 seeds (100 under -race)
 //	SHARDSPLIT_SIM_SEED=123 SHARDSPLIT_SIM_SEEDS=1 go test ./tests/sim -run 'TestSim$' -v
 //
 // The package has only test files (and this doc), so nothing can import it
@@ -162,7 +162,8 @@
 //
 // # Knobs
 //
-//	SHARDSPLIT_SIM_SEEDS=N        how many seeds (default 300; 30 under -race, about 10x slower)
+//	SHARDSPLIT_SIM_SEEDS=N        how many seeds (default 300: about 45 s on the 2-core machine;
+//	                              100 under -race -tags invariants: about 75 s)
 //	SHARDSPLIT_SIM_SEED=S         the first seed (default 1)
 //	SHARDSPLIT_SIM_OFF=a,b        switch actions off to look past a dominant finding:
 //	                              client split step faultstep cancel hookcancel lock fault
@@ -198,6 +199,32 @@
 //     router once it lands (another branch).
 //   - Parallel seeds share the machine, which changes Pebble's timing, not
 //     the simulator's decisions.
+//
+// # Mutations
+//
+// mutations/bugN.patch re-introduces bug N of issue 11 (1–6) into the fixed
+// code, one at a time, to show the simulation finds what it is for; the
+// patches are never live code:
+//
+//	git apply tests/sim/mutations/bug1.patch && go test ./tests/sim; git apply -R tests/sim/mutations/bug1.patch
+//
+// Seeds needed (the first failing seed counting from 1, with a finding the
+// unmutated code does not have; main 64ea32c), and how the mutation shows:
+//
+//	bug1  retried Retire skips the wait          seed 6    (21/300)  held reader: storage: shard closed
+//	bug2  log hold before a refused reserve      seed 2   (188/300)  a write logged with no split holding the log
+//	bug3  refused reserve leaves begin, no end   seed 4    (44/300)  liveness: every later split refused, split unfinished
+//	bug4  lost end record, superseded acted on   seed 6    (70/300)  no split runs but the journal leaves one unfinished
+//	bug5  failed child keeps its directory       seed 191   (2/300)  liveness: create child N: already exists
+//	bug6  cancel accepted after the fence        seed 1   (7 of the first 15)  hang: the cancel waits for the uncommitted table
+//
+// Bug 3's original symptom (recovery cancelling one reservation twice) and
+// bug 4's (recovery deleting a shard the table names active) no longer
+// follow from the mutation alone: the fixed driver refuses to begin a split
+// while the journal has an unfinished one, so ids are not reused before a
+// restart; the mutations are found by what they still break. Bug 5 is
+// found rarely because every recovery removes orphan stores: only a
+// liveness split in the same process meets the poisoned id.
 //
 // TestSimDeterminism measures the boundary: how many of the first 50 seeds
 // produce the identical step trace twice.

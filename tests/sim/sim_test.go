@@ -16,7 +16,7 @@ import (
 // detector (about 10x slower) raceSeeds.
 const (
 	defaultSeeds = 300
-	raceSeeds    = 30
+	raceSeeds    = 100
 	// traceTail is how many trace lines a failing seed prints.
 	traceTail = 30
 	// detailed is how many failing seeds print their trace tail (the rest

@@ -23,7 +23,9 @@
 // Then the simulator takes steps. Each step is one action, chosen by the
 // swarm's weights, carried out synchronously: no client runs on its own.
 //
-//   - client operation: index, delete, get, routed or unrouted search, from
+//   - client operation (not from the handoff's fence to its table commit,
+//     when a write would wait for a driver step this single-threaded
+//     simulator cannot take): index, delete, get, routed or unrouted search, from
 //     one client's node.Router. Stale clients now and then go back to a
 //     table published earlier in the run (the router must be refused and
 //     retry at the right shard). The node has no routed-search API; a routed
@@ -180,8 +182,7 @@
 // driver is stepped one intent at a time; client operations are synchronous
 // calls between steps; the only other goroutines the simulator starts are
 // the held readers and lock holders, parked at points the simulator chooses
-// and joined before it goes on. The splitter reads the simulator's clock
-// (splitter.Config.Clock).
+// and joined before it goes on. Time is simulated (below).
 //
 // Where it ends:
 //
@@ -191,12 +192,15 @@
 //     armed for "the k-th operation from now" (or by probability) can hit a
 //     different operation in a rerun, and what a crash clone keeps of
 //     unsynced data depends on which writes were in flight.
-//   - Wall-clock waits: the handoff's drain (storage.Shard.Exclusive) and
-//     the retire wait (node.Retire) use real time, and the router backs off
-//     with time.Sleep. The simulator makes their outcomes certain (a held
-//     lock or reader is never released during the wait), but not their
-//     duration. TODO(sim): inject internal/clock into storage, node and the
-//     router once it lands (another branch).
+//   - When simulated time passes: storage, node, the routers and the
+//     splitter all read one clock.Manual (internal/clock). Each step
+//     advances it 1 ms; while a call has not returned after 2 ms of real
+//     time and something waits on the clock (a retire waiting for readers,
+//     a fence draining, a router backing off) the simulator advances it
+//     10 ms. A wait whose outcome the simulator forces (a reader or lock it
+//     holds) ends the same way every time; a wait that would end on its own
+//     (a retire with no reader left) could, on a starved machine, see its
+//     deadline first.
 //   - Parallel seeds share the machine, which changes Pebble's timing, not
 //     the simulator's decisions.
 //

@@ -142,8 +142,11 @@
 // at any later point or never; each incarnation starts from a write of the
 // value recovery found).
 //
-// The write model lives here (regModel behind the writeModel interface)
-// until the shared model of acknowledged writes lands in internal/model.
+// The write model is internal/model, the project's one model of
+// acknowledged writes (behind a small adapter, writeModel); each node
+// incarnation starts a fresh one loaded with what recovery found. Placement
+// is checked inline by the scan (each id once, on the shard the table
+// names) and by recovery.Check, which uses node.CheckPlacement.
 //
 // # Trace
 //

@@ -4,92 +4,91 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/shardsplit/shardsplit/internal/model"
 )
 
-// writeModel is what the simulator needs of a model of acknowledged writes.
-// It is an interface so that the shared model (internal/model, being built
-// on another branch) can replace regModel without touching the simulator.
-//
-// TODO(sim): switch to internal/model once it lands on main.
+// writeModel is what the simulator needs of the model of acknowledged
+// writes: internal/model, the project's one model, behind a small adapter
+// that speaks the simulator's values (a document's source as a string, ""
+// for absent).
 type writeModel interface {
 	// Begin records a write (value "" = delete) about to be sent.
-	Begin(id, value string) *pendingWrite
-	// Ack records that w was acknowledged; Fail that its outcome is unknown
-	// (it may or may not have been applied, now or after a crash).
-	Ack(w *pendingWrite)
-	Fail(w *pendingWrite)
-	// Allowed returns the values a read of id may return now: the last
-	// acknowledged write, or any write after it whose outcome is unknown.
-	Allowed(id string) []string
-	// Settle fixes id's state to value after a checked recovery: unknown
-	// outcomes before it are decided.
-	Settle(id, value string)
-	// IDs returns every id ever written, sorted.
+	Begin(id, value string) *model.Write
+	// Ack records that w was acknowledged; Fail that it returned an error
+	// (it may or may not have happened). A write never ended was in flight
+	// when the process died.
+	Ack(w *model.Write)
+	Fail(w *model.Write)
+	// Admits reports whether id may hold found now (the last acknowledged
+	// write or a later one whose outcome is unknown, by the register rule),
+	// and what is allowed, for a finding's text.
+	Admits(id, found string) (bool, string)
+	// Settle starts a new node incarnation whose ids hold what recovery
+	// found: unknown outcomes before it are decided.
+	Settle(found map[string]string)
+	// IDs returns every id known, sorted.
 	IDs() []string
 }
 
-// pendingWrite is one write as the model sees it.
-type pendingWrite struct {
-	id, value string
+// sharedModel adapts internal/model. Each node incarnation gets a fresh
+// model.Model loaded with what recovery found (model.Load), so that a
+// write lost by a crash is not allowed back afterwards.
+type sharedModel struct {
+	m   *model.Model
+	ids map[string]bool
 }
 
-// regModel is a per-id register model: the last acknowledged value and the
-// values of later writes whose outcome is unknown.
-type regModel struct {
-	ids map[string]*regState
+func newSharedModel() *sharedModel {
+	return &sharedModel{m: model.New(model.Options{}), ids: map[string]bool{}}
 }
 
-type regState struct {
-	value     string   // last acknowledged (or settled) value; "" = absent
-	uncertain []string // writes after it that failed: applied or not
-}
-
-func newRegModel() *regModel { return &regModel{ids: map[string]*regState{}} }
-
-func (m *regModel) state(id string) *regState {
-	s, ok := m.ids[id]
-	if !ok {
-		s = &regState{}
-		m.ids[id] = s
+func value(v string) model.Value {
+	if v == "" {
+		return model.Absent
 	}
-	return s
+	return model.Doc([]byte(v))
 }
 
-func (m *regModel) Begin(id, value string) *pendingWrite {
-	m.state(id)
-	return &pendingWrite{id: id, value: value}
+func (s *sharedModel) Begin(id, v string) *model.Write {
+	s.ids[id] = true
+	return s.m.Attempt(id, value(v))
 }
 
-func (m *regModel) Ack(w *pendingWrite) {
-	s := m.state(w.id)
-	s.value, s.uncertain = w.value, nil
+func (s *sharedModel) Ack(w *model.Write)  { s.m.Ack(w) }
+func (s *sharedModel) Fail(w *model.Write) { s.m.Fail(w) }
+
+func (s *sharedModel) Admits(id, found string) (bool, string) {
+	allowed, err := s.m.Allowed(id, s.m.Latest())
+	if err != nil {
+		return false, err.Error()
+	}
+	f := value(found)
+	for _, a := range allowed {
+		if a.Admits(f) {
+			return true, ""
+		}
+	}
+	desc := make([]string, len(allowed))
+	for i, a := range allowed {
+		desc[i] = a.String()
+	}
+	return false, strings.Join(desc, " | ")
 }
 
-func (m *regModel) Fail(w *pendingWrite) {
-	s := m.state(w.id)
-	if !slices.Contains(s.uncertain, w.value) {
-		s.uncertain = append(s.uncertain, w.value)
+func (s *sharedModel) Settle(found map[string]string) {
+	s.m = model.New(model.Options{})
+	for id := range s.ids {
+		s.m.Load(id, value(found[id]))
 	}
 }
 
-func (m *regModel) Allowed(id string) []string {
-	s, ok := m.ids[id]
-	if !ok {
-		return []string{""}
-	}
-	return append([]string{s.value}, s.uncertain...)
-}
-
-func (m *regModel) Settle(id, value string) {
-	s := m.state(id)
-	s.value, s.uncertain = value, nil
-}
-
-func (m *regModel) IDs() []string {
-	out := make([]string, 0, len(m.ids))
-	for id := range m.ids {
+func (s *sharedModel) IDs() []string {
+	out := make([]string, 0, len(s.ids))
+	for id := range s.ids {
 		out = append(out, id)
 	}
 	sort.Strings(out)

@@ -221,7 +221,7 @@ type result struct {
 
 // runSeed runs one seed to its end or its first finding.
 func runSeed(seed uint64) (res result) {
-	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), model: newRegModel(),
+	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), model: newSharedModel(),
 		clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	res.seed = seed
 	defer func() {
@@ -476,7 +476,7 @@ func (w *world) write(c *client, name string, d docID, value string) {
 			res, err = c.r.Index(d.id, d.routing, []byte(value))
 		}
 	}) {
-		w.model.Fail(pw)
+		// In flight when the process died: never ended.
 		w.hist.write(c.idx, d.id, value, false)
 		w.tracef(name+" "+op, "%s=%q -> process died", d.id, value)
 		return
@@ -512,8 +512,8 @@ func (w *world) get(c *client, name string, d docID) {
 		v = string(doc.Source)
 	}
 	w.tracef(name+" get", "%s -> %q", d.id, v)
-	if allowed := w.model.Allowed(d.id); !slices.Contains(allowed, v) {
-		w.fail("get %s returned %q; the model allows %q (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
+	if ok, allowed := w.model.Admits(d.id, v); !ok {
+		w.fail("get %s returned %q; the model allows %s (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
 	}
 	w.hist.read(c.idx, d.id, v)
 }
@@ -558,8 +558,8 @@ func (w *world) search(name, routingValue string) {
 		if routingValue != "" && d.routing != routingValue {
 			continue
 		}
-		if allowed := w.model.Allowed(d.id); !slices.Contains(allowed, found[d.id]) {
-			w.fail("search (routing %q) at table v%d: %s = %q; the model allows %q", routingValue, t.Version(), d.id, found[d.id], allowed)
+		if ok, allowed := w.model.Admits(d.id, found[d.id]); !ok {
+			w.fail("search (routing %q) at table v%d: %s = %q; the model allows %s", routingValue, t.Version(), d.id, found[d.id], allowed)
 		}
 	}
 }
@@ -1178,9 +1178,7 @@ func (w *world) checkRecovered() {
 		}
 	}
 	found := w.scanCheck("after recovery")
-	for _, id := range w.model.IDs() {
-		w.model.Settle(id, found[id])
-	}
+	w.model.Settle(found)
 	w.hist.start(found)
 }
 
@@ -1246,14 +1244,16 @@ func (w *world) scanCheck(what string) map[string]string {
 	if len(problems) > 0 {
 		w.fail("%s at table v%d: %s", what, t.Version(), strings.Join(problems, "; "))
 	}
-	for _, id := range w.model.IDs() {
-		if allowed := w.model.Allowed(id); !slices.Contains(allowed, found[id]) {
-			w.fail("%s at table v%d: %s = %q; the model allows %q", what, t.Version(), id, found[id], allowed)
+	ids := w.model.IDs()
+	for id := range found {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id) // never written: the model allows only absent
 		}
 	}
-	for id := range found {
-		if _, ok := w.model.(*regModel).ids[id]; !ok {
-			w.fail("%s: %s = %q was never written", what, id, found[id])
+	slices.Sort(ids)
+	for _, id := range ids {
+		if ok, allowed := w.model.Admits(id, found[id]); !ok {
+			w.fail("%s at table v%d: %s = %q; the model allows %s", what, t.Version(), id, found[id], allowed)
 		}
 	}
 	return found

@@ -168,7 +168,7 @@
 // # Knobs
 //
 //	SHARDSPLIT_SIM_SEEDS=N        how many seeds (default 300: about 45 s on the 2-core machine;
-//	                              100 under -race -tags invariants: about 75 s)
+//	                              100 under -race -tags invariants: about 40 s)
 //	SHARDSPLIT_SIM_SEED=S         the first seed (default 1)
 //	SHARDSPLIT_SIM_OFF=a,b        switch actions off to look past a dominant finding:
 //	                              client split step faultstep cancel hookcancel lock fault

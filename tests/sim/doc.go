@@ -39,9 +39,11 @@
 //   - split step: Split.Step, one intent. Client operations interleave
 //     between intents.
 //   - cancel: Split.Cancel between two steps.
-//   - hook cancel: the driver's Hook calls Split.Cancel after the driver
-//     took the next intent and before it carries it out: a cancel that
-//     arrives while an intent runs, made deterministic.
+//   - hook cancel: the driver's Hook calls Split.Cancel with the next
+//     intent already chosen, just before the driver takes it: a cancel
+//     racing the step (Split.Cancel from another goroutine), made
+//     deterministic. (Before the issue 11 fixes the hook ran after the
+//     intent was taken, and this found bug 6 in seven ways.)
 //   - refused lock: a goroutine holds the parent's apply lock (a writer that
 //     does not drain) across the handoff step; its drain must time out
 //     (DrainTimeout 2 ms) and the split must go back to catch-up or abort.

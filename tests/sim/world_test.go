@@ -667,10 +667,9 @@ func (w *world) startSplit() {
 		plan.Parent, plan.Ways, plan.Points, plan.LagThreshold, plan.MaxCatchUpRounds, plan.MaxHandoffs, w.n.Table().Version())
 }
 
-// hook is the driver's Hook: it runs after the driver took the next intent
-// and before it carries it out. A cancel requested here is a cancel that
-// arrives while the intent runs (Split.Cancel from another goroutine),
-// made deterministic.
+// hook is the driver's Hook: it runs with the next intent chosen, just
+// before the driver takes it. A cancel requested here is a cancel racing
+// the step (Split.Cancel from another goroutine), made deterministic.
 func (w *world) hook(_ splitter.Phase, in splitter.Intent) {
 	if w.sp == nil || !w.sp.cancelInHook {
 		return

@@ -175,6 +175,27 @@ func (h *history) write(client int, key, value string, acked bool) {
 		Call: h.clock - 1, Output: "", Return: ret})
 }
 
+// now returns the history's current time, for a write that is started now
+// and recorded when it returns (writeFrom).
+func (h *history) now() int64 {
+	h.clock++
+	return h.clock
+}
+
+// writeFrom records a write called at call (from now) that returns now.
+func (h *history) writeFrom(call int64, client int, key, value string, acked bool) {
+	if !h.sampled(key) {
+		return
+	}
+	h.clock++
+	ret := h.clock
+	if !acked {
+		ret = never
+	}
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key, write: true, value: value},
+		Call: call, Output: "", Return: ret})
+}
+
 func (h *history) read(client int, key, value string) {
 	if !h.sampled(key) {
 		return

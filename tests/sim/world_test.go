@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
@@ -181,6 +182,7 @@ type world struct {
 	hist     *history
 	ids      []docID
 	readers  []*heldReader
+	parked   []*parkedWrite
 	valueSeq int
 
 	lastAborted    routing.ShardID
@@ -314,25 +316,35 @@ func (w *world) do(fn func()) bool {
 		}()
 		fn()
 	}()
+	if !w.await(done) {
+		return false
+	}
+	if panicked != nil {
+		if f, ok := panicked.(*finding); ok {
+			panic(f)
+		}
+		if err, ok := panicked.(error); ok && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO)) {
+			// Pebble panics on an fsync error it cannot recover from
+			// (atomicfs.Marker.Move, "fsync errors are unrecoverable"):
+			// its fault model is that the process dies. So does ours.
+			w.fatalMsg = fmt.Sprintf("pebble panicked: %v", err)
+			return false
+		}
+		w.fail("panic: %v\n%s", panicked, stack)
+	}
+	return true
+}
+
+// await waits for done, advancing the simulated clock while the call it
+// belongs to waits on it. It returns false if Pebble declared the process
+// dead meanwhile.
+func (w *world) await(done <-chan struct{}) bool {
 	start := time.Now()
 	grace := time.NewTicker(graceReal)
 	defer grace.Stop()
 	for {
 		select {
 		case <-done:
-			if panicked != nil {
-				if f, ok := panicked.(*finding); ok {
-					panic(f)
-				}
-				if err, ok := panicked.(error); ok && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO)) {
-					// Pebble panics on an fsync error it cannot recover from
-					// (atomicfs.Marker.Move, "fsync errors are unrecoverable"):
-					// its fault model is that the process dies. So does ours.
-					w.fatalMsg = fmt.Sprintf("pebble panicked: %v", err)
-					return false
-				}
-				w.fail("panic: %v\n%s", panicked, stack)
-			}
 			return true
 		case msg := <-w.fatal:
 			w.fatalMsg = msg
@@ -348,6 +360,78 @@ func (w *world) do(fn func()) bool {
 			}
 		}
 	}
+}
+
+// parkedWrite is a write started in the handoff window (see tick).
+type parkedWrite struct {
+	c     *client
+	d     docID
+	value string
+	pw    *model.Write
+	call  int64 // porcupine call time
+	done  chan struct{}
+	res   node.Result
+	err   error
+}
+
+// parkWrite starts a write that may wait for a later driver step.
+func (w *world) parkWrite() {
+	c := w.clients[w.rng.IntN(len(w.clients))]
+	d := w.ids[w.rng.IntN(len(w.ids))]
+	w.valueSeq++
+	p := &parkedWrite{c: c, d: d, value: fmt.Sprintf("v%d", w.valueSeq), done: make(chan struct{})}
+	p.pw = w.model.Begin(d.id, p.value)
+	p.call = w.hist.now()
+	r := c.r
+	go func() {
+		defer close(p.done)
+		p.res, p.err = r.Index(d.id, d.routing, []byte(p.value))
+	}()
+	w.parked = append(w.parked, p)
+	w.tracef(fmt.Sprintf("c%d park", c.idx), "%s=%q", d.id, p.value)
+}
+
+// joinParked waits for the parked writes once the handoff is over (or the
+// split ended): each must return, acknowledged or failed.
+func (w *world) joinParked() {
+	for len(w.parked) > 0 {
+		p := w.parked[0]
+		w.parked = w.parked[1:]
+		if !w.await(p.done) {
+			w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> process died", p.d.id, p.value)
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+			continue
+		}
+		if p.err != nil {
+			w.model.Fail(p.pw)
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+			w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> error: %v", p.d.id, p.value, p.err)
+			w.opError(p.err, "parked index "+p.d.id)
+			continue
+		}
+		w.model.Ack(p.pw)
+		w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, true)
+		w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> ok shard=%d", p.d.id, p.value, p.res.Shard)
+	}
+}
+
+// dropParked forgets the parked writes of a process that ends: those that
+// returned are recorded, the others were in flight (never ended).
+func (w *world) dropParked() {
+	for _, p := range w.parked {
+		select {
+		case <-p.done:
+			if p.err == nil {
+				w.model.Ack(p.pw)
+			} else {
+				w.model.Fail(p.pw)
+			}
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, p.err == nil)
+		default:
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+		}
+	}
+	w.parked = nil
 }
 
 // faulted reports whether this node incarnation has seen an injected fault,
@@ -384,6 +468,10 @@ func (w *world) tick() {
 	inHandoff := sp && w.sp.sp.Machine().Phase() == splitter.PhaseHandoff &&
 		w.sp.sp.Machine().Ready().Intent.Kind != splitter.IntentFence
 	add(w.sw.wClient, !inHandoff, w.clientOp)
+	// In that window a write is parked instead: it runs on its own
+	// goroutine (waiting on the fence or for the commit) and is joined
+	// once the handoff is over.
+	add(w.sw.wClient/2, inHandoff && len(w.parked) < 2, w.parkWrite)
 	add(w.sw.wSplitStart, !sp, w.startSplit)
 	add(w.sw.wStep, sp, func() { w.stepSplit("step") })
 	add(w.sw.wFaultStep, sp, w.faultStep)
@@ -704,6 +792,10 @@ func (w *world) stepSplit(action string) {
 		s.reserved = true
 	}
 	s.trackLogHold(in, ev)
+	if m := s.sp.Machine(); len(w.parked) > 0 && err == nil && !m.Fenced() &&
+		(m.Phase() != splitter.PhaseHandoff || m.Ready().Intent.Kind == splitter.IntentFence) {
+		w.joinParked() // no fence held and no table waiting for its commit
+	}
 	if err != nil && s.hookCancel && s.sp.Done() && in.Kind == 0 {
 		// The hook's cancel ended the split (nothing was reserved), and Next
 		// then reports "nothing to do" as an error although the split ended
@@ -979,6 +1071,7 @@ func (w *world) drawCrashCfg() vfs.CrashCloneCfg {
 // injector dies.
 func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
 	w.stats.crashes++
+	w.dropParked()
 	w.endEpoch()
 	w.releaseAll()
 	w.inj.kill()
@@ -996,6 +1089,7 @@ func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
 // restart closes the node cleanly and recovers the same filesystem.
 func (w *world) restart() {
 	w.stats.restarts++
+	w.dropParked()
 	w.endEpoch()
 	w.releaseAll()
 	w.inj.kill()

@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/shardsplit/shardsplit/internal/model"
+)
+
+// writeModel is what the simulator needs of the model of acknowledged
+// writes: internal/model, the project's one model, behind a small adapter
+// that speaks the simulator's values (a document's source as a string, ""
+// for absent).
+type writeModel interface {
+	// Begin records a write (value "" = delete) about to be sent.
+	Begin(id, value string) *model.Write
+	// Ack records that w was acknowledged; Fail that it returned an error
+	// (it may or may not have happened). A write never ended was in flight
+	// when the process died.
+	Ack(w *model.Write)
+	Fail(w *model.Write)
+	// Admits reports whether id may hold found now (the last acknowledged
+	// write or a later one whose outcome is unknown, by the register rule),
+	// and what is allowed, for a finding's text.
+	Admits(id, found string) (bool, string)
+	// Settle starts a new node incarnation whose ids hold what recovery
+	// found: unknown outcomes before it are decided.
+	Settle(found map[string]string)
+	// IDs returns every id known, sorted.
+	IDs() []string
+}
+
+// sharedModel adapts internal/model. Each node incarnation gets a fresh
+// model.Model loaded with what recovery found (model.Load), so that a
+// write lost by a crash is not allowed back afterwards.
+type sharedModel struct {
+	m   *model.Model
+	ids map[string]bool
+}
+
+func newSharedModel() *sharedModel {
+	return &sharedModel{m: model.New(model.Options{}), ids: map[string]bool{}}
+}
+
+func value(v string) model.Value {
+	if v == "" {
+		return model.Absent
+	}
+	return model.Doc([]byte(v))
+}
+
+func (s *sharedModel) Begin(id, v string) *model.Write {
+	s.ids[id] = true
+	return s.m.Attempt(id, value(v))
+}
+
+func (s *sharedModel) Ack(w *model.Write)  { s.m.Ack(w) }
+func (s *sharedModel) Fail(w *model.Write) { s.m.Fail(w) }
+
+func (s *sharedModel) Admits(id, found string) (bool, string) {
+	allowed, err := s.m.Allowed(id, s.m.Latest())
+	if err != nil {
+		return false, err.Error()
+	}
+	f := value(found)
+	for _, a := range allowed {
+		if a.Admits(f) {
+			return true, ""
+		}
+	}
+	desc := make([]string, len(allowed))
+	for i, a := range allowed {
+		desc[i] = a.String()
+	}
+	return false, strings.Join(desc, " | ")
+}
+
+func (s *sharedModel) Settle(found map[string]string) {
+	s.m = model.New(model.Options{})
+	for id := range s.ids {
+		s.m.Load(id, value(found[id]))
+	}
+}
+
+func (s *sharedModel) IDs() []string {
+	out := make([]string, 0, len(s.ids))
+	for id := range s.ids {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// regInput is a porcupine register operation on one key.
+type regInput struct {
+	key   string
+	write bool
+	value string
+}
+
+// registerModel is the per-key register porcupine checks (a delete writes
+// ""). Partitioned by key, so each key is checked on its own.
+var registerModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(regInput).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(regInput)
+		if in.write {
+			return true, in.value
+		}
+		return output.(string) == state.(string), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(regInput)
+		if in.write {
+			return fmt.Sprintf("put(%s, %q)", in.key, in.value)
+		}
+		return fmt.Sprintf("get(%s) -> %q", in.key, output)
+	},
+}
+
+// history records porcupine operations on a sample of keys for one epoch
+// (the life of one node between recoveries). Time is the simulator's op
+// counter; a write whose outcome is unknown never returns (it may take
+// effect at any later point, or never).
+type history struct {
+	sample []string
+	ops    []porcupine.Operation
+	clock  int64
+}
+
+const never = int64(1) << 62
+
+func (h *history) sampled(key string) bool { return slices.Contains(h.sample, key) }
+
+// start begins an epoch whose sampled keys hold the given values.
+func (h *history) start(values map[string]string) {
+	h.ops = h.ops[:0]
+	for _, k := range h.sample {
+		h.clock++
+		h.ops = append(h.ops, porcupine.Operation{ClientId: -1, Input: regInput{key: k, write: true, value: values[k]},
+			Call: h.clock, Output: "", Return: h.clock})
+	}
+}
+
+func (h *history) write(client int, key, value string, acked bool) {
+	if !h.sampled(key) {
+		return
+	}
+	h.clock += 2
+	ret := h.clock
+	if !acked {
+		ret = never
+	}
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key, write: true, value: value},
+		Call: h.clock - 1, Output: "", Return: ret})
+}
+
+// now returns the history's current time, for a write that is started now
+// and recorded when it returns (writeFrom).
+func (h *history) now() int64 {
+	h.clock++
+	return h.clock
+}
+
+// writeFrom records a write called at call (from now) that returns now.
+func (h *history) writeFrom(call int64, client int, key, value string, acked bool) {
+	if !h.sampled(key) {
+		return
+	}
+	h.clock++
+	ret := h.clock
+	if !acked {
+		ret = never
+	}
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key, write: true, value: value},
+		Call: call, Output: "", Return: ret})
+}
+
+func (h *history) read(client int, key, value string) {
+	if !h.sampled(key) {
+		return
+	}
+	h.clock += 2
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key}, Call: h.clock - 1,
+		Output: value, Return: h.clock})
+}
+
+// check runs porcupine on the epoch's history.
+func (h *history) check() error {
+	if len(h.ops) == 0 {
+		return nil
+	}
+	if !porcupine.CheckOperations(registerModel, h.ops) {
+		var desc []string
+		for _, op := range h.ops {
+			desc = append(desc, fmt.Sprintf("[%d,%d] c%d %s", op.Call, op.Return, op.ClientId,
+				registerModel.DescribeOperation(op.Input, op.Output)))
+		}
+		if len(desc) > 20 {
+			desc = desc[len(desc)-20:]
+		}
+		return fmt.Errorf("porcupine: history of %d operations on keys %v is not linearizable; last: %v", len(h.ops), h.sample, desc)
+	}
+	return nil
+}

@@ -1,0 +1,1545 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/internal/model"
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/recovery"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// Timeouts of the simulated node. Tiny on purpose: a held reader or lock
+// must make the retire wait and the handoff's drain time out at once.
+const (
+	drainTimeout = 2 * time.Millisecond
+	retireWait   = 50 * time.Millisecond
+	// graceReal is how long (real time) a call may make no progress before
+	// the simulator decides it waits on the clock and advances it by
+	// advanceSim.
+	graceReal  = 2 * time.Millisecond
+	advanceSim = 10 * time.Millisecond
+	// hangTimeout bounds one simulator step in real time: an operation that
+	// has not returned by then is a hang (a finding).
+	hangTimeout = 20 * time.Second
+	// livenessSteps bounds how many driver steps a split may take to finish
+	// once faults are off.
+	livenessSteps = 100
+)
+
+// swarm is what a seed draws before the run: the index, the workload mix
+// and the fault probabilities (swarm testing: each seed explores a
+// different corner instead of every seed spreading thin over all of them).
+type swarm struct {
+	mode     routing.Mode
+	layout   storage.Layout
+	settings routing.Settings
+	clients  int
+	stale    int // clients that keep going back to old tables
+	ids      int
+	steps    int // safety steps before the liveness phase
+
+	// action weights
+	wClient, wSplitStart, wStep, wFaultStep, wCancel, wHookCancel, wLock int
+	wFault, wCrash, wRestart, wReader, wRelease                          int
+
+	pBadPlan   float64 // a split plan the table must refuse
+	pOpenFault float64 // a recovery first opens once under an I/O fault
+	pebbleLogs bool    // faults may hit Pebble's WAL and MANIFEST files
+	pPoints    float64 // explicit split points (partition mode)
+}
+
+func (s swarm) String() string {
+	return fmt.Sprintf("mode=%s layout=%s shards=%d R=%d P=%d clients=%d stale=%d ids=%d steps=%d "+
+		"w[client=%d split=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f points=%.2f openfault=%.1f pebblelogs=%v",
+		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
+		s.wClient, s.wSplitStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
+		s.pBadPlan, s.pPoints, s.pOpenFault, s.pebbleLogs)
+}
+
+func drawSwarm(rng *rand.Rand) swarm {
+	s := swarm{mode: routing.ModePartition, layout: storage.LayoutPerShard}
+	if rng.IntN(2) == 0 {
+		s.mode = routing.ModeOpenSearch
+	}
+	if rng.IntN(5) < 2 {
+		s.layout = storage.LayoutShared
+	}
+	shards := 1 + rng.IntN(3)
+	r := shards << (1 + rng.IntN(5)) // factor 2..32: small factors run out of width
+	p := 1
+	if r > 2 && rng.IntN(3) == 0 {
+		p = 2 + rng.IntN(min(3, r-2))
+	}
+	s.settings = routing.Settings{Shards: shards, RoutingShards: r, PartitionSize: p}
+	s.clients = 2 + rng.IntN(4)
+	s.stale = rng.IntN(s.clients)
+	s.ids = 12 + rng.IntN(30)
+	s.steps = 150 + rng.IntN(250)
+	w := func(max int) int { return rng.IntN(max + 1) }
+	s.wClient = 10 + w(30)
+	s.wSplitStart = 2 + w(6)
+	s.wStep = 4 + w(12)
+	s.wFaultStep = w(4)
+	s.wCancel = w(2)
+	s.wHookCancel = w(2)
+	s.wLock = w(3)
+	s.wFault = w(3)
+	s.wCrash = w(2)
+	s.wRestart = w(1)
+	s.wReader = w(3)
+	s.wRelease = 2 + w(4)
+	s.pBadPlan = float64(rng.IntN(4)) / 10
+	s.pPoints = float64(rng.IntN(6)) / 10
+	s.pOpenFault = float64(rng.IntN(3)) / 5
+	s.pebbleLogs = rng.IntN(3) == 0
+	return s
+}
+
+// finding is a violated check: it ends the seed.
+type finding struct{ msg string }
+
+func (f *finding) Error() string { return f.msg }
+
+// docID is a document the workload writes, with its fixed routing value.
+type docID struct{ id, routing string }
+
+// client is a logical client: a router with its cached table.
+type client struct {
+	idx   int
+	stale bool
+	r     *node.Router
+}
+
+// simSplit is the split in progress (one at a time: the journal serves one
+// driver).
+type simSplit struct {
+	sp           *splitter.Split
+	plan         splitter.Plan
+	reserved     bool      // the reserve succeeded
+	logHold      holdState // whether the split holds the parent's operation log
+	hookCancel   bool      // a cancel was requested from the hook in the current step
+	cancelInHook bool      // cancel from inside the driver's hook on the next step
+}
+
+// heldReader is an unrouted search parked inside its first document: it
+// holds a reference on every shard of the table it resolved.
+type heldReader struct {
+	release  chan struct{}
+	started  chan struct{}
+	done     chan struct{}
+	version  routing.Version // the table when it started (the search resolves that one)
+	err      error
+	dups     []string
+	panicked any
+	stack    string
+}
+
+type world struct {
+	seed  uint64
+	rng   *rand.Rand
+	sw    swarm
+	trace []string
+	step  int
+	clk   *clock.Manual // the simulated time of storage, node, routers and the splitter
+
+	mem      *vfs.MemFS
+	inj      *injector
+	fatal    chan string
+	fatalMsg string
+	dead     bool // this incarnation's Pebble declared the process dead
+	faultFor int  // steps the background fault stays armed
+
+	initial *routing.Table
+	n       *node.Node
+	j       *splitter.Journal
+	drv     *splitter.Driver
+	nodeBad bool // a request saw node.ErrFailed: restart
+	noFault bool // liveness phase: nothing is armed any more
+
+	sp       *simSplit
+	clients  []*client
+	tables   []*routing.Table // tables published so far (stale clients go back to them)
+	model    writeModel
+	hist     *history
+	ids      []docID
+	readers  []*heldReader
+	parked   []*parkedWrite
+	valueSeq int
+
+	lastAborted    routing.ShardID
+	hasLastAborted bool
+
+	stats stats
+}
+
+// stats say what a run exercised.
+type stats struct {
+	steps, clientOps, splitsDone, splitsAborted, refused, crashes, restarts, faults, fatals, readers, locks, hookCancels, nextAfterEnd int
+}
+
+func (s *stats) add(o stats) {
+	s.steps += o.steps
+	s.clientOps += o.clientOps
+	s.splitsDone += o.splitsDone
+	s.splitsAborted += o.splitsAborted
+	s.refused += o.refused
+	s.crashes += o.crashes
+	s.restarts += o.restarts
+	s.faults += o.faults
+	s.fatals += o.fatals
+	s.readers += o.readers
+	s.locks += o.locks
+	s.hookCancels += o.hookCancels
+	s.nextAfterEnd += o.nextAfterEnd
+}
+
+// result is one seed's outcome.
+type result struct {
+	seed    uint64
+	swarm   swarm
+	trace   []string
+	finding string
+	stats   stats
+}
+
+// runSeed runs one seed to its end or its first finding.
+func runSeed(seed uint64) (res result) {
+	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), model: newSharedModel(),
+		clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	res.seed = seed
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(*finding); ok {
+				res.finding = f.msg
+			} else {
+				res.finding = fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
+			}
+			w.tracef("finding", "%s", firstLine(res.finding))
+		}
+		w.teardown()
+		res.trace, res.stats = w.trace, w.stats
+		res.stats.steps = w.step
+	}()
+	w.sw = drawSwarm(w.rng)
+	off.apply(&w.sw)
+	res.swarm = w.sw
+	w.tracef("swarm", "%s", w.sw)
+	w.setup()
+	for w.step < w.sw.steps {
+		w.step++
+		w.tick()
+		w.afterStep()
+	}
+	w.liveness()
+	return res
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+func (w *world) fail(format string, args ...any) {
+	panic(&finding{msg: fmt.Sprintf(format, args...)})
+}
+
+var durationRE = regexp.MustCompile(`\b\d+(\.\d+)?(ns|µs|us|ms|s)\b`)
+
+// tracef records one line of the step trace: step, action, outcome.
+// Durations are masked: they are the only wall-clock values in outcomes.
+func (w *world) tracef(action, format string, args ...any) {
+	out := durationRE.ReplaceAllString(fmt.Sprintf(format, args...), "<d>")
+	w.trace = append(w.trace, fmt.Sprintf("%04d %-12s %s", w.step, action, out))
+	if progress {
+		fmt.Fprintf(os.Stderr, "sim %d: %s\n", w.seed, w.trace[len(w.trace)-1])
+	}
+}
+
+// setup makes the index and the workload's documents and clients.
+func (w *world) setup() {
+	t, err := routing.NewTable(w.sw.mode, w.sw.settings)
+	if err != nil {
+		w.fail("swarm drew invalid settings %+v: %v", w.sw.settings, err)
+	}
+	w.initial = t
+	for i := range w.sw.ids {
+		d := docID{id: fmt.Sprintf("k%d", i)}
+		if w.rng.IntN(4) == 0 {
+			d.routing = fmt.Sprintf("tenant-%d", w.rng.IntN(3))
+		}
+		w.ids = append(w.ids, d)
+	}
+	w.hist = &history{}
+	for _, i := range w.rng.Perm(len(w.ids))[:4] {
+		w.hist.sample = append(w.hist.sample, w.ids[i].id)
+	}
+	w.mem = vfs.NewCrashableMem()
+	w.openNode("open")
+	for i := range w.sw.clients {
+		w.clients = append(w.clients, &client{idx: i, stale: i < w.sw.stale,
+			r: node.NewRouter(w.n, t, node.RouterConfig{MaxRetries: 16, Clock: w.clk})})
+	}
+}
+
+// do runs fn (a call into the node or the driver) and waits for it. It
+// returns false if Pebble declared the process dead meanwhile (see
+// fatalHook): fn's results must then not be read.
+func (w *world) do(fn func()) bool {
+	done := make(chan struct{})
+	var panicked any
+	var stack []byte
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				panicked, stack = r, debug.Stack()
+			}
+		}()
+		fn()
+	}()
+	if !w.await(done) {
+		return false
+	}
+	if panicked != nil {
+		if f, ok := panicked.(*finding); ok {
+			panic(f)
+		}
+		if err, ok := panicked.(error); ok && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO)) {
+			// Pebble panics on an fsync error it cannot recover from
+			// (atomicfs.Marker.Move, "fsync errors are unrecoverable"):
+			// its fault model is that the process dies. So does ours.
+			w.fatalMsg = fmt.Sprintf("pebble panicked: %v", err)
+			return false
+		}
+		w.fail("panic: %v\n%s", panicked, stack)
+	}
+	return true
+}
+
+// await waits for done, advancing the simulated clock while the call it
+// belongs to waits on it. It returns false if Pebble declared the process
+// dead meanwhile.
+func (w *world) await(done <-chan struct{}) bool {
+	start := time.Now()
+	grace := time.NewTicker(graceReal)
+	defer grace.Stop()
+	for {
+		select {
+		case <-done:
+			return true
+		case msg := <-w.fatal:
+			w.fatalMsg = msg
+			return false
+		case <-grace.C:
+			// The call is waiting (a retire for its readers, a drain for
+			// the apply lock, a router backing off): time passes.
+			if w.clk.Waiters() > 0 {
+				w.clk.Advance(advanceSim)
+			}
+			if time.Since(start) > hangTimeout {
+				w.fail("step did not return within %v (hang)", hangTimeout)
+			}
+		}
+	}
+}
+
+// parkedWrite is a write started in the handoff window (see tick).
+type parkedWrite struct {
+	c     *client
+	d     docID
+	value string
+	pw    *model.Write
+	call  int64 // porcupine call time
+	done  chan struct{}
+	res   node.Result
+	err   error
+}
+
+// parkWrite starts a write that may wait for a later driver step.
+func (w *world) parkWrite() {
+	c := w.clients[w.rng.IntN(len(w.clients))]
+	d := w.ids[w.rng.IntN(len(w.ids))]
+	w.valueSeq++
+	p := &parkedWrite{c: c, d: d, value: fmt.Sprintf("v%d", w.valueSeq), done: make(chan struct{})}
+	p.pw = w.model.Begin(d.id, p.value)
+	p.call = w.hist.now()
+	r := c.r
+	go func() {
+		defer close(p.done)
+		p.res, p.err = r.Index(d.id, d.routing, []byte(p.value))
+	}()
+	w.parked = append(w.parked, p)
+	w.tracef(fmt.Sprintf("c%d park", c.idx), "%s=%q", d.id, p.value)
+}
+
+// joinParked waits for the parked writes once the handoff is over (or the
+// split ended): each must return, acknowledged or failed.
+func (w *world) joinParked() {
+	for len(w.parked) > 0 {
+		p := w.parked[0]
+		w.parked = w.parked[1:]
+		if !w.await(p.done) {
+			w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> process died", p.d.id, p.value)
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+			continue
+		}
+		if p.err != nil {
+			w.model.Fail(p.pw)
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+			w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> error: %v", p.d.id, p.value, p.err)
+			w.opError(p.err, "parked index "+p.d.id)
+			continue
+		}
+		w.model.Ack(p.pw)
+		w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, true)
+		w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> ok shard=%d", p.d.id, p.value, p.res.Shard)
+	}
+}
+
+// dropParked forgets the parked writes of a process that ends: those that
+// returned are recorded, the others were in flight (never ended).
+func (w *world) dropParked() {
+	for _, p := range w.parked {
+		select {
+		case <-p.done:
+			if p.err == nil {
+				w.model.Ack(p.pw)
+			} else {
+				w.model.Fail(p.pw)
+			}
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, p.err == nil)
+		default:
+			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+		}
+	}
+	w.parked = nil
+}
+
+// faulted reports whether this node incarnation has seen an injected fault,
+// after which an operation may legitimately fail.
+func (w *world) faulted() bool {
+	fired, _, _ := w.inj.state()
+	return fired > 0
+}
+
+// tick chooses and performs one action.
+func (w *world) tick() {
+	w.clk.Advance(time.Millisecond)
+	if w.faultFor > 0 {
+		if w.faultFor--; w.faultFor == 0 {
+			w.inj.disarm()
+		}
+	}
+	type choice struct {
+		weight int
+		fn     func()
+	}
+	var cs []choice
+	add := func(weight int, ok bool, fn func()) {
+		if ok && weight > 0 {
+			cs = append(cs, choice{weight, fn})
+		}
+	}
+	sp := w.sp != nil
+	// From the fence to the table's commit a write may wait for a later
+	// driver step: on the parent's fence (its apply lock, held from fence
+	// to unfence) or, once published, for the commit before its
+	// acknowledgement (INV-9). This single-threaded simulator would never
+	// take that step: no client operation in that window (six steps).
+	inHandoff := sp && w.sp.sp.Machine().Phase() == splitter.PhaseHandoff &&
+		w.sp.sp.Machine().Ready().Intent.Kind != splitter.IntentFence
+	add(w.sw.wClient, !inHandoff, w.clientOp)
+	// In that window a write is parked instead: it runs on its own
+	// goroutine (waiting on the fence or for the commit) and is joined
+	// once the handoff is over.
+	add(w.sw.wClient/2, inHandoff && len(w.parked) < 2, w.parkWrite)
+	add(w.sw.wSplitStart, !sp, w.startSplit)
+	add(w.sw.wStep, sp, func() { w.stepSplit("step") })
+	add(w.sw.wFaultStep, sp, w.faultStep)
+	add(w.sw.wCancel, sp, w.cancel)
+	add(w.sw.wHookCancel, sp, w.hookCancel)
+	add(w.sw.wLock, sp && w.sp.sp.Machine().Ready().Intent.Kind == splitter.IntentFence, w.refuseLock)
+	add(w.sw.wFault, w.faultFor == 0, w.armBackground)
+	add(w.sw.wCrash, true, func() { w.crash("crash", w.drawCrashCfg()) })
+	add(w.sw.wRestart, true, w.restart)
+	add(w.sw.wReader, len(w.readers) < 2, w.holdReader)
+	add(w.sw.wRelease, len(w.readers) > 0, w.releaseReader)
+	total := 0
+	for _, c := range cs {
+		total += c.weight
+	}
+	x := w.rng.IntN(total)
+	for _, c := range cs {
+		if x < c.weight {
+			c.fn()
+			return
+		}
+		x -= c.weight
+	}
+}
+
+// afterStep turns a dead process into a crash, a failed node into a
+// restart, and checks the invariants.
+func (w *world) afterStep() {
+	if w.fatalMsg == "" {
+		select {
+		case w.fatalMsg = <-w.fatal:
+		default:
+		}
+	}
+	if w.fatalMsg != "" {
+		w.stats.fatals++
+		w.tracef("pebble-fatal", "%s", firstLine(w.fatalMsg))
+		w.fatalMsg, w.dead = "", true
+		w.crash("crash", w.drawCrashCfg())
+	}
+	if w.nodeBad {
+		w.nodeBad = false
+		w.crash("crash", w.drawCrashCfg())
+	}
+	w.check()
+}
+
+// ---- client operations ----
+
+func (w *world) clientOp() {
+	w.stats.clientOps++
+	c := w.clients[w.rng.IntN(len(w.clients))]
+	if c.stale && w.rng.IntN(3) == 0 && len(w.tables) > 0 {
+		t := w.tables[w.rng.IntN(len(w.tables))]
+		c.r = node.NewRouter(w.n, t, node.RouterConfig{MaxRetries: 16, Clock: w.clk})
+	}
+	d := w.ids[w.rng.IntN(len(w.ids))]
+	name := fmt.Sprintf("c%d", c.idx)
+	switch x := w.rng.IntN(20); {
+	case x < 10:
+		w.valueSeq++
+		w.write(c, name, d, fmt.Sprintf("v%d", w.valueSeq))
+	case x < 12:
+		w.write(c, name, d, "")
+	case x < 17:
+		w.get(c, name, d)
+	case x < 19:
+		r := d.routing
+		if r == "" {
+			r = "tenant-0"
+		}
+		w.search(name+" search", r)
+	default:
+		w.search(name+" search", "")
+	}
+}
+
+func (w *world) write(c *client, name string, d docID, value string) {
+	pw := w.model.Begin(d.id, value)
+	var res node.Result
+	var err error
+	op := "index"
+	if value == "" {
+		op = "delete"
+	}
+	if !w.do(func() {
+		if value == "" {
+			res, err = c.r.Delete(d.id, d.routing)
+		} else {
+			res, err = c.r.Index(d.id, d.routing, []byte(value))
+		}
+	}) {
+		// In flight when the process died: never ended.
+		w.hist.write(c.idx, d.id, value, false)
+		w.tracef(name+" "+op, "%s=%q -> process died", d.id, value)
+		return
+	}
+	if err != nil {
+		w.model.Fail(pw)
+		w.hist.write(c.idx, d.id, value, false)
+		w.tracef(name+" "+op, "%s=%q -> error: %v", d.id, value, err)
+		w.opError(err, fmt.Sprintf("%s %s", op, d.id))
+		return
+	}
+	w.model.Ack(pw)
+	w.hist.write(c.idx, d.id, value, true)
+	w.tracef(name+" "+op, "%s=%q -> ok shard=%d seq=%d v%d retries=%d", d.id, value, res.Shard, res.Seq, res.Version, res.Retries)
+	w.checkLogHold(res.Shard, res.Seq)
+}
+
+func (w *world) get(c *client, name string, d docID) {
+	var doc storage.Doc
+	var found bool
+	var err error
+	if !w.do(func() { doc, found, err = c.r.Get(d.id, d.routing) }) {
+		w.tracef(name+" get", "%s -> process died", d.id)
+		return
+	}
+	if err != nil {
+		w.tracef(name+" get", "%s -> error: %v", d.id, err)
+		w.opError(err, "get "+d.id)
+		return
+	}
+	v := ""
+	if found {
+		v = string(doc.Source)
+	}
+	w.tracef(name+" get", "%s -> %q", d.id, v)
+	if ok, allowed := w.model.Admits(d.id, v); !ok {
+		w.fail("get %s returned %q; the model allows %s (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
+	}
+	w.hist.read(c.idx, d.id, v)
+}
+
+// search runs an unrouted search (routingValue "") or a routed one. The
+// node has no routed-search API: a routed search is the unrouted scan
+// filtered to the routing value, with the targeted shards checked against
+// the table's SearchShards.
+func (w *world) search(name, routingValue string) {
+	t := w.n.Table()
+	found := map[string]string{}
+	var problems []string
+	var err error
+	if !w.do(func() {
+		_, err = w.n.Search(func(shard routing.ShardID, d storage.Doc) error {
+			if routingValue != "" && d.Routing != routingValue {
+				return nil
+			}
+			if _, dup := found[d.ID]; dup {
+				problems = append(problems, fmt.Sprintf("%s returned twice", d.ID))
+			}
+			found[d.ID] = string(d.Source)
+			if routingValue != "" && !slices.Contains(t.SearchShards(routingValue), shard) {
+				problems = append(problems, fmt.Sprintf("%s (routing %s) on shard %d, not among SearchShards %v", d.ID, routingValue, shard, t.SearchShards(routingValue)))
+			}
+			return nil
+		})
+	}) {
+		w.tracef(name, "routing=%q -> process died", routingValue)
+		return
+	}
+	if err != nil {
+		w.tracef(name, "routing=%q -> error: %v", routingValue, err)
+		w.opError(err, "search")
+		return
+	}
+	w.tracef(name, "routing=%q -> %d docs", routingValue, len(found))
+	if len(problems) > 0 {
+		w.fail("search (routing %q) at table v%d: %s", routingValue, t.Version(), strings.Join(problems, "; "))
+	}
+	for _, d := range w.ids {
+		if routingValue != "" && d.routing != routingValue {
+			continue
+		}
+		if ok, allowed := w.model.Admits(d.id, found[d.id]); !ok {
+			w.fail("search (routing %q) at table v%d: %s = %q; the model allows %s", routingValue, t.Version(), d.id, found[d.id], allowed)
+		}
+	}
+}
+
+// opError judges a failed client operation: after an injected fault any
+// failure is allowed (the write's outcome is unknown); without one it is a
+// finding.
+func (w *world) opError(err error, what string) {
+	if errors.Is(err, node.ErrFailed) {
+		w.nodeBad = true
+	}
+	if !w.faulted() {
+		w.fail("%s failed with no fault injected: %v", what, err)
+	}
+}
+
+// checkLogHold: a write the shard acknowledged at seq is in its operation
+// log exactly when a split holds that log (INV-8 and the trimming rule).
+//
+// TODO(lead): storage.Shard has no accessor for its log-hold count; with
+// one (e.g. `func (s *Shard) LogHolds() int`) this could be checked after
+// every step instead of through the log's contents.
+func (w *world) checkLogHold(shard routing.ShardID, seq uint64) {
+	s, ok := w.n.ShardStore(shard)
+	if !ok || seq == 0 || off.has("loghold") {
+		return
+	}
+	held := w.sp != nil && w.sp.plan.Parent == shard && w.sp.logHold == holdYes
+	if w.sp != nil && w.sp.plan.Parent == shard && w.sp.logHold == holdUnknown {
+		return // a failed step may or may not have taken or released it
+	}
+	logged := false
+	var err error
+	if !w.do(func() {
+		err = s.LogSince(seq-1, seq, nil, func(storage.LogEntry) error { logged = true; return nil })
+	}) {
+		return
+	}
+	if err != nil {
+		if !w.faulted() {
+			w.fail("read operation log of shard %d: %v", shard, err)
+		}
+		return
+	}
+	switch {
+	case logged && !held:
+		w.fail("shard %d logged its write seq %d, but no split holds its operation log (a leaked log hold)", shard, seq)
+	case !logged && held:
+		w.fail("split of %d holds the log, but its write seq %d is not in it (INV-8)", shard, seq)
+	}
+}
+
+// ---- splits ----
+
+// drawPlan picks a split: usually a valid one of an active shard (which
+// may be a child of an earlier split: nested splits), sometimes one the
+// table must refuse.
+func (w *world) drawPlan() splitter.Plan {
+	t := w.n.Table()
+	active := t.ActiveShards()
+	parent := active[w.rng.IntN(len(active))]
+	plan := splitter.Plan{Parent: parent, Ways: 2 + w.rng.IntN(3), MaxCatchUpRounds: 1 + w.rng.IntN(4), MaxHandoffs: 1 + w.rng.IntN(3)}
+	if w.rng.IntN(3) > 0 {
+		plan.LagThreshold = 1 + uint64(w.rng.IntN(4))
+	}
+	o, _ := t.Shard(parent)
+	if w.rng.Float64() < w.sw.pBadPlan {
+		switch w.rng.IntN(3) {
+		case 0: // a parent that is no longer a leaf, or never existed
+			if sp := t.Splits(); len(sp) > 0 {
+				plan.Parent = sp[w.rng.IntN(len(sp))].Parent
+			} else {
+				plan.Parent = t.MaxShardID() + 7
+			}
+		case 1: // children too narrow
+			plan.Ways = int(min(o.Span.Width()+1, 1<<30))
+		default: // the same parent twice
+			plan.Ways = 0
+		}
+		return plan
+	}
+	if w.sw.mode == routing.ModePartition && o.Span.Width() >= 3 && w.rng.Float64() < w.sw.pPoints {
+		n := 1 + w.rng.IntN(min(3, int(o.Span.Width()-1)))
+		var pts []routing.Key
+		for len(pts) < n {
+			k := routing.Key(o.Span.Start + 1 + uint64(w.rng.IntN(int(o.Span.Width()-1))))
+			if !slices.Contains(pts, k) {
+				pts = append(pts, k)
+			}
+		}
+		slices.Sort(pts)
+		plan.Points, plan.Ways = pts, 0
+	}
+	return plan
+}
+
+func (w *world) startSplit() {
+	plan := w.drawPlan()
+	var sp *splitter.Split
+	if !w.do(func() { sp = w.drv.Start(plan) }) {
+		return
+	}
+	w.sp = &simSplit{sp: sp, plan: plan}
+	w.tracef("split-start", "parent=%d ways=%d points=%v lag=%d rounds=%d handoffs=%d at v%d",
+		plan.Parent, plan.Ways, plan.Points, plan.LagThreshold, plan.MaxCatchUpRounds, plan.MaxHandoffs, w.n.Table().Version())
+}
+
+// hook is the driver's Hook: it runs with the next intent chosen, just
+// before the driver takes it. A cancel requested here is a cancel racing
+// the step (Split.Cancel from another goroutine), made deterministic.
+func (w *world) hook(_ splitter.Phase, in splitter.Intent) {
+	if w.sp == nil || !w.sp.cancelInHook {
+		return
+	}
+	w.sp.cancelInHook = false
+	w.sp.hookCancel = true
+	err := w.sp.sp.Cancel()
+	w.tracef("hook-cancel", "during %s -> %v", in, errString(err))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	return err.Error()
+}
+
+// stepSplit carries out the split's next intent.
+func (w *world) stepSplit(action string) {
+	s := w.sp
+	var in splitter.Intent
+	var ev splitter.Event
+	var err error
+	if !w.do(func() { in, ev, err = s.sp.Next() }) {
+		w.tracef(action, "process died")
+		w.sp = nil
+		return
+	}
+	phase := s.sp.Machine().Phase()
+	w.tracef(action, "%s -> %s%s phase=%s", in, ev.Kind, evDetail(ev), phase)
+	if in.Kind == splitter.IntentReserve && ev.Kind == splitter.EventReserved {
+		s.reserved = true
+	}
+	s.trackLogHold(in, ev)
+	if m := s.sp.Machine(); len(w.parked) > 0 && err == nil && !m.Fenced() &&
+		(m.Phase() != splitter.PhaseHandoff || m.Ready().Intent.Kind == splitter.IntentFence) {
+		w.joinParked() // no fence held and no table waiting for its commit
+	}
+	if err != nil && s.hookCancel && s.sp.Done() && in.Kind == 0 {
+		// The hook's cancel ended the split (nothing was reserved), and Next
+		// then reports "nothing to do" as an error although the split ended
+		// cleanly. Noted, not a finding: see the report.
+		w.stats.nextAfterEnd++
+		err = nil
+	}
+	s.hookCancel = false
+	if err != nil {
+		if errors.Is(err, node.ErrFailed) {
+			w.nodeBad = true
+			w.sp = nil
+			return
+		}
+		w.fail("driver step %s of the split of %d: %v", in, s.plan.Parent, err)
+	}
+	w.endSplitIfDone()
+}
+
+// endSplitIfDone records a split that reached Done or Aborted.
+func (w *world) endSplitIfDone() {
+	s := w.sp
+	if s == nil || !s.sp.Done() {
+		return
+	}
+	rep := s.sp.Report()
+	w.sp = nil
+	if rep.Phase == splitter.PhaseDone {
+		w.stats.splitsDone++
+		w.tables = append(w.tables, w.n.Table())
+		w.tracef("split-end", "parent=%d done children=%v v%d", s.plan.Parent, rep.SortedChildren(), w.n.Table().Version())
+		return
+	}
+	w.stats.splitsAborted++
+	if !s.reserved {
+		w.stats.refused++
+	}
+	w.lastAborted, w.hasLastAborted = s.plan.Parent, true
+	w.tracef("split-end", "parent=%d aborted: %v", s.plan.Parent, rep.Err)
+}
+
+func evDetail(ev splitter.Event) string {
+	switch ev.Kind {
+	case splitter.EventReserved:
+		return fmt.Sprintf(" children=%v", ev.Children)
+	case splitter.EventCloned:
+		return fmt.Sprintf(" S=%d", ev.Seq)
+	case splitter.EventCaughtUp:
+		return fmt.Sprintf(" seq=%d lag=%d", ev.Seq, ev.Lag)
+	case splitter.EventFailed:
+		return fmt.Sprintf(" (%v)", ev.Err)
+	}
+	return ""
+}
+
+// holdState is what the simulator knows of a split's hold on its parent's
+// operation log.
+type holdState uint8
+
+const (
+	holdNo holdState = iota
+	holdYes
+	holdUnknown // a step that takes or releases it failed somewhere
+)
+
+// trackLogHold follows the driver's rule: create-children takes the hold
+// (before the checkpoint), cleanup and cancel release it first thing.
+func (s *simSplit) trackLogHold(in splitter.Intent, ev splitter.Event) {
+	ok := ev.Kind != splitter.EventFailed
+	switch in.Kind {
+	case splitter.IntentReserve:
+		if ok {
+			// Taking the hold at the reservation instead would be harmless:
+			// either is allowed until the children are made.
+			s.logHold = holdUnknown
+		}
+	case splitter.IntentCreateChildren:
+		if ok {
+			s.logHold = holdYes
+		} else if s.logHold != holdYes {
+			s.logHold = holdUnknown
+		}
+	case splitter.IntentCleanup, splitter.IntentCancel:
+		if ok {
+			s.logHold = holdNo
+		} else if s.logHold == holdYes {
+			s.logHold = holdUnknown
+		}
+	}
+}
+
+// faultStep arms a fault for the split's next step only.
+func (w *world) faultStep() {
+	w.armFault("fault-step")
+	w.stepSplit("step")
+	w.inj.disarm()
+}
+
+// armBackground arms a fault that stays armed for a few steps, whatever
+// runs then (client operations, Pebble's own background work).
+func (w *world) armBackground() {
+	w.armFault("fault")
+	w.faultFor = 1 + w.rng.IntN(4)
+}
+
+func (w *world) armFault(action string) {
+	if w.noFault {
+		return
+	}
+	class := opClass(w.rng.IntN(int(classCount)))
+	errno := syscall.ENOSPC
+	if w.rng.IntN(2) == 0 {
+		errno = syscall.EIO
+	}
+	if w.rng.IntN(3) > 0 {
+		k := 1 + w.rng.IntN(30)
+		w.inj.arm(class, errno, k, 0, nil)
+		w.tracef(action, "%s on the %d-th %s op from now", errno, k, class)
+		return
+	}
+	p := 0.02 + float64(w.rng.IntN(10))/50
+	w.inj.arm(class, errno, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
+	w.tracef(action, "%s on each %s op with p=%.2f", errno, class, p)
+}
+
+// cancel asks the split to abort between two steps.
+func (w *world) cancel() {
+	err := w.sp.sp.Cancel()
+	w.tracef("cancel", "phase=%s -> %s", w.sp.sp.Machine().Phase(), errString(err))
+	w.endSplitIfDone()
+}
+
+// hookCancel steps the split with a cancel arriving while the intent runs.
+func (w *world) hookCancel() {
+	w.stats.hookCancels++
+	w.sp.cancelInHook = true
+	w.stepSplit("step")
+	if w.sp != nil {
+		w.sp.cancelInHook = false
+	}
+}
+
+// refuseLock holds the parent's apply lock (a writer that does not drain)
+// across the handoff step, whose drain must time out.
+func (w *world) refuseLock() {
+	w.stats.locks++
+	parent := w.sp.plan.Parent
+	acquired, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	n := w.n
+	go func() {
+		defer close(done)
+		_, _ = n.HoldApplyLock(parent, time.Second, func() error {
+			close(acquired)
+			<-release
+			return nil
+		})
+	}()
+	start := time.Now()
+	grace := time.NewTicker(graceReal)
+	defer grace.Stop()
+wait:
+	for {
+		select {
+		case <-acquired:
+			w.tracef("lock", "holding the apply lock of %d", parent)
+			break wait
+		case <-done:
+			w.tracef("lock", "apply lock of %d not taken", parent)
+			break wait
+		case <-grace.C:
+			// HoldApplyLock polls on the simulated clock.
+			if w.clk.Waiters() > 0 {
+				w.clk.Advance(advanceSim)
+			}
+			if time.Since(start) > hangTimeout {
+				w.fail("the apply lock of %d could not be taken or refused within %v (hang)", parent, hangTimeout)
+			}
+		}
+	}
+	defer func() {
+		close(release)
+		select {
+		case <-done:
+		case <-time.After(hangTimeout):
+		}
+	}()
+	w.stepSplit("step")
+}
+
+// ---- readers ----
+
+func (w *world) holdReader() {
+	w.stats.readers++
+	hr := &heldReader{release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{}), version: w.n.Table().Version()}
+	n := w.n
+	go func() {
+		defer close(hr.done)
+		defer func() {
+			if r := recover(); r != nil {
+				hr.panicked, hr.stack = r, string(debug.Stack())
+			}
+		}()
+		seen := map[string]bool{}
+		first := true
+		_, hr.err = n.Search(func(_ routing.ShardID, d storage.Doc) error {
+			if seen[d.ID] {
+				hr.dups = append(hr.dups, d.ID)
+			}
+			seen[d.ID] = true
+			if first {
+				first = false
+				close(hr.started)
+				<-hr.release
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-hr.started:
+		w.readers = append(w.readers, hr)
+		w.tracef("reader-hold", "parked at table v%d", n.Table().Version())
+	case <-hr.done:
+		w.tracef("reader-hold", "nothing to hold: %v", hr.err)
+	case <-time.After(hangTimeout):
+		w.fail("held reader did not start")
+	}
+}
+
+func (w *world) releaseReader() {
+	hr := w.readers[0]
+	w.readers = w.readers[1:]
+	w.finishReader(hr)
+}
+
+func (w *world) finishReader(hr *heldReader) {
+	close(hr.release)
+	select {
+	case <-hr.done:
+	case <-time.After(hangTimeout):
+		w.fail("released reader did not finish")
+	}
+	w.tracef("reader-done", "v%d err=%v dups=%v", hr.version, hr.err, hr.dups)
+	switch {
+	case hr.panicked != nil:
+		w.fail("held reader panicked: %v\n%s", hr.panicked, hr.stack)
+	case len(hr.dups) > 0:
+		w.fail("held reader saw documents twice: %v", hr.dups)
+	case errors.Is(hr.err, storage.ErrShardClosed) || (hr.err != nil && !w.faulted()):
+		// A shard closed under a reader is never a fault's doing: a retire
+		// must wait for the readers that resolved the shard.
+		w.fail("held reader (an unrouted search that resolved table v%d) failed with no fault injected: %v", hr.version, hr.err)
+	}
+}
+
+func (w *world) releaseAll() {
+	for len(w.readers) > 0 {
+		w.releaseReader()
+	}
+}
+
+// ---- crashes and recovery ----
+
+func (w *world) drawCrashCfg() vfs.CrashCloneCfg {
+	if w.rng.IntN(2) == 0 {
+		return vfs.CrashCloneCfg{}
+	}
+	return vfs.CrashCloneCfg{UnsyncedDataPercent: 1 + w.rng.IntN(100), RNG: rand.New(rand.NewPCG(w.rng.Uint64(), w.seed))}
+}
+
+// crash simulates a power loss: the filesystem as a crash at this instant
+// could leave it (synced data, and a random part of the rest), recovered
+// by recovery.Open. The old process is gone: its readers end and its
+// injector dies.
+func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
+	w.stats.crashes++
+	w.dropParked()
+	w.endEpoch()
+	w.releaseAll()
+	w.inj.kill()
+	clone := w.mem.CrashClone(cfg)
+	w.tracef(action, "unsynced data kept: %d%%", cfg.UnsyncedDataPercent)
+	old := w.n
+	w.n, w.sp = nil, nil
+	if old != nil {
+		w.abandon(old)
+	}
+	w.mem = clone
+	w.openNode("recover")
+}
+
+// restart closes the node cleanly and recovers the same filesystem.
+func (w *world) restart() {
+	w.stats.restarts++
+	w.dropParked()
+	w.endEpoch()
+	w.releaseAll()
+	w.inj.kill()
+	old := w.n
+	w.n, w.sp = nil, nil
+	if old != nil {
+		w.abandon(old)
+	}
+	w.tracef("restart", "clean close")
+	w.openNode("recover")
+}
+
+// abandon closes an old node if its process is still alive (a node whose
+// Pebble declared itself dead keeps its goroutines parked: leaked).
+func (w *world) abandon(n *node.Node) {
+	if w.dead || w.fatalMsg != "" {
+		reclaim(n)
+		return
+	}
+	var err error
+	if w.do(func() { err = n.Close() }) && err != nil {
+		w.tracef("close", "old node: %v", err)
+	}
+}
+
+// reclaim frees what it can of a node whose Pebble declared the process
+// dead, in the background: every store that can still be closed is
+// (destroyed, on a filesystem nobody will read again), then the engine. A
+// store whose goroutine is parked in the fatal hook may block its close for
+// ever; that one store leaks. Without this, every Pebble death leaked its
+// whole engine (about 7 MB of memtables, WAL buffers and caches).
+func reclaim(n *node.Node) {
+	eng := n.Engine()
+	ids := n.Table().ActiveShards()
+	for _, sp := range n.Table().Splits() {
+		ids = append(ids, sp.Parent)
+		for _, c := range sp.Children {
+			ids = append(ids, c.Shard)
+		}
+	}
+	go func() {
+		defer func() { _ = recover() }()
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { _ = recover() }()
+				_ = eng.DestroyShard(id)
+			}()
+		}
+		wg.Wait()
+		_ = eng.Close()
+	}()
+}
+
+// openNode opens (or recovers) the node on the current filesystem and runs
+// the recovery checks. An open that fails is a finding: a fault may fail
+// an operation, never the next open.
+func (w *world) openNode(action string) {
+	if !w.noFault && w.rng.Float64() < w.sw.pOpenFault {
+		w.faultyOpen()
+	}
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs}
+	logger, fatal := newIncarnationLogger()
+	w.fatal, w.fatalMsg, w.dead = fatal, "", false
+	n, j, rep, err, alive := w.tryOpen(logger)
+	if !alive {
+		w.fail("recovery: Pebble declared the process dead: %s", w.fatalMsg)
+	}
+	if err != nil {
+		w.fail("recovery failed to open (a fault may fail an operation, never the next open): %v\njournal: %s", err, w.journalDump())
+	}
+	w.n, w.j = n, j
+	w.drv = splitter.NewDriver(n, splitter.Config{DrainTimeout: drainTimeout, RetireWait: retireWait,
+		Clock: w.clk, Journal: j, Hook: w.hook})
+	var decisions []string
+	for _, d := range rep.Decisions {
+		decisions = append(decisions, fmt.Sprintf("split %d of %d %s delete=%v cancel=%v", d.Split, d.Parent, d.Action, d.Delete, d.Cancel))
+	}
+	w.tracef(action, "table v%d active=%v decisions=%v", n.Table().Version(), n.Table().ActiveShards(), decisions)
+	for _, c := range w.clients {
+		c.r = node.NewRouter(n, c.r.Table(), node.RouterConfig{MaxRetries: 16, Clock: w.clk})
+	}
+	w.tables = append(w.tables, n.Table())
+	w.checkRecovered()
+}
+
+// journalDump reads the split journal straight from the filesystem, for a
+// finding's text.
+func (w *world) journalDump() string {
+	f, err := w.mem.Open("/data/" + splitter.JournalFile)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err.Error()
+	}
+	_, recs, err := splitter.DecodeJournal(data)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.String())
+	}
+	return strings.Join(out, "; ")
+}
+
+// tryOpen runs recovery.Open on the current filesystem through w.inj.
+func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, recovery.Report, error, bool) {
+	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, w.inj), Layout: w.sw.layout,
+		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: w.clk}
+	var n *node.Node
+	var j *splitter.Journal
+	var rep recovery.Report
+	var err error
+	alive := w.do(func() { n, j, rep, err = recovery.Open(opts, w.initial, logger) })
+	return n, j, rep, err, alive
+}
+
+// faultyOpen opens once with an I/O fault armed, as a restart on a failing
+// disk would. The open may fail; the process then stops (its node, if it
+// opened, is closed) and the next open, without the fault, must succeed
+// and pass every check: whatever the faulty open did must not cost an
+// acknowledged write or leave the directory unopenable.
+func (w *world) faultyOpen() {
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs}
+	// NB: not classAny or classShard: Pebble opens a store's tables
+	// concurrently, so which read a probabilistic fault hits varies
+	// between reruns (it cost 8 of 50 seeds their determinism).
+	class := []opClass{classWrite, classMeta, classSync}[w.rng.IntN(3)]
+	p := 0.1 + float64(w.rng.IntN(5))/10
+	w.inj.arm(class, syscall.EIO, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
+	logger, fatal := newIncarnationLogger()
+	w.fatal, w.fatalMsg, w.dead = fatal, "", false
+	n, _, _, err, alive := w.tryOpen(logger)
+	w.inj.kill()
+	switch {
+	case !alive:
+		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> process died: %s", class, p, firstLine(w.fatalMsg))
+		// The dead process's files stay as the OS has them (its locks go
+		// with it): continue on a clone that keeps every written byte.
+		w.mem = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 1))})
+		w.stats.fatals++
+	case err != nil:
+		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> %v", class, p, err)
+	default:
+		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> opened table v%d; closed", class, p, n.Table().Version())
+		if w.do(func() { err = n.Close() }) && err != nil {
+			w.tracef("close", "%v", err)
+		}
+	}
+}
+
+// checkRecovered runs recovery.Check, looks for orphan store directories,
+// checks every document against the model and settles the model (unknown
+// outcomes are decided by what survived).
+func (w *world) checkRecovered() {
+	var rep recovery.CheckReport
+	if !w.do(func() { rep = recovery.Check(w.n, w.j, nil) }) {
+		w.fail("recovery.Check: Pebble declared the process dead: %s", w.fatalMsg)
+	}
+	if !rep.OK() {
+		w.fail("recovery.Check after recovery: %s", strings.Join(rep.Violations, "; "))
+	}
+	if w.sw.layout == storage.LayoutPerShard {
+		dirs, err := w.n.Engine().ShardDirs()
+		if err != nil {
+			w.fail("list shard directories: %v", err)
+		}
+		active := w.n.Table().ActiveShards()
+		for _, id := range dirs {
+			if !slices.Contains(active, routing.ShardID(id)) {
+				w.fail("orphan store directory shard-%d after recovery (table v%d, active %v)", id, w.n.Table().Version(), active)
+			}
+		}
+	}
+	found := w.scanCheck("after recovery")
+	w.model.Settle(found)
+	w.hist.start(found)
+}
+
+// endEpoch checks the porcupine history of the node incarnation ending.
+func (w *world) endEpoch() {
+	if err := w.hist.check(); err != nil {
+		w.fail("%v", err)
+	}
+}
+
+// ---- checks ----
+
+// check runs after every step: the table's invariants and every document
+// against the model and the table.
+func (w *world) check() {
+	if w.n == nil {
+		return
+	}
+	if err := w.n.Table().Validate(); err != nil {
+		w.fail("table v%d: %v", w.n.Table().Version(), err)
+	}
+	if w.sp == nil && w.j != nil {
+		// No split runs: the journal (what this process decided, durable or
+		// carried into its next write) must have ended every split, or the
+		// next split is refused until a restart.
+		if ids := w.j.Unfinished(0); len(ids) > 0 {
+			w.fail("no split runs, but the journal leaves splits %v unfinished (a lost end record)", ids)
+		}
+	}
+	if _, armed, _ := w.inj.state(); armed {
+		return // a read could fail; check once the fault is disarmed
+	}
+	w.scanCheck("check")
+}
+
+// scanCheck scans every document: each once, on the shard the table names,
+// with a value the model allows. It returns what it found.
+func (w *world) scanCheck(what string) map[string]string {
+	t := w.n.Table()
+	found := map[string]string{}
+	var problems []string
+	var err error
+	if !w.do(func() {
+		_, err = w.n.Search(func(shard routing.ShardID, d storage.Doc) error {
+			if _, dup := found[d.ID]; dup {
+				problems = append(problems, fmt.Sprintf("%s is on two shards", d.ID))
+			}
+			found[d.ID] = string(d.Source)
+			if _, want := t.Route(d.ID, d.Routing); want != shard {
+				problems = append(problems, fmt.Sprintf("%s is on shard %d, table v%d names %d", d.ID, shard, t.Version(), want))
+			}
+			return nil
+		})
+	}) {
+		return found
+	}
+	if err != nil {
+		if w.faulted() {
+			return found
+		}
+		w.fail("%s: search failed with no fault injected: %v", what, err)
+	}
+	if len(problems) > 0 {
+		w.fail("%s at table v%d: %s", what, t.Version(), strings.Join(problems, "; "))
+	}
+	ids := w.model.IDs()
+	for id := range found {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id) // never written: the model allows only absent
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if ok, allowed := w.model.Admits(id, found[id]); !ok {
+			w.fail("%s at table v%d: %s = %q; the model allows %s", what, t.Version(), id, found[id], allowed)
+		}
+	}
+	return found
+}
+
+// ---- liveness ----
+
+// liveness removes every fault and requires progress: the split in
+// progress ends, a new split (of the last aborted split's parent if it can
+// be split, so an id a failed split poisoned is found) completes, writes
+// are not logged when nothing holds the log, and a final crash recovers
+// with every acknowledged write.
+func (w *world) liveness() {
+	w.step++
+	w.noFault, w.faultFor = true, 0
+	w.inj.disarm()
+	w.tracef("liveness", "faults off")
+	w.releaseAll()
+	if w.faulted() && !w.healthy() {
+		// A fault can leave the process degraded (Pebble keeps a failed
+		// WAL's error): then the liveness phase starts from a restart. A
+		// healthy process goes on as it is, so that what a failed split
+		// left behind in it (a poisoned id, a leaked hold) is still there.
+		w.crash("crash", w.drawCrashCfg())
+	}
+	w.afterStep()
+	for i := 0; w.sp != nil; i++ {
+		if i == livenessSteps {
+			w.fail("liveness: the split of %d did not end in %d steps without faults (phase %s)", w.sp.plan.Parent, livenessSteps, w.sp.sp.Machine().Phase())
+		}
+		w.step++
+		w.stepSplit("step")
+		w.afterStep()
+	}
+	if parent, ok := w.splittable(); ok {
+		w.step++
+		plan := splitter.Plan{Parent: parent, Ways: 2}
+		var sp *splitter.Split
+		if !w.do(func() { sp = w.drv.Start(plan) }) {
+			w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
+		}
+		w.sp = &simSplit{sp: sp, plan: plan}
+		w.tracef("split-start", "liveness split of %d at v%d", parent, w.n.Table().Version())
+		for i := 0; w.sp != nil; i++ {
+			if i == livenessSteps {
+				w.fail("liveness: the split of %d did not end in %d steps without faults (phase %s)", parent, livenessSteps, w.sp.sp.Machine().Phase())
+			}
+			s := w.sp
+			w.step++
+			w.stepSplit("step")
+			w.afterStep()
+			if w.sp == nil && s.sp.Machine().Phase() != splitter.PhaseDone {
+				w.fail("liveness: with no fault injected, the split of %d ended %s: %v", parent, s.sp.Machine().Phase(), s.sp.Machine().Err())
+			}
+		}
+	} else {
+		w.tracef("liveness", "no shard can be split further")
+	}
+	for range 10 {
+		w.step++
+		w.clientOp()
+		w.afterStep()
+	}
+	w.step++
+	w.crash("final-crash", vfs.CrashCloneCfg{})
+	w.endEpoch()
+}
+
+// healthy probes the process after faults: every active shard's store can
+// sync, and a search succeeds.
+func (w *world) healthy() bool {
+	if w.nodeBad || w.dead {
+		return false
+	}
+	var err error
+	ids := w.n.Table().ActiveShards()
+	if w.sp != nil {
+		// The running split's parent too: a failed WAL fsync leaves its
+		// store unable to commit (Pebble keeps the error), and the split's
+		// cleanup, which trims its log, would retry for ever.
+		ids = append(ids, w.sp.plan.Parent)
+	}
+	alive := w.do(func() {
+		for _, id := range ids {
+			s, ok := w.n.ShardStore(id)
+			if !ok {
+				err = fmt.Errorf("no store for shard %d", id)
+				return
+			}
+			if err = s.Sync(); err != nil {
+				return
+			}
+		}
+		_, err = w.n.Search(func(routing.ShardID, storage.Doc) error { return nil })
+	})
+	w.tracef("probe", "alive=%v err=%v", alive, err)
+	if !alive {
+		w.fatalMsg, w.dead = "", true
+	}
+	return alive && err == nil
+}
+
+// splittable returns the shard the liveness split splits: the parent of
+// the last aborted split if it is still an active shard wide enough, else
+// the widest active shard.
+func (w *world) splittable() (routing.ShardID, bool) {
+	t := w.n.Table()
+	minWidth := uint64(2)
+	if w.sw.mode == routing.ModeOpenSearch {
+		minWidth = 2 * 1001
+	}
+	if w.hasLastAborted {
+		if o, ok := t.Shard(w.lastAborted); ok && o.Active && o.Span.Width() >= minWidth {
+			return w.lastAborted, true
+		}
+	}
+	best, bestW := routing.ShardID(0), uint64(0)
+	for _, id := range t.ActiveShards() {
+		if o, _ := t.Shard(id); o.Span.Width() > bestW {
+			best, bestW = id, o.Span.Width()
+		}
+	}
+	return best, bestW >= minWidth
+}
+
+// teardown ends the run: readers released, the node closed.
+func (w *world) teardown() {
+	for _, hr := range w.readers {
+		close(hr.release)
+		<-hr.done
+	}
+	w.readers = nil
+	if w.inj != nil {
+		w.inj.kill()
+	}
+	if w.n != nil && w.fatalMsg == "" && !w.dead {
+		n := w.n
+		done := make(chan struct{})
+		go func() { defer close(done); _ = n.Close() }()
+		select {
+		case <-done:
+		case <-time.After(hangTimeout):
+		}
+	}
+	w.n = nil
+}
+
+// offActions is SHARDSPLIT_SIM_OFF: a comma-separated list of actions whose
+// weight is forced to zero (client, split, step, faultstep, cancel,
+// hookcancel, lock, fault, crash, restart, reader; badplan: no plan the
+// table must refuse; loghold: skip the log-hold check), to look past a
+// finding that dominates.
+type offActions []string
+
+var off = func() offActions {
+	v := os.Getenv("SHARDSPLIT_SIM_OFF")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}()
+
+func (o offActions) has(name string) bool { return slices.Contains(o, name) }
+
+func (o offActions) apply(s *swarm) {
+	for _, a := range o {
+		switch strings.TrimSpace(a) {
+		case "client":
+			s.wClient = 0
+		case "split":
+			s.wSplitStart = 0
+		case "step":
+			s.wStep = 0
+		case "faultstep":
+			s.wFaultStep = 0
+		case "cancel":
+			s.wCancel = 0
+		case "hookcancel":
+			s.wHookCancel = 0
+		case "lock":
+			s.wLock = 0
+		case "fault":
+			s.wFault = 0
+		case "crash":
+			s.wCrash = 0
+		case "restart":
+			s.wRestart = 0
+		case "reader":
+			s.wReader = 0
+		case "badplan":
+			s.pBadPlan = 0
+		case "openfault":
+			s.pOpenFault = 0
+		}
+	}
+}

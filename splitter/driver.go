@@ -44,8 +44,8 @@ type Report struct {
 	Parent      routing.ShardID
 	Children    []routing.ShardID // of a merge: the target
 	Sources     []routing.ShardID // of a merge: the merged shards
-	Phase       Phase // the final phase: PhaseDone, PhaseAborted or PhaseFailed
-	Err         error // why it aborted or failed
+	Phase       Phase             // the final phase: PhaseDone, PhaseAborted or PhaseFailed
+	Err         error             // why it aborted or failed
 	Durations   map[Phase]time.Duration
 	Total       time.Duration
 	Stall       time.Duration // the longest the parent's apply lock was held at handoff (writes to the parent wait for it)

@@ -218,6 +218,9 @@ func (mg *Merge) carryOut(in Intent) Event {
 // invisible to routing.
 func (mg *Merge) reserve() (Event, error) {
 	d := mg.d
+	if _, err := routing.Apply(d.n.Table(), mg.m.Plan().Edit()); err != nil {
+		return Event{}, err // the table's refusal names the shards
+	}
 	mg.sources = mg.sources[:0]
 	for _, id := range mg.m.Plan().Sources {
 		s, ok := d.n.ShardStore(id)

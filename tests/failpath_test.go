@@ -197,3 +197,86 @@ func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
 	_ = n.Close()
 	reopen(t, crashed, tab).Close()
 }
+
+// Merge failure paths: a merge the table refuses, one whose target cannot
+// be built (ENOSPC) and one cancelled must each leave both sources serving
+// with no operation log held; a merge crashed after its target exists
+// recovers.
+func TestMergeFailurePaths(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var failTarget atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failTarget.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.Contains(op.Path, "shard-3") {
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	})
+	n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
+	d := splitter.NewDriver(n, splitter.Config{Journal: j})
+	if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+		t.Fatalf("split: %v %v", err, rep.Err)
+	}
+	sources := []routing.ShardID{1, 2}
+	noHolds := func(when string) {
+		t.Helper()
+		for _, id := range sources {
+			s, ok := n.ShardStore(id)
+			if !ok {
+				t.Fatalf("%s: no store for source %d", when, id)
+			}
+			if h := s.LogHolds(); h != 0 {
+				t.Fatalf("%s: source %d's operation log is held %d time(s), want 0", when, id, h)
+			}
+		}
+		if got := n.Table().ActiveShards(); !slices.Equal(got, sources) {
+			t.Fatalf("%s: active %v, want %v", when, got, sources)
+		}
+		r := node.NewRouter(n, tab, node.RouterConfig{})
+		for i := range 20 {
+			if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte(when)); err != nil {
+				t.Fatalf("%s: sources no longer serve: %v", when, err)
+			}
+		}
+	}
+
+	rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 7}})
+	if err != nil || rep.Phase != splitter.PhaseAborted || routing.ExceptionOf(rep.Err) != routing.IllegalArgument {
+		t.Fatalf("merge with an unknown shard: phase %s, %v, %v; want aborted with IllegalArgumentException", rep.Phase, err, rep.Err)
+	}
+	noHolds("refused")
+
+	failTarget.Store(true)
+	rep, err = d.RunMerge(splitter.MergePlan{Sources: sources})
+	failTarget.Store(false)
+	if err != nil || rep.Phase != splitter.PhaseAborted || !errors.Is(rep.Err, syscall.ENOSPC) {
+		t.Fatalf("merge with ENOSPC on its target: phase %s, %v, %v", rep.Phase, err, rep.Err)
+	}
+	t.Logf("aborted with: %v", rep.Err)
+	noHolds("enospc")
+
+	mg := d.StartMerge(splitter.MergePlan{Sources: sources})
+	for mg.Machine().Phase() != splitter.PhaseCatchUp {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mg.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	for !mg.Done() {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noHolds("cancelled")
+
+	mg = d.StartMerge(splitter.MergePlan{Sources: sources})
+	for mg.Machine().Phase() != splitter.PhaseCatchUp {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = n.Close()
+	reopen(t, crashed, tab).Close()
+}

@@ -26,8 +26,8 @@ func (r *CheckReport) violate(format string, args ...any) {
 	}
 }
 
-// Check verifies a recovered node: the table is valid (INV-1..5) with no
-// split in progress; the journal has no unfinished split; every store holds
+// Check verifies a recovered node: the table is valid (INV-1..5m) with no
+// split or merge in progress; the journal has no unfinished split; every store holds
 // only keys of its span (INV-6); every document is on the shard the table
 // names, in exactly one live shard. docs, if not nil, receives every
 // document found (for callers that check contents).
@@ -40,10 +40,19 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 	if ip := t.InProgress(); len(ip) != 0 {
 		r.violate("table v%d has splits in progress after recovery: %v", t.Version(), ip)
 	}
+	if ip := t.MergesInProgress(); len(ip) != 0 {
+		r.violate("table v%d has merges in progress after recovery: %v", t.Version(), ip)
+	}
 	if j != nil {
 		for _, rec := range splitter.Last(j.Records()) {
 			if !rec.Stage.Finished() {
 				r.violate("journal: split %d left at %s", rec.Split, rec.Stage)
+			}
+			if rec.Kind == splitter.KindMerge {
+				if m, ok := t.Merge(rec.Target); rec.Stage == splitter.StageDone && (!ok || m.InProgress) {
+					r.violate("journal: merge %d into %d is done but table v%d does not record it", rec.Split, rec.Target, t.Version())
+				}
+				continue
 			}
 			if rec.Stage == splitter.StageDone && !t.IsSplitParent(rec.Parent) {
 				r.violate("journal: split %d of %d is done but table v%d does not record it", rec.Split, rec.Parent, t.Version())

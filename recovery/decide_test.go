@@ -6,8 +6,10 @@ package recovery
 //
 //	table mode=partition|opensearch shards=N routing-shards=R
 //	begin shard=P ways=N | commit shard=P | cancel shard=P     edits applied to the table
+//	begin-merge sources=A,B | commit-merge target=T | cancel-merge target=T
 //	decide                                                     input: one record per line:
 //	  split=N stage=S parent=P [children=A,B]
+//	  split=N kind=merge stage=S sources=A,B [target=T]
 //	journal format=1                                            (decide's input as the format-1
 //	                                                             code of commit 04fb9f5 wrote it)
 
@@ -64,6 +66,32 @@ func TestDecideGolden(t *testing.T) {
 			}
 			tab = next
 			return describe(tab)
+		case "begin-merge", "commit-merge", "cancel-merge":
+			var e routing.Edit
+			switch td.Cmd {
+			case "begin-merge":
+				var srcs []string
+				td.ScanArgs(t, "sources", &srcs)
+				e.Kind = routing.BeginMerge
+				for _, v := range srcs {
+					var id routing.ShardID
+					fmt.Sscan(v, &id)
+					e.Sources = append(e.Sources, id)
+				}
+			case "commit-merge", "cancel-merge":
+				var target int
+				td.ScanArgs(t, "target", &target)
+				e.Kind, e.Shard = routing.CommitMerge, routing.ShardID(target)
+				if td.Cmd == "cancel-merge" {
+					e.Kind = routing.CancelMerge
+				}
+			}
+			next, err := routing.Apply(tab, e)
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			tab = next
+			return describe(tab)
 		case "decide":
 			records, err := parseRecords(td.Input)
 			if err != nil {
@@ -71,6 +99,10 @@ func TestDecideGolden(t *testing.T) {
 			}
 			var b strings.Builder
 			for _, d := range Decide(records, tab) {
+				if d.Kind == splitter.KindMerge {
+					fmt.Fprintf(&b, "merge %d of %v into %d: %s cancel=%v delete=%v\n  why: %s\n", d.Split, d.Sources, d.Target, d.Action, d.Cancel, d.Delete, d.Why)
+					continue
+				}
 				fmt.Fprintf(&b, "split %d of %d: %s cancel=%v delete=%v\n  why: %s\n", d.Split, d.Parent, d.Action, d.Cancel, d.Delete, d.Why)
 			}
 			if b.Len() == 0 {
@@ -99,12 +131,23 @@ func parseRecords(input string) ([]splitter.Record, error) {
 				r.Stage = s
 			case "parent":
 				fmt.Sscan(v, &r.Parent)
-			case "children":
+			case "children", "sources":
 				for _, c := range strings.Split(v, ",") {
 					var id routing.ShardID
 					fmt.Sscan(c, &id)
-					r.Children = append(r.Children, id)
+					if k == "sources" {
+						r.Sources = append(r.Sources, id)
+					} else {
+						r.Children = append(r.Children, id)
+					}
 				}
+			case "kind":
+				if v != "merge" {
+					return nil, fmt.Errorf("unknown kind %q", v)
+				}
+				r.Kind = splitter.KindMerge
+			case "target":
+				fmt.Sscan(v, &r.Target)
 			default:
 				return nil, fmt.Errorf("unknown field %q", k)
 			}
@@ -124,6 +167,13 @@ func describe(t *routing.Table) string {
 			state = "in progress"
 		}
 		fmt.Fprintf(&b, "; split of %d %s %v", s.Parent, state, childIDs(s))
+	}
+	for _, m := range t.Merges() {
+		state := "committed"
+		if m.InProgress {
+			state = "in progress"
+		}
+		fmt.Fprintf(&b, "; merge of %v into %d %s", m.SourceIDs(), m.Target, state)
 	}
 	return b.String() + "\n"
 }

@@ -18,7 +18,17 @@
 //	published                   roll forward: delete the parent's store
 //	done, aborted               nothing
 //
-// A split is superseded when a later split (a higher split id) has records
+// Merge records (splitter.KindMerge) follow the same table, with the
+// target for the children and the sources for the parent:
+//
+//	begin, reserved, aborting   roll back: cancel the reservation (CancelMerge) if the table has it
+//	                            for exactly these sources; delete the target
+//	handoff                     the table decides: it commits the merge of exactly these sources into
+//	                            the target → roll forward (delete the sources), else roll back
+//	published                   roll forward: delete the sources' stores
+//	done, aborted               nothing
+//
+// A split or merge is superseded when a later split (a higher split id) has records
 // in the journal. Splits run one at a time, so a superseded split had ended
 // in memory before the later one began, whatever its last durable record
 // says: its reservation was already cancelled or committed, and its child
@@ -65,12 +75,16 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
 
-// Decision is the plan for one unfinished split.
+// Decision is the plan for one unfinished split or merge.
 type Decision struct {
-	Split  uint64 // 0: a reservation in the table that no journal record accounts for
-	Parent routing.ShardID
-	Action Action
-	// Cancel: apply CancelSplit to the table (the reservation is still in it).
+	Split   uint64 // 0: a reservation in the table that no journal record accounts for
+	Kind    splitter.RecordKind
+	Parent  routing.ShardID   // of a split
+	Target  routing.ShardID   // of a merge (0: never reserved)
+	Sources []routing.ShardID // of a merge
+	Action  Action
+	// Cancel: apply CancelSplit (of a merge: CancelMerge of Target) to the
+	// table (the reservation is still in it).
 	Cancel bool
 	// Delete: shard stores to delete.
 	Delete []routing.ShardID
@@ -89,7 +103,12 @@ func Decide(records []splitter.Record, t *routing.Table) []Decision {
 			continue
 		}
 		later := laterSplits(last[i+1:], r)
-		d := decide(r, t, later)
+		var d Decision
+		if r.Kind == splitter.KindMerge {
+			d = decideMerge(r, t, later)
+		} else {
+			d = decide(r, t, later)
+		}
 		if d.Cancel {
 			t = cancelled(t, &d)
 		}
@@ -106,6 +125,15 @@ func Decide(records []splitter.Record, t *routing.Table) []Decision {
 		t = cancelled(t, &d)
 		out = append(out, d)
 	}
+	for _, target := range t.MergesInProgress() {
+		d := Decision{Kind: splitter.KindMerge, Target: target, Action: RollBack, Cancel: true, Delete: []routing.ShardID{target},
+			Why: fmt.Sprintf("table v%d reserves a merge into %d that no unfinished journal record accounts for", t.Version(), target)}
+		if rec, ok := t.Merge(target); ok {
+			d.Sources = childIDs(routing.SplitRecord{Children: rec.Sources})
+		}
+		t = cancelled(t, &d)
+		out = append(out, d)
+	}
 	return out
 }
 
@@ -113,7 +141,7 @@ func Decide(records []splitter.Record, t *routing.Table) []Decision {
 // it (see cancelTable); a table that refuses is noted in the decision and
 // left for carryOut to report.
 func cancelled(t *routing.Table, d *Decision) *routing.Table {
-	next, err := cancelTable(t, d.Parent)
+	next, err := cancelTable(t, d.cancelEdit())
 	if err != nil {
 		d.Why += fmt.Sprintf("; CancelSplit refused: %v", err)
 		return t
@@ -121,33 +149,105 @@ func cancelled(t *routing.Table, d *Decision) *routing.Table {
 	return next
 }
 
-// cancelTable cancels parent's reservation two versions up: the version in
+// cancelTable applies a cancel two versions up: the version in
 // between may have been published in memory before a crash (the commit of
 // a handoff that never became durable) and reached routers, which adopt
 // only strictly newer tables; no version number is ever reused.
-func cancelTable(t *routing.Table, parent routing.ShardID) (*routing.Table, error) {
+func cancelTable(t *routing.Table, cancel routing.Edit) (*routing.Table, error) {
 	bumped, err := routing.Bump(t)
 	if err != nil {
 		return nil, err
 	}
-	return routing.Apply(bumped, routing.Edit{Kind: routing.CancelSplit, Shard: parent})
+	return routing.Apply(bumped, cancel)
 }
 
-// later says which splits came after one in the journal.
+// cancelEdit is the edit that forgets the decision's reservation.
+func (d Decision) cancelEdit() routing.Edit {
+	if d.Kind == splitter.KindMerge {
+		return routing.Edit{Kind: routing.CancelMerge, Shard: d.Target}
+	}
+	return routing.Edit{Kind: routing.CancelSplit, Shard: d.Parent}
+}
+
+// doneRecord is the journal record that says the decision was carried out.
+func (d Decision) doneRecord(v routing.Version) splitter.Record {
+	if d.Kind == splitter.KindMerge {
+		return splitter.Record{Split: d.Split, Kind: splitter.KindMerge, Stage: d.Done, Target: d.Target, Sources: d.Sources, Version: v}
+	}
+	return splitter.Record{Split: d.Split, Stage: d.Done, Parent: d.Parent, Version: v}
+}
+
+// later says which splits and merges came after one in the journal.
 type later struct {
-	any        bool // some split began after it: it had ended in memory
-	sameParent bool // a later split of the same parent: it did not commit
+	any        bool // some operation began after it: it had ended in memory
+	sameParent bool // a later operation consumed one of its inputs (a split's parent, a merge's sources): it did not commit
+}
+
+// inputs returns the shards a record's operation consumes when it commits.
+func inputs(r splitter.Record) []routing.ShardID {
+	if r.Kind == splitter.KindMerge {
+		return r.Sources
+	}
+	return []routing.ShardID{r.Parent}
 }
 
 func laterSplits(after []splitter.Record, r splitter.Record) later {
 	var l later
+	mine := inputs(r)
 	for _, o := range after {
 		if o.Split > r.Split {
 			l.any = true
-			l.sameParent = l.sameParent || o.Parent == r.Parent
+			for _, id := range inputs(o) {
+				l.sameParent = l.sameParent || slices.Contains(mine, id)
+			}
 		}
 	}
 	return l
+}
+
+// decideMerge is the decision table for one merge's last record.
+func decideMerge(r splitter.Record, t *routing.Table, l later) Decision {
+	d := Decision{Split: r.Split, Kind: splitter.KindMerge, Target: r.Target, Sources: slices.Clone(r.Sources)}
+	target := r.Target
+	if target == 0 && !l.any {
+		// A begin record: the reservation, if it was made, is the
+		// in-progress merge of exactly these sources.
+		if rec, ok := t.MergeOf(r.Sources[0]); ok && sameIDs(rec.SourceIDs(), r.Sources) {
+			target = rec.Target
+		}
+	}
+	rec, ok := t.Merge(target)
+	ours := ok && target != 0 && sameIDs(rec.SourceIDs(), r.Sources)
+	mine := ours && rec.InProgress
+	committed := ours && !rec.InProgress && !l.sameParent &&
+		(r.Stage == splitter.StagePublished || r.Stage == splitter.StageHandoff)
+	switch {
+	case committed:
+		d.Action, d.Done = RollForward, splitter.StageDone
+		d.Delete = slices.Clone(r.Sources)
+		d.Why = fmt.Sprintf("last record %s and table v%d commits the merge into %d", r.Stage, t.Version(), target)
+	case l.any && !mine:
+		d.Action, d.Done = RollBack, splitter.StageAborted
+		d.Why = fmt.Sprintf("last record %s, superseded by a later operation: it had ended before that one began and its ids may be reused; nothing to undo", r.Stage)
+	default:
+		d.Action, d.Done = RollBack, splitter.StageAborted
+		if !l.any && r.Target != 0 {
+			d.Delete = []routing.ShardID{r.Target}
+		}
+		if mine {
+			d.Cancel, d.Target = true, target
+			if !slices.Contains(d.Delete, target) {
+				d.Delete = append(d.Delete, target)
+			}
+		}
+		d.Why = fmt.Sprintf("last record %s and table v%d does not commit the merge", r.Stage, t.Version())
+	}
+	return d
+}
+
+// sameIDs reports whether two id lists hold the same ids, in any order.
+func sameIDs(a, b []routing.ShardID) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // decide is the decision table for one split's last record.
@@ -256,7 +356,7 @@ func Open(opts storage.Options, initial *routing.Table, logger *zap.Logger) (*no
 func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger *zap.Logger) ([]Decision, *routing.Table, error) {
 	decisions := Decide(j.Records(), t)
 	for _, d := range decisions {
-		logger.Info("recovering split", zap.Uint64("split", d.Split), zap.Stringer("action", d.Action), zap.String("why", d.Why))
+		logger.Info("recovering split or merge", zap.Uint64("split", d.Split), zap.Stringer("kind", d.Kind), zap.Stringer("action", d.Action), zap.String("why", d.Why))
 		for _, id := range d.Delete {
 			if slices.Contains(t.ActiveShards(), id) {
 				return nil, nil, fmt.Errorf("split %d: refusing to delete shard %d, which table v%d names active", d.Split, id, t.Version())
@@ -266,7 +366,7 @@ func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger
 			}
 		}
 		if d.Cancel {
-			next, err := cancelTable(t, d.Parent)
+			next, err := cancelTable(t, d.cancelEdit())
 			if err != nil {
 				return nil, nil, fmt.Errorf("split %d: %w", d.Split, err)
 			}
@@ -278,7 +378,7 @@ func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger
 		if d.Split == 0 {
 			continue // a reservation without a journal record: nothing to record
 		}
-		if err := j.Append(splitter.Record{Split: d.Split, Stage: d.Done, Parent: d.Parent, Version: t.Version()}); err != nil {
+		if err := j.Append(d.doneRecord(t.Version())); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -12,6 +12,9 @@ package routing
 //	apply begin-split shard=S points=(K1,K2,...)   split points in display units
 //	apply commit-split shard=S children=(C1,C2,...)
 //	apply cancel-split shard=S
+//	apply begin-merge sources=(A,B,...)
+//	apply commit-merge shard=T [sources=(A,B,...)]
+//	apply cancel-merge shard=T
 //	lookup key=K [root=R]       K in display units; root defaults to K's root (partition mode) or 0
 //	lookup id=X [routing=Y]     route a document
 //	table
@@ -95,12 +98,25 @@ func parseEdit(t *testing.T, td *datadriven.TestData, mode Mode) Edit {
 		e.Kind = CommitSplit
 	case "cancel-split":
 		e.Kind = CancelSplit
+	case "begin-merge":
+		e.Kind = BeginMerge
+	case "commit-merge":
+		e.Kind = CommitMerge
+	case "cancel-merge":
+		e.Kind = CancelMerge
 	default:
 		td.Fatalf(t, "unknown edit kind %q", kind)
 	}
 	var shard uint32
-	td.ScanArgs(t, "shard", &shard)
+	if e.Kind != BeginMerge {
+		td.ScanArgs(t, "shard", &shard)
+	}
 	e.Shard = ShardID(shard)
+	if arg, ok := td.Arg("sources"); ok {
+		for _, v := range arg.Vals {
+			e.Sources = append(e.Sources, ShardID(parseInt(t, td, v)))
+		}
+	}
 	td.MaybeScanArgs(t, "ways", &e.Ways)
 	if arg, ok := td.Arg("points"); ok {
 		for _, v := range arg.Vals {
@@ -193,6 +209,14 @@ func formatTable(tab *Table) string {
 			state = "in progress"
 		}
 		fmt.Fprintf(&b, "split %d (root %d) %s: %s\n", sp.Parent, sp.Root, state, formatLeaves(tab.Mode(), sp.Children))
+	}
+	for _, m := range tab.Merges() {
+		state := "committed"
+		if m.InProgress {
+			state = "in progress"
+		}
+		fmt.Fprintf(&b, "merge into %d[%d,%d) (root %d) %s: %s\n", m.Target, tab.Mode().Display(m.Span().Start),
+			tab.Mode().Display(m.Span().End), m.Root, state, formatLeaves(tab.Mode(), m.Sources))
 	}
 	return b.String()
 }

@@ -23,7 +23,8 @@
 // contiguous span of a 32-bit routing-key space and is divided into leaves,
 // each owned by one shard. Lookup finds the root by the classic formula and
 // then binary-searches the root's leaves. Edits (BeginSplit, CommitSplit,
-// CancelSplit) go through Apply, which validates its input and its output
+// CancelSplit; BeginMerge, CommitMerge, CancelMerge for adjacent leaves of
+// one root becoming one new shard) go through Apply, which validates its input and its output
 // and returns the next version; a *Table is never modified once returned,
 // so it may be shared by any number of goroutines.
 //
@@ -35,6 +36,8 @@
 // # Errors
 //
 // A rule OpenSearch enforces fails with an *Error carrying the Java
-// exception class and OpenSearch's message verbatim. Other errors are
+// exception class and OpenSearch's message verbatim. Merges have no
+// OpenSearch counterpart: a refused merge is an IllegalArgumentException
+// in OpenSearch's style, naming the shards. Other errors are
 // prefixed "routing:"; a damaged table encoding wraps ErrCorruptTable.
 package routing

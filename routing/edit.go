@@ -19,6 +19,15 @@ const (
 	// CancelSplit forgets the reservation (cancelSplit); the child ids
 	// become holes that the next split reuses.
 	CancelSplit
+	// BeginMerge reserves a target id for two or more adjacent leaves of
+	// one root (Edit.Sources). Routing does not change: the target is
+	// invisible to Lookup until the merge commits.
+	BeginMerge
+	// CommitMerge replaces the sources by the target in their root's
+	// leaves. This is the publish of a merge. Edit.Shard is the target.
+	CommitMerge
+	// CancelMerge forgets the reservation; the target id becomes a hole.
+	CancelMerge
 )
 
 func (k EditKind) String() string {
@@ -29,6 +38,12 @@ func (k EditKind) String() string {
 		return "commit-split"
 	case CancelSplit:
 		return "cancel-split"
+	case BeginMerge:
+		return "begin-merge"
+	case CommitMerge:
+		return "commit-merge"
+	case CancelMerge:
+		return "cancel-merge"
 	}
 	return fmt.Sprintf("EditKind(%d)", uint8(k))
 }
@@ -36,7 +51,11 @@ func (k EditKind) String() string {
 // Edit is a delta to a routing table.
 type Edit struct {
 	Kind  EditKind
-	Shard ShardID // the parent being split
+	Shard ShardID // the parent being split, or the target of a merge
+
+	// Sources are the shards a BeginMerge merges (in any order), and, if
+	// set, the sources a CommitMerge must name.
+	Sources []ShardID
 
 	// Ways is the number of equal children of a BeginSplit without Points.
 	Ways int
@@ -58,6 +77,8 @@ func (e Edit) String() string {
 		return fmt.Sprintf("begin-split %d into %d", e.Shard, e.Ways)
 	case CommitSplit:
 		return fmt.Sprintf("commit-split %d children %v", e.Shard, e.Children)
+	case BeginMerge:
+		return fmt.Sprintf("begin-merge %v", e.Sources)
 	}
 	return fmt.Sprintf("%s %d", e.Kind, e.Shard)
 }
@@ -80,6 +101,12 @@ func Apply(t *Table, e Edit) (*Table, error) {
 		err = n.commitSplit(e.Shard, e.Children)
 	case CancelSplit:
 		err = n.cancelSplit(e.Shard)
+	case BeginMerge:
+		err = n.beginMerge(e.Sources)
+	case CommitMerge:
+		err = n.commitMerge(e.Shard, e.Sources)
+	case CancelMerge:
+		err = n.cancelMerge(e.Shard)
 	default:
 		err = fmt.Errorf("routing: unknown edit kind %d", e.Kind)
 	}
@@ -113,6 +140,9 @@ func (t *Table) beginSplit(e Edit) error {
 	root, idx, ok := t.findLeaf(e.Shard)
 	if !ok {
 		return newError(IllegalArgument, "Shard ID doesn't exist in the current list of shard ranges")
+	}
+	if m, ok := t.MergeOf(e.Shard); ok {
+		return newError(IllegalArgument, "Cannot split shard [%d]: it is being merged into shard [%d]", e.Shard, m.Target)
 	}
 	parent := t.roots[root][idx].Span
 	spans, err := t.childSpans(e, parent)
@@ -191,8 +221,10 @@ func (t *Table) spansAtPoints(e Edit, parent Span) ([]Span, error) {
 // skipping ids reserved by in-progress splits.
 //
 // consumed = every unsplit root id, every split parent, every child of a
-// recorded split. A hole is an id strictly between two neighbouring
-// consumed ids.
+// recorded split, every source and target of a recorded merge. A hole is
+// an id strictly between two neighbouring consumed ids. A merge target is
+// allocated by the same rule, so a cancelled merge's target is a hole and a
+// merged source is never reused.
 func (t *Table) allocateChildIDs(n int) []ShardID {
 	var consumed []ShardID
 	for r, leaves := range t.roots {
@@ -208,6 +240,15 @@ func (t *Table) allocateChildIDs(n int) []ShardID {
 			if s.InProgress {
 				reserved[c.Shard] = true
 			}
+		}
+	}
+	for _, m := range t.merges {
+		consumed = append(consumed, m.Target)
+		for _, src := range m.Sources {
+			consumed = append(consumed, src.Shard)
+		}
+		if m.InProgress {
+			reserved[m.Target] = true
 		}
 	}
 	slices.Sort(consumed)
@@ -277,5 +318,100 @@ func (t *Table) cancelSplit(parent ShardID) error {
 		return newError(Assertion, "split of shard [%d] is not in progress", parent)
 	}
 	t.splits = slices.Delete(t.splits, i, i+1)
+	return nil
+}
+
+// formatIDs prints ids as OpenSearch prints a list: [1, 2, 3].
+func formatIDs(ids []ShardID) string {
+	var b []byte
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "%d", id)
+	}
+	return string(append(b, ']'))
+}
+
+// beginMerge reserves a target for adjacent leaves of one root. Every
+// refusal is an IllegalArgumentException naming the shards, and leaves the
+// table as it was (Apply returns the input's clone only on success).
+func (t *Table) beginMerge(sources []ShardID) error {
+	ids := formatIDs(sources)
+	if len(sources) < 2 {
+		return newError(IllegalArgument, "Cannot merge shards %s: a merge needs at least 2 shards", ids)
+	}
+	root := -1
+	idxs := make([]int, 0, len(sources))
+	for i, id := range sources {
+		if slices.Contains(sources[:i], id) {
+			return newError(IllegalArgument, "Cannot merge shards %s: shard [%d] is named twice", ids, id)
+		}
+		r, idx, ok := t.findLeaf(id)
+		if !ok {
+			return newError(IllegalArgument, "Cannot merge shards %s: shard [%d] doesn't exist in the current list of shard ranges", ids, id)
+		}
+		if root >= 0 && r != root {
+			return newError(IllegalArgument, "Cannot merge shards %s: shard [%d] belongs to root [%d], shard [%d] to root [%d]",
+				ids, sources[0], root, id, r)
+		}
+		root = r
+		idxs = append(idxs, idx)
+	}
+	for _, id := range sources {
+		if sp, ok := t.Split(id); ok && sp.InProgress {
+			return newError(IllegalArgument, "Cannot merge shards %s: split of shard [%d] is already in progress", ids, id)
+		}
+		if m, ok := t.MergeOf(id); ok {
+			return newError(IllegalArgument, "Cannot merge shards %s: shard [%d] is already being merged into shard [%d]", ids, id, m.Target)
+		}
+	}
+	slices.Sort(idxs)
+	for i := 1; i < len(idxs); i++ {
+		if idxs[i] != idxs[i-1]+1 {
+			return newError(IllegalArgument, "Cannot merge shards %s: shard ranges are not adjacent", ids)
+		}
+	}
+	leaves := t.roots[root][idxs[0] : idxs[len(idxs)-1]+1]
+	rec := MergeRecord{Target: t.allocateChildIDs(1)[0], Root: ShardID(root), Sources: slices.Clone(leaves), InProgress: true}
+	i, _ := slices.BinarySearchFunc(t.merges, rec.Target, func(m MergeRecord, id ShardID) int { return cmpShard(m.Target, id) })
+	t.merges = slices.Insert(t.merges, i, rec)
+	return nil
+}
+
+// commitMerge replaces the sources by the target in their root's leaves.
+// If sources is not empty it must name exactly the reserved sources.
+func (t *Table) commitMerge(target ShardID, sources []ShardID) error {
+	i, found := slices.BinarySearchFunc(t.merges, target, func(m MergeRecord, id ShardID) int { return cmpShard(m.Target, id) })
+	if !found || !t.merges[i].InProgress {
+		return newError(Assertion, "merge into shard [%d] is not in progress", target)
+	}
+	rec := &t.merges[i]
+	if len(sources) > 0 {
+		got := slices.Sorted(slices.Values(sources))
+		want := slices.Sorted(slices.Values(rec.SourceIDs()))
+		if !slices.Equal(got, want) {
+			return newError(Assertion, "merge into shard [%d] reserved sources %s, commit names %s", target, formatIDs(want), formatIDs(sources))
+		}
+	}
+	_, idx, ok := t.findLeaf(rec.Sources[0].Shard)
+	if !ok {
+		return newError(Assertion, "merge into shard [%d]: source [%d] is not active", target, rec.Sources[0].Shard)
+	}
+	t.roots[rec.Root] = slices.Replace(t.roots[rec.Root], idx, idx+len(rec.Sources), Leaf{Shard: target, Span: rec.Span()})
+	t.maxShard = max(t.maxShard, target)
+	rec.InProgress = false
+	return nil
+}
+
+// cancelMerge forgets an in-progress merge: the table routes exactly as
+// before it began.
+func (t *Table) cancelMerge(target ShardID) error {
+	i, found := slices.BinarySearchFunc(t.merges, target, func(m MergeRecord, id ShardID) int { return cmpShard(m.Target, id) })
+	if !found || !t.merges[i].InProgress {
+		return newError(Assertion, "merge into shard [%d] is not in progress", target)
+	}
+	t.merges = slices.Delete(t.merges, i, i+1)
 	return nil
 }

@@ -14,15 +14,18 @@ import (
 //	+--------+---------+------+---------+---------+--------+---------+---------+---------+
 //	per root:  nleaves u32, then per leaf: shard u32, start u64, end u64
 //	nsplits u32, per split: parent u32, root u32, inprogress u8, nchildren u32, children as leaves
+//	nmerges u32, per merge: target u32, root u32, inprogress u8, nsources u32, sources as leaves  (format 2)
 //	crc32c u32 of every byte before it
 //
 // The magic and format version are part of the format and must not change;
-// a new layout gets a new format version.
+// a new layout gets a new format version. Format 1 (before merges) has no
+// merge section; Decode still reads it, Encode writes format 2.
 const (
-	tableMagic         = "SSRT"
-	tableFormatVersion = 1
-	tableHeaderLen     = 4 + 2 + 1 + 8 + 4*5
-	leafLen            = 4 + 8 + 8
+	tableMagic          = "SSRT"
+	tableFormatVersion  = 2
+	tableFormatNoMerges = 1 // the format before merges
+	tableHeaderLen      = 4 + 2 + 1 + 8 + 4*5
+	leafLen             = 4 + 8 + 8
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -51,6 +54,17 @@ func (t *Table) Encode() []byte {
 		b = append(b, ip)
 		b = appendLeaves(b, s.Children)
 	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(t.merges)))
+	for _, m := range t.merges {
+		b = binary.BigEndian.AppendUint32(b, uint32(m.Target))
+		b = binary.BigEndian.AppendUint32(b, uint32(m.Root))
+		var ip byte
+		if m.InProgress {
+			ip = 1
+		}
+		b = append(b, ip)
+		b = appendLeaves(b, m.Sources)
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -75,13 +89,14 @@ func Decode(data []byte) (*Table, error) {
 	if string(body[:4]) != tableMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrCorruptTable, body[:4])
 	}
-	if v := binary.BigEndian.Uint16(body[4:]); v != tableFormatVersion {
-		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorruptTable, v, tableFormatVersion)
+	format := binary.BigEndian.Uint16(body[4:])
+	if format != tableFormatVersion && format != tableFormatNoMerges {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrCorruptTable, format, tableFormatNoMerges, tableFormatVersion)
 	}
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return nil, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorruptTable, got, sum)
 	}
-	t, err := decodeBody(&byteReader{b: body[6:]})
+	t, err := decodeBody(&byteReader{b: body[6:]}, format)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorruptTable, err)
 	}
@@ -91,7 +106,7 @@ func Decode(data []byte) (*Table, error) {
 	return t, nil
 }
 
-func decodeBody(r *byteReader) (*Table, error) {
+func decodeBody(r *byteReader, format uint16) (*Table, error) {
 	t := &Table{mode: Mode(r.u8()), version: Version(r.u64())}
 	t.settings = Settings{Shards: int(r.u32()), RoutingShards: int(r.u32()), PartitionSize: int(r.u32())}
 	t.maxShard = ShardID(r.u32())
@@ -108,6 +123,21 @@ func decodeBody(r *byteReader) (*Table, error) {
 		s := SplitRecord{Parent: ShardID(r.u32()), Root: ShardID(r.u32()), InProgress: r.u8() == 1}
 		s.Children = r.leaves()
 		t.splits = append(t.splits, s)
+	}
+	if format >= 2 {
+		nmerges := r.count(4 + 4 + 1 + 4)
+		for range nmerges {
+			m := MergeRecord{Target: ShardID(r.u32()), Root: ShardID(r.u32())}
+			switch ip := r.u8(); ip {
+			case 0:
+			case 1:
+				m.InProgress = true
+			default:
+				r.fail(fmt.Errorf("merge into %d: in-progress byte %d", m.Target, ip))
+			}
+			m.Sources = r.leaves()
+			t.merges = append(t.merges, m)
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		return nil, fmt.Errorf("%d trailing bytes", len(r.b))
@@ -138,6 +168,12 @@ func (r *byteReader) take(n int) []byte {
 	p := r.b[:n]
 	r.b = r.b[n:]
 	return p
+}
+
+func (r *byteReader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
 }
 
 func (r *byteReader) u8() uint8   { return r.take(1)[0] }

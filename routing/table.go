@@ -123,6 +123,30 @@ type SplitRecord struct {
 	InProgress bool
 }
 
+// MergeRecord is one merge that was begun and not cancelled: adjacent
+// leaves of one root (the sources) that become one new shard (the target)
+// owning their union. OpenSearch has no such record; see DESIGN.md.
+type MergeRecord struct {
+	Target     ShardID
+	Root       ShardID
+	Sources    []Leaf // ascending by span; they are adjacent and tile Span()
+	InProgress bool
+}
+
+// Span is the union of the sources' spans: the span the target owns.
+func (m MergeRecord) Span() Span {
+	return Span{Start: m.Sources[0].Span.Start, End: m.Sources[len(m.Sources)-1].Span.End}
+}
+
+// SourceIDs returns the sources' ids, ascending by span.
+func (m MergeRecord) SourceIDs() []ShardID {
+	ids := make([]ShardID, len(m.Sources))
+	for i, s := range m.Sources {
+		ids[i] = s.Shard
+	}
+	return ids
+}
+
 // Table is an immutable, versioned routing table: every partition (or hash)
 // of every root maps to exactly one active shard. Edits produce new tables
 // through Apply; a *Table is never modified after Apply returns it, so it
@@ -136,10 +160,13 @@ type SplitRecord struct {
 //	INV-4  an in-progress split's children tile its parent's span, its parent
 //	       is an active leaf, and its child ids are not active.
 //	INV-5  a committed split's parent is not active and its id is never reused.
+//	INV-5m an in-progress merge's sources are adjacent active leaves of its
+//	       root and its target is not active; a committed merge's sources
+//	       are not active and their ids are never reused.
 //
-// Validate also checks that the split records form the tree Apply builds
-// (validateTree): each root's committed splits, followed down from the
-// root, give exactly its leaves; every record is reached from the root it
+// Validate also checks that the split and merge records form the history
+// Apply builds (validateTree): each root's committed splits and merges,
+// replayed from the root, give exactly its leaves; every record is reached from the root it
 // names; no id is used twice; max shard id is the highest committed id. So
 // a table decoded from bytes is one that edits could have produced.
 type Table struct {
@@ -149,6 +176,7 @@ type Table struct {
 	roots    [][]Leaf      // committed leaves of each root, ascending
 	maxShard ShardID       // highest committed shard id
 	splits   []SplitRecord // ascending by parent
+	merges   []MergeRecord // ascending by target
 }
 
 // NewTable returns version 1 of a table in which every root is unsplit.
@@ -299,7 +327,50 @@ func (t *Table) Shard(id ShardID) (Location, bool) {
 			}
 		}
 	}
+	if m, ok := t.Merge(id); ok && m.InProgress {
+		return Location{Root: m.Root, Span: m.Span()}, true
+	}
 	return Location{}, false
+}
+
+// Merges returns every merge begun and not cancelled, ascending by target.
+// The slice must not be modified.
+func (t *Table) Merges() []MergeRecord { return t.merges }
+
+// Merge returns the merge record of a target, if a merge into it was begun
+// and not cancelled.
+func (t *Table) Merge(target ShardID) (MergeRecord, bool) {
+	i, ok := slices.BinarySearchFunc(t.merges, target, func(m MergeRecord, id ShardID) int { return cmpShard(m.Target, id) })
+	if !ok {
+		return MergeRecord{}, false
+	}
+	return t.merges[i], true
+}
+
+// MergeOf returns the in-progress merge that id is a source of, if any.
+func (t *Table) MergeOf(id ShardID) (MergeRecord, bool) {
+	for _, m := range t.merges {
+		if !m.InProgress {
+			continue
+		}
+		for _, s := range m.Sources {
+			if s.Shard == id {
+				return m, true
+			}
+		}
+	}
+	return MergeRecord{}, false
+}
+
+// MergesInProgress returns the targets of merges begun and not committed.
+func (t *Table) MergesInProgress() []ShardID {
+	var ids []ShardID
+	for _, m := range t.merges {
+		if m.InProgress {
+			ids = append(ids, m.Target)
+		}
+	}
+	return ids
 }
 
 // Split returns the split record of a parent, if a split of it was begun
@@ -332,9 +403,13 @@ func (t *Table) IsSplitParent(id ShardID) bool {
 
 // LookupInProgress resolves like Lookup but descends one level into the
 // children of an in-progress split (OpenSearch's shardWithRecoveringChild
-// path, includeInProgressChild = true).
+// path, includeInProgressChild = true), or into the target of an
+// in-progress merge.
 func (t *Table) LookupInProgress(p Placement) ShardID {
 	id := t.Lookup(p)
+	if m, ok := t.MergeOf(id); ok {
+		return m.Target
+	}
 	sp, ok := t.Split(id)
 	if !ok || !sp.InProgress {
 		return id
@@ -364,11 +439,18 @@ func (t *Table) clone() *Table {
 		s.Children = slices.Clone(s.Children)
 		n.splits[i] = s
 	}
+	if len(t.merges) > 0 {
+		n.merges = make([]MergeRecord, len(t.merges))
+		for i, m := range t.merges {
+			m.Sources = slices.Clone(m.Sources)
+			n.merges[i] = m
+		}
+	}
 	return n
 }
 
 // SameLayout reports whether two tables route identically and record the
-// same splits: OpenSearch's SplitShardsMetadata.equals, plus the mode and
+// same splits and merges: OpenSearch's SplitShardsMetadata.equals, plus the mode and
 // settings. Versions are not compared.
 func (t *Table) SameLayout(o *Table) bool {
 	if t.mode != o.mode || t.settings != o.settings || t.maxShard != o.maxShard {
@@ -377,7 +459,12 @@ func (t *Table) SameLayout(o *Table) bool {
 	if !slices.EqualFunc(t.roots, o.roots, slices.Equal) {
 		return false
 	}
-	return slices.EqualFunc(t.splits, o.splits, func(a, b SplitRecord) bool {
+	if !slices.EqualFunc(t.splits, o.splits, func(a, b SplitRecord) bool {
 		return a.Parent == b.Parent && a.Root == b.Root && a.InProgress == b.InProgress && slices.Equal(a.Children, b.Children)
+	}) {
+		return false
+	}
+	return slices.EqualFunc(t.merges, o.merges, func(a, b MergeRecord) bool {
+		return a.Target == b.Target && a.Root == b.Root && a.InProgress == b.InProgress && slices.Equal(a.Sources, b.Sources)
 	})
 }

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Validate checks the table's invariants (INV-1..INV-5 on Table). It is
+// Validate checks the table's invariants (INV-1..INV-5m on Table). It is
 // cheap, so it is always on: Apply runs it on its input and its output, and
 // Decode on what it decoded.
 func (t *Table) Validate() error {
@@ -41,6 +41,23 @@ func (t *Table) Validate() error {
 			return fmt.Errorf("routing: table v%d split of %d: %w", t.version, s.Parent, err)
 		}
 	}
+	merging := map[ShardID]bool{}
+	for i, m := range t.merges {
+		if i > 0 && t.merges[i-1].Target >= m.Target {
+			return fmt.Errorf("routing: table v%d: merge records not ascending at target %d", t.version, m.Target)
+		}
+		if err := t.validateMerge(m, active); err != nil {
+			return fmt.Errorf("routing: table v%d merge into %d: %w", t.version, m.Target, err)
+		}
+		if m.InProgress {
+			for _, s := range m.Sources {
+				if merging[s.Shard] {
+					return fmt.Errorf("routing: table v%d: shard %d is a source of two merges", t.version, s.Shard)
+				}
+				merging[s.Shard] = true
+			}
+		}
+	}
 	if err := t.validateTree(); err != nil {
 		return fmt.Errorf("routing: table v%d: %w", t.version, err)
 	}
@@ -51,80 +68,188 @@ func (t *Table) Validate() error {
 // ids are Java ints.
 const maxShardID = 1<<31 - 1
 
-// validateTree checks that the split records form the forest Apply builds,
-// so that a decoded table is one some sequence of edits could have made:
+// validateTree checks that the split and merge records form the history
+// Apply builds, so that a decoded table is one some sequence of edits could
+// have made:
 //
-//   - walking down from each root through its committed splits reaches
+//   - replaying the committed records from each root (a split replaces its
+//     parent by its children, which cover exactly the parent's span; a
+//     merge replaces adjacent sources of its root by its target) reaches
 //     exactly the root's leaves, in order, with the same spans;
-//   - every split record is reached, names the root it is reached from, and
-//     its children cover exactly the span of the node it splits;
-//   - no id is a root and a child, or a child twice (so child ids are never
-//     reused, INV-5, and the walk visits each record once);
+//   - every committed record is replayed, and names the root it is
+//     replayed in;
+//   - no id is a root, a child or a merge target twice (so ids are never
+//     reused, INV-5, and each record is replayed once);
 //   - the max shard id is the highest committed id, and no id exceeds
 //     maxShardID.
 //
-// The per-record checks of validateSplit run first and give the more
-// specific messages; this catches what they cannot see one record at a time.
+// Records are replayed in any order in which their inputs exist: each id
+// is produced once and consumed at most once, so every such order gives the
+// same leaves. The per-record checks of validateSplit and validateMerge run
+// first and give the more specific messages; this catches what they cannot
+// see one record at a time.
 func (t *Table) validateTree() error {
 	if t.maxShard > maxShardID {
 		return fmt.Errorf("max shard id %d exceeds %d", t.maxShard, maxShardID)
-	}
-	recs := make(map[ShardID]int, len(t.splits)) // parent -> index in t.splits
-	for i, s := range t.splits {
-		recs[s.Parent] = i
 	}
 	seen := make(map[ShardID]bool, len(t.roots))
 	for r := range t.roots {
 		seen[ShardID(r)] = true
 	}
-	visited, maxCommitted := 0, ShardID(len(t.roots)-1)
-	var stack, want []Leaf
-	for r, leaves := range t.roots {
-		want = want[:0]
-		stack = append(stack[:0], Leaf{Shard: ShardID(r), Span: t.RootSpan(ShardID(r))})
-		for len(stack) > 0 {
-			n := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			i, split := recs[n.Shard]
-			if !split {
-				want = append(want, n)
+	produce := func(what string, id ShardID) error {
+		if id > maxShardID {
+			return fmt.Errorf("%s: id %d exceeds %d", what, id, maxShardID)
+		}
+		if seen[id] {
+			return fmt.Errorf("%s: id %d is already a root, a child or a merge target", what, id)
+		}
+		seen[id] = true
+		return nil
+	}
+	for _, s := range t.splits {
+		for _, c := range s.Children {
+			if err := produce(fmt.Sprintf("split of %d", s.Parent), c.Shard); err != nil {
+				return err
+			}
+		}
+	}
+	for _, m := range t.merges {
+		if err := produce(fmt.Sprintf("merge into %d", m.Target), m.Target); err != nil {
+			return err
+		}
+	}
+	frontier := make([][]Leaf, len(t.roots))
+	rootOf := make(map[ShardID]int, len(t.roots))
+	for r := range t.roots {
+		frontier[r] = []Leaf{{Shard: ShardID(r), Span: t.RootSpan(ShardID(r))}}
+		rootOf[ShardID(r)] = r
+	}
+	indexOf := func(r int, id ShardID) int {
+		return slices.IndexFunc(frontier[r], func(l Leaf) bool { return l.Shard == id })
+	}
+	maxCommitted := ShardID(len(t.roots) - 1)
+	splitDone := make([]bool, len(t.splits))
+	mergeDone := make([]bool, len(t.merges))
+	pending := 0
+	for _, s := range t.splits {
+		if !s.InProgress {
+			pending++
+		}
+	}
+	for _, m := range t.merges {
+		if !m.InProgress {
+			pending++
+		}
+	}
+	for progress := true; progress && pending > 0; {
+		progress = false
+		for i, s := range t.splits {
+			if s.InProgress || splitDone[i] {
 				continue
 			}
-			s := t.splits[i]
-			visited++
+			r, ok := rootOf[s.Parent]
+			if !ok {
+				continue
+			}
 			if s.Root != ShardID(r) {
 				return fmt.Errorf("split of %d names root %d, its parent descends from root %d", s.Parent, s.Root, r)
 			}
+			idx := indexOf(r, s.Parent)
+			n := frontier[r][idx]
 			if cover := (Span{Start: s.Children[0].Span.Start, End: s.Children[len(s.Children)-1].Span.End}); cover != n.Span {
 				return fmt.Errorf("split of %d: children cover %s, parent owns %s", s.Parent, cover, n.Span)
 			}
+			frontier[r] = slices.Replace(frontier[r], idx, idx+1, s.Children...)
+			delete(rootOf, s.Parent)
 			for _, c := range s.Children {
-				if c.Shard > maxShardID {
-					return fmt.Errorf("split of %d: child id %d exceeds %d", s.Parent, c.Shard, maxShardID)
-				}
-				if seen[c.Shard] {
-					return fmt.Errorf("split of %d: child id %d is already a root or a child", s.Parent, c.Shard)
-				}
-				seen[c.Shard] = true
+				rootOf[c.Shard] = r
+				maxCommitted = max(maxCommitted, c.Shard)
 			}
-			if s.InProgress {
-				want = append(want, n) // the parent serves until the commit
+			splitDone[i], progress = true, true
+			pending--
+		}
+		for i, m := range t.merges {
+			if m.InProgress || mergeDone[i] {
 				continue
 			}
-			for j := len(s.Children) - 1; j >= 0; j-- { // pop in ascending order
-				stack = append(stack, s.Children[j])
-				maxCommitted = max(maxCommitted, s.Children[j].Shard)
+			ready := true
+			for _, src := range m.Sources {
+				if r, ok := rootOf[src.Shard]; !ok {
+					ready = false
+				} else if ShardID(r) != m.Root {
+					return fmt.Errorf("merge into %d names root %d, its source %d descends from root %d", m.Target, m.Root, src.Shard, r)
+				}
 			}
-		}
-		if !slices.Equal(want, leaves) {
-			return fmt.Errorf("root %d: leaves %v, its split records give %v", r, leaves, want)
+			if !ready {
+				continue
+			}
+			r := int(m.Root)
+			idx := indexOf(r, m.Sources[0].Shard)
+			if idx+len(m.Sources) > len(frontier[r]) || !slices.Equal(frontier[r][idx:idx+len(m.Sources)], m.Sources) {
+				return fmt.Errorf("merge into %d: sources %v are not adjacent leaves of root %d", m.Target, m.SourceIDs(), r)
+			}
+			frontier[r] = slices.Replace(frontier[r], idx, idx+len(m.Sources), Leaf{Shard: m.Target, Span: m.Span()})
+			for _, src := range m.Sources {
+				delete(rootOf, src.Shard)
+			}
+			rootOf[m.Target] = r
+			maxCommitted = max(maxCommitted, m.Target)
+			mergeDone[i], progress = true, true
+			pending--
 		}
 	}
-	if visited != len(t.splits) {
-		return fmt.Errorf("%d split records descend from no root", len(t.splits)-visited)
+	if pending > 0 {
+		return fmt.Errorf("%d committed split or merge records descend from no root", pending)
+	}
+	for r, leaves := range t.roots {
+		if !slices.Equal(frontier[r], leaves) {
+			return fmt.Errorf("root %d: leaves %v, its split and merge records give %v", r, leaves, frontier[r])
+		}
 	}
 	if t.maxShard != maxCommitted {
 		return fmt.Errorf("max shard id %d, the highest committed id is %d", t.maxShard, maxCommitted)
+	}
+	return nil
+}
+
+// validateMerge checks INV-5m for one merge record.
+func (t *Table) validateMerge(m MergeRecord, active map[ShardID]bool) error {
+	if int(m.Root) >= len(t.roots) {
+		return fmt.Errorf("root %d out of range", m.Root)
+	}
+	if len(m.Sources) < 2 {
+		return fmt.Errorf("%d sources, a merge needs at least 2", len(m.Sources))
+	}
+	span := m.Span()
+	if root := t.RootSpan(m.Root); span.Start < root.Start || span.End > root.End {
+		return fmt.Errorf("sources cover %s outside root %d's span %s", span, m.Root, root)
+	}
+	if err := validateTiling(t.mode, m.Target, span, m.Sources); err != nil {
+		return err
+	}
+	if !m.InProgress {
+		for _, s := range m.Sources {
+			if active[s.Shard] {
+				return fmt.Errorf("committed source %d is still active", s.Shard)
+			}
+		}
+		return nil
+	}
+	if active[m.Target] {
+		return fmt.Errorf("in-progress target is active")
+	}
+	root, idx, ok := t.findLeaf(m.Sources[0].Shard)
+	if !ok || ShardID(root) != m.Root {
+		return fmt.Errorf("in-progress source %d is not a leaf of root %d", m.Sources[0].Shard, m.Root)
+	}
+	leaves := t.roots[root]
+	if idx+len(m.Sources) > len(leaves) || !slices.Equal(leaves[idx:idx+len(m.Sources)], m.Sources) {
+		return fmt.Errorf("in-progress sources %v are not adjacent leaves of root %d", m.SourceIDs(), m.Root)
+	}
+	for _, s := range m.Sources {
+		if sp, ok := t.Split(s.Shard); ok && sp.InProgress {
+			return fmt.Errorf("in-progress source %d is also splitting", s.Shard)
+		}
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 // Package splitter runs the online in-place split of one shard into N
-// children.
+// children, and the online merge of adjacent shards of one root into one
+// (MergeMachine, Driver.RunMerge: the same shape, with one catch-up bound
+// per source and every source fenced, in id order, at the handoff).
 //
 // The protocol is a pure state machine (Machine) in the etcd-raft style:
 // Step feeds it an event, Ready says what to do next — first the journal
@@ -23,8 +25,8 @@
 // most Plan.MaxHandoffs times). A cancel is an event: accepted before the
 // fence, refused after.
 //
-// Concurrency: a Split's Next and Cancel may be called from different
-// goroutines; a Driver runs one split at a time.
+// Concurrency: a Split's (or Merge's) Next and Cancel may be called from
+// different goroutines; a Driver runs one split or merge at a time.
 //
 // splitter imports routing, storage, node and internal/; its machine uses
 // routing only.

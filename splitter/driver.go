@@ -40,11 +40,12 @@ type Config struct {
 
 // Report is what a split measured.
 type Report struct {
-	Split       uint64 // the split id
+	Split       uint64 // the split (or merge) id
 	Parent      routing.ShardID
-	Children    []routing.ShardID
-	Phase       Phase // the final phase: PhaseDone, PhaseAborted or PhaseFailed
-	Err         error // why it aborted or failed
+	Children    []routing.ShardID // of a merge: the target
+	Sources     []routing.ShardID // of a merge: the merged shards
+	Phase       Phase             // the final phase: PhaseDone, PhaseAborted or PhaseFailed
+	Err         error             // why it aborted or failed
 	Durations   map[Phase]time.Duration
 	Total       time.Duration
 	Stall       time.Duration // the longest the parent's apply lock was held at handoff (writes to the parent wait for it)
@@ -177,17 +178,17 @@ func (sp *Split) Next() (Intent, Event, error) {
 	rd := sp.m.Ready()
 	sp.m.Advance()
 	if rd.Intent.Kind == 0 {
-		if err := sp.writeJournal(rd.Journal); err != nil {
+		if err := sp.d.writeJournal(rd.Journal); err != nil {
 			sp.log.Warn("journal record not written", zap.Error(err))
 		}
 		return Intent{}, Event{}, fmt.Errorf("splitter: split %d of %d has nothing to do in phase %s", sp.m.ID(), sp.m.Plan().Parent, sp.m.Phase())
 	}
 	from := sp.m.Phase()
 	var ev Event
-	if err := sp.checkAlone(rd.Intent); err != nil {
+	if err := sp.d.checkAlone(sp.m.ID(), rd.Intent); err != nil {
 		// Nothing of this split was written: it ends with an aborted record.
 		ev = Event{Kind: EventFailed, Err: err}
-	} else if err := sp.writeJournal(rd.Journal); err != nil && rd.Intent.Kind.NeedsJournal() {
+	} else if err := sp.d.writeJournal(rd.Journal); err != nil && rd.Intent.Kind.NeedsJournal() {
 		ev = Event{Kind: EventFailed, Err: fmt.Errorf("%s: %w", rd.Intent.Kind, err)}
 	} else {
 		if err != nil {
@@ -207,17 +208,17 @@ func (sp *Split) Next() (Intent, Event, error) {
 	return rd.Intent, ev, nil
 }
 
-// checkAlone refuses to begin a split while the journal has another one
-// unfinished (a split that failed its node, left for recovery): splits run
-// one at a time, which recovery relies on to tell a superseded record from
-// a split in flight.
-func (sp *Split) checkAlone(in Intent) error {
-	j := sp.d.cfg.Journal
+// checkAlone refuses to begin a split or merge while the journal has
+// another one unfinished (one that failed its node, left for recovery):
+// they run one at a time, which recovery relies on to tell a superseded
+// record from an operation in flight.
+func (d *Driver) checkAlone(id uint64, in Intent) error {
+	j := d.cfg.Journal
 	if in.Kind != IntentReserve || j == nil {
 		return nil
 	}
-	if ids := j.Unfinished(sp.m.ID()); len(ids) > 0 {
-		return fmt.Errorf("splitter: split %d of shard %d not begun: split %v is unfinished; reopen the index to recover it", sp.m.ID(), sp.m.Plan().Parent, ids)
+	if ids := j.Unfinished(id); len(ids) > 0 {
+		return fmt.Errorf("splitter: operation %d not begun: split or merge %v is unfinished; reopen the index to recover it", id, ids)
 	}
 	return nil
 }
@@ -243,7 +244,7 @@ func (sp *Split) afterStep(from Phase, ev Event) {
 func (sp *Split) finish() {
 	rd := sp.m.Ready()
 	sp.m.Advance()
-	if err := sp.writeJournal(rd.Journal); err != nil {
+	if err := sp.d.writeJournal(rd.Journal); err != nil {
 		sp.log.Warn("final journal record not written; the next journal write carries it", zap.Error(err))
 	}
 }
@@ -282,12 +283,12 @@ func (sp *Split) Report() Report {
 
 // writeJournal writes records durably, stamped with the table version; a
 // driver without a journal writes nothing.
-func (sp *Split) writeJournal(records []Record) error {
-	j := sp.d.cfg.Journal
+func (d *Driver) writeJournal(records []Record) error {
+	j := d.cfg.Journal
 	if j == nil || (len(records) == 0 && !j.Dirty()) {
 		return nil
 	}
-	v := sp.d.n.Table().Version()
+	v := d.n.Table().Version()
 	for i := range records {
 		records[i].Version = v
 	}

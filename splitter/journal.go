@@ -28,15 +28,20 @@ import (
 // every write (a temporary file, fsync, rename, fsync of the directory), so
 // a crash leaves either the old or the new journal, never a torn one:
 //
+//	format 3: "SSJL" | 3 u16 | next split id u64 | count u32 | record3... | crc32c u32 of all before
 //	format 2: "SSJL" | 2 u16 | next split id u64 | count u32 | record... | crc32c u32 of all before
 //	format 1: "SSJL" | 1 u16 | count u32 | record... | crc32c u32 of all before
 //	record:   split u64 | stage u8 | parent u32 | version u64 | n u16 | n x child u32
+//	record3:  split u64 | kind u8 | stage u8 | shard u32 | version u64 | n u16 | n x id u32
+//	          kind 1 (split): shard = parent, ids = children
+//	          kind 2 (merge): shard = target (0 before it is reserved), ids = sources
 //
 // Format 2 persists the next split id, so split ids are never reused, even
 // after every record was dropped: a record names its split unambiguously.
-// Format 1 journals (written before split ids were persisted) are still
-// read. The magic and format versions are part of the format; a new layout
-// gets a new format version.
+// Format 3 adds the record kind, for merges; a merge is journaled under an
+// id from the same sequence as splits (one operation at a time). Formats 1
+// and 2 (splits only) are still read. The magic and format versions are
+// part of the format; a new layout gets a new format version.
 
 // JournalFile is the journal's name in the data directory.
 const JournalFile = "SPLITLOG"
@@ -44,7 +49,8 @@ const JournalFile = "SPLITLOG"
 const (
 	journalMagic    = "SSJL"
 	journalFormatV1 = 1
-	journalFormat   = 2
+	journalFormatV2 = 2
+	journalFormat   = 3
 	maxChildren     = 1 << 12
 )
 
@@ -82,16 +88,44 @@ func (s Stage) String() string {
 // Finished reports whether a split whose last record is s needs nothing.
 func (s Stage) Finished() bool { return s == StageDone || s == StageAborted }
 
-// Record is one journal record.
+// RecordKind says what operation a record journals.
+type RecordKind uint8
+
+const (
+	// KindSplit (the zero value, as every format 1 and 2 record): Parent
+	// and Children.
+	KindSplit RecordKind = iota
+	// KindMerge: Target and Sources.
+	KindMerge
+)
+
+func (k RecordKind) String() string {
+	switch k {
+	case KindSplit:
+		return "split"
+	case KindMerge:
+		return "merge"
+	}
+	return fmt.Sprintf("RecordKind(%d)", uint8(k))
+}
+
+// Record is one journal record: of a split (Parent, Children) or of a
+// merge (Target, Sources).
 type Record struct {
-	Split    uint64 // split id: unique per data directory, never reused
+	Split    uint64 // operation id (of a split or a merge): unique per data directory, never reused
+	Kind     RecordKind
 	Stage    Stage
 	Parent   routing.ShardID
 	Version  routing.Version   // the table version when the record was written
 	Children []routing.ShardID // known from StageReserved on
+	Target   routing.ShardID   // KindMerge: known from StageReserved on
+	Sources  []routing.ShardID // KindMerge: always
 }
 
 func (r Record) String() string {
+	if r.Kind == KindMerge {
+		return fmt.Sprintf("merge %d %s sources=%v target=%d v%d", r.Split, r.Stage, r.Sources, r.Target, r.Version)
+	}
 	return fmt.Sprintf("split %d %s parent=%d children=%v v%d", r.Split, r.Stage, r.Parent, r.Children, r.Version)
 }
 
@@ -102,18 +136,46 @@ func (r Record) validate() error {
 	if r.Stage < StageBegin || r.Stage > StageAborted {
 		return fmt.Errorf("unknown stage %d", r.Stage)
 	}
-	if len(r.Children) > maxChildren {
-		return fmt.Errorf("%d children", len(r.Children))
-	}
-	if (r.Stage == StageReserved || r.Stage == StageHandoff || r.Stage == StagePublished) && len(r.Children) == 0 {
-		return fmt.Errorf("%s record without children", r.Stage)
+	reservedOn := r.Stage == StageReserved || r.Stage == StageHandoff || r.Stage == StagePublished
+	switch r.Kind {
+	case KindSplit:
+		if len(r.Children) > maxChildren {
+			return fmt.Errorf("%d children", len(r.Children))
+		}
+		if reservedOn && len(r.Children) == 0 {
+			return fmt.Errorf("%s record without children", r.Stage)
+		}
+		if r.Target != 0 || len(r.Sources) != 0 {
+			return fmt.Errorf("split record with a merge's target or sources")
+		}
+	case KindMerge:
+		if len(r.Sources) < 2 || len(r.Sources) > maxChildren {
+			return fmt.Errorf("merge record with %d sources", len(r.Sources))
+		}
+		if reservedOn && r.Target == 0 {
+			return fmt.Errorf("%s merge record without a target", r.Stage)
+		}
+		if r.Parent != 0 || len(r.Children) != 0 {
+			return fmt.Errorf("merge record with a split's parent or children")
+		}
+	default:
+		return fmt.Errorf("unknown record kind %d", r.Kind)
 	}
 	return nil
 }
 
 // same reports whether two records say the same thing (the version aside).
 func (r Record) same(o Record) bool {
-	return r.Split == o.Split && r.Stage == o.Stage && r.Parent == o.Parent && slices.Equal(r.Children, o.Children)
+	return r.Split == o.Split && r.Kind == o.Kind && r.Stage == o.Stage && r.Parent == o.Parent &&
+		slices.Equal(r.Children, o.Children) && r.Target == o.Target && slices.Equal(r.Sources, o.Sources)
+}
+
+// shardAndIDs returns what a record stores in its shard and id fields.
+func (r Record) shardAndIDs() (routing.ShardID, []routing.ShardID) {
+	if r.Kind == KindMerge {
+		return r.Target, r.Sources
+	}
+	return r.Parent, r.Children
 }
 
 // ErrCorruptJournal marks a journal that failed its magic, format,
@@ -134,19 +196,20 @@ func EncodeJournal(next uint64, records []Record) ([]byte, error) {
 		if r.Split >= next {
 			return nil, fmt.Errorf("splitter: journal record %s: split id not below the next id %d", r, next)
 		}
+		shard, ids := r.shardAndIDs()
 		b = binary.BigEndian.AppendUint64(b, r.Split)
-		b = append(b, byte(r.Stage))
-		b = binary.BigEndian.AppendUint32(b, uint32(r.Parent))
+		b = append(b, byte(r.Kind), byte(r.Stage))
+		b = binary.BigEndian.AppendUint32(b, uint32(shard))
 		b = binary.BigEndian.AppendUint64(b, uint64(r.Version))
-		b = binary.BigEndian.AppendUint16(b, uint16(len(r.Children)))
-		for _, c := range r.Children {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(ids)))
+		for _, c := range ids {
 			b = binary.BigEndian.AppendUint32(b, uint32(c))
 		}
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))), nil
 }
 
-// DecodeJournal decodes a journal of either format and returns the next
+// DecodeJournal decodes a journal of any format and returns the next
 // unused split id with the records; every failure wraps ErrCorruptJournal,
 // and every decoded record is validated again. A format 1 journal's next id
 // is one above its highest record.
@@ -160,15 +223,15 @@ func DecodeJournal(data []byte) (uint64, []Record, error) {
 		return 0, nil, fmt.Errorf("%w: bad magic %q", ErrCorruptJournal, body[:4])
 	}
 	format := binary.BigEndian.Uint16(body[4:])
-	if format != journalFormat && format != journalFormatV1 {
-		return 0, nil, fmt.Errorf("%w: format version %d, this build reads %d and %d", ErrCorruptJournal, format, journalFormatV1, journalFormat)
+	if format < journalFormatV1 || format > journalFormat {
+		return 0, nil, fmt.Errorf("%w: format version %d, this build reads %d to %d", ErrCorruptJournal, format, journalFormatV1, journalFormat)
 	}
 	if got, want := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)), binary.BigEndian.Uint32(data[len(data)-4:]); got != want {
 		return 0, nil, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorruptJournal, got, want)
 	}
 	p := body[6:]
 	next := uint64(0)
-	if format == journalFormat {
+	if format >= journalFormatV2 {
 		if len(p) < 8+4 {
 			return 0, nil, fmt.Errorf("%w: header truncated", ErrCorruptJournal)
 		}
@@ -176,26 +239,42 @@ func DecodeJournal(data []byte) (uint64, []Record, error) {
 	}
 	n := int(binary.BigEndian.Uint32(p))
 	p = p[4:]
-	if n > len(p)/23 {
+	recLen := 23 // split u64 | stage u8 | shard u32 | version u64 | n u16
+	if format >= journalFormat {
+		recLen++ // | kind u8
+	}
+	if n > len(p)/recLen {
 		return 0, nil, fmt.Errorf("%w: %d records in %d bytes", ErrCorruptJournal, n, len(p))
 	}
 	records := make([]Record, 0, n)
 	highest := uint64(0)
 	for i := range n {
-		if len(p) < 23 {
+		if len(p) < recLen {
 			return 0, nil, fmt.Errorf("%w: record %d truncated", ErrCorruptJournal, i)
 		}
-		r := Record{Split: binary.BigEndian.Uint64(p), Stage: Stage(p[8]), Parent: routing.ShardID(binary.BigEndian.Uint32(p[9:])),
-			Version: routing.Version(binary.BigEndian.Uint64(p[13:]))}
-		nc := int(binary.BigEndian.Uint16(p[21:]))
-		p = p[23:]
+		r := Record{Split: binary.BigEndian.Uint64(p)}
+		p = p[8:]
+		if format >= journalFormat {
+			r.Kind, p = RecordKind(p[0]), p[1:]
+		}
+		r.Stage = Stage(p[0])
+		shard := routing.ShardID(binary.BigEndian.Uint32(p[1:]))
+		r.Version = routing.Version(binary.BigEndian.Uint64(p[5:]))
+		nc := int(binary.BigEndian.Uint16(p[13:]))
+		p = p[15:]
 		if len(p) < 4*nc {
 			return 0, nil, fmt.Errorf("%w: record %d truncated", ErrCorruptJournal, i)
 		}
+		var ids []routing.ShardID
 		for j := range nc {
-			r.Children = append(r.Children, routing.ShardID(binary.BigEndian.Uint32(p[4*j:])))
+			ids = append(ids, routing.ShardID(binary.BigEndian.Uint32(p[4*j:])))
 		}
 		p = p[4*nc:]
+		if r.Kind == KindMerge {
+			r.Target, r.Sources = shard, ids
+		} else {
+			r.Parent, r.Children = shard, ids
+		}
 		if err := r.validate(); err != nil {
 			return 0, nil, fmt.Errorf("%w: record %d: %w", ErrCorruptJournal, i, err)
 		}

@@ -61,6 +61,60 @@ func TestJournalRoundTripAndDamage(t *testing.T) {
 	}
 }
 
+// A journal written by the format-2 code (commit abed041, before merges)
+// still decodes: its records are all splits.
+func TestJournalReadsFormat2(t *testing.T) {
+	data, err := os.ReadFile("testdata/journal-format2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, got, err := DecodeJournal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(sampleJournal(), Record{Split: 4, Stage: StageAborted, Parent: 1, Version: 3})
+	if diff := cmp.Diff(want, got); diff != "" || next != 5 {
+		t.Errorf("DecodeJournal(format 2) = next %d, diff (-want +got):\n%s", next, diff)
+	}
+}
+
+// Merge records round-trip in format 3 beside split records, and invalid
+// merge records are refused.
+func TestJournalMergeRecords(t *testing.T) {
+	records := append(sampleJournal(),
+		Record{Split: 2, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8, 9}, Version: 3},
+		Record{Split: 2, Kind: KindMerge, Stage: StageReserved, Target: 10, Sources: []routing.ShardID{8, 9}, Version: 4},
+	)
+	enc, err := EncodeJournal(3, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, got, err := DecodeJournal(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(records, got); diff != "" || next != 3 {
+		t.Errorf("DecodeJournal(EncodeJournal(merge records)) = next %d, diff (-want +got):\n%s", next, diff)
+	}
+	for i := range enc {
+		bad := slices.Clone(enc)
+		bad[i] ^= 0x08
+		if _, _, err := DecodeJournal(bad); !errors.Is(err, ErrCorruptJournal) {
+			t.Fatalf("byte %d flipped: %v, want ErrCorruptJournal", i, err)
+		}
+	}
+	for _, bad := range []Record{
+		{Split: 1, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8}},
+		{Split: 1, Kind: KindMerge, Stage: StageReserved, Sources: []routing.ShardID{8, 9}},
+		{Split: 1, Kind: KindMerge, Stage: StageBegin, Parent: 3, Sources: []routing.ShardID{8, 9}},
+		{Split: 1, Kind: 7, Stage: StageBegin},
+	} {
+		if _, err := EncodeJournal(5, []Record{bad}); err == nil {
+			t.Errorf("invalid record %v was encoded", bad)
+		}
+	}
+}
+
 // A journal written by the format-1 code (commit 04fb9f5, before split ids
 // were persisted) still decodes; its next id is one above its highest.
 func TestJournalReadsFormat1(t *testing.T) {

@@ -100,15 +100,21 @@ const (
 	// IntentCleanup retires the parent.
 	IntentCleanup
 	// IntentCancel releases the parent's log, deletes the children and
-	// applies CancelSplit.
+	// applies CancelSplit (of a merge: the sources' logs, the target,
+	// CancelMerge).
 	IntentCancel
+	// IntentBuildTarget (merges) holds every source's operation log, then
+	// makes the target from the live sources.
+	IntentBuildTarget
+	// IntentSyncTarget (merges) makes the target's writes durable.
+	IntentSyncTarget
 )
 
 var intentNames = [...]string{
 	IntentReserve: "reserve", IntentCreateChildren: "create-children", IntentCatchUp: "catch-up",
 	IntentFence: "fence", IntentReplayTail: "replay-tail", IntentPublish: "publish", IntentUnfence: "unfence",
 	IntentSyncChildren: "sync-children", IntentCommitTable: "commit-table",
-	IntentCleanup: "cleanup", IntentCancel: "cancel",
+	IntentCleanup: "cleanup", IntentCancel: "cancel", IntentBuildTarget: "build-target", IntentSyncTarget: "sync-target",
 }
 
 func (k IntentKind) String() string {
@@ -127,17 +133,23 @@ func (k IntentKind) String() string {
 // journal says, and not doing them would be worse (a fenced parent, a full
 // disk that retiring the parent would relieve).
 func (k IntentKind) NeedsJournal() bool {
-	return k == IntentReserve || k == IntentCreateChildren || k == IntentFence
+	return k == IntentReserve || k == IntentCreateChildren || k == IntentFence || k == IntentBuildTarget
 }
 
 // Intent is one effect for the driver.
 type Intent struct {
 	Kind  IntentKind
 	After uint64 // IntentCatchUp, IntentReplayTail: replay parent writes above this sequence number
+	// Afters (merges): IntentCatchUp, IntentReplayTail replay the writes of
+	// source i above Afters[i], one bound per source.
+	Afters []uint64
 }
 
 func (i Intent) String() string {
 	if i.Kind == IntentCatchUp || i.Kind == IntentReplayTail {
+		if i.Afters != nil {
+			return fmt.Sprintf("%s after=%v", i.Kind, i.Afters)
+		}
 		return fmt.Sprintf("%s after=%d", i.Kind, i.After)
 	}
 	return i.Kind.String()
@@ -161,6 +173,7 @@ const (
 	EventCancelled
 	EventFailed
 	EventCancelRequested
+	EventTargetSynced
 )
 
 var eventNames = [...]string{
@@ -168,7 +181,7 @@ var eventNames = [...]string{
 	EventDrainTimedOut: "drain-timed-out", EventTailReplayed: "tail-replayed", EventPublished: "published",
 	EventUnfenced: "unfenced", EventChildrenSynced: "children-synced", EventCommitted: "committed",
 	EventCleanedUp: "cleaned-up", EventCancelled: "cancelled", EventFailed: "failed",
-	EventCancelRequested: "cancel-requested",
+	EventCancelRequested: "cancel-requested", EventTargetSynced: "target-synced",
 }
 
 func (k EventKind) String() string {
@@ -185,6 +198,9 @@ type Event struct {
 	Seq      uint64            // EventCloned: S; EventCaughtUp, EventTailReplayed: parent seq covered
 	Lag      uint64            // EventCaughtUp: parent writes not yet replayed
 	Err      error             // EventFailed
+	// Seqs (merges): EventCloned: each source's S_i; EventCaughtUp,
+	// EventTailReplayed: each source's sequence number covered.
+	Seqs []uint64
 }
 
 // Plan is what to split and the protocol's bounds.

@@ -14,6 +14,7 @@ package splitter_test
 //	router name=A                                     a router caching the current table
 //	router-write name=A id=X value=V                  write through router A (it retries on stale)
 //	split parent=P ways=N | split parent=P points=K1,K2
+//	merge sources=(A,B,...)                           begin a merge (then step, run, cancel as for a split)
 //	step [n=N]                                        carry out the next N intents (with their journal records)
 //	run                                               step until the split ends
 //	cancel                                            ask the split to cancel: accepted or refused
@@ -45,6 +46,19 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
+// tracedOp is a split or a merge as the trace drives it.
+type tracedOp interface {
+	Next() (Intent, Event, error)
+	Done() bool
+	Cancel() error
+}
+
+// tracedMachine is a split or merge machine as the trace prints it.
+type tracedMachine interface {
+	Phase() Phase
+	Ready() Ready
+}
+
 type traceEnv struct {
 	t       *testing.T
 	mem     *vfs.MemFS // the disk: crashable
@@ -54,7 +68,8 @@ type traceEnv struct {
 	node    *node.Node
 	journal *Journal
 	drv     *Driver
-	split   *Split
+	split   tracedOp // the split or merge being traced
+	machine tracedMachine
 	tables  map[routing.Version]*routing.Table // every published table, for stale requests
 	routers map[string]*node.Router
 }
@@ -135,13 +150,26 @@ func (env *traceEnv) handle(td *datadriven.TestData) (string, error) {
 			res.Shard, res.Seq, res.Version, res.Retries, from), nil
 	case "split":
 		return env.startSplit(td)
+	case "merge":
+		var srcs []string
+		td.ScanArgs(env.t, "sources", &srcs)
+		var plan MergePlan
+		for _, v := range srcs {
+			var id routing.ShardID
+			fmt.Sscan(v, &id)
+			plan.Sources = append(plan.Sources, id)
+		}
+		plan.LagThreshold, plan.MaxCatchUpRounds = 1, 2
+		mg := env.drv.StartMerge(plan)
+		env.split, env.machine = mg, mg.Machine()
+		return showReady(env.machine), nil
 	case "step", "run":
 		return env.step(td)
 	case "cancel":
 		if err := env.split.Cancel(); err != nil {
 			return fmt.Sprintf("refused: %v\n", err), nil
 		}
-		return "accepted; " + showReady(env.split.Machine()), nil
+		return "accepted; " + showReady(env.machine), nil
 	case "journal":
 		var b strings.Builder
 		for _, r := range env.journal.Records() {
@@ -289,13 +317,14 @@ func (env *traceEnv) startSplit(td *datadriven.TestData) (string, error) {
 		td.ScanArgs(env.t, "ways", &ways)
 		plan.Ways = ways
 	}
-	env.split = env.drv.Start(plan)
-	return showReady(env.split.Machine()), nil
+	sp := env.drv.Start(plan)
+	env.split, env.machine = sp, sp.Machine()
+	return showReady(env.machine), nil
 }
 
 // showReady prints a machine's phase, the journal records it wants written
 // and its next intent.
-func showReady(m *Machine) string {
+func showReady(m tracedMachine) string {
 	rd := m.Ready()
 	var recs []string
 	for _, r := range rd.Journal {
@@ -345,6 +374,10 @@ func (env *traceEnv) recover() (string, error) {
 	env.drv = NewDriver(n, Config{Journal: j})
 	var b strings.Builder
 	for _, d := range rep.Decisions {
+		if d.Kind == KindMerge {
+			fmt.Fprintf(&b, "merge %d of %v into %d: %s cancel=%v delete=%v (%s)\n", d.Split, d.Sources, d.Target, d.Action, d.Cancel, d.Delete, d.Why)
+			continue
+		}
 		fmt.Fprintf(&b, "split %d of %d: %s cancel=%v delete=%v (%s)\n", d.Split, d.Parent, d.Action, d.Cancel, d.Delete, d.Why)
 	}
 	fmt.Fprintf(&b, "opened at table v%d\n", rep.Table)
@@ -359,9 +392,9 @@ func (env *traceEnv) step(td *datadriven.TestData) (string, error) {
 		if env.split.Done() {
 			break
 		}
-		from := env.split.Machine().Phase()
+		from := env.machine.Phase()
 		var recs []string
-		for _, r := range env.split.Machine().Ready().Journal {
+		for _, r := range env.machine.Ready().Journal {
 			recs = append(recs, r.Stage.String())
 		}
 		in, ev, err := env.split.Next()
@@ -377,7 +410,7 @@ func (env *traceEnv) step(td *datadriven.TestData) (string, error) {
 		if ev.Kind == EventFailed {
 			fmt.Fprintf(&b, " (%v)", ev.Err)
 		}
-		if to := env.split.Machine().Phase(); to != from {
+		if to := env.machine.Phase(); to != from {
 			fmt.Fprintf(&b, "; phase %s", to)
 		}
 		fmt.Fprintf(&b, "; table v%d\n", env.node.Table().Version())
@@ -420,6 +453,13 @@ func describeTable(t *routing.Table) string {
 			fmt.Fprintf(&b, " %d=[%d,%d]", c.Shard, d(c.Span.Start), d(c.Span.End-1))
 		}
 		b.WriteString("\n")
+	}
+	for _, m := range t.Merges() {
+		state := "committed"
+		if m.InProgress {
+			state = "in progress"
+		}
+		fmt.Fprintf(&b, "  merge of %v into %d=[%d,%d] (%s)\n", m.SourceIDs(), m.Target, d(m.Span().Start), d(m.Span().End-1), state)
 	}
 	return b.String()
 }

@@ -1,12 +1,12 @@
 package tests
 
-// Crash-point enumeration (after Pebble's TestDBWALRotationCrash): a split
-// (and a nested split) runs under concurrent acknowledged writes on Pebble's
+// Crash-point enumeration (after Pebble's TestDBWALRotationCrash): a split,
+// a nested split and a merge of the nested split's children run under concurrent acknowledged writes on Pebble's
 // crashable in-memory filesystem, wrapped in an error-injecting filesystem
 // whose injector takes a crash clone — the filesystem as it would be after
 // a power loss, unsynced data dropped — at every operation that can change
 // durable state. Every clone is then recovered and checked: the table is
-// valid, no split is left unfinished, every document is on the shard the
+// valid, no split or merge is left unfinished, every document is on the shard the
 // table names exactly once, no store holds a key outside its span
 // (recovery.Check), and every id is in a state the write model allows at the
 // crash: its last write acknowledged before the clone, or one attempted
@@ -171,6 +171,10 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 	r2, err := d.Run(splitter.Plan{Parent: r1.SortedChildren()[1], Ways: 2})
 	if err != nil || r2.Phase != splitter.PhaseDone {
 		t.Fatalf("nested split: %v %v", err, r2.Err)
+	}
+	r3, err := d.RunMerge(splitter.MergePlan{Sources: r2.SortedChildren()})
+	if err != nil || r3.Phase != splitter.PhaseDone {
+		t.Fatalf("merge: %v %v", err, r3.Err)
 	}
 	armed.Store(false)
 	stop.Store(true)

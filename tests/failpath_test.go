@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -235,4 +236,155 @@ func TestRouterAdoptsTheTableAfterARolledBackPublish(t *testing.T) {
 		}
 	}
 	_ = n.Close()
+}
+
+// Merge failure paths: a merge the table refuses, one whose target cannot
+// be built (ENOSPC) and one cancelled must each leave both sources serving
+// with no operation log held; a merge crashed after its target exists
+// recovers.
+func TestMergeFailurePaths(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var failTarget atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failTarget.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.Contains(op.Path, "shard-3") {
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	})
+	n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
+	d := splitter.NewDriver(n, splitter.Config{Journal: j})
+	if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+		t.Fatalf("split: %v %v", err, rep.Err)
+	}
+	sources := []routing.ShardID{1, 2}
+	noHolds := func(when string) {
+		t.Helper()
+		for _, id := range sources {
+			s, ok := n.ShardStore(id)
+			if !ok {
+				t.Fatalf("%s: no store for source %d", when, id)
+			}
+			if h := s.LogHolds(); h != 0 {
+				t.Fatalf("%s: source %d's operation log is held %d time(s), want 0", when, id, h)
+			}
+		}
+		if got := n.Table().ActiveShards(); !slices.Equal(got, sources) {
+			t.Fatalf("%s: active %v, want %v", when, got, sources)
+		}
+		r := node.NewRouter(n, tab, node.RouterConfig{})
+		for i := range 20 {
+			if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte(when)); err != nil {
+				t.Fatalf("%s: sources no longer serve: %v", when, err)
+			}
+		}
+	}
+
+	rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 7}})
+	if err != nil || rep.Phase != splitter.PhaseAborted || routing.ExceptionOf(rep.Err) != routing.IllegalArgument {
+		t.Fatalf("merge with an unknown shard: phase %s, %v, %v; want aborted with IllegalArgumentException", rep.Phase, err, rep.Err)
+	}
+	noHolds("refused")
+
+	failTarget.Store(true)
+	rep, err = d.RunMerge(splitter.MergePlan{Sources: sources})
+	failTarget.Store(false)
+	if err != nil || rep.Phase != splitter.PhaseAborted || !errors.Is(rep.Err, syscall.ENOSPC) {
+		t.Fatalf("merge with ENOSPC on its target: phase %s, %v, %v", rep.Phase, err, rep.Err)
+	}
+	t.Logf("aborted with: %v", rep.Err)
+	noHolds("enospc")
+
+	mg := d.StartMerge(splitter.MergePlan{Sources: sources})
+	for mg.Machine().Phase() != splitter.PhaseCatchUp {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mg.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	for !mg.Done() {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noHolds("cancelled")
+
+	mg = d.StartMerge(splitter.MergePlan{Sources: sources})
+	for mg.Machine().Phase() != splitter.PhaseCatchUp {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = n.Close()
+	reopen(t, crashed, tab).Close()
+}
+
+// A merge whose handoff cannot fence its second source (a write holds it
+// past the drain bound) gives up the first source's fence too: between the
+// attempts, while the second source is still held, the first takes writes;
+// after MaxHandoffs timeouts the merge aborts.
+func TestMergeDrainTimeoutReleasesTakenFences(t *testing.T) {
+	n, j, tab := openFailpath(t, vfs.NewMem())
+	defer n.Close()
+	d := splitter.NewDriver(n, splitter.Config{Journal: j})
+	if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+		t.Fatalf("split: %v %v", err, rep.Err)
+	}
+	var toSource1 []string
+	for i := range 20 {
+		if _, s := n.Table().Route(fmt.Sprintf("d%d", i), ""); s == 1 {
+			toSource1 = append(toSource1, fmt.Sprintf("d%d", i))
+		}
+	}
+	// From the first handoff on, hold source 2's apply lock until the merge
+	// cancels (its cancel releases source 2's log, which takes that lock).
+	hold, release := make(chan struct{}), make(chan struct{})
+	holdSource2 := func() {
+		go func() {
+			_, _ = n.HoldApplyLock(2, time.Second, func() error {
+				close(hold)
+				<-release
+				return nil
+			})
+		}()
+		<-hold
+	}
+	var fences, checked int
+	hook := func(_ splitter.Phase, in splitter.Intent) {
+		switch {
+		case in.Kind == splitter.IntentFence:
+			if fences == 0 {
+				holdSource2()
+			}
+			fences++
+		case in.Kind == splitter.IntentCatchUp && fences > 0:
+			// After a timed-out handoff: source 1 must take a write.
+			done := make(chan error, 1)
+			go func() {
+				_, err := node.NewRouter(n, tab, node.RouterConfig{}).Index(toSource1[0], "", []byte("between"))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("write to source 1 between handoffs: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("a write to source 1 did not finish in 5 s: its fence was not released")
+			}
+			checked++
+		case in.Kind == splitter.IntentCancel:
+			close(release)
+		}
+	}
+	d = splitter.NewDriver(n, splitter.Config{Journal: j, DrainTimeout: 5 * time.Millisecond, Hook: hook})
+	rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}, MaxHandoffs: 2})
+	if err != nil || rep.Phase != splitter.PhaseAborted || rep.Handoffs != 2 || checked != 1 {
+		t.Fatalf("merge: phase %s after %d handoffs (%d checks between), %v, %v; want aborted after 2", rep.Phase, rep.Handoffs, checked, err, rep.Err)
+	}
+	if _, err := node.NewRouter(n, tab, node.RouterConfig{}).Index(toSource1[0], "", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,7 +1,7 @@
 package tests
 
-// Real kill -9: start 'splitdemo run' as a subprocess (writing and
-// splitting every 100 ms), SIGKILL it at a random instant, run
+// Real kill -9: start 'splitdemo run' as a subprocess (writing, splitting
+// every 100 ms and merging two adjacent leaves every 150 ms), SIGKILL it at a random instant, run
 // 'splitdemo verify' on what it left, restart, repeat. Every kill must
 // leave a directory that recovers to a consistent index in which every
 // acknowledged write is present.
@@ -37,7 +37,7 @@ func TestKillDashNine(t *testing.T) {
 			mode = "opensearch" // only the first run creates the index; later runs reopen it
 		}
 		run := exec.Command(bin, "run", "--data", data, "--acked", acked, "--docs", "300", "--writers", "4",
-			"--split-every", "100ms", "--split-ways", "2", "--max-shards", "24", "--seed", strconv.Itoa(i), "--mode", mode)
+			"--split-every", "100ms", "--merge-every", "150ms", "--split-ways", "2", "--max-shards", "24", "--seed", strconv.Itoa(i), "--mode", mode)
 		var out strings.Builder
 		run.Stdout, run.Stderr = &out, &out
 		if err := run.Start(); err != nil {

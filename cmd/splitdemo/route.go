@@ -22,7 +22,7 @@ Prints one JSON object per id, one per line, in argument order:
 hash is murmur3 (x86_32, seed 0, UTF-16LE, signed) of the effective routing
 value (--routing, else the id) before the partition offset; partition is the
 routing slot floorMod(hash + offset, R); root is the original shard; shard is
-the shard that owns the document after the given in-place splits.
+the shard that owns the document after the given in-place splits and merges.
 
 Flags come before the ids; "--" ends the flags, so ids may start with "-".
 
@@ -39,9 +39,13 @@ Flags:
                         applied in order
   --split SHARD@K1,K2   split SHARD at routing keys K1 < K2 < ... (partitions in
                         partition mode, signed hashes in opensearch mode)
+  --merge A+B[+C...]    merge adjacent leaves A, B, ... of one root into one new
+                        shard and commit; repeatable; --split and --merge are
+                        applied in command-line order
 
 Children get ids by OpenSearch's rule: holes left by cancelled splits first,
 then ids above the highest id ever committed, in ascending order of range.
+A merge's new shard gets its id by the same rule; merged ids are never reused.
 
 Exit status 2 and one line on stderr naming the bad value on bad input.
 
@@ -49,6 +53,7 @@ Examples:
   splitdemo route --shards 8 user-42
   splitdemo route --shards 8 --split 2:2 --split 9:2 user-42 doc-1
   splitdemo route --shards 8 --mode opensearch --split 2:3 -- -leading-dash-id
+  splitdemo route --shards 8 --split 2:4 --merge 9+10 user-42
 `
 
 // routeLine is one line of route's output; the field order is the contract.
@@ -101,6 +106,59 @@ func parseSplitSpec(s string) (splitSpec, error) {
 	return spec, nil
 }
 
+// mergeSpec is one --merge flag.
+type mergeSpec struct {
+	raw    string
+	shards []routing.ShardID
+}
+
+func parseMergeSpec(s string) (mergeSpec, error) {
+	spec := mergeSpec{raw: s}
+	for id := range strings.SplitSeq(s, "+") {
+		shard, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return spec, fmt.Errorf("shard %q is not a shard id (want A+B[+C...])", id)
+		}
+		spec.shards = append(spec.shards, routing.ShardID(shard))
+	}
+	return spec, nil
+}
+
+// tableOp is one --split or --merge flag, in command-line order.
+type tableOp struct {
+	split *splitSpec
+	merge *mergeSpec
+}
+
+// applyOps applies each split or merge in order.
+func applyOps(t *routing.Table, ops []tableOp) (*routing.Table, error) {
+	var err error
+	for _, op := range ops {
+		if op.merge != nil {
+			t, err = applyMerge(t, *op.merge)
+		} else {
+			t, err = applySplits(t, []splitSpec{*op.split})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// applyMerge begins and commits one merge.
+func applyMerge(t *routing.Table, m mergeSpec) (*routing.Table, error) {
+	next, err := routing.Apply(t, routing.Edit{Kind: routing.BeginMerge, Sources: m.shards})
+	if err != nil {
+		return nil, fmt.Errorf("--merge %q: %w", m.raw, err)
+	}
+	rec, _ := next.MergeOf(m.shards[0])
+	if t, err = routing.Apply(next, routing.Edit{Kind: routing.CommitMerge, Shard: rec.Target, Sources: m.shards}); err != nil {
+		return nil, fmt.Errorf("--merge %q: commit: %w", m.raw, err)
+	}
+	return t, nil
+}
+
 // applySplits begins and commits each split in order.
 func applySplits(t *routing.Table, specs []splitSpec) (*routing.Table, error) {
 	for _, sp := range specs {
@@ -137,10 +195,15 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 	modeName := fs.String("mode", "partition", "")
 	var routingValue *string
 	fs.Func("routing", "", func(v string) error { routingValue = &v; return nil })
-	var specs []splitSpec
+	var ops []tableOp
 	fs.Func("split", "", func(v string) error {
 		spec, err := parseSplitSpec(v)
-		specs = append(specs, spec)
+		ops = append(ops, tableOp{split: &spec})
+		return err
+	})
+	fs.Func("merge", "", func(v string) error {
+		spec, err := parseMergeSpec(v)
+		ops = append(ops, tableOp{merge: &spec})
 		return err
 	})
 	if err := fs.Parse(args); err != nil {
@@ -150,7 +213,7 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 		}
 		return failUsage(stderr, err)
 	}
-	lines, err := route(*shards, *routingShards, *partitionSize, *modeName, routingValue, specs, fs.Args())
+	lines, err := route(*shards, *routingShards, *partitionSize, *modeName, routingValue, ops, fs.Args())
 	if err != nil {
 		return failUsage(stderr, err)
 	}
@@ -165,7 +228,7 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 }
 
 // route computes the output lines; every error names the bad value.
-func route(shards, routingShards, partitionSize int, modeName string, routingValue *string, specs []splitSpec, ids []string) ([]routeLine, error) {
+func route(shards, routingShards, partitionSize int, modeName string, routingValue *string, ops []tableOp, ids []string) ([]routeLine, error) {
 	if len(ids) == 0 {
 		return nil, errors.New("no ids given (usage: splitdemo route [flags] [--] ID...)")
 	}
@@ -181,7 +244,7 @@ func route(shards, routingShards, partitionSize int, modeName string, routingVal
 	if err != nil {
 		return nil, err
 	}
-	if table, err = applySplits(table, specs); err != nil {
+	if table, err = applyOps(table, ops); err != nil {
 		return nil, err
 	}
 	r := ""

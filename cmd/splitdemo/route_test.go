@@ -73,6 +73,37 @@ func TestRoutePartitionModeSplit(t *testing.T) {
 	}
 }
 
+// TestRouteMerge: --merge applies after the --splits before it, in
+// command-line order. Root 2 owns partitions [256,384); user-42 is
+// partition 361. --split 2:4 gives 8[256,288) 9[288,320) 10[320,352)
+// 11[352,384).
+func TestRouteMerge(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		shard   uint32
+		version uint64
+	}{
+		{"merge elsewhere", []string{"--split", "2:4", "--merge", "8+9"}, 11, 5},
+		{"merge owner", []string{"--split", "2:4", "--merge", "11+10"}, 12, 5},
+		{"three-way", []string{"--split", "2:4", "--merge", "9+10+11"}, 12, 5},
+		{"merge back to one leaf", []string{"--split", "2:2", "--merge", "8+9"}, 10, 5},
+		{"split after merge", []string{"--split", "2:2", "--merge", "8+9", "--split", "10:2"}, 12, 7},
+		{"merge of merge", []string{"--split", "2:4", "--merge", "8+9", "--merge", "12+10", "--merge", "13+11"}, 14, 9},
+		{"opensearch", []string{"--mode", "opensearch", "--split", "2:2", "--merge", "8+9", "--split", "10:2"}, 11, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(append([]string{"route", "--shards", "8"}, tt.args...), "user-42")
+			out, errOut, code := runCmd(args...)
+			var l routeLine
+			if code != exitOK || json.Unmarshal([]byte(out), &l) != nil || l.Shard != tt.shard || l.TableVersion != tt.version {
+				t.Fatalf("route %v = %q (exit %d, %s), want shard %d v%d", tt.args, out, code, errOut, tt.shard, tt.version)
+			}
+		})
+	}
+}
+
 func TestRouteRoutingAndDashIDs(t *testing.T) {
 	out, _, code := runCmd("route", "--shards", "8", "--routing", "tenant-1", "--", "-a", "b")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -102,6 +133,13 @@ func TestRouteBadInput(t *testing.T) {
 		{"no ids", []string{"--shards", "8"}, "no ids"},
 		{"unknown flag", []string{"--shard", "8", "x"}, "shard"},
 		{"too deep", []string{"--shards", "8", "--split", "2@300,300", "x"}, "300"},
+		{"merge one shard", []string{"--shards", "8", "--split", "2:2", "--merge", "8", "x"}, "[8]"},
+		{"merge not adjacent", []string{"--shards", "8", "--split", "2:4", "--merge", "8+10", "x"}, "[8, 10]"},
+		{"merge across roots", []string{"--shards", "8", "--merge", "1+2", "x"}, "[1, 2]"},
+		{"merge unknown", []string{"--shards", "8", "--split", "2:2", "--merge", "8+42", "x"}, "[42]"},
+		{"merge merged", []string{"--shards", "8", "--split", "2:2", "--merge", "8+9", "--merge", "8+9", "x"}, "[8]"},
+		{"merge before split", []string{"--shards", "8", "--merge", "8+9", "--split", "2:2", "x"}, "8+9"},
+		{"merge bad id", []string{"--shards", "8", "--merge", "8+x", "x"}, `"x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-const runUsage = `splitdemo run: write continuously while splitting, for crash tests.
+const runUsage = `splitdemo run: write continuously while splitting and merging, for crash tests.
 
 Usage:
   splitdemo run --data DIR [flags]
@@ -34,8 +34,10 @@ interrupted), loads --docs documents into a new index, then writes with
 --writers writers (index, update, delete; a quarter of the ids with custom
 routing) while splitting: the given --split shards in order, and with
 --split-every, repeatedly the active shard holding the most documents into
---split-ways children until --max-shards shards are active. Writes are
-acknowledged only after an fsync (request durability).
+--split-ways children until --max-shards shards are active; and with
+--merge-every, repeatedly two adjacent leaves of one root chosen by the seed
+(one split or merge at a time). Writes are acknowledged only after an fsync
+(request durability).
 
 Each writer owns its ids, so per id the order of FILE is the order of
 application. Before sending a write it appends to FILE
@@ -53,19 +55,21 @@ Flags:
   --split-every D       split the fullest active shard every D (default: never)
   --split-ways N        children per periodic split (default 2)
   --max-shards M        stop periodic splits at M active shards (default 16)
+  --merge-every D       merge two adjacent leaves of a root every D (default: never)
   --acked FILE          the write log described above (default: none)
   --seed S              workload seed (default 1)
   --duration D          stop after D (default: run until killed)
 
 Example:
   splitdemo run --data /tmp/ix --acked /tmp/ix.acked --split-every 200ms --duration 10s
+  splitdemo run --data /tmp/ix --acked /tmp/ix.acked --split-every 100ms --merge-every 150ms
 `
 
 type runConfig struct {
 	data, acked, modeName string
 	shards, docs, writers int
 	splits                []splitSpec
-	every                 time.Duration
+	every, mergeEvery     time.Duration
 	ways, maxShards       int
 	seed                  uint64
 	stream                uint64 // the write log's size at start: see runWriter
@@ -93,6 +97,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.every, "split-every", 0, "")
 	fs.IntVar(&c.ways, "split-ways", 2, "")
 	fs.IntVar(&c.maxShards, "max-shards", 16, "")
+	fs.DurationVar(&c.mergeEvery, "merge-every", 0, "")
 	fs.Uint64Var(&c.seed, "seed", 1, "")
 	fs.DurationVar(&c.duration, "duration", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -189,7 +194,7 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 	}
 	defer n.Close()
 	for _, d := range rep.Decisions {
-		fmt.Fprintf(stdout, "recovered split %d of shard %d: %s (%s)\n", d.Split, d.Parent, d.Action, d.Why)
+		fmt.Fprintf(stdout, "recovered %s (%s)\n", describeDecision(d), d.Why)
 	}
 	if fresh {
 		if err := loadDocs(n, c); err != nil {
@@ -269,7 +274,17 @@ func runWriter(ctx context.Context, n *node.Node, log *ackLog, c runConfig, w in
 	return nil
 }
 
-// runSplits does the --split list, then the periodic splits.
+// describeDecision names a recovery decision: a split's parent or a
+// merge's sources and target.
+func describeDecision(d recovery.Decision) string {
+	if d.Kind == splitter.KindMerge {
+		return fmt.Sprintf("merge %d of shards %v into %d: %s", d.Split, d.Sources, d.Target, d.Action)
+	}
+	return fmt.Sprintf("split %d of shard %d: %s", d.Split, d.Parent, d.Action)
+}
+
+// runSplits does the --split list, then the periodic splits and merges, one
+// at a time (the journal and recovery rely on it).
 func runSplits(ctx context.Context, n *node.Node, j *splitter.Journal, c runConfig) error {
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
 	split := func(parent routing.ShardID, ways int) error {
@@ -287,37 +302,94 @@ func runSplits(ctx context.Context, n *node.Node, j *splitter.Journal, c runConf
 			return err
 		}
 	}
-	if c.every <= 0 {
+	if c.every <= 0 && c.mergeEvery <= 0 {
 		return nil
 	}
-	t := time.NewTicker(c.every)
-	defer t.Stop()
+	splits, merges := tickerOrNil(c.every), tickerOrNil(c.mergeEvery)
+	defer splits.stop()
+	defer merges.stop()
+	rng := rand.New(rand.NewPCG(c.seed, 0x6d65726765)) // "merge"
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
-		}
-		active := n.Table().ActiveShards()
-		if len(active) >= c.maxShards {
-			continue
-		}
-		fullest, most := routing.ShardID(0), -1
-		for _, id := range active {
-			s, ok := n.ShardStore(id)
-			if !ok {
-				continue // retired since the table was read
+		case <-splits.c:
+			if err := splitFullest(n, c, split); err != nil {
+				return err
 			}
-			o, _ := n.Table().Shard(id)
-			if k, err := s.CountKeys(o.Span); err == nil && k > most {
-				fullest, most = id, k
+		case <-merges.c:
+			if err := mergeAdjacent(ctx, n, d, rng); err != nil {
+				return err
 			}
-		}
-		if err := split(fullest, c.ways); err != nil {
-			if routing.ExceptionOf(err) == routing.IllegalArgument { // e.g. too narrow to split further
-				continue
-			}
-			return err
 		}
 	}
+}
+
+// ticker is a time.Ticker whose channel is nil (never ready) when off.
+type ticker struct {
+	t *time.Ticker
+	c <-chan time.Time
+}
+
+func tickerOrNil(d time.Duration) ticker {
+	if d <= 0 {
+		return ticker{}
+	}
+	t := time.NewTicker(d)
+	return ticker{t: t, c: t.C}
+}
+
+func (t ticker) stop() {
+	if t.t != nil {
+		t.t.Stop()
+	}
+}
+
+// splitFullest splits the active shard holding the most documents, unless
+// --max-shards are active.
+func splitFullest(n *node.Node, c runConfig, split func(routing.ShardID, int) error) error {
+	active := n.Table().ActiveShards()
+	if len(active) >= c.maxShards {
+		return nil
+	}
+	fullest, most := routing.ShardID(0), -1
+	for _, id := range active {
+		s, ok := n.ShardStore(id)
+		if !ok {
+			continue // retired since the table was read
+		}
+		o, _ := n.Table().Shard(id)
+		if k, err := s.CountKeys(o.Span); err == nil && k > most {
+			fullest, most = id, k
+		}
+	}
+	if err := split(fullest, c.ways); err != nil && routing.ExceptionOf(err) != routing.IllegalArgument { // e.g. too narrow to split further
+		return err
+	}
+	return nil
+}
+
+// mergeAdjacent merges two adjacent leaves of one root, chosen by rng
+// among every such pair; with none (no root has two leaves) it does nothing.
+func mergeAdjacent(ctx context.Context, n *node.Node, d *splitter.Driver, rng *rand.Rand) error {
+	t := n.Table()
+	var pairs [][]routing.ShardID
+	for r := range t.Settings().Shards {
+		leaves := t.Leaves(routing.ShardID(r))
+		for i := 1; i < len(leaves); i++ {
+			pairs = append(pairs, []routing.ShardID{leaves[i-1].Shard, leaves[i].Shard})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	sources := pairs[rng.IntN(len(pairs))]
+	r, err := d.RunMerge(splitter.MergePlan{Sources: sources})
+	if err != nil {
+		return err
+	}
+	if r.Phase != splitter.PhaseDone && ctx.Err() == nil {
+		return fmt.Errorf("merge of %v aborted: %w", sources, r.Err)
+	}
+	return nil
 }

@@ -23,9 +23,9 @@ const verifyUsage = `splitdemo verify: recover a data directory and check it.
 Usage:
   splitdemo verify --data DIR [--acked FILE] [--json]
 
-Recovers DIR (finishing or rolling back any split a crash interrupted), then
-checks: the routing table is valid with no split in progress; the split
-journal agrees with it; every shard store holds only keys of its span; no
+Recovers DIR (finishing or rolling back any split or merge a crash
+interrupted), then checks: the routing table is valid with no split or merge
+in progress; the journal agrees with it; every shard store holds only keys of its span; no
 document is in two live shards and every document is on the shard the table
 names. With --acked (the write log of 'splitdemo run'), every id in it must
 be in the state of its last acknowledged write, or of a write attempted
@@ -43,7 +43,9 @@ type verifyReport struct {
 	Data      string               `json:"data"`
 	OK        bool                 `json:"ok"`
 	Check     recovery.CheckReport `json:"invariants"`
-	Recovered []string             `json:"recovered_splits"`
+	Recovered []string             `json:"recovered_splits"` // and merges
+	Splits    int                  `json:"splits"`           // committed splits the table records
+	Merges    int                  `json:"merges"`           // committed merges the table records
 	IDs       int                  `json:"ids_checked"`
 	Lines     int                  `json:"acked_file_lines"`
 	Failures  []string             `json:"failures"`
@@ -80,8 +82,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		fmt.Fprintf(stdout, "table v%d, %d shards, %d documents, %d ids checked, %d interrupted splits recovered %q: ",
-			rep.Check.TableVersion, rep.Check.Shards, rep.Check.Documents, rep.IDs, len(rep.Recovered), rep.Recovered)
+		fmt.Fprintf(stdout, "table v%d, %d shards (%d splits, %d merges), %d documents, %d ids checked, %d interrupted splits or merges recovered %q: ",
+			rep.Check.TableVersion, rep.Check.Shards, rep.Splits, rep.Merges, rep.Check.Documents, rep.IDs, len(rep.Recovered), rep.Recovered)
 		if rep.OK {
 			fmt.Fprintln(stdout, "ok")
 		} else {
@@ -105,7 +107,17 @@ func verify(dir, ackedPath string) (verifyReport, error) {
 	}
 	defer n.Close()
 	for _, d := range rr.Decisions {
-		rep.Recovered = append(rep.Recovered, fmt.Sprintf("split %d of shard %d: %s", d.Split, d.Parent, d.Action))
+		rep.Recovered = append(rep.Recovered, describeDecision(d))
+	}
+	for _, s := range n.Table().Splits() {
+		if !s.InProgress {
+			rep.Splits++
+		}
+	}
+	for _, m := range n.Table().Merges() {
+		if !m.InProgress {
+			rep.Merges++
+		}
 	}
 	docs := map[string]model.Value{}
 	rep.Check = recovery.Check(n, j, func(_ routing.ShardID, d storage.Doc) { docs[d.ID] = model.Doc(d.Source) })

@@ -132,3 +132,83 @@ func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration
 	slices.Sort(stalls)
 	return stalls[len(stalls)/2]
 }
+
+// BenchmarkMergeUnderLoad: merge two sibling shards (made by splitting one
+// root before the load) back into one under 5,000 writes/s of 1 KiB
+// documents with request durability, 64 writers, in both layouts. The
+// siblings are ~500 MiB each (siblings=500MiB, the case) or ~10 MiB
+// (siblings=10MiB, a quick check). Run with
+//
+//	go test -run '^$' -bench 'MergeUnderLoad' -benchtime 1x -count 5 -timeout 1h ./internal/experiment
+//
+// Reported as for SplitUnderLoad: stall-ms (writers of the merged keys),
+// node-stall-ms (the longest a source's apply lock was held), merge/steady
+// throughput, merge-ms, and copied-MiB (per-shard layout: ≈ the smaller
+// sibling, copied into the checkpoint of the larger; shared: ~0).
+func BenchmarkMergeUnderLoad(b *testing.B) {
+	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
+		b.Run("layout="+layout.String(), func(b *testing.B) { benchMergeUnderLoad(b, layout) })
+	}
+}
+
+func benchMergeUnderLoad(b *testing.B, layout storage.Layout) {
+	for _, size := range []struct {
+		name string
+		docs int // in the root: two siblings of half each
+	}{{"10MiB", 20 << 10}, {"500MiB", 1 << 20}} {
+		b.Run("siblings="+size.name, func(b *testing.B) {
+			cfg := DatasetConfig{
+				Mode:     routing.ModePartition,
+				Settings: routing.Settings{Shards: 1, RoutingShards: 1024, PartitionSize: 1},
+				Layout:   layout,
+				Docs:     size.docs,
+				Load:     loadgen.Config{Writers: benchWriters, IDsPerWriter: size.docs / benchWriters, DocSize: 1024, Seed: 1},
+			}
+			dir := b.TempDir()
+			d, err := BuildDataset(filepath.Join(dir, "dataset"), cfg, zap.NewNop(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+			run := 0
+			for b.Loop() {
+				run++
+				runDir := filepath.Join(dir, "run", string(rune('a'+run)))
+				if err := d.Clone(runDir); err != nil {
+					b.Fatal(err)
+				}
+				load := cfg.Load
+				load.Rate = 5000
+				// Root 0 split in two before the load: children 1 and 2
+				// (OpenSearch's id rule), the siblings to merge.
+				out, err := RunInPlace(context.Background(), InPlaceConfig{
+					Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
+					Before: []splitter.Plan{{Parent: 0, Ways: 2}},
+					Merges: []splitter.MergePlan{{Sources: []routing.ShardID{1, 2}}},
+					Steady: 3 * time.Second, After: time.Second,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !out.Verify.OK() {
+					b.Fatalf("verification failed: %+v", out.Verify)
+				}
+				steady := loadgen.Summarize(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart)
+				during := loadgen.Summarize(out.Load.Records, out.WindowStart, max(out.WindowEnd, out.WindowStart+100*time.Millisecond))
+				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)), "stall-ms")
+				b.ReportMetric(ms(steadyStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, out.WindowEnd-out.WindowStart)), "steady-stall-ms")
+				b.ReportMetric(ms(out.NodeStall), "node-stall-ms")
+				b.ReportMetric(steady.OpsPerS, "steady-ops/s")
+				b.ReportMetric(during.OpsPerS, "merge-ops/s")
+				b.ReportMetric(during.OpsPerS/steady.OpsPerS, "merge/steady")
+				b.ReportMetric(ms(out.WindowEnd-out.WindowStart), "merge-ms")
+				b.ReportMetric(float64(d.Bytes)/(1<<20), "root-MiB")
+				b.ReportMetric(float64(out.Copied)/(1<<20), "copied-MiB")
+				b.ReportMetric(float64(out.BytesWritten)/(1<<20), "written-MiB")
+				for _, note := range out.Notes {
+					b.Log(note)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,9 +47,14 @@ type InPlaceConfig struct {
 	Durability storage.Durability
 	Load       loadgen.Config
 	Splits     []splitter.Plan // run one after the other
-	Steady     time.Duration   // load before the split (the steady-state window)
-	After      time.Duration   // load after the split
-	Logger     *zap.Logger
+	// Before are splits run before the load starts (not measured): a merge
+	// benchmark makes its siblings with them.
+	Before []splitter.Plan
+	// Merges run one after the other after Splits, under the load.
+	Merges []splitter.MergePlan
+	Steady time.Duration // load before the split (the steady-state window)
+	After  time.Duration // load after the split
+	Logger *zap.Logger
 	// StaleEvery makes every writer forget the tables it learned and go
 	// back to the dataset's first table every n writes (0 = never).
 	StaleEvery int
@@ -94,6 +100,14 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 		return nil, err
 	}
 	defer n.Close()
+	if len(cfg.Before) > 0 {
+		drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger})
+		for _, plan := range cfg.Before {
+			if r, err := drv.Run(plan); err != nil || r.Phase != splitter.PhaseDone {
+				return nil, fmt.Errorf("split of %d before the load: %v (%v)", plan.Parent, err, r.Err)
+			}
+		}
+	}
 	first := n.Table()
 	cfg.Load.Defaults()
 	sink := &routerSink{n: n, first: first, stale: cfg.StaleEvery, counts: make([]int, cfg.Load.Writers)}
@@ -103,6 +117,10 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 	if len(cfg.Splits) > 0 && cfg.Load.Moving == nil {
 		parent := cfg.Splits[0].Parent
 		cfg.Load.Moving = func(id, r string) bool { _, s := first.Route(id, r); return s == parent }
+	}
+	if len(cfg.Splits) == 0 && len(cfg.Merges) > 0 && cfg.Load.Moving == nil {
+		sources := cfg.Merges[0].Sources
+		cfg.Load.Moving = func(id, r string) bool { _, s := first.Route(id, r); return slices.Contains(sources, s) }
 	}
 	disk := func() int64 { u, _ := eng.DiskUsage(); return u.Unique }
 	written := eng.BytesWritten()
@@ -158,6 +176,29 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
 		// The window ends with the handoff: no write waits on cleanup (it
 		// runs in the background and competes only for the disk).
+		for _, p := range out.Phases {
+			if p.Name == splitter.PhaseHandoff.String() {
+				out.WindowEnd = p.End
+			}
+		}
+	}
+	for _, plan := range cfg.Merges {
+		lastPhase = 0
+		r, err := drv.RunMerge(plan)
+		now := time.Since(start)
+		if lastPhase != 0 {
+			out.Phases = append(out.Phases, Phase{Name: lastPhase.String(), Start: phaseStart, End: now})
+		}
+		if err != nil {
+			return fmt.Errorf("merge of %v: %w", plan.Sources, err)
+		}
+		if r.Phase != splitter.PhaseDone {
+			return fmt.Errorf("merge of %v aborted: %w", plan.Sources, r.Err)
+		}
+		out.NodeStall = max(out.NodeStall, r.Stall)
+		out.Copied += r.Copied
+		out.Notes = append(out.Notes, fmt.Sprintf("merge %v -> %v: %d ops caught up, %d handoff(s) (sources locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",
+			plan.Sources, r.Children, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
 		for _, p := range out.Phases {
 			if p.Name == splitter.PhaseHandoff.String() {
 				out.WindowEnd = p.End

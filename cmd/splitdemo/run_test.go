@@ -1,0 +1,36 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+)
+
+// TestRunWithMergesThenVerify: 'run' splits and merges (--split-every,
+// --merge-every) under writes, and 'verify' checks the index it leaves:
+// the table records merges, and every acknowledged write is there.
+func TestRunWithMergesThenVerify(t *testing.T) {
+	for _, mode := range []string{"partition", "opensearch"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			data, acked := filepath.Join(dir, "data"), filepath.Join(dir, "acked.jsonl")
+			_, errOut, code := runCmd("run", "--data", data, "--acked", acked, "--mode", mode, "--docs", "100", "--writers", "2",
+				"--split-every", "40ms", "--merge-every", "60ms", "--duration", "1s", "--seed", "3")
+			if code != exitOK {
+				t.Fatalf("run: exit %d: %s", code, errOut)
+			}
+			out, errOut, code := runCmd("verify", "--data", data, "--acked", acked, "--json")
+			if code != exitOK {
+				t.Fatalf("verify: exit %d: %s%s", code, out, errOut)
+			}
+			var rep verifyReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.Merges == 0 || rep.Splits == 0 || rep.IDs == 0 {
+				t.Fatalf("verify: ok=%v, %d splits, %d merges, %d ids; want ok with splits and merges", rep.OK, rep.Splits, rep.Merges, rep.IDs)
+			}
+			t.Logf("%d splits, %d merges, %d ids checked, %d documents", rep.Splits, rep.Merges, rep.IDs, rep.Check.Documents)
+		})
+	}
+}

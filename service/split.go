@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,22 +31,34 @@ type SplitRequest struct {
 	Points []int64
 }
 
-// Task is one in-place split running (or finished) as a task. Its driver
-// runs in its own goroutine, one intent at a time; a cancel is a request the
-// goroutine carries out between two intents, so the splitter is only ever
-// touched by one goroutine.
+// Task is one in-place split or merge running (or finished) as a task. Its
+// driver runs in its own goroutine, one intent at a time; a cancel is a
+// request the goroutine carries out between two intents, so the splitter is
+// only ever touched by one goroutine.
 type Task struct {
-	ID     string // "<node>:<n>"
-	Num    int64
-	Node   string
-	Req    SplitRequest
-	Start  time.Time
-	ix     *Index
-	sp     *splitter.Split
+	ID    string // "<node>:<n>"
+	Num   int64
+	Node  string
+	Req   SplitRequest  // of a split (Merge == nil)
+	Merge *MergeRequest // of a merge; nil for a split
+	plan  splitter.Plan // of a split
+	Start time.Time
+	ix    *Index
+	// op is the *splitter.Split or *splitter.Merge the task drives.
+	op     operation
 	cancel atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
 	snap   atomic.Pointer[TaskSnapshot]
+}
+
+// operation is what a task drives: a *splitter.Split or a *splitter.Merge.
+type operation interface {
+	Next() (splitter.Intent, splitter.Event, error)
+	Cancel() error
+	Report() splitter.Report
+	Phase() splitter.Phase
+	Done() bool
 }
 
 // TaskSnapshot is a task's state after its last step.
@@ -54,9 +67,10 @@ type TaskSnapshot struct {
 	Report    splitter.Report
 	Completed bool
 	Cancelled bool
-	Err       error // the split could not reach a clean end, or aborted
+	Err       error // the operation could not reach a clean end, or aborted
 	// CancelRefused says why a cancel accepted by CancelTask came too late
-	// (the split published before the task carried the cancel out).
+	// (the operation reached its handoff before the task carried the
+	// cancel out).
 	CancelRefused string
 	End           time.Time
 }
@@ -64,8 +78,35 @@ type TaskSnapshot struct {
 // Snapshot returns the task's latest state.
 func (t *Task) Snapshot() TaskSnapshot { return *t.snap.Load() }
 
+// Index is the name of the index the task splits or merges shards of.
+func (t *Task) Index() string {
+	if t.Merge != nil {
+		return t.Merge.Index
+	}
+	return t.Req.Index
+}
+
+// Action is the task's action name: SplitAction or MergeAction.
+func (t *Task) Action() string {
+	if t.Merge != nil {
+		return MergeAction
+	}
+	return SplitAction
+}
+
+// kind is "split" or "merge", for messages.
+func (t *Task) kind() string {
+	if t.Merge != nil {
+		return "merge"
+	}
+	return "split"
+}
+
 // Description is the task's description.
 func (t *Task) Description() string {
+	if t.Merge != nil {
+		return fmt.Sprintf("merge [%s] shards %s", t.Merge.Index, formatShards(t.Merge.Shards))
+	}
 	if len(t.Req.Points) > 0 {
 		pts := make([]string, len(t.Req.Points))
 		for i, p := range t.Req.Points {
@@ -74,6 +115,46 @@ func (t *Task) Description() string {
 		return fmt.Sprintf("split [%s][%d] at [%s]", t.Req.Index, t.Req.Shard, strings.Join(pts, ","))
 	}
 	return fmt.Sprintf("split [%s][%d] into [%d]", t.Req.Index, t.Req.Shard, t.Req.Ways)
+}
+
+// busy says what the task is doing, for refusals of other operations:
+// "splitting shard [3]" or "merging shards [8, 9]".
+func (t *Task) busy() string {
+	if t.Merge != nil {
+		return "merging shards " + formatShards(t.Merge.Shards)
+	}
+	return fmt.Sprintf("splitting shard [%d]", t.Req.Shard)
+}
+
+// beginEdit is the table edit the task's first step applies.
+func (t *Task) beginEdit() routing.Edit {
+	if t.Merge != nil {
+		return routing.Edit{Kind: routing.BeginMerge, Sources: slices.Clone(t.Merge.Shards)}
+	}
+	return t.plan.Edit()
+}
+
+// reserved reports whether tab holds the task's reservation.
+func (t *Task) reserved(tab *routing.Table) bool {
+	if t.Merge != nil {
+		for _, id := range t.Merge.Shards {
+			if _, ok := tab.MergeOf(id); ok {
+				return true
+			}
+		}
+		return false
+	}
+	sp, ok := tab.Split(t.Req.Shard)
+	return ok && sp.InProgress
+}
+
+// formatShards prints ids as OpenSearch prints a list: [1, 2, 3].
+func formatShards(ids []routing.ShardID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // Wait waits for the task to end or ctx to be done.
@@ -131,16 +212,16 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 	if err := s.checkMetadataBlock(req.Index); err != nil {
 		return nil, err
 	}
-	t := ix.node.Table()
 	plan := splitter.Plan{Parent: req.Shard, Ways: req.Ways}
 	if len(req.Points) > 0 {
 		if req.Ways != 0 {
 			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "give either [number_of_splits] or [split_points], not both")
 		}
+		mode := ix.node.Table().Mode()
 		for _, p := range req.Points {
-			k, err := t.Mode().KeyOf(p)
+			k, err := mode.KeyOf(p)
 			if err != nil {
-				return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "split point [%d] is outside the %s key space", p, t.Mode())
+				return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "split point [%d] is outside the %s key space", p, mode)
 			}
 			plan.Points = append(plan.Points, k)
 		}
@@ -149,15 +230,16 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 	}
 	ix.splitMu.Lock()
 	defer ix.splitMu.Unlock()
-	if ix.split != nil {
-		if ix.split.Req.Shard == req.Shard {
+	if run := ix.split; run != nil && run.Merge == nil {
+		if run.Req.Shard == req.Shard {
 			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "Splitting of shard [%d] is already in progress", req.Shard)
 		}
-		return nil, newErr(TypeIllegalState, http.StatusConflict, req.Index,
-			"index [%s] is already splitting shard [%d] (task [%s]); one split per index at a time", req.Index, ix.split.Req.Shard, ix.split.ID)
+		return nil, ix.busyErr(run)
 	}
 	// Dry run of the reservation, for OpenSearch's refusals before a task
-	// exists.
+	// exists; a running merge's reservation counts even if its goroutine
+	// has not made it yet.
+	t := ix.projected()
 	var err error
 	if len(plan.Points) == 0 {
 		_, err = routing.BeginInPlaceSplit(routing.ClusterState{Index: req.Index, VirtualShards: -1}, t,
@@ -171,29 +253,78 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 			_, err = routing.Apply(t, plan.Edit())
 		}
 	}
+	if err == nil && len(plan.Points) == 0 {
+		// BeginInPlaceSplit follows OpenSearch, which has no merges: the
+		// table's own rule refuses a shard being merged.
+		_, err = routing.Apply(t, plan.Edit())
+	}
 	if err != nil {
 		e := AsError(err)
 		e.Index = req.Index
 		return nil, e
 	}
-	s.tasks.mu.Lock()
-	s.tasks.next++
-	num := s.tasks.next
-	task := &Task{Num: num, Node: s.NodeID(), Req: req, Start: time.Now(), ix: ix,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	task.ID = task.Node + ":" + strconv.FormatInt(num, 10)
-	s.tasks.all[task.ID] = task
-	s.tasks.mu.Unlock()
-	cfg := splitter.Config{Journal: ix.journal, Logger: s.log.With(zap.String("index", req.Index))}
-	if s.cfg.SplitHook != nil {
-		cfg.Hook = func(phase splitter.Phase, next splitter.Intent) { s.cfg.SplitHook(req.Index, phase, next) }
+	if run := ix.split; run != nil {
+		return nil, ix.busyErr(run)
 	}
-	task.sp = splitter.NewDriver(ix.node, cfg).Start(plan)
-	task.snap.Store(&TaskSnapshot{Phase: task.sp.Phase()})
-	ix.split = task
-	go task.run()
+	task := s.newTask(ix)
+	task.Req, task.plan = req, plan
+	task.op = splitter.NewDriver(ix.node, s.driverConfig(ix)).Start(plan)
+	s.launch(task)
 	s.log.Info("split started", zap.String("task", task.ID), zap.String("index", req.Index), zap.Uint32("shard", uint32(req.Shard)))
 	return task, nil
+}
+
+// projected is the index's table with the running task's reservation
+// applied if its goroutine has not applied it yet: the table the task is
+// about to make. Validation of a new request against it refuses with the
+// table's own message whether or not the running task has taken its first
+// step. The caller holds splitMu.
+func (ix *Index) projected() *routing.Table {
+	t := ix.node.Table()
+	if run := ix.split; run != nil && !run.reserved(t) {
+		if p, err := routing.Apply(t, run.beginEdit()); err == nil {
+			return p
+		}
+	}
+	return t
+}
+
+// busyErr refuses a second operation on an index while one runs.
+func (ix *Index) busyErr(run *Task) *Error {
+	return newErr(TypeIllegalState, http.StatusConflict, ix.name,
+		"index [%s] is already %s (task [%s]); one in-place split or merge per index at a time", ix.name, run.busy(), run.ID)
+}
+
+// newTask returns a task of ix with the next id; launch registers it.
+func (s *Service) newTask(ix *Index) *Task {
+	node := s.NodeID()
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	s.tasks.next++
+	task := &Task{Num: s.tasks.next, Node: node, Start: time.Now(), ix: ix,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	task.ID = task.Node + ":" + strconv.FormatInt(task.Num, 10)
+	return task
+}
+
+// driverConfig is the splitter configuration of an index's operations.
+func (s *Service) driverConfig(ix *Index) splitter.Config {
+	cfg := splitter.Config{Journal: ix.journal, Logger: s.log.With(zap.String("index", ix.name))}
+	if s.cfg.SplitHook != nil {
+		cfg.Hook = func(phase splitter.Phase, next splitter.Intent) { s.cfg.SplitHook(ix.name, phase, next) }
+	}
+	return cfg
+}
+
+// launch registers task, makes it the index's running operation and
+// starts its goroutine. The caller holds ix.splitMu.
+func (s *Service) launch(task *Task) {
+	task.snap.Store(&TaskSnapshot{Phase: task.op.Phase()})
+	s.tasks.mu.Lock()
+	s.tasks.all[task.ID] = task
+	s.tasks.mu.Unlock()
+	task.ix.split = task
+	go task.run()
 }
 
 func (t *Task) run() {
@@ -208,37 +339,37 @@ func (t *Task) run() {
 	var runErr error
 	cancelled := false
 	refused := ""
-	for !t.sp.Done() {
+	for !t.op.Done() {
 		select {
 		case <-t.stop:
-			t.snap.Store(&TaskSnapshot{Phase: t.sp.Phase(), Report: t.sp.Report(), Completed: true,
-				Err: fmt.Errorf("the node shut down during the split; recovery decides it on restart"), End: time.Now()})
+			t.snap.Store(&TaskSnapshot{Phase: t.op.Phase(), Report: t.op.Report(), Completed: true,
+				Err: fmt.Errorf("the node shut down during the %s; recovery decides it on restart", t.kind()), End: time.Now()})
 			return
 		default:
 		}
 		if t.cancel.Load() && !cancelled {
 			cancelled = true
-			if err := t.sp.Cancel(); err != nil {
+			if err := t.op.Cancel(); err != nil {
 				refused = err.Error()
-				t.ix.svc.log.Info("split cancel refused", zap.String("task", t.ID), zap.Error(err))
+				t.ix.svc.log.Info("cancel refused", zap.String("task", t.ID), zap.Error(err))
 			}
 		}
-		if _, _, err := t.sp.Next(); err != nil {
+		if _, _, err := t.op.Next(); err != nil {
 			runErr = err
 			break
 		}
-		t.snap.Store(&TaskSnapshot{Phase: t.sp.Phase(), Report: t.sp.Report(), Cancelled: cancelled, CancelRefused: refused})
+		t.snap.Store(&TaskSnapshot{Phase: t.op.Phase(), Report: t.op.Report(), Cancelled: cancelled, CancelRefused: refused})
 	}
-	rep := t.sp.Report()
+	rep := t.op.Report()
 	if runErr == nil && rep.Phase == splitter.PhaseAborted {
 		runErr = rep.Err
 		if runErr == nil {
-			runErr = fmt.Errorf("split aborted")
+			runErr = fmt.Errorf("%s aborted", t.kind())
 		}
 	}
 	t.snap.Store(&TaskSnapshot{Phase: rep.Phase, Report: rep, Completed: true, Cancelled: cancelled && rep.Phase == splitter.PhaseAborted,
 		CancelRefused: refused, Err: runErr, End: time.Now()})
-	t.ix.svc.log.Info("split ended", zap.String("task", t.ID), zap.Stringer("phase", rep.Phase), zap.Error(runErr))
+	t.ix.svc.log.Info("task ended", zap.String("task", t.ID), zap.String("action", t.Action()), zap.Stringer("phase", rep.Phase), zap.Error(runErr))
 }
 
 // Task returns a task by id.
@@ -267,9 +398,9 @@ func (s *Service) Tasks() []*Task {
 	return out
 }
 
-// CancelTask asks a split to abort. It is refused once the split has
-// published its children (the commit point): from then on it can only roll
-// forward.
+// CancelTask asks a split or merge to abort. It is refused once the
+// operation has published (the commit point): from then on it can only
+// roll forward.
 func (s *Service) CancelTask(id string) (*Task, error) {
 	t, err := s.Task(id)
 	if err != nil {
@@ -277,10 +408,15 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 	}
 	snap := t.Snapshot()
 	if snap.Completed {
-		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Req.Index, "task [%s] has already completed (phase %s)", id, snap.Phase)
+		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(), "task [%s] has already completed (phase %s)", id, snap.Phase)
 	}
 	if snap.Phase.Published() {
-		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Req.Index,
+		if t.Merge != nil {
+			return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(),
+				"cannot cancel task [%s]: the merge of shards %s has passed its handoff (phase %s); the target owns the documents and it can only complete",
+				id, formatShards(t.Merge.Shards), snap.Phase)
+		}
+		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(),
 			"cannot cancel task [%s]: the split of shard [%d] has passed its handoff (phase %s); the children own the documents and it can only complete",
 			id, t.Req.Shard, snap.Phase)
 	}
@@ -288,7 +424,7 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 	return t, nil
 }
 
-// stopSplit halts a running split of the index (before a delete).
+// stopSplit halts a running split or merge of the index (before a delete).
 func (ix *Index) stopSplit() {
 	ix.splitMu.Lock()
 	t := ix.split

@@ -23,9 +23,8 @@ type MergeRequest struct {
 // StartMerge validates an in-place merge request and starts it as a task.
 // Refusals are the table's own (routing's BeginMerge: fewer than two,
 // named twice, unknown, different roots, in a split or merge already, not
-// adjacent), checked against the table the running operation, if any, is
-// about to make; then one operation per index at a time. Nothing changes
-// on a refusal.
+// adjacent); then one operation per index at a time. Nothing changes on a
+// refusal. The reservation is made before StartMerge returns (launch).
 func (s *Service) StartMerge(req MergeRequest) (*Task, error) {
 	ix, ok := s.index(req.Index)
 	if !ok {
@@ -36,8 +35,10 @@ func (s *Service) StartMerge(req MergeRequest) (*Task, error) {
 	}
 	ix.splitMu.Lock()
 	defer ix.splitMu.Unlock()
+	// Dry run of the reservation, so that a refusal names the shards before
+	// a busy index refuses the request as a whole.
 	edit := routing.Edit{Kind: routing.BeginMerge, Sources: slices.Clone(req.Shards)}
-	if _, err := routing.Apply(ix.projected(), edit); err != nil {
+	if _, err := routing.Apply(ix.node.Table(), edit); err != nil {
 		e := AsError(err)
 		e.Index = req.Index
 		return nil, e
@@ -49,7 +50,9 @@ func (s *Service) StartMerge(req MergeRequest) (*Task, error) {
 	sorted := slices.Sorted(slices.Values(req.Shards))
 	task.Merge = &MergeRequest{Index: req.Index, Shards: sorted}
 	task.op = splitter.NewDriver(ix.node, s.driverConfig(ix)).StartMerge(splitter.MergePlan{Sources: sorted})
-	s.launch(task)
+	if err := s.launch(task); err != nil {
+		return nil, err
+	}
 	s.log.Info("merge started", zap.String("task", task.ID), zap.String("index", req.Index), zap.Any("shards", sorted))
 	return task, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +40,6 @@ type Task struct {
 	Node  string
 	Req   SplitRequest  // of a split (Merge == nil)
 	Merge *MergeRequest // of a merge; nil for a split
-	plan  splitter.Plan // of a split
 	Start time.Time
 	ix    *Index
 	// op is the *splitter.Split or *splitter.Merge the task drives.
@@ -124,28 +122,6 @@ func (t *Task) busy() string {
 		return "merging shards " + formatShards(t.Merge.Shards)
 	}
 	return fmt.Sprintf("splitting shard [%d]", t.Req.Shard)
-}
-
-// beginEdit is the table edit the task's first step applies.
-func (t *Task) beginEdit() routing.Edit {
-	if t.Merge != nil {
-		return routing.Edit{Kind: routing.BeginMerge, Sources: slices.Clone(t.Merge.Shards)}
-	}
-	return t.plan.Edit()
-}
-
-// reserved reports whether tab holds the task's reservation.
-func (t *Task) reserved(tab *routing.Table) bool {
-	if t.Merge != nil {
-		for _, id := range t.Merge.Shards {
-			if _, ok := tab.MergeOf(id); ok {
-				return true
-			}
-		}
-		return false
-	}
-	sp, ok := tab.Split(t.Req.Shard)
-	return ok && sp.InProgress
 }
 
 // formatShards prints ids as OpenSearch prints a list: [1, 2, 3].
@@ -236,10 +212,10 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 		}
 		return nil, ix.busyErr(run)
 	}
-	// Dry run of the reservation, for OpenSearch's refusals before a task
-	// exists; a running merge's reservation counts even if its goroutine
-	// has not made it yet.
-	t := ix.projected()
+	// Dry run of the reservation, for OpenSearch's refusals (and order)
+	// before a task exists. A running operation has made its reservation
+	// (launch), so the table refuses a shard it holds with its own message.
+	t := ix.node.Table()
 	var err error
 	if len(plan.Points) == 0 {
 		_, err = routing.BeginInPlaceSplit(routing.ClusterState{Index: req.Index, VirtualShards: -1}, t,
@@ -253,11 +229,6 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 			_, err = routing.Apply(t, plan.Edit())
 		}
 	}
-	if err == nil && len(plan.Points) == 0 {
-		// BeginInPlaceSplit follows OpenSearch, which has no merges: the
-		// table's own rule refuses a shard being merged.
-		_, err = routing.Apply(t, plan.Edit())
-	}
 	if err != nil {
 		e := AsError(err)
 		e.Index = req.Index
@@ -267,26 +238,13 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 		return nil, ix.busyErr(run)
 	}
 	task := s.newTask(ix)
-	task.Req, task.plan = req, plan
+	task.Req = req
 	task.op = splitter.NewDriver(ix.node, s.driverConfig(ix)).Start(plan)
-	s.launch(task)
+	if err := s.launch(task); err != nil {
+		return nil, err
+	}
 	s.log.Info("split started", zap.String("task", task.ID), zap.String("index", req.Index), zap.Uint32("shard", uint32(req.Shard)))
 	return task, nil
-}
-
-// projected is the index's table with the running task's reservation
-// applied if its goroutine has not applied it yet: the table the task is
-// about to make. Validation of a new request against it refuses with the
-// table's own message whether or not the running task has taken its first
-// step. The caller holds splitMu.
-func (ix *Index) projected() *routing.Table {
-	t := ix.node.Table()
-	if run := ix.split; run != nil && !run.reserved(t) {
-		if p, err := routing.Apply(t, run.beginEdit()); err == nil {
-			return p
-		}
-	}
-	return t
 }
 
 // busyErr refuses a second operation on an index while one runs.
@@ -316,15 +274,42 @@ func (s *Service) driverConfig(ix *Index) splitter.Config {
 	return cfg
 }
 
-// launch registers task, makes it the index's running operation and
-// starts its goroutine. The caller holds ix.splitMu.
-func (s *Service) launch(task *Task) {
-	task.snap.Store(&TaskSnapshot{Phase: task.op.Phase()})
+// launch takes the operation's first step, its reservation in the table,
+// in the caller's goroutine: once a task exists, the table and _cat/shards
+// show what it holds, and a reservation the table refuses is the request's
+// error (the operation ends aborted; no task is registered). Then it
+// registers the task, makes it the index's running operation and starts its
+// goroutine, which alone advances the operation from then on. The caller
+// holds ix.splitMu.
+func (s *Service) launch(task *Task) error {
+	if _, _, err := task.op.Next(); err != nil {
+		return s.launchErr(task, err)
+	}
+	if task.op.Done() {
+		err := task.op.Report().Err
+		if err == nil {
+			err = fmt.Errorf("%s ended in phase %s at its reservation", task.kind(), task.op.Phase())
+		}
+		return s.launchErr(task, err)
+	}
+	task.snap.Store(&TaskSnapshot{Phase: task.op.Phase(), Report: task.op.Report()})
 	s.tasks.mu.Lock()
 	s.tasks.all[task.ID] = task
 	s.tasks.mu.Unlock()
 	task.ix.split = task
 	go task.run()
+	return nil
+}
+
+// launchErr is the request's error for an operation that did not get past
+// its reservation.
+func (s *Service) launchErr(task *Task, err error) error {
+	s.log.Info("reservation refused", zap.String("action", task.Action()), zap.String("index", task.Index()), zap.Error(err))
+	e := AsError(err)
+	if e.Index == "" {
+		e.Index = task.Index()
+	}
+	return e
 }
 
 func (t *Task) run() {

@@ -152,7 +152,9 @@ func TestLab3PartitionFanout(t *testing.T) {
 
 // TestLab4InPlaceSplit: the same index split in place (no write block, no
 // new index): user-42 moves from shard 2 to child 9, as
-// `splitdemo route --shards 8 --split 2:2 user-42` says, and nothing is lost.
+// `splitdemo route --shards 8 --split 2:2 user-42` says, and nothing is lost;
+// then the children are merged back into shard 10, as
+// `splitdemo route --shards 8 --split 2:2 --merge 8+9 user-42` says.
 func TestLab4InPlaceSplit(t *testing.T) {
 	ts := startServer(t, service.Config{})
 	ts.do(t, "PUT", "/lab4", `{"settings":{"number_of_shards":8,"number_of_replicas":0}}`, nil)
@@ -195,6 +197,44 @@ func TestLab4InPlaceSplit(t *testing.T) {
 	for _, row := range cat {
 		if row["state"] != "STARTED" || row["shard"] == "2" {
 			t.Fatalf("_cat/shards after the split: %v", cat)
+		}
+	}
+
+	var refused struct{ Status int }
+	if st := ts.do(t, "POST", "/lab4/_shards/_merge", `{"shards":[8,3]}`, &refused); st != 400 || refused.Status != 400 {
+		t.Fatalf("merge of shards in different roots: %d %+v", st, refused)
+	}
+	ts.do(t, "POST", "/lab4/_shards/_merge", `{"shards":[8,9]}`, &task)
+	ts.do(t, "GET", "/_cat/shards/lab4?format=json&h=shard,state", "", &cat)
+	states := map[string]string{}
+	for _, row := range cat {
+		states[row["shard"]] = row["state"]
+	}
+	if states["8"] != "MERGING" || states["9"] != "MERGING" || states["10"] != "INITIALIZING" {
+		t.Fatalf("_cat/shards during the merge: %v", states)
+	}
+	var merged struct {
+		Completed bool
+		Response  struct{ Target int }
+	}
+	ts.do(t, "GET", "/_tasks/"+task.Task+"?wait_for_completion=true", "", &merged)
+	if !merged.Completed || merged.Response.Target != 10 {
+		t.Fatalf("merge task: %+v", merged)
+	}
+	ts.do(t, "POST", "/lab4/_search_shards?routing=user-42", "", &ss)
+	if ss.Shards[0][0].Shard != 10 {
+		t.Fatalf("user-42 after the merge: shard %d, want 10", ss.Shards[0][0].Shard)
+	}
+	if ts.do(t, "GET", "/lab4/_count", "", &cnt); cnt.Count != 401 {
+		t.Fatalf("%d documents after the merge, want 401", cnt.Count)
+	}
+	ts.do(t, "GET", "/_cat/shards/lab4?format=json&h=shard,state", "", &cat)
+	if len(cat) != 8 {
+		t.Fatalf("_cat/shards after the merge: %v", cat)
+	}
+	for _, row := range cat {
+		if row["state"] != "STARTED" || row["shard"] == "8" || row["shard"] == "9" {
+			t.Fatalf("_cat/shards after the merge: %v", cat)
 		}
 	}
 }

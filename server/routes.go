@@ -74,9 +74,11 @@ func (s *Server) routes() {
 		s.handle(sys, m+" /_search_shards", s.searchShards)
 		s.handle(idx, m+" /{index}/_search_shards", s.searchShards)
 	}
-	// In-place split and tasks.
+	// In-place split and merge, and tasks.
 	s.handle(idx, "POST /{index}/_shards/{shard_id}/_split", s.splitShard)
 	s.handle(idx, "PUT /{index}/_shards/{shard_id}/_split", s.splitShard)
+	s.handle(idx, "POST /{index}/_shards/_merge", s.mergeShards)
+	s.handle(idx, "PUT /{index}/_shards/_merge", s.mergeShards)
 	s.handle(sys, "GET /_tasks", s.listTasks)
 	s.handle(sys, "GET /_tasks/{task_id}", s.getTask)
 	s.handle(sys, "POST /_tasks/{task_id}/_cancel", s.cancelTask)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -80,6 +81,63 @@ func (s *Server) splitShard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.answerTask(w, r, task, wait)
+}
+
+// ParseMergeBody parses {"shards": [a, b, ...]}: shard ids, at least two
+// of them adjacent leaves of one root (the table checks that, with its
+// own messages).
+func ParseMergeBody(body []byte) ([]routing.ShardID, error) {
+	m, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeys(m, "merge", "shards"); err != nil {
+		return nil, err
+	}
+	raw, ok := m["shards"]
+	if !ok {
+		return nil, &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest,
+			Reason: "Validation Failed: 1: shards is missing;"}
+	}
+	var ids []uint32
+	if err := json.Unmarshal(raw, &ids); err != nil || ids == nil {
+		return nil, parseErr("[shards] must be an array of shard ids (integers from 0 to %d), got %s", uint32(math.MaxUint32), raw)
+	}
+	out := make([]routing.ShardID, len(ids))
+	for i, id := range ids {
+		out[i] = routing.ShardID(id)
+	}
+	return out, nil
+}
+
+func (s *Server) mergeShards(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "wait_for_completion", "timeout", "master_timeout", "cluster_manager_timeout")
+	if err != nil {
+		return err
+	}
+	wait, err := boolParam(q, "wait_for_completion", false)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	shards, err := ParseMergeBody(body)
+	if err != nil {
+		return err
+	}
+	task, err := s.svc.StartMerge(service.MergeRequest{Index: r.PathValue("index"), Shards: shards})
+	if err != nil {
+		return err
+	}
+	return s.answerTask(w, r, task, wait)
+}
+
+// answerTask answers a request that started a task: its id, or with
+// wait_for_completion its result (or its error).
+func (s *Server) answerTask(w http.ResponseWriter, r *http.Request, task *service.Task, wait bool) error {
 	if !wait {
 		s.writeJSON(w, r, http.StatusOK, map[string]any{"task": task.ID})
 		return nil
@@ -91,24 +149,21 @@ func (s *Server) splitShard(w http.ResponseWriter, r *http.Request) error {
 	if snap.Err != nil {
 		e := service.AsError(snap.Err)
 		if e.Index == "" {
-			e.Index = task.Req.Index
+			e.Index = task.Index()
 		}
 		return e
 	}
-	s.writeJSON(w, r, http.StatusOK, splitResponse(snap))
+	s.writeJSON(w, r, http.StatusOK, taskResponse(task, snap))
 	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func splitResponse(snap service.TaskSnapshot) map[string]any {
+// taskResponse is the result of a finished split or merge.
+func taskResponse(t *service.Task, snap service.TaskSnapshot) map[string]any {
 	rep := snap.Report
-	children := []routing.ShardID{}
-	children = append(children, rep.SortedChildren()...)
-	return map[string]any{
+	out := map[string]any{
 		"acknowledged":     rep.Phase == splitter.PhaseDone,
-		"shard":            rep.Parent,
-		"children":         children,
 		"phase":            rep.Phase.String(),
 		"took_ms":          ms(rep.Total),
 		"stall_ms":         ms(rep.Stall),
@@ -122,6 +177,23 @@ func splitResponse(snap service.TaskSnapshot) map[string]any {
 		"seq_no_at_clone":  rep.SeqAtClone,
 		"disk_before_byte": rep.DiskBefore,
 	}
+	for k, v := range operands(t, rep) {
+		out[k] = v
+	}
+	return out
+}
+
+// operands are the shards a task acts on: a split's shard and children, a
+// merge's shards (sources) and target (0 until reserved).
+func operands(t *service.Task, rep splitter.Report) map[string]any {
+	if t.Merge != nil {
+		target := routing.ShardID(0)
+		if len(rep.Children) == 1 {
+			target = rep.Children[0]
+		}
+		return map[string]any{"shards": append([]routing.ShardID{}, t.Merge.Shards...), "target": target}
+	}
+	return map[string]any{"shard": t.Req.Shard, "children": append([]routing.ShardID{}, rep.SortedChildren()...)}
 }
 
 func phaseDurations(rep splitter.Report) map[string]float64 {
@@ -139,13 +211,14 @@ func (s *Server) taskBody(t *service.Task) map[string]any {
 		end = snap.End
 	}
 	status := map[string]any{
-		"index":            t.Req.Index,
-		"shard":            t.Req.Shard,
+		"index":            t.Index(),
 		"phase":            snap.Phase.String(),
-		"children":         append([]routing.ShardID{}, snap.Report.SortedChildren()...),
 		"phase_durations":  phaseDurations(snap.Report),
 		"handoffs":         snap.Report.Handoffs,
 		"cancel_requested": snap.Cancelled,
+	}
+	for k, v := range operands(t, snap.Report) {
+		status[k] = v
 	}
 	if snap.CancelRefused != "" {
 		status["cancel_refused"] = snap.CancelRefused
@@ -156,7 +229,7 @@ func (s *Server) taskBody(t *service.Task) map[string]any {
 			"node":                  t.Node,
 			"id":                    t.Num,
 			"type":                  "transport",
-			"action":                service.SplitAction,
+			"action":                t.Action(),
 			"description":           t.Description(),
 			"start_time_in_millis":  t.Start.UnixMilli(),
 			"running_time_in_nanos": end.Sub(t.Start).Nanoseconds(),
@@ -170,11 +243,11 @@ func (s *Server) taskBody(t *service.Task) map[string]any {
 		if snap.Err != nil {
 			e := service.AsError(snap.Err)
 			if e.Index == "" {
-				e.Index = t.Req.Index
+				e.Index = t.Index()
 			}
 			body["error"] = errorBody(e)["error"]
 		} else {
-			body["response"] = splitResponse(snap)
+			body["response"] = taskResponse(t, snap)
 		}
 	}
 	return body

@@ -67,7 +67,7 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 		defer srcIx.splitMu.Unlock()
 		if t := srcIx.split; t != nil {
 			return nil, rep, newErr(TypeIllegalState, http.StatusConflict, req.Source,
-				"index [%s] is splitting shard [%d] in place (task [%s]); resize it when the split has ended", req.Source, t.Req.Shard, t.ID)
+				"index [%s] is %s in place (task [%s]); resize it when the %s has ended", req.Source, t.busy(), t.ID, t.kind())
 		}
 	}
 	srcMeta, _ := s.Meta(req.Source)

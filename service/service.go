@@ -2,15 +2,17 @@
 // OpenSearch-compatible API needs: create, open (always through recovery),
 // delete, settings and blocks, aliases, routed document writes and reads,
 // searches, OpenSearch's new-index resize (_split, _shrink, _clone, through
-// package baseline) and the in-place split of one shard (through package
-// splitter), run as a cancellable task.
+// package baseline), the in-place split of one shard and the in-place merge
+// of adjacent shards (through package splitter), each run as a cancellable
+// task, one per index at a time.
 //
 // It exists because node serves one index and baseline.Cluster was a world
 // of its own: here both strategies act on the same indices, blocks and
 // aliases. Index metadata (settings, mappings, aliases, blocks) is one JSON
 // file replaced atomically; each index's documents live in their own data
 // directory named by the index's uuid, opened with recovery.Open, so an
-// interrupted split is rolled back or forward before the index serves.
+// interrupted split or merge is rolled back or forward before the index
+// serves.
 //
 // service sits above node, splitter, baseline and recovery: it imports
 // routing, storage, node, splitter, baseline and recovery.
@@ -54,7 +56,7 @@ type Config struct {
 	// routing table changes under it (default 30 s).
 	WriteWait time.Duration
 	// SplitHook, if set, runs before each intent of every in-place split
-	// (tests use it to hold a split in a phase).
+	// and merge (tests use it to hold one in a phase).
 	SplitHook func(index string, phase splitter.Phase, next splitter.Intent)
 }
 
@@ -123,7 +125,7 @@ type Index struct {
 	locks   [64]sync.Mutex
 
 	splitMu sync.Mutex // guards split
-	split   *Task      // the running in-place split, if any
+	split   *Task      // the running in-place split or merge, if any
 }
 
 // Open opens (or creates) the data directory and every index in it, each
@@ -295,6 +297,11 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 		return nil, err
 	}
 	for _, d := range rep.Decisions {
+		if d.Kind == splitter.KindMerge {
+			s.log.Info("recovered merge", zap.String("index", m.Name), zap.Uint32("target", uint32(d.Target)), zap.Any("sources", d.Sources),
+				zap.Stringer("action", d.Action), zap.String("why", d.Why))
+			continue
+		}
 		s.log.Info("recovered split", zap.String("index", m.Name), zap.Uint32("parent", uint32(d.Parent)),
 			zap.Stringer("action", d.Action), zap.String("why", d.Why))
 	}

@@ -30,22 +30,33 @@ type SplitRequest struct {
 	Points []int64
 }
 
-// Task is one in-place split running (or finished) as a task. Its driver
-// runs in its own goroutine, one intent at a time; a cancel is a request the
-// goroutine carries out between two intents, so the splitter is only ever
-// touched by one goroutine.
+// Task is one in-place split or merge running (or finished) as a task. Its
+// driver runs in its own goroutine, one intent at a time; a cancel is a
+// request the goroutine carries out between two intents, so the splitter is
+// only ever touched by one goroutine.
 type Task struct {
-	ID     string // "<node>:<n>"
-	Num    int64
-	Node   string
-	Req    SplitRequest
-	Start  time.Time
-	ix     *Index
-	sp     *splitter.Split
+	ID    string // "<node>:<n>"
+	Num   int64
+	Node  string
+	Req   SplitRequest  // of a split (Merge == nil)
+	Merge *MergeRequest // of a merge; nil for a split
+	Start time.Time
+	ix    *Index
+	// op is the *splitter.Split or *splitter.Merge the task drives.
+	op     operation
 	cancel atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
 	snap   atomic.Pointer[TaskSnapshot]
+}
+
+// operation is what a task drives: a *splitter.Split or a *splitter.Merge.
+type operation interface {
+	Next() (splitter.Intent, splitter.Event, error)
+	Cancel() error
+	Report() splitter.Report
+	Phase() splitter.Phase
+	Done() bool
 }
 
 // TaskSnapshot is a task's state after its last step.
@@ -54,9 +65,10 @@ type TaskSnapshot struct {
 	Report    splitter.Report
 	Completed bool
 	Cancelled bool
-	Err       error // the split could not reach a clean end, or aborted
+	Err       error // the operation could not reach a clean end, or aborted
 	// CancelRefused says why a cancel accepted by CancelTask came too late
-	// (the split published before the task carried the cancel out).
+	// (the operation reached its handoff before the task carried the
+	// cancel out).
 	CancelRefused string
 	End           time.Time
 }
@@ -64,8 +76,35 @@ type TaskSnapshot struct {
 // Snapshot returns the task's latest state.
 func (t *Task) Snapshot() TaskSnapshot { return *t.snap.Load() }
 
+// Index is the name of the index the task splits or merges shards of.
+func (t *Task) Index() string {
+	if t.Merge != nil {
+		return t.Merge.Index
+	}
+	return t.Req.Index
+}
+
+// Action is the task's action name: SplitAction or MergeAction.
+func (t *Task) Action() string {
+	if t.Merge != nil {
+		return MergeAction
+	}
+	return SplitAction
+}
+
+// kind is "split" or "merge", for messages.
+func (t *Task) kind() string {
+	if t.Merge != nil {
+		return "merge"
+	}
+	return "split"
+}
+
 // Description is the task's description.
 func (t *Task) Description() string {
+	if t.Merge != nil {
+		return fmt.Sprintf("merge [%s] shards %s", t.Merge.Index, formatShards(t.Merge.Shards))
+	}
 	if len(t.Req.Points) > 0 {
 		pts := make([]string, len(t.Req.Points))
 		for i, p := range t.Req.Points {
@@ -74,6 +113,24 @@ func (t *Task) Description() string {
 		return fmt.Sprintf("split [%s][%d] at [%s]", t.Req.Index, t.Req.Shard, strings.Join(pts, ","))
 	}
 	return fmt.Sprintf("split [%s][%d] into [%d]", t.Req.Index, t.Req.Shard, t.Req.Ways)
+}
+
+// busy says what the task is doing, for refusals of other operations:
+// "splitting shard [3]" or "merging shards [8, 9]".
+func (t *Task) busy() string {
+	if t.Merge != nil {
+		return "merging shards " + formatShards(t.Merge.Shards)
+	}
+	return fmt.Sprintf("splitting shard [%d]", t.Req.Shard)
+}
+
+// formatShards prints ids as OpenSearch prints a list: [1, 2, 3].
+func formatShards(ids []routing.ShardID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // Wait waits for the task to end or ctx to be done.
@@ -131,16 +188,16 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 	if err := s.checkMetadataBlock(req.Index); err != nil {
 		return nil, err
 	}
-	t := ix.node.Table()
 	plan := splitter.Plan{Parent: req.Shard, Ways: req.Ways}
 	if len(req.Points) > 0 {
 		if req.Ways != 0 {
 			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "give either [number_of_splits] or [split_points], not both")
 		}
+		mode := ix.node.Table().Mode()
 		for _, p := range req.Points {
-			k, err := t.Mode().KeyOf(p)
+			k, err := mode.KeyOf(p)
 			if err != nil {
-				return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "split point [%d] is outside the %s key space", p, t.Mode())
+				return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "split point [%d] is outside the %s key space", p, mode)
 			}
 			plan.Points = append(plan.Points, k)
 		}
@@ -149,15 +206,16 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 	}
 	ix.splitMu.Lock()
 	defer ix.splitMu.Unlock()
-	if ix.split != nil {
-		if ix.split.Req.Shard == req.Shard {
+	if run := ix.split; run != nil && run.Merge == nil {
+		if run.Req.Shard == req.Shard {
 			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "Splitting of shard [%d] is already in progress", req.Shard)
 		}
-		return nil, newErr(TypeIllegalState, http.StatusConflict, req.Index,
-			"index [%s] is already splitting shard [%d] (task [%s]); one split per index at a time", req.Index, ix.split.Req.Shard, ix.split.ID)
+		return nil, ix.busyErr(run)
 	}
-	// Dry run of the reservation, for OpenSearch's refusals before a task
-	// exists.
+	// Dry run of the reservation, for OpenSearch's refusals (and order)
+	// before a task exists. A running operation has made its reservation
+	// (launch), so the table refuses a shard it holds with its own message.
+	t := ix.node.Table()
 	var err error
 	if len(plan.Points) == 0 {
 		_, err = routing.BeginInPlaceSplit(routing.ClusterState{Index: req.Index, VirtualShards: -1}, t,
@@ -176,24 +234,82 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 		e.Index = req.Index
 		return nil, e
 	}
-	s.tasks.mu.Lock()
-	s.tasks.next++
-	num := s.tasks.next
-	task := &Task{Num: num, Node: s.NodeID(), Req: req, Start: time.Now(), ix: ix,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	task.ID = task.Node + ":" + strconv.FormatInt(num, 10)
-	s.tasks.all[task.ID] = task
-	s.tasks.mu.Unlock()
-	cfg := splitter.Config{Journal: ix.journal, Logger: s.log.With(zap.String("index", req.Index))}
-	if s.cfg.SplitHook != nil {
-		cfg.Hook = func(phase splitter.Phase, next splitter.Intent) { s.cfg.SplitHook(req.Index, phase, next) }
+	if run := ix.split; run != nil {
+		return nil, ix.busyErr(run)
 	}
-	task.sp = splitter.NewDriver(ix.node, cfg).Start(plan)
-	task.snap.Store(&TaskSnapshot{Phase: task.sp.Phase()})
-	ix.split = task
-	go task.run()
+	task := s.newTask(ix)
+	task.Req = req
+	task.op = splitter.NewDriver(ix.node, s.driverConfig(ix)).Start(plan)
+	if err := s.launch(task); err != nil {
+		return nil, err
+	}
 	s.log.Info("split started", zap.String("task", task.ID), zap.String("index", req.Index), zap.Uint32("shard", uint32(req.Shard)))
 	return task, nil
+}
+
+// busyErr refuses a second operation on an index while one runs.
+func (ix *Index) busyErr(run *Task) *Error {
+	return newErr(TypeIllegalState, http.StatusConflict, ix.name,
+		"index [%s] is already %s (task [%s]); one in-place split or merge per index at a time", ix.name, run.busy(), run.ID)
+}
+
+// newTask returns a task of ix with the next id; launch registers it.
+func (s *Service) newTask(ix *Index) *Task {
+	node := s.NodeID()
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	s.tasks.next++
+	task := &Task{Num: s.tasks.next, Node: node, Start: time.Now(), ix: ix,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	task.ID = task.Node + ":" + strconv.FormatInt(task.Num, 10)
+	return task
+}
+
+// driverConfig is the splitter configuration of an index's operations.
+func (s *Service) driverConfig(ix *Index) splitter.Config {
+	cfg := splitter.Config{Journal: ix.journal, Logger: s.log.With(zap.String("index", ix.name))}
+	if s.cfg.SplitHook != nil {
+		cfg.Hook = func(phase splitter.Phase, next splitter.Intent) { s.cfg.SplitHook(ix.name, phase, next) }
+	}
+	return cfg
+}
+
+// launch takes the operation's first step, its reservation in the table,
+// in the caller's goroutine: once a task exists, the table and _cat/shards
+// show what it holds, and a reservation the table refuses is the request's
+// error (the operation ends aborted; no task is registered). Then it
+// registers the task, makes it the index's running operation and starts its
+// goroutine, which alone advances the operation from then on. The caller
+// holds ix.splitMu.
+func (s *Service) launch(task *Task) error {
+	if _, _, err := task.op.Next(); err != nil {
+		return s.launchErr(task, err)
+	}
+	if task.op.Done() {
+		err := task.op.Report().Err
+		if err == nil {
+			err = fmt.Errorf("%s ended in phase %s at its reservation", task.kind(), task.op.Phase())
+		}
+		return s.launchErr(task, err)
+	}
+	task.snap.Store(&TaskSnapshot{Phase: task.op.Phase(), Report: task.op.Report()})
+	s.tasks.mu.Lock()
+	s.tasks.all[task.ID] = task
+	s.tasks.mu.Unlock()
+	task.ix.split = task
+	go task.run()
+	return nil
+}
+
+// launchErr is the request's error for an operation that did not get past
+// its reservation.
+func (s *Service) launchErr(task *Task, err error) error {
+	s.log.Info("reservation refused", zap.String("action", task.Action()), zap.String("index", task.Index()), zap.Error(err))
+	e := AsError(err)
+	if e.Index == "" {
+		e.Index = task.Index()
+	}
+	return e
 }
 
 func (t *Task) run() {
@@ -208,37 +324,37 @@ func (t *Task) run() {
 	var runErr error
 	cancelled := false
 	refused := ""
-	for !t.sp.Done() {
+	for !t.op.Done() {
 		select {
 		case <-t.stop:
-			t.snap.Store(&TaskSnapshot{Phase: t.sp.Phase(), Report: t.sp.Report(), Completed: true,
-				Err: fmt.Errorf("the node shut down during the split; recovery decides it on restart"), End: time.Now()})
+			t.snap.Store(&TaskSnapshot{Phase: t.op.Phase(), Report: t.op.Report(), Completed: true,
+				Err: fmt.Errorf("the node shut down during the %s; recovery decides it on restart", t.kind()), End: time.Now()})
 			return
 		default:
 		}
 		if t.cancel.Load() && !cancelled {
 			cancelled = true
-			if err := t.sp.Cancel(); err != nil {
+			if err := t.op.Cancel(); err != nil {
 				refused = err.Error()
-				t.ix.svc.log.Info("split cancel refused", zap.String("task", t.ID), zap.Error(err))
+				t.ix.svc.log.Info("cancel refused", zap.String("task", t.ID), zap.Error(err))
 			}
 		}
-		if _, _, err := t.sp.Next(); err != nil {
+		if _, _, err := t.op.Next(); err != nil {
 			runErr = err
 			break
 		}
-		t.snap.Store(&TaskSnapshot{Phase: t.sp.Phase(), Report: t.sp.Report(), Cancelled: cancelled, CancelRefused: refused})
+		t.snap.Store(&TaskSnapshot{Phase: t.op.Phase(), Report: t.op.Report(), Cancelled: cancelled, CancelRefused: refused})
 	}
-	rep := t.sp.Report()
+	rep := t.op.Report()
 	if runErr == nil && rep.Phase == splitter.PhaseAborted {
 		runErr = rep.Err
 		if runErr == nil {
-			runErr = fmt.Errorf("split aborted")
+			runErr = fmt.Errorf("%s aborted", t.kind())
 		}
 	}
 	t.snap.Store(&TaskSnapshot{Phase: rep.Phase, Report: rep, Completed: true, Cancelled: cancelled && rep.Phase == splitter.PhaseAborted,
 		CancelRefused: refused, Err: runErr, End: time.Now()})
-	t.ix.svc.log.Info("split ended", zap.String("task", t.ID), zap.Stringer("phase", rep.Phase), zap.Error(runErr))
+	t.ix.svc.log.Info("task ended", zap.String("task", t.ID), zap.String("action", t.Action()), zap.Stringer("phase", rep.Phase), zap.Error(runErr))
 }
 
 // Task returns a task by id.
@@ -267,9 +383,9 @@ func (s *Service) Tasks() []*Task {
 	return out
 }
 
-// CancelTask asks a split to abort. It is refused once the split has
-// published its children (the commit point): from then on it can only roll
-// forward.
+// CancelTask asks a split or merge to abort. It is refused once the
+// operation has published (the commit point): from then on it can only
+// roll forward.
 func (s *Service) CancelTask(id string) (*Task, error) {
 	t, err := s.Task(id)
 	if err != nil {
@@ -277,10 +393,15 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 	}
 	snap := t.Snapshot()
 	if snap.Completed {
-		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Req.Index, "task [%s] has already completed (phase %s)", id, snap.Phase)
+		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(), "task [%s] has already completed (phase %s)", id, snap.Phase)
 	}
 	if snap.Phase.Published() {
-		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Req.Index,
+		if t.Merge != nil {
+			return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(),
+				"cannot cancel task [%s]: the merge of shards %s has passed its handoff (phase %s); the target owns the documents and it can only complete",
+				id, formatShards(t.Merge.Shards), snap.Phase)
+		}
+		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(),
 			"cannot cancel task [%s]: the split of shard [%d] has passed its handoff (phase %s); the children own the documents and it can only complete",
 			id, t.Req.Shard, snap.Phase)
 	}
@@ -288,7 +409,7 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 	return t, nil
 }
 
-// stopSplit halts a running split of the index (before a delete).
+// stopSplit halts a running split or merge of the index (before a delete).
 func (ix *Index) stopSplit() {
 	ix.splitMu.Lock()
 	t := ix.split

@@ -11,6 +11,7 @@ import (
 const (
 	StateStarted      = "STARTED"
 	StateSplitting    = "SPLITTING" // a parent being split in place (OpenSearch #21120)
+	StateMerging      = "MERGING"   // a source of an in-place merge (our extension: OpenSearch has no merge)
 	StateInitializing = "INITIALIZING"
 	StateUnassigned   = "UNASSIGNED"
 )
@@ -27,9 +28,10 @@ type ShardRow struct {
 }
 
 // ShardRows returns one row per shard copy of the indices: active primaries
-// STARTED (SPLITTING while an in-place split of them runs), the children of
-// a running split INITIALIZING, and number_of_replicas UNASSIGNED replicas
-// per primary (one node cannot host them).
+// STARTED (SPLITTING while an in-place split of them runs, MERGING while an
+// in-place merge of them runs), the children of a running split and the
+// target of a running merge INITIALIZING, and number_of_replicas
+// UNASSIGNED replicas per primary (one node cannot host them).
 func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
 	names, err := s.Resolve(expr, true)
 	if err != nil {
@@ -47,14 +49,21 @@ func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		splitting := map[routing.ShardID]bool{}
-		var children []routing.ShardID
+		states := map[routing.ShardID]string{}
+		var children []routing.ShardID // and merge targets
 		for _, p := range t.InProgress() {
-			splitting[p] = true
+			states[p] = StateSplitting
 			sp, _ := t.Split(p)
 			for _, c := range sp.Children {
 				children = append(children, c.Shard)
 			}
+		}
+		for _, target := range t.MergesInProgress() {
+			m, _ := t.Merge(target)
+			for _, id := range m.SourceIDs() {
+				states[id] = StateMerging
+			}
+			children = append(children, target)
 		}
 		add := func(id routing.ShardID, state string, withReplicas bool) {
 			row := ShardRow{Index: name, UUID: m.UUID, Shard: id, Primary: true, State: state, Docs: docs[id], Bytes: ix.shardBytes(id)}
@@ -70,8 +79,8 @@ func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
 		}
 		for _, id := range t.ActiveShards() {
 			st := StateStarted
-			if splitting[id] {
-				st = StateSplitting
+			if ms, ok := states[id]; ok {
+				st = ms
 			}
 			add(id, st, true)
 		}
@@ -133,7 +142,8 @@ type IndexStats struct {
 	Bytes     int64 // all copies (the primaries: replicas are unassigned)
 	PriBytes  int64
 	// Active and Initializing count primaries (active includes splitting
-	// parents; initializing: the children of running splits).
+	// parents and merging sources; initializing: the children of running
+	// splits and the targets of running merges).
 	Active, Initializing, Unassigned int
 }
 
@@ -162,7 +172,7 @@ func (s *Service) Stats(expr string) ([]IndexStats, error) {
 			continue
 		}
 		switch r.State {
-		case StateStarted, StateSplitting:
+		case StateStarted, StateSplitting, StateMerging:
 			st.Primaries++
 			st.Active++
 			st.Docs += r.Docs

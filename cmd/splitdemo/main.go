@@ -38,7 +38,7 @@ Commands:
   route     print where documents land (OpenSearch-exact routing, optional in-place splits)
   run       write continuously while splitting, logging every attempt and ack (crash tests)
   verify    recover a data directory and check its invariants and a write log
-  serve     OpenSearch's REST API over a data directory (in-place split included)
+  serve     OpenSearch's REST API over a data directory (in-place split and merge included)
   help      print this help, or a command's help: splitdemo help compare
 
 Examples:

@@ -25,11 +25,12 @@ Usage:
 Serves every index of DIR (created if missing) with OpenSearch 3.x request
 and response shapes: indices, settings and blocks, documents, _bulk, _search
 and _count (match_all, ids, term on _id or _routing), _search_shards, _cat,
-_cluster/health, aliases, _split/_shrink/_clone, and the in-place split
-POST /{index}/_shards/{shard_id}/_split run as a task (_tasks).
+_cluster/health, aliases, _split/_shrink/_clone, the in-place split
+POST /{index}/_shards/{shard_id}/_split and the in-place merge
+POST /{index}/_shards/_merge {"shards":[a,b]}, each run as a task (_tasks).
 Prints "listening on http://ADDR" once it answers; stops cleanly on SIGINT
-or SIGTERM (a split still running is finished or rolled back by recovery
-on the next start).
+or SIGTERM (a split or merge still running is finished or rolled back by
+recovery on the next start).
 
 Flags:
   --addr HOST:PORT    address to listen on (default 127.0.0.1:9200; an empty

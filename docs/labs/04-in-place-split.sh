@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lab 4: labs 1 and 2 again, with an in-place split of shard 2 instead of
 # a new index: no write block, the same index, user-42 moves to a child.
+# Then the children are merged back in place (our extension).
 source "$(dirname "$0")/common.sh"
 
 j DELETE /lab4 >/dev/null
@@ -30,4 +31,19 @@ for c in 8 9; do
   echo "shard-$c table files and their link counts:"
   find "$DATA/indices/$(uuid lab4)/shard-$c" -name '*.sst' -exec stat -c '  %h links  %n' {} +
 done
+# Merge the children back (our extension; OpenSearch has no merge): a task
+# like the split, the children MERGING and the target INITIALIZING while it
+# runs. Adjacent leaves only: 8 and 9 are; 8 and 3 are in different roots.
+check "a merge of shards in different roots" "$(j POST /lab4/_shards/_merge '{"shards":[8,3]}' | field status)" 400
+task=$(j POST /lab4/_shards/_merge '{"shards":[8,9]}' | field task)
+echo "merge task: $task"
+curl -sS "$ES/_cat/shards/lab4?v"            # during the merge: 8 and 9 MERGING, 10 INITIALIZING
+check "the merge finished" "$(j GET "/_tasks/$task?wait_for_completion=true" | field completed)" true
+j GET "/_tasks/$task"
+curl -sS "$ES/_cat/shards/lab4?v&s=shard"    # 10 STARTED; 2, 8 and 9 gone
+# The target takes the next id (8 and 9 are never reused), as
+# `splitdemo route --shards 8 --split 2:2 --merge 8+9 user-42` says: shard 10.
+check "user-42 after the merge" "$(j POST '/lab4/_search_shards?routing=user-42' | field shard)" 10
+check "user-42 found on the target" "$(j GET /lab4/_doc/user-42 | field found)" true
+check "documents after the merge" "$(j GET /lab4/_count | field count)" 401
 echo "lab 4 passed"

@@ -353,7 +353,9 @@ func (s *Service) writeTarget(name string, autoCreate bool) (*Index, string, err
 }
 
 // readTarget resolves a single-index read (get): an index or an alias of
-// exactly one index; it returns the alias's search routing.
+// exactly one index; it returns the alias's index routing, as OpenSearch's
+// single-shard get does (Metadata.resolveIndexRouting): a document written
+// through an alias is read through it.
 func (s *Service) readTarget(name string) (*Index, string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -365,7 +367,7 @@ func (s *Service) readTarget(name string) (*Index, string, error) {
 	case 0:
 		return nil, "", indexNotFound(name)
 	case 1:
-		return s.indices[targets[0]], s.st.Indices[targets[0]].Aliases[name].SearchRouting, nil
+		return s.indices[targets[0]], s.st.Indices[targets[0]].Aliases[name].IndexRouting, nil
 	}
 	return nil, "", newErr(TypeIllegalArgument, http.StatusBadRequest, name,
 		"alias [%s] has more than one index associated with it [%s], can't execute a single index op", name, strings.Join(targets, ", "))

@@ -1,0 +1,45 @@
+package service
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestGetThroughAliasUsesIndexRouting: a get through an alias resolves the
+// alias's index_routing, as OpenSearch's single-shard get does
+// (Metadata.resolveIndexRouting), not its search_routing: a document written
+// through the alias is found through it.
+func TestGetThroughAliasUsesIndexRouting(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingShards: str("4"), SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := s.Table("logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A search routing whose shard differs from the index routing's.
+	_, want := tab.Route("d1", "a")
+	search := ""
+	for i := range 100 {
+		if _, sh := tab.Route("d1", fmt.Sprintf("b%d", i)); sh != want {
+			search = fmt.Sprintf("b%d", i)
+			break
+		}
+	}
+	if search == "" {
+		t.Fatal("no routing value on another shard")
+	}
+	if err := s.UpdateAliases([]AliasAction{{Add: true, Indices: []string{"logs"}, Aliases: []string{"w"},
+		Meta: AliasMeta{IndexRouting: "a", SearchRouting: search}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IndexDoc("w", "d1", "", []byte(`{}`), false); err != nil {
+		t.Fatal(err)
+	}
+	d, found, err := s.GetDoc("w", "d1", "")
+	if err != nil || !found || d.Routing != "a" {
+		t.Fatalf("get d1 through alias w (index_routing a, search_routing %s): found %v routing %q err %v", search, found, d.Routing, err)
+	}
+}

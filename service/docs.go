@@ -72,8 +72,12 @@ func validateID(index, id string) error {
 		if len(id) == 0 {
 			return newErr(TypeValidation, http.StatusBadRequest, index, "Validation Failed: 1: id is missing;")
 		}
-		return newErr(TypeValidation, http.StatusBadRequest, index,
-			"Validation Failed: 1: id [%s] is too long, must be no longer than 512 bytes but was: %d;", id, len(id))
+		if len(id) > routing.MaxIDBytes {
+			return newErr(TypeValidation, http.StatusBadRequest, index,
+				"Validation Failed: 1: id [%s] is too long, must be no longer than %d bytes but was: %d;", id, routing.MaxIDBytes, len(id))
+		}
+		// Not a length problem (an id that is not UTF-8): routing's reason.
+		return newErr(TypeValidation, http.StatusBadRequest, index, "Validation Failed: 1: %s;", AsError(err).Reason)
 	}
 	return nil
 }

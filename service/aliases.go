@@ -64,7 +64,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 				for _, al := range r.a.Aliases {
 					if r.a.Add {
 						if _, clash := st.Indices[al]; clash {
-							return newErr(TypeInvalidIndexName, http.StatusBadRequest, al, "Invalid alias name [%s], an index exists with the same name as the alias", al)
+							return aliasNamesIndex(al)
 						}
 						if m.Aliases == nil {
 							m.Aliases = map[string]AliasMeta{}

@@ -103,8 +103,8 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 		return nil, err
 	}
 	for a := range req.Aliases {
-		if _, ok := s.st.Indices[a]; ok {
-			return nil, newErr(TypeInvalidIndexName, http.StatusBadRequest, a, "Invalid alias name [%s], an index exists with the same name as the alias", a)
+		if _, ok := s.st.Indices[a]; ok || a == req.Name {
+			return nil, aliasNamesIndex(a)
 		}
 	}
 	ix, err := s.openIndex(m, t)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/shardsplit/shardsplit/routing"
 )
 
 // TestGetThroughAliasUsesIndexRouting: a get through an alias resolves the
@@ -73,5 +75,58 @@ func TestIDRefusalsSayWhy(t *testing.T) {
 				t.Fatalf("reason %q, want %q", got, tc.reason)
 			}
 		})
+	}
+}
+
+// TestAliasNamedLikeAnIndex: no create, resize or alias action may leave an
+// alias with an index's name (OpenSearch refuses it: a name must resolve to
+// one thing), the new index's own name included.
+func TestAliasNamedLikeAnIndex(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, n := range []string{"other", "src"} {
+		if _, err := s.CreateIndex(CreateRequest{Name: n, Settings: FlatSettings{SettingReplicas: str("0")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		do   func() error
+	}{
+		{"create, alias of an existing index's name", func() error {
+			_, err := s.CreateIndex(CreateRequest{Name: "a1", Aliases: map[string]AliasMeta{"other": {}}})
+			return err
+		}},
+		{"create, alias of its own name", func() error {
+			_, err := s.CreateIndex(CreateRequest{Name: "a2", Aliases: map[string]AliasMeta{"a2": {}}})
+			return err
+		}},
+		{"clone, alias of an existing index's name", func() error {
+			_, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "src", Target: "c1", Aliases: map[string]AliasMeta{"other": {}}})
+			return err
+		}},
+		{"clone, alias of its own name", func() error {
+			_, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "src", Target: "c2", Aliases: map[string]AliasMeta{"c2": {}}})
+			return err
+		}},
+		{"alias action", func() error {
+			return s.UpdateAliases([]AliasAction{{Add: true, Indices: []string{"src"}, Aliases: []string{"other"}}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.do(); errType(err) != "invalid_alias_name_exception" {
+				t.Fatalf("got %v, want invalid_alias_name_exception", err)
+			}
+		})
+	}
+	for _, n := range s.Names() {
+		for _, a := range s.AliasNames() {
+			if a == n {
+				t.Errorf("alias %s names an index", a)
+			}
+		}
 	}
 }

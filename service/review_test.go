@@ -130,3 +130,50 @@ func TestAliasNamedLikeAnIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestAliasIndexRoutingRules: through an alias with index_routing, a
+// request's own routing must agree with it (OpenSearch rejects the
+// operation otherwise, rather than storing the document where reads through
+// the alias do not look), and the index_routing must be one value.
+func TestAliasIndexRoutingRules(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingShards: str("4"), SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateAliases([]AliasAction{
+		{Add: true, Indices: []string{"logs"}, Aliases: []string{"w"}, Meta: AliasMeta{IndexRouting: "a"}},
+		{Add: true, Indices: []string{"logs"}, Aliases: []string{"multi"}, Meta: AliasMeta{IndexRouting: "a,b"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, target, routing, reason string
+	}{
+		{"same routing", "w", "a", ""},
+		{"no routing", "w", "", ""},
+		{"other routing", "w", "b", "Alias [w] has index routing associated with it [a], and was provided with routing value [b], rejecting operation"},
+		{"several values", "multi", "", "index/alias [multi] provided with routing value [a,b] that resolved to several routing values, rejecting operation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason := func(err error) string {
+				if err == nil {
+					return ""
+				}
+				return AsError(err).Reason
+			}
+			_, err := s.IndexDoc(tc.target, "d1", tc.routing, []byte(`{}`), false)
+			if got := reason(err); got != tc.reason {
+				t.Fatalf("index: %q, want %q", got, tc.reason)
+			}
+			_, _, err = s.GetDoc(tc.target, "d1", tc.routing)
+			if got := reason(err); got != tc.reason {
+				t.Fatalf("get: %q, want %q", got, tc.reason)
+			}
+			_, err = s.DeleteDoc(tc.target, "d1", tc.routing)
+			if got := reason(err); got != tc.reason {
+				t.Fatalf("delete: %q, want %q", got, tc.reason)
+			}
+		})
+	}
+}

@@ -177,3 +177,46 @@ func TestAliasIndexRoutingRules(t *testing.T) {
 		})
 	}
 }
+
+// TestAliasActionsHonourMetadataBlocks: alias actions (remove_index too)
+// on an index with a read_only or metadata block are refused with
+// cluster_block_exception, as OpenSearch's TransportIndicesAliasesAction
+// checks METADATA_WRITE; before, remove_index deleted a blocked index that
+// DELETE /{index} refuses.
+func TestAliasActionsHonourMetadataBlocks(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, n := range []string{"ro", "meta"} {
+		if _, err := s.CreateIndex(CreateRequest{Name: n, Aliases: map[string]AliasMeta{"old-" + n: {}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSettings("ro", FlatSettings{SettingBlockReadOnly: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSettings("meta", FlatSettings{SettingBlockMetadata: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"ro", "meta"} {
+		for _, tc := range []struct {
+			name string
+			a    AliasAction
+		}{
+			{"add", AliasAction{Add: true, Indices: []string{n}, Aliases: []string{"new"}}},
+			{"remove", AliasAction{Indices: []string{n}, Aliases: []string{"old-" + n}}},
+			{"remove_index", AliasAction{RemoveIndex: true, Indices: []string{n}}},
+		} {
+			t.Run(n+"/"+tc.name, func(t *testing.T) {
+				if err := s.UpdateAliases([]AliasAction{tc.a}); errType(err) != TypeClusterBlock {
+					t.Fatalf("got %v, want %s", err, TypeClusterBlock)
+				}
+			})
+		}
+	}
+	if got := s.Names(); len(got) != 2 {
+		t.Fatalf("indices left: %v", got)
+	}
+	if err := s.DeleteIndex("meta"); errType(err) != TypeClusterBlock {
+		t.Fatalf("DELETE of a metadata-blocked index: %v", err)
+	}
+}

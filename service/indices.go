@@ -154,6 +154,14 @@ func (s *Service) DeleteIndex(expr string) error {
 	if err != nil {
 		return err
 	}
+	// Every index's blocks first: a refused delete deletes none of them.
+	for _, name := range names {
+		if m, ok := s.Meta(name); ok {
+			if err := blocksOf(m.Settings).metadataError(name); err != nil {
+				return err
+			}
+		}
+	}
 	for _, name := range names {
 		if ix, ok := s.index(name); ok {
 			if err := s.checkMetadataBlock(name); err != nil {

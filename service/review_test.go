@@ -220,3 +220,25 @@ func TestAliasActionsHonourMetadataBlocks(t *testing.T) {
 		t.Fatalf("DELETE of a metadata-blocked index: %v", err)
 	}
 }
+
+// TestDeleteManyWithOneBlocked: a delete of several indices of which one
+// refuses it (a metadata block) deletes none, as OpenSearch checks the
+// blocks of every index before it deletes; it deleted those sorted first.
+func TestDeleteManyWithOneBlocked(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, n := range []string{"a1", "a2", "a3"} {
+		if _, err := s.CreateIndex(CreateRequest{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSettings("a2", FlatSettings{SettingBlockMetadata: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteIndex("a*"); errType(err) != TypeClusterBlock {
+		t.Fatalf("got %v, want %s", err, TypeClusterBlock)
+	}
+	if got := s.Names(); len(got) != 3 {
+		t.Fatalf("indices left after a refused delete: %v", got)
+	}
+}

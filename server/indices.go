@@ -583,7 +583,7 @@ func (s *Server) getAlias(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := map[string]any{}
-	found := false
+	returned := map[string]bool{}
 	for idx, as := range byIndex {
 		if names != nil && len(as) == 0 {
 			continue
@@ -591,14 +591,28 @@ func (s *Server) getAlias(w http.ResponseWriter, r *http.Request) error {
 		am := map[string]any{}
 		for a, m := range as {
 			am[a] = aliasJSON(m)
-			found = true
+			returned[a] = true
 		}
 		out[idx] = map[string]any{"aliases": am}
 	}
-	if names != nil && !found {
-		return &service.Error{Type: "aliases_not_found_exception", Status: http.StatusNotFound,
-			Reason: fmt.Sprintf("aliases [%s] missing", strings.Join(names, ","))}
+	// As OpenSearch's RestGetAliasesAction: every explicitly named alias
+	// (not a wildcard, not _all) that matched nothing makes the answer a
+	// 404 whose "error" is a string, next to what was found.
+	var missing []string
+	for _, n := range names {
+		if n != "_all" && !strings.Contains(n, "*") && !returned[n] {
+			missing = append(missing, n)
+		}
 	}
-	s.writeJSON(w, r, http.StatusOK, out)
+	status := http.StatusOK
+	if len(missing) > 0 {
+		status = http.StatusNotFound
+		msg := fmt.Sprintf("alias [%s] missing", missing[0])
+		if len(missing) > 1 {
+			msg = fmt.Sprintf("aliases [%s] missing", strings.Join(missing, ","))
+		}
+		out["error"], out["status"] = msg, status
+	}
+	s.writeJSON(w, r, status, out)
 	return nil
 }

@@ -55,6 +55,25 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 	}
 	s.mu.Lock()
 	err := s.update(func(st *state) error {
+		// Every index an action names must take metadata writes, as
+		// OpenSearch's TransportIndicesAliasesAction checks (METADATA_WRITE:
+		// the read_only and metadata blocks), remove_index included.
+		for _, n := range removeIndices {
+			if m, ok := st.Indices[n]; ok {
+				if err := blocksOf(m.Settings).metadataError(n); err != nil {
+					return err
+				}
+			}
+		}
+		for _, r := range rs {
+			for _, n := range r.indices {
+				if m, ok := st.Indices[n]; ok {
+					if err := blocksOf(m.Settings).metadataError(n); err != nil {
+						return err
+					}
+				}
+			}
+		}
 		for _, r := range rs {
 			for _, n := range r.indices {
 				m, ok := st.Indices[n]
@@ -64,7 +83,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 				for _, al := range r.a.Aliases {
 					if r.a.Add {
 						if _, clash := st.Indices[al]; clash {
-							return newErr(TypeInvalidIndexName, http.StatusBadRequest, al, "Invalid alias name [%s], an index exists with the same name as the alias", al)
+							return aliasNamesIndex(al)
 						}
 						if m.Aliases == nil {
 							m.Aliases = map[string]AliasMeta{}

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,8 +73,12 @@ func validateID(index, id string) error {
 		if len(id) == 0 {
 			return newErr(TypeValidation, http.StatusBadRequest, index, "Validation Failed: 1: id is missing;")
 		}
-		return newErr(TypeValidation, http.StatusBadRequest, index,
-			"Validation Failed: 1: id [%s] is too long, must be no longer than 512 bytes but was: %d;", id, len(id))
+		if len(id) > routing.MaxIDBytes {
+			return newErr(TypeValidation, http.StatusBadRequest, index,
+				"Validation Failed: 1: id [%s] is too long, must be no longer than %d bytes but was: %d;", id, routing.MaxIDBytes, len(id))
+		}
+		// Not a length problem (an id that is not UTF-8): routing's reason.
+		return newErr(TypeValidation, http.StatusBadRequest, index, "Validation Failed: 1: %s;", AsError(err).Reason)
 	}
 	return nil
 }
@@ -88,8 +93,8 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, creat
 	if err != nil {
 		return WriteResult{}, err
 	}
-	if routingValue == "" {
-		routingValue = aliasRouting
+	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
+		return WriteResult{}, err
 	}
 	mu := ix.lockFor(id)
 	mu.Lock()
@@ -130,8 +135,8 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 	if err != nil {
 		return WriteResult{}, err
 	}
-	if routingValue == "" {
-		routingValue = aliasRouting
+	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
+		return WriteResult{}, err
 	}
 	mu := ix.lockFor(id)
 	mu.Lock()
@@ -155,6 +160,24 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 		return nil
 	})
 	return res, err
+}
+
+// resolveIndexRouting is OpenSearch's Metadata.resolveIndexRouting for a
+// single-document operation through target: an alias's index_routing
+// overrides none, must equal a request's routing, and must be one value.
+func resolveIndexRouting(target, aliasRouting, routingValue string) (string, error) {
+	if aliasRouting == "" {
+		return routingValue, nil
+	}
+	if strings.Contains(aliasRouting, ",") {
+		return "", newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+			"index/alias [%s] provided with routing value [%s] that resolved to several routing values, rejecting operation", target, aliasRouting)
+	}
+	if routingValue != "" && routingValue != aliasRouting {
+		return "", newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+			"Alias [%s] has index routing associated with it [%s], and was provided with routing value [%s], rejecting operation", target, aliasRouting, routingValue)
+	}
+	return aliasRouting, nil
 }
 
 // retryWrite runs a write, retrying it while the routing table changes
@@ -183,8 +206,8 @@ func (s *Service) GetDoc(target, id, routingValue string) (Doc, bool, error) {
 	if err != nil {
 		return Doc{}, false, err
 	}
-	if routingValue == "" {
-		routingValue = aliasRouting
+	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
+		return Doc{}, false, err
 	}
 	if m, ok := s.Meta(ix.name); ok {
 		if err := blocksOf(m.Settings).readError(ix.name); err != nil {

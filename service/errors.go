@@ -41,6 +41,7 @@ const (
 	TypeIndexNotFound        = "index_not_found_exception"
 	TypeAlreadyExists        = "resource_already_exists_exception"
 	TypeInvalidIndexName     = "invalid_index_name_exception"
+	TypeInvalidAliasName     = "invalid_alias_name_exception"
 	TypeClusterBlock         = "cluster_block_exception"
 	TypeValidation           = "action_request_validation_exception"
 	TypeVersionConflict      = "version_conflict_engine_exception"
@@ -51,6 +52,13 @@ const (
 	TypeUnsupportedOperation = "unsupported_operation_exception"
 	TypeException            = "exception"
 )
+
+// aliasNamesIndex is OpenSearch's refusal of an alias named like an index
+// (AliasValidator).
+func aliasNamesIndex(alias string) *Error {
+	return newErr(TypeInvalidAliasName, http.StatusBadRequest, alias,
+		"Invalid alias name [%s]: an index or data stream exists with the same name as the alias", alias)
+}
 
 func indexNotFound(name string) *Error {
 	e := newErr(TypeIndexNotFound, http.StatusNotFound, name, "no such index [%s]", name)

@@ -103,8 +103,8 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 		return nil, err
 	}
 	for a := range req.Aliases {
-		if _, ok := s.st.Indices[a]; ok {
-			return nil, newErr(TypeInvalidIndexName, http.StatusBadRequest, a, "Invalid alias name [%s], an index exists with the same name as the alias", a)
+		if _, ok := s.st.Indices[a]; ok || a == req.Name {
+			return nil, aliasNamesIndex(a)
 		}
 	}
 	ix, err := s.openIndex(m, t)
@@ -153,6 +153,14 @@ func (s *Service) DeleteIndex(expr string) error {
 	names, err := s.Resolve(expr, false)
 	if err != nil {
 		return err
+	}
+	// Every index's blocks first: a refused delete deletes none of them.
+	for _, name := range names {
+		if m, ok := s.Meta(name); ok {
+			if err := blocksOf(m.Settings).metadataError(name); err != nil {
+				return err
+			}
+		}
 	}
 	for _, name := range names {
 		if ix, ok := s.index(name); ok {
@@ -353,7 +361,9 @@ func (s *Service) writeTarget(name string, autoCreate bool) (*Index, string, err
 }
 
 // readTarget resolves a single-index read (get): an index or an alias of
-// exactly one index; it returns the alias's search routing.
+// exactly one index; it returns the alias's index routing, as OpenSearch's
+// single-shard get does (Metadata.resolveIndexRouting): a document written
+// through an alias is read through it.
 func (s *Service) readTarget(name string) (*Index, string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -365,7 +375,7 @@ func (s *Service) readTarget(name string) (*Index, string, error) {
 	case 0:
 		return nil, "", indexNotFound(name)
 	case 1:
-		return s.indices[targets[0]], s.st.Indices[targets[0]].Aliases[name].SearchRouting, nil
+		return s.indices[targets[0]], s.st.Indices[targets[0]].Aliases[name].IndexRouting, nil
 	}
 	return nil, "", newErr(TypeIllegalArgument, http.StatusBadRequest, name,
 		"alias [%s] has more than one index associated with it [%s], can't execute a single index op", name, strings.Join(targets, ", "))

@@ -169,6 +169,19 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 		if _, ok := st.Indices[req.Target]; ok {
 			return newErr(TypeAlreadyExists, http.StatusBadRequest, req.Target, "index [%s/%s] already exists", req.Target, st.Indices[req.Target].UUID)
 		}
+		// Checked again here: an alias may have been added while the
+		// target was built; and the request's aliases must not name an
+		// index (the target included).
+		for _, im := range st.Indices {
+			if _, ok := im.Aliases[req.Target]; ok {
+				return newErr(TypeInvalidIndexName, http.StatusBadRequest, req.Target, "Invalid index name [%s], already exists as alias", req.Target)
+			}
+		}
+		for a := range req.Aliases {
+			if _, ok := st.Indices[a]; ok || a == req.Target {
+				return aliasNamesIndex(a)
+			}
+		}
 		st.Indices[req.Target] = m
 		return nil
 	})

@@ -1,0 +1,244 @@
+package service
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// TestGetThroughAliasUsesIndexRouting: a get through an alias resolves the
+// alias's index_routing, as OpenSearch's single-shard get does
+// (Metadata.resolveIndexRouting), not its search_routing: a document written
+// through the alias is found through it.
+func TestGetThroughAliasUsesIndexRouting(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingShards: str("4"), SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := s.Table("logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A search routing whose shard differs from the index routing's.
+	_, want := tab.Route("d1", "a")
+	search := ""
+	for i := range 100 {
+		if _, sh := tab.Route("d1", fmt.Sprintf("b%d", i)); sh != want {
+			search = fmt.Sprintf("b%d", i)
+			break
+		}
+	}
+	if search == "" {
+		t.Fatal("no routing value on another shard")
+	}
+	if err := s.UpdateAliases([]AliasAction{{Add: true, Indices: []string{"logs"}, Aliases: []string{"w"},
+		Meta: AliasMeta{IndexRouting: "a", SearchRouting: search}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IndexDoc("w", "d1", "", []byte(`{}`), false); err != nil {
+		t.Fatal(err)
+	}
+	d, found, err := s.GetDoc("w", "d1", "")
+	if err != nil || !found || d.Routing != "a" {
+		t.Fatalf("get d1 through alias w (index_routing a, search_routing %s): found %v routing %q err %v", search, found, d.Routing, err)
+	}
+}
+
+// TestIDRefusalsSayWhy: an id that is not UTF-8 is refused for that reason,
+// not as "too long"; 512 bytes (multi-byte characters included) is allowed
+// and 513 is too long.
+func TestIDRefusalsSayWhy(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs"}); err != nil {
+		t.Fatal(err)
+	}
+	is512 := strings.Repeat("é", 256) // 512 bytes, 256 characters
+	for _, tc := range []struct {
+		name, id, reason string
+	}{
+		{"512 bytes", is512, ""},
+		{"513 bytes", is512 + "a", "Validation Failed: 1: id [" + is512 + "a] is too long, must be no longer than 512 bytes but was: 513;"},
+		{"not utf-8", "\xff", `Validation Failed: 1: id ["\xff"] is not valid UTF-8;`},
+		{"empty", "", "Validation Failed: 1: id is missing;"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.IndexDoc("logs", tc.id, "", []byte(`{}`), false)
+			got := ""
+			if err != nil {
+				got = AsError(err).Reason
+			}
+			if got != tc.reason {
+				t.Fatalf("reason %q, want %q", got, tc.reason)
+			}
+		})
+	}
+}
+
+// TestAliasNamedLikeAnIndex: no create, resize or alias action may leave an
+// alias with an index's name (OpenSearch refuses it: a name must resolve to
+// one thing), the new index's own name included.
+func TestAliasNamedLikeAnIndex(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, n := range []string{"other", "src"} {
+		if _, err := s.CreateIndex(CreateRequest{Name: n, Settings: FlatSettings{SettingReplicas: str("0")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		do   func() error
+	}{
+		{"create, alias of an existing index's name", func() error {
+			_, err := s.CreateIndex(CreateRequest{Name: "a1", Aliases: map[string]AliasMeta{"other": {}}})
+			return err
+		}},
+		{"create, alias of its own name", func() error {
+			_, err := s.CreateIndex(CreateRequest{Name: "a2", Aliases: map[string]AliasMeta{"a2": {}}})
+			return err
+		}},
+		{"clone, alias of an existing index's name", func() error {
+			_, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "src", Target: "c1", Aliases: map[string]AliasMeta{"other": {}}})
+			return err
+		}},
+		{"clone, alias of its own name", func() error {
+			_, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "src", Target: "c2", Aliases: map[string]AliasMeta{"c2": {}}})
+			return err
+		}},
+		{"alias action", func() error {
+			return s.UpdateAliases([]AliasAction{{Add: true, Indices: []string{"src"}, Aliases: []string{"other"}}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.do(); errType(err) != "invalid_alias_name_exception" {
+				t.Fatalf("got %v, want invalid_alias_name_exception", err)
+			}
+		})
+	}
+	for _, n := range s.Names() {
+		for _, a := range s.AliasNames() {
+			if a == n {
+				t.Errorf("alias %s names an index", a)
+			}
+		}
+	}
+}
+
+// TestAliasIndexRoutingRules: through an alias with index_routing, a
+// request's own routing must agree with it (OpenSearch rejects the
+// operation otherwise, rather than storing the document where reads through
+// the alias do not look), and the index_routing must be one value.
+func TestAliasIndexRoutingRules(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingShards: str("4"), SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateAliases([]AliasAction{
+		{Add: true, Indices: []string{"logs"}, Aliases: []string{"w"}, Meta: AliasMeta{IndexRouting: "a"}},
+		{Add: true, Indices: []string{"logs"}, Aliases: []string{"multi"}, Meta: AliasMeta{IndexRouting: "a,b"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, target, routing, reason string
+	}{
+		{"same routing", "w", "a", ""},
+		{"no routing", "w", "", ""},
+		{"other routing", "w", "b", "Alias [w] has index routing associated with it [a], and was provided with routing value [b], rejecting operation"},
+		{"several values", "multi", "", "index/alias [multi] provided with routing value [a,b] that resolved to several routing values, rejecting operation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason := func(err error) string {
+				if err == nil {
+					return ""
+				}
+				return AsError(err).Reason
+			}
+			_, err := s.IndexDoc(tc.target, "d1", tc.routing, []byte(`{}`), false)
+			if got := reason(err); got != tc.reason {
+				t.Fatalf("index: %q, want %q", got, tc.reason)
+			}
+			_, _, err = s.GetDoc(tc.target, "d1", tc.routing)
+			if got := reason(err); got != tc.reason {
+				t.Fatalf("get: %q, want %q", got, tc.reason)
+			}
+			_, err = s.DeleteDoc(tc.target, "d1", tc.routing)
+			if got := reason(err); got != tc.reason {
+				t.Fatalf("delete: %q, want %q", got, tc.reason)
+			}
+		})
+	}
+}
+
+// TestAliasActionsHonourMetadataBlocks: alias actions (remove_index too)
+// on an index with a read_only or metadata block are refused with
+// cluster_block_exception, as OpenSearch's TransportIndicesAliasesAction
+// checks METADATA_WRITE; before, remove_index deleted a blocked index that
+// DELETE /{index} refuses.
+func TestAliasActionsHonourMetadataBlocks(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, n := range []string{"ro", "meta"} {
+		if _, err := s.CreateIndex(CreateRequest{Name: n, Aliases: map[string]AliasMeta{"old-" + n: {}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSettings("ro", FlatSettings{SettingBlockReadOnly: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSettings("meta", FlatSettings{SettingBlockMetadata: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"ro", "meta"} {
+		for _, tc := range []struct {
+			name string
+			a    AliasAction
+		}{
+			{"add", AliasAction{Add: true, Indices: []string{n}, Aliases: []string{"new"}}},
+			{"remove", AliasAction{Indices: []string{n}, Aliases: []string{"old-" + n}}},
+			{"remove_index", AliasAction{RemoveIndex: true, Indices: []string{n}}},
+		} {
+			t.Run(n+"/"+tc.name, func(t *testing.T) {
+				if err := s.UpdateAliases([]AliasAction{tc.a}); errType(err) != TypeClusterBlock {
+					t.Fatalf("got %v, want %s", err, TypeClusterBlock)
+				}
+			})
+		}
+	}
+	if got := s.Names(); len(got) != 2 {
+		t.Fatalf("indices left: %v", got)
+	}
+	if err := s.DeleteIndex("meta"); errType(err) != TypeClusterBlock {
+		t.Fatalf("DELETE of a metadata-blocked index: %v", err)
+	}
+}
+
+// TestDeleteManyWithOneBlocked: a delete of several indices of which one
+// refuses it (a metadata block) deletes none, as OpenSearch checks the
+// blocks of every index before it deletes; it deleted those sorted first.
+func TestDeleteManyWithOneBlocked(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, n := range []string{"a1", "a2", "a3"} {
+		if _, err := s.CreateIndex(CreateRequest{Name: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSettings("a2", FlatSettings{SettingBlockMetadata: str("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteIndex("a*"); errType(err) != TypeClusterBlock {
+		t.Fatalf("got %v, want %s", err, TypeClusterBlock)
+	}
+	if got := s.Names(); len(got) != 3 {
+		t.Fatalf("indices left after a refused delete: %v", got)
+	}
+}

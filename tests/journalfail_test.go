@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 			mem := vfs.NewCrashableMem()
 			var failAt, renames atomic.Int32
 			var after atomic.Bool
+			var mu sync.Mutex // Pebble calls the injector concurrently
 			var images []*vfs.MemFS
 			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 				if failAt.Load() == 0 {
@@ -34,13 +36,17 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 					}
 				}
 				if after.Load() && isDurableOp(op.Kind) {
+					mu.Lock()
 					images = append(images, mem.CrashClone(vfs.CrashCloneCfg{}))
+					mu.Unlock()
 				}
 				return nil
 			})
 			n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
 			failAt.Store(int32(k))
 			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2})
+			mu.Lock()
+			defer mu.Unlock()
 			t.Logf("split ended %s (%v), run error %v, journal dirty %v, %d images", rep.Phase, rep.Err, err, j.Dirty(), len(images))
 			images = append(images, mem.CrashClone(vfs.CrashCloneCfg{}))
 			failAt.Store(0)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -38,10 +39,13 @@ func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
 			for k := 1; ; k++ {
 				img := disk.CrashClone(vfs.CrashCloneCfg{})
 				var ops atomic.Int32
+				var mu sync.Mutex // Pebble calls the injector concurrently
 				var crashed *vfs.MemFS
 				inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-					if crashed == nil && isDurableOp(op.Kind) && int(ops.Add(1)) == k {
+					if isDurableOp(op.Kind) && int(ops.Add(1)) == k {
+						mu.Lock()
 						crashed = img.CrashClone(vfs.CrashCloneCfg{})
+						mu.Unlock()
 					}
 					return nil
 				})
@@ -50,6 +54,8 @@ func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
 					t.Fatalf("first recovery: %v", err)
 				}
 				_ = n2.Close()
+				mu.Lock()
+				defer mu.Unlock()
 				if crashed == nil {
 					t.Logf("%d crash points in recovery", k-1)
 					break

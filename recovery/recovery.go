@@ -34,8 +34,10 @@
 // says: its reservation was already cancelled or committed, and its child
 // ids may since have been reused. Recovery never acts on it as if it were
 // in flight: it rolls forward only when its last record is handoff or
-// published, the table commits its parent and no later split names the
-// same parent (which could only have begun if this one did not commit);
+// published, the table commits its parent and no later split that reserved
+// (its records name children) names the same parent (which could only have
+// begun if this one did not commit; a later split refused before reserving,
+// because this one was unfinished, consumed nothing);
 // otherwise it is recorded aborted and nothing is undone (stores it left
 // behind that no table names are orphans, removed as such), unless the
 // table still holds a reservation naming exactly its children. Decisions
@@ -197,12 +199,27 @@ func laterSplits(after []splitter.Record, r splitter.Record) later {
 	for _, o := range after {
 		if o.Split > r.Split {
 			l.any = true
+			if !reserved(o) {
+				// It never reserved (refused because this one was
+				// unfinished, or cancelled before): it consumed nothing.
+				continue
+			}
 			for _, id := range inputs(o) {
 				l.sameParent = l.sameParent || slices.Contains(mine, id)
 			}
 		}
 	}
 	return l
+}
+
+// reserved reports whether an operation whose last record is r made its
+// reservation: the machine names the children (of a merge, the target) in
+// every record from the reservation on, its end included.
+func reserved(r splitter.Record) bool {
+	if r.Kind == splitter.KindMerge {
+		return r.Target != 0
+	}
+	return len(r.Children) > 0
 }
 
 // decideMerge is the decision table for one merge's last record.

@@ -165,7 +165,9 @@ func (sp *Split) Done() bool { return sp.Phase().Terminal() }
 // Next writes the journal records the machine asks for, carries out its
 // next intent and feeds the outcome back. It returns the intent and its
 // event; the error is non-nil when the driver cannot go on (the node
-// failed, or the machine refused the event: a driver bug).
+// failed, or the machine refused the event: a driver bug). On a split that
+// ended cleanly (done or aborted, perhaps by a cancel the hook delivered)
+// it carries out nothing and returns the zero Intent and no error.
 func (sp *Split) Next() (Intent, Event, error) {
 	if hook := sp.d.cfg.Hook; hook != nil {
 		sp.mu.Lock()
@@ -180,6 +182,11 @@ func (sp *Split) Next() (Intent, Event, error) {
 	if rd.Intent.Kind == 0 {
 		if err := sp.d.writeJournal(rd.Journal); err != nil {
 			sp.log.Warn("journal record not written", zap.Error(err))
+		}
+		if p := sp.m.Phase(); p == PhaseDone || p == PhaseAborted {
+			// It ended cleanly, by a cancel the hook or another goroutine
+			// delivered after the caller looked: nothing to carry out.
+			return Intent{}, Event{}, nil
 		}
 		return Intent{}, Event{}, fmt.Errorf("splitter: split %d of %d has nothing to do in phase %s", sp.m.ID(), sp.m.Plan().Parent, sp.m.Phase())
 	}

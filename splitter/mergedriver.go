@@ -103,6 +103,11 @@ func (mg *Merge) Next() (Intent, Event, error) {
 		if err := mg.d.writeJournal(rd.Journal); err != nil {
 			mg.log.Warn("journal record not written", zap.Error(err))
 		}
+		if p := mg.m.Phase(); p == PhaseDone || p == PhaseAborted {
+			// It ended cleanly, by a cancel the hook or another goroutine
+			// delivered after the caller looked: nothing to carry out.
+			return Intent{}, Event{}, nil
+		}
 		return Intent{}, Event{}, fmt.Errorf("splitter: merge %d of %v has nothing to do in phase %s", mg.m.ID(), mg.m.Plan().Sources, mg.m.Phase())
 	}
 	from := mg.m.Phase()

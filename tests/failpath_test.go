@@ -10,8 +10,10 @@ package tests
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -386,5 +388,75 @@ func TestMergeDrainTimeoutReleasesTakenFences(t *testing.T) {
 	}
 	if _, err := node.NewRouter(n, tab, node.RouterConfig{}).Index(toSource1[0], "", []byte("after")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A cancel the hook delivers before the first intent (the split is still
+// preparing: nothing to undo) ends the split aborted; Run reports that end
+// cleanly. Run used to go on to Next on the ended split and fail with
+// "has nothing to do in phase aborted".
+func TestCancelBeforeReserveEndsRunCleanly(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	n, j, tab := openFailpath(t, mem)
+	var cancelErr error
+	var sp *splitter.Split
+	d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: func(_ splitter.Phase, in splitter.Intent) {
+		if in.Kind == splitter.IntentReserve && sp != nil {
+			cancelErr = sp.Cancel()
+		}
+	}})
+	sp = d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	_, _, err := sp.Next()
+	if cancelErr != nil {
+		t.Fatalf("cancel before reserve refused: %v", cancelErr)
+	}
+	if err != nil {
+		t.Errorf("Next after a cancel the hook delivered: %v", err)
+	}
+	if rep := sp.Report(); rep.Phase != splitter.PhaseAborted {
+		t.Errorf("split ended %s, want %s", rep.Phase, splitter.PhaseAborted)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = n.Close()
+	reopen(t, crashed, tab).Close()
+}
+
+// A cancel from another goroutine, racing Run's steps: the split ends
+// aborted (cancel accepted) or done (refused, after the fence), Run reports
+// no error either way, and the index reopens.
+func TestCancelFromAnotherGoroutineRacesRun(t *testing.T) {
+	for i := range 20 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			n, j, tab := openFailpath(t, mem)
+			started := make(chan *splitter.Split, 1)
+			d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: func(splitter.Phase, splitter.Intent) {}})
+			sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+			started <- sp
+			var wg sync.WaitGroup
+			var accepted atomic.Bool
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sp := <-started
+				for k := 0; k < i; k++ {
+					runtime.Gosched()
+				}
+				accepted.Store(sp.Cancel() == nil)
+			}()
+			for steps := 0; !sp.Done(); steps++ {
+				if _, _, err := sp.Next(); err != nil {
+					t.Fatalf("step %d: %v", steps, err)
+				}
+			}
+			wg.Wait()
+			rep := sp.Report()
+			if accepted.Load() != (rep.Phase == splitter.PhaseAborted) {
+				t.Errorf("cancel accepted=%v, split ended %s", accepted.Load(), rep.Phase)
+			}
+			crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+			_ = n.Close()
+			reopen(t, crashed, tab).Close()
+		})
 	}
 }

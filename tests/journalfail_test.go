@@ -1,0 +1,59 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/shardsplit/shardsplit/splitter"
+)
+
+// A journal write that fails (ENOSPC on the SPLITLOG rename), the process
+// going on, then a power loss at every durable operation after it: every
+// crash image recovers and passes Check.
+func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
+	for k := 1; k <= 8; k++ {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			var failAt, renames atomic.Int32
+			var after atomic.Bool
+			var mu sync.Mutex // Pebble calls the injector concurrently
+			var images []*vfs.MemFS
+			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if failAt.Load() == 0 {
+					return nil
+				}
+				if op.Kind == errorfs.OpRename && strings.Contains(op.Path, splitter.JournalFile) {
+					if renames.Add(1) == failAt.Load() {
+						after.Store(true)
+						return syscall.ENOSPC
+					}
+				}
+				if after.Load() && isDurableOp(op.Kind) {
+					mu.Lock()
+					images = append(images, mem.CrashClone(vfs.CrashCloneCfg{}))
+					mu.Unlock()
+				}
+				return nil
+			})
+			n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
+			failAt.Store(int32(k))
+			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2})
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("split ended %s (%v), run error %v, journal dirty %v, %d images", rep.Phase, rep.Err, err, j.Dirty(), len(images))
+			images = append(images, mem.CrashClone(vfs.CrashCloneCfg{}))
+			failAt.Store(0)
+			_ = n.Close()
+			for i, img := range images {
+				t.Run(fmt.Sprint(i), func(t *testing.T) { reopen(t, img, tab).Close() })
+			}
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package tests
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/shardsplit/shardsplit/recovery"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// Recovery crashing half-way is just another crash: for a disk left by a
+// crash at each point of a split's handoff, recovery is crashed at every
+// durable operation it makes (a power loss there), and recovering the
+// result must open and pass recovery.Check.
+func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
+	for _, stop := range []splitter.IntentKind{splitter.IntentCreateChildren, splitter.IntentFence,
+		splitter.IntentPublish, splitter.IntentSyncChildren, splitter.IntentCommitTable} {
+		t.Run(stop.String(), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			n, j, tab := openFailpath(t, mem)
+			sp := splitter.NewDriver(n, splitter.Config{Journal: j}).Start(splitter.Plan{Parent: 0, Ways: 2})
+			for {
+				in, _, err := sp.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if in.Kind == stop {
+					break
+				}
+			}
+			disk := mem.CrashClone(vfs.CrashCloneCfg{})
+			_ = n.Close()
+			for k := 1; ; k++ {
+				img := disk.CrashClone(vfs.CrashCloneCfg{})
+				var ops atomic.Int32
+				var mu sync.Mutex // Pebble calls the injector concurrently
+				var crashed *vfs.MemFS
+				inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+					if isDurableOp(op.Kind) && int(ops.Add(1)) == k {
+						mu.Lock()
+						crashed = img.CrashClone(vfs.CrashCloneCfg{})
+						mu.Unlock()
+					}
+					return nil
+				})
+				n2, _, _, err := recovery.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(img, inj), CacheBytes: 1 << 20}, tab, nil)
+				if err != nil {
+					t.Fatalf("first recovery: %v", err)
+				}
+				_ = n2.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				if crashed == nil {
+					t.Logf("%d crash points in recovery", k-1)
+					break
+				}
+				t.Run(fmt.Sprint(k), func(t *testing.T) { reopen(t, crashed, tab).Close() })
+			}
+		})
+	}
+}

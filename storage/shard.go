@@ -117,9 +117,16 @@ func (s *Shard) outOfSpan(keyspace routing.ShardID, k routing.Key) error {
 // With DurabilityRequest Write returns after the WAL fsync; concurrent
 // writers share fsyncs, because the fsync wait happens outside the lock.
 func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
+	// Enter the store only once the apply lock is ours: a write waiting
+	// on a fence must not hold up the store's close.
+	s.mu.Lock()
+	if !s.st.enter() {
+		s.mu.Unlock()
+		return 0, ErrShardClosed
+	}
+	defer s.st.exit()
 	b := s.st.db.NewBatch()
 	defer b.Close()
-	s.mu.Lock()
 	last, err := s.applyLocked(b, ops, guard)
 	s.mu.Unlock()
 	if err != nil {
@@ -460,9 +467,10 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 // GetAny reads a document regardless of the spans the shard owns now. The
 // node uses it for reads it has already checked against a table version.
 func (s *Shard) GetAny(keyspace routing.ShardID, key routing.Key, id string) (Doc, bool, error) {
-	if s.closed.Load() {
+	if s.closed.Load() || !s.st.enter() {
 		return Doc{}, false, ErrShardClosed
 	}
+	defer s.st.exit()
 	s.load.reads.Add(1)
 	v, c, err := s.st.db.Get(DocKey(nil, keyspace, key, id))
 	if errors.Is(err, pebble.ErrNotFound) {

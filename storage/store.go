@@ -57,7 +57,27 @@ type store struct {
 
 	stopSync chan struct{} // closes the async syncer
 	syncDone sync.WaitGroup
+
+	// ops is held (shared) by every write commit and point read while it
+	// is in Pebble, and exclusively by close, which sets shut: an operation
+	// that passed its shard's closed check can otherwise reach a closed
+	// Pebble, which panics ("pebble/record: closed LogWriter").
+	ops  sync.RWMutex
+	shut bool
 }
+
+// enter admits an operation into Pebble, or reports the store closed; the
+// caller calls exit when done.
+func (s *store) enter() bool {
+	s.ops.RLock()
+	if s.shut {
+		s.ops.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (s *store) exit() { s.ops.RUnlock() }
 
 // storeOptions are the Pebble options every store shares.
 type storeOptions struct {
@@ -164,6 +184,9 @@ func (s *store) sync() error {
 }
 
 func (s *store) close() error {
+	s.ops.Lock() // waits for the operations in Pebble
+	s.shut = true
+	s.ops.Unlock()
 	if s.stopSync != nil {
 		close(s.stopSync)
 		s.syncDone.Wait()

@@ -31,7 +31,8 @@
 //     threshold. A load-based split is sticky for MergeDelay before its
 //     children may merge (CockroachDB's kv.range_split.by_load_merge_delay,
 //     5 minutes).
-//   - one action at a time per index: nothing while a split is in progress.
+//   - one action at a time per index: nothing while a split or a merge is
+//     in progress.
 //   - a leaf that cannot be split further (one partition; in opensearch
 //     mode, too narrow for two children wider than 1,000 hashes) is never
 //     split: Decide reports its hottest routing value and that value's
@@ -270,7 +271,7 @@ type Decision struct {
 func Decide(in Input, th Thresholds) Decision {
 	var d Decision
 	t := in.Table
-	if len(t.InProgress()) > 0 {
+	if len(t.InProgress()) > 0 || len(t.MergesInProgress()) > 0 {
 		return d // one action at a time per index
 	}
 	type candidate struct {

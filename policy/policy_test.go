@@ -187,6 +187,12 @@ func TestDecide(t *testing.T) {
 			want:   Decision{},
 		},
 		{
+			name:   "a merge in progress: nothing (one action at a time)",
+			edits:  []routing.Edit{split(0, 2), {Kind: routing.BeginMerge, Sources: []routing.ShardID{2, 3}}},
+			shards: map[routing.ShardID]load{1: {from: t0, rate: 500, keys: keys(9, "a", 4, 14, "b", 4)}},
+			want:   Decision{},
+		},
+		{
 			name:   "cool adjacent leaves of a root merge",
 			edits:  []routing.Edit{split(0, 2)},
 			shards: map[routing.ShardID]load{2: {from: t0, rate: 10}, 3: {from: t0, rate: 20}, 1: {from: t0, rate: 80}},

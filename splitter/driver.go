@@ -378,6 +378,9 @@ func (d *Driver) createChildren(sp *Split) (Event, error) {
 			return Event{}, invariants.AssertionFailedf("splitter: split %d: table v%d reserves child %d, the machine %d",
 				sp.m.ID(), d.n.Table().Version(), c.Shard, sp.m.children[i])
 		}
+		if err := d.removeLeftover(c.Shard); err != nil {
+			return Event{}, err
+		}
 		child, stats, err := d.n.Engine().CreateChild(sp.parent, c.Shard, c.Span)
 		if err != nil {
 			return Event{}, err
@@ -568,6 +571,30 @@ func (d *Driver) cancel(sp *Split) (Event, error) {
 		}
 	}
 	return Event{Kind: EventCancelled}, nil
+}
+
+// removeLeftover removes the store directory of a shard id the table has
+// just reserved, if one exists and the node has no shard by that id: it
+// can only be what a creation that failed half-way and could not clean up
+// (the disk failing again under the cleanup) left behind. Without this the
+// id stays poisoned, and every split or merge that reserves it fails with
+// "already exists", until a restart's recovery removes orphan stores.
+func (d *Driver) removeLeftover(id routing.ShardID) error {
+	if _, ok := d.n.ShardStore(id); ok {
+		return nil
+	}
+	dirs, err := d.n.Engine().ShardDirs()
+	if err != nil {
+		return fmt.Errorf("list shard stores: %w", err)
+	}
+	if !slices.Contains(dirs, id) {
+		return nil
+	}
+	d.cfg.Logger.Warn("removing the store a failed creation left behind", zap.Uint32("shard", uint32(id)))
+	if err := d.n.Engine().DestroyShard(id); err != nil {
+		return fmt.Errorf("remove the store left behind by shard %d: %w", id, err)
+	}
+	return nil
 }
 
 // releaseLog releases the parent's log hold if this split has it.

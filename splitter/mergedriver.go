@@ -260,6 +260,9 @@ func (mg *Merge) buildTarget() (Event, error) {
 			mg.holdsLog[i] = true
 		}
 	}
+	if err := d.removeLeftover(rec.Target); err != nil {
+		return Event{}, err
+	}
 	target, stats, err := d.n.Engine().CreateMergeTarget(mg.sources, rec.Target, rec.Span())
 	if err != nil {
 		return Event{}, err

@@ -186,7 +186,7 @@ func autosplitMarkdown(r *autosplitResult) string {
 	fmt.Fprintf(&b, "\n\"Before\" is measured from the phase's second second to its first split (or over its first quarter without one); \"at the end\" over its last quarter. With %d shards, an even spread would give each root %.0f%%.\n\n",
 		r.settings.Shards, 100/float64(r.settings.Shards))
 	b.WriteString("![write rate per shard](shard-writes.png)\n\n")
-	b.WriteString("Solid vertical lines: splits (table edits). Dashed: merge proposals (not executed: the in-place merge is not wired into this demo yet). Shaded: the second phase.\n\n")
+	b.WriteString("Solid vertical lines: splits (table edits). Dashed: merge proposals (carried out with the in-place merge unless the events table says it failed). Shaded: the second phase.\n\n")
 	b.WriteString("| t (s) | action | result | table version after | longest stall of writes to the parent (ms) | parent lock held (ms) |\n|---:|---|---|---:|---:|---:|\n")
 	for _, e := range r.events {
 		st, lk := "", ""

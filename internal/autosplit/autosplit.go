@@ -2,12 +2,13 @@
 // reads each active shard's statistics (storage's always-on counters, key
 // sample and size estimate), feeds them to a policy.Recorder, asks
 // policy.Decide for at most one action and carries it out through an
-// Executor — splits with the splitter's driver today, merges once the
-// in-place merge exists (until then the Executor answers
-// ErrMergeNotSupported and the proposal is only reported).
+// Executor — splits and merges with the splitter's driver (Driver.Run,
+// Driver.RunMerge).
 //
 // Ticks are synchronous: an action runs to its end inside Tick, so there is
-// never more than one action at a time per index.
+// never more than one action at a time per index; and the policy proposes
+// nothing while the table has a split or a merge in progress (one started
+// by someone else, e.g. by hand).
 package autosplit
 
 import (
@@ -24,20 +25,16 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// ErrMergeNotSupported is what an Executor answers for a merge until the
-// in-place merge is wired in.
-var ErrMergeNotSupported = errors.New("autosplit: merge not supported yet")
-
 // Executor carries out the policy's actions on an index.
 type Executor interface {
 	// Split runs a split to its end.
 	Split(plan splitter.Plan) (splitter.Report, error)
-	// Merge merges adjacent leaves of one root (in key order) into one
-	// shard, or answers ErrMergeNotSupported.
-	Merge(shards []routing.ShardID) error
+	// Merge runs a merge of adjacent leaves of one root (in key order)
+	// into one shard to its end.
+	Merge(shards []routing.ShardID) (splitter.Report, error)
 }
 
-// SplitterExecutor splits with the splitter's driver and does not merge.
+// SplitterExecutor splits and merges with the splitter's driver.
 type SplitterExecutor struct {
 	Driver *splitter.Driver
 }
@@ -54,9 +51,17 @@ func (e SplitterExecutor) Split(plan splitter.Plan) (splitter.Report, error) {
 	return r, nil
 }
 
-// Merge is not supported yet.
-func (SplitterExecutor) Merge(shards []routing.ShardID) error {
-	return fmt.Errorf("autosplit: merge of shards %v: %w", shards, ErrMergeNotSupported)
+// Merge runs the merge with the driver's default bounds; a merge that
+// aborted is an error naming why.
+func (e SplitterExecutor) Merge(shards []routing.ShardID) (splitter.Report, error) {
+	r, err := e.Driver.RunMerge(splitter.MergePlan{Sources: shards})
+	if err != nil {
+		return r, err
+	}
+	if r.Phase != splitter.PhaseDone {
+		return r, fmt.Errorf("autosplit: merge of shards %v ended %s: %w", shards, r.Phase, r.Err)
+	}
+	return r, nil
 }
 
 // Config configures a Loop.
@@ -84,8 +89,10 @@ type Event struct {
 	// Split is the report of the split carried out (Decision.Action.Kind ==
 	// policy.Split and the executor ran it).
 	Split *splitter.Report
-	// Err is why the action failed (errors.Is(Err, ErrMergeNotSupported)
-	// for merges today).
+	// Merge is the report of the merge carried out (Decision.Action.Kind ==
+	// policy.Merge and the executor ran it); Merge.Children is the target.
+	Merge *splitter.Report
+	// Err is why the action failed.
 	Err     error
 	Version routing.Version // the table version after the action
 }
@@ -140,7 +147,8 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 		}
 		l.cfg.Logger.Info("autosplit split", zap.Stringer("action", a), zap.Error(err))
 	case policy.Merge:
-		ev.Err = l.cfg.Executor.Merge(a.Shards)
+		r, err := l.cfg.Executor.Merge(a.Shards)
+		ev.Merge, ev.Err = &r, err
 		l.cfg.Logger.Info("autosplit merge", zap.Stringer("action", a), zap.Error(ev.Err))
 	}
 	l.trimLoadSplits(now)

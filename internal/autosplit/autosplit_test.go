@@ -1,7 +1,6 @@
 package autosplit
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -16,10 +15,11 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// recorder is an Executor that records what it was asked, changes nothing
-// (so the loop asks again on the next tick) and merges nothing, like
-// SplitterExecutor.
+// recorder is an Executor that records what it was asked. It answers a
+// split as done without changing anything (so the loop asks again on the
+// next tick) and carries merges out with SplitterExecutor.
 type recorder struct {
+	merger SplitterExecutor
 	splits []splitter.Plan
 	merges [][]routing.ShardID
 }
@@ -29,9 +29,9 @@ func (r *recorder) Split(p splitter.Plan) (splitter.Report, error) {
 	return splitter.Report{Phase: splitter.PhaseDone}, nil
 }
 
-func (r *recorder) Merge(shards []routing.ShardID) error {
+func (r *recorder) Merge(shards []routing.ShardID) (splitter.Report, error) {
 	r.merges = append(r.merges, shards)
-	return SplitterExecutor{}.Merge(shards)
+	return r.merger.Merge(shards)
 }
 
 // openNode serves a 2-shard partition-mode index (R = 16) whose root 0 is
@@ -61,8 +61,8 @@ func openNode(t *testing.T) *node.Node {
 
 // TestLoopCarriesOutTheDecision: writes to shard 1 at 2,000/s (on the
 // test's clock) make the loop split it at the point that halves them; cool
-// leaves 2 and 3 make it propose their merge, which the executor refuses
-// with ErrMergeNotSupported.
+// leaves 2 and 3 make it merge them (through the splitter's driver) into
+// one leaf that owns root 0's keyspace.
 func TestLoopCarriesOutTheDecision(t *testing.T) {
 	th := policy.Thresholds{SplitWritesPerSec: 1000, SplitSustain: time.Second, MaxShardBytes: 1 << 30,
 		MergeWindow: time.Second, MergeLoadFraction: 0.5, MergeDelay: time.Second, MinKeySamples: 10}
@@ -74,19 +74,19 @@ func TestLoopCarriesOutTheDecision(t *testing.T) {
 	}{
 		{name: "hot shard 1 is split between its two hot partitions", hot: true,
 			wantSplits: []splitter.Plan{{Parent: 1, Points: []routing.Key{12}}}},
-		{name: "cool leaves 2 and 3 are proposed for a merge", hot: false,
+		{name: "cool leaves 2 and 3 are merged", hot: false,
 			wantMerges: [][]routing.ShardID{{2, 3}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			n := openNode(t)
-			exec := &recorder{}
+			exec := &recorder{merger: SplitterExecutor{Driver: splitter.NewDriver(n, splitter.Config{})}}
 			l, err := New(Config{Node: n, Executor: exec, Thresholds: th})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-			var last Event
+			var merged []*splitter.Report
 			for i := range 6 { // ticks every 500 ms; 1,000 writes between ticks = 2,000/s
 				if c.hot {
 					for j := range 1000 {
@@ -100,8 +100,15 @@ func TestLoopCarriesOutTheDecision(t *testing.T) {
 						}
 					}
 				}
-				if last, err = l.Tick(t0.Add(time.Duration(i) * 500 * time.Millisecond)); err != nil {
+				ev, err := l.Tick(t0.Add(time.Duration(i) * 500 * time.Millisecond))
+				if err != nil {
 					t.Fatal(err)
+				}
+				if ev.Decision.Action.Kind == policy.Merge {
+					if ev.Err != nil {
+						t.Fatalf("merge of %v: %v", ev.Decision.Action.Shards, ev.Err)
+					}
+					merged = append(merged, ev.Merge)
 				}
 			}
 			if diff := cmp.Diff(c.wantSplits, exec.splits[:min(1, len(exec.splits))]); diff != "" {
@@ -110,8 +117,19 @@ func TestLoopCarriesOutTheDecision(t *testing.T) {
 			if diff := cmp.Diff(c.wantMerges, exec.merges[:min(1, len(exec.merges))]); diff != "" {
 				t.Errorf("merges (-want +got):\n%s", diff)
 			}
-			if c.wantMerges != nil && !errors.Is(last.Err, ErrMergeNotSupported) {
-				t.Errorf("last tick's error %v, want ErrMergeNotSupported", last.Err)
+			if c.wantMerges == nil {
+				return
+			}
+			if len(merged) != 1 || merged[0].Phase != splitter.PhaseDone {
+				t.Fatalf("merges carried out: %+v, want one done", merged)
+			}
+			// Root 0 is one leaf again: the merge's target, owning [0, 8).
+			want := []routing.Leaf{{Shard: merged[0].Children[0], Span: routing.Span{Start: 0, End: 8}}}
+			if diff := cmp.Diff(want, n.Table().Leaves(0)); diff != "" {
+				t.Errorf("leaves of root 0 after the merge (-want +got):\n%s", diff)
+			}
+			if ms := n.Table().MergesInProgress(); len(ms) != 0 {
+				t.Errorf("merges in progress after the merge: %v", ms)
 			}
 		})
 	}

@@ -110,10 +110,10 @@ func TestSim(t *testing.T) {
 	if n == 1 && testing.Verbose() {
 		t.Logf("trace of seed %d:\n  %s", first, strings.Join(results[0].trace, "\n  "))
 	}
-	t.Logf("%d seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d client ops, %d splits done, %d aborted (%d refused at reserve), "+
+	t.Logf("%d seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d client ops, %d splits done, %d aborted, %d merges done, %d aborted (%d bad plans), %d refused at reserve, "+
 		"%d crashes, %d restarts, %d Pebble fatals, %d held readers, %d refused locks, %d hook cancels",
 		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.clientOps,
-		total.splitsDone, total.splitsAborted, total.refused, total.crashes, total.restarts, total.fatals, total.readers, total.locks, total.hookCancels)
+		total.splitsDone, total.splitsAborted, total.mergesDone, total.mergesAborted, total.badMerges, total.refused, total.crashes, total.restarts, total.fatals, total.readers, total.locks, total.hookCancels)
 	if len(failed) > 0 {
 		t.Logf("failing seeds by finding:\n%s", summarize(failed))
 	}

@@ -1731,7 +1731,10 @@ func (w *world) splittable() (routing.ShardID, bool) {
 func (w *world) teardown() {
 	for _, hr := range w.readers {
 		close(hr.release)
-		<-hr.done
+		select { // bounded: a reader that hangs is the finding, not a reason to hang the run
+		case <-hr.done:
+		case <-time.After(hangTimeout):
+		}
 	}
 	w.readers = nil
 	if w.inj != nil {

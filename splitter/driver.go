@@ -452,7 +452,9 @@ func (d *Driver) replayTail(sp *Split, after uint64) (Event, error) {
 		return Event{}, invariants.AssertionFailedf("splitter: split %d: fenced tail ends at %d, the parent is at %d", sp.m.ID(), upTo, sp.parent.Seq())
 	}
 	for _, c := range sp.children {
-		c.RaiseSeq(upTo)
+		if err := c.RaiseSeq(upTo); err != nil {
+			return Event{}, err
+		}
 	}
 	return Event{Kind: EventTailReplayed, Seq: upTo}, nil
 }

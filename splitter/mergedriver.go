@@ -344,7 +344,9 @@ func (mg *Merge) replayTail(afters []uint64) (Event, error) {
 			return Event{}, invariants.AssertionFailedf("splitter: merge %d: fenced tail of source %d ends at %d, the source is at %d", mg.m.ID(), s.ID(), upTo[i], s.Seq())
 		}
 	}
-	mg.target.RaiseSeq(slices.Max(upTo))
+	if err := mg.target.RaiseSeq(slices.Max(upTo)); err != nil {
+		return Event{}, err
+	}
 	return Event{Kind: EventTailReplayed, Seqs: upTo}, nil
 }
 

@@ -392,14 +392,30 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 	return nil
 }
 
-// RaiseSeq makes the shard's next sequence number exceed seq. A child does
-// this at handoff so its sequence numbers stay above every parent write.
-func (s *Shard) RaiseSeq(seq uint64) {
+// RaiseSeq makes the shard's next sequence number exceed seq, also after a
+// restart once the shard is synced: the raised number is written to the
+// store with the shard's other writes. A child does this at handoff so its
+// sequence numbers stay above every parent write, a merge target so they
+// stay above every source's. (In memory only, a merge target reopened
+// before its first write numbered writes from the largest source's
+// checkpoint, below documents copied from the other sources.)
+func (s *Shard) RaiseSeq(seq uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if seq > s.seq.Load() {
-		s.seq.Store(seq)
+	if seq <= s.seq.Load() {
+		return nil
 	}
+	if s.closed.Load() {
+		return ErrShardClosed
+	}
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, seq), nil)
+	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
+		return fmt.Errorf("storage: shard %d: raise sequence number to %d: %w", s.id, seq, err)
+	}
+	s.seq.Store(seq)
+	return nil
 }
 
 // ReleaseCompactions lets a child's store pay the compaction debt it

@@ -30,66 +30,95 @@ func idOn(t *testing.T, tab *routing.Table, want routing.ShardID) string {
 	return ""
 }
 
-// A merge target's sequence numbers stay above every document it holds,
-// across a restart. The per-shard target is a checkpoint of the largest
-// source (whose persisted sequence number it inherits) plus the other
-// sources' documents with their own, possibly higher, sequence numbers;
-// the handoff raised the target's sequence number above every source's in
-// memory only. After a clean restart with no write in between, the target
-// numbered its next writes from the largest source's sequence number:
-// an update of a document from another source got a lower _seq_no than the
-// version it replaced (and one the shard had already given another write).
-func TestMergeTargetSeqSurvivesRestart(t *testing.T) {
+// A split's children and a merge's target keep their sequence numbers
+// above every document they hold, across a restart. The handoff raised them
+// above the parent's (every source's) in memory only, and what the store
+// had persisted could be lower: a per-shard merge target inherits the
+// largest source's number but holds the other sources' documents with
+// their own, higher, numbers; in the shared layout a child's (a target's)
+// number is the parent's (the sources') at its creation, and the writes
+// during catch-up land in its keys with higher ones. Reopened before its
+// first write, the shard numbered its writes below documents it held: an
+// update got a lower _seq_no than the version it replaced.
+func TestHandoffSeqSurvivesRestart(t *testing.T) {
 	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
-		t.Run(layout.String(), func(t *testing.T) {
-			fs := vfs.NewMem()
-			opts := storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20, Layout: layout}
-			tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, j, _, err := recovery.Open(opts, tab, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := splitter.NewDriver(n, splitter.Config{Journal: j})
-			if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
-				t.Fatalf("split: %v %v", err, rep.Err)
-			}
-			// Source 1 (the first: the largest on a tie) takes one write;
-			// source 2 many, so its sequence number runs ahead.
-			r := node.NewRouter(n, tab, node.RouterConfig{})
-			on1, on2 := idOn(t, n.Table(), 1), idOn(t, n.Table(), 2)
-			if _, err := r.Index(on1, "", []byte("a")); err != nil {
-				t.Fatal(err)
-			}
-			var last node.Result
-			for i := range 50 {
-				if last, err = r.Index(on2, "", fmt.Appendf(nil, "v%d", i)); err != nil {
+		for _, c := range []struct {
+			op         string
+			duringCopy bool // the source (parent) takes writes during catch-up
+		}{{"split", false}, {"split", true}, {"merge", false}, {"merge", true}} {
+			op := c.op
+			t.Run(fmt.Sprintf("%s/%s/writes-during=%t", layout, op, c.duringCopy), func(t *testing.T) {
+				fs := vfs.NewMem()
+				opts := storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20, Layout: layout}
+				tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}})
-			if err != nil || rep.Phase != splitter.PhaseDone {
-				t.Fatalf("merge: %v %v", err, rep.Err)
-			}
-			if err := n.Close(); err != nil {
-				t.Fatal(err)
-			}
-			n, _, _, err = recovery.Open(opts, tab, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer n.Close()
-			r = node.NewRouter(n, tab, node.RouterConfig{})
-			res, err := r.Index(on2, "", []byte("after restart"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Seq <= last.Seq {
-				t.Fatalf("update of %s after the merge and a restart got seq %d on shard %d; the version it replaced had seq %d (sequence numbers went back)",
-					on2, res.Seq, res.Shard, last.Seq)
-			}
-		})
+				n, j, _, err := recovery.Open(opts, tab, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := node.NewRouter(n, tab, node.RouterConfig{})
+				var last node.Result
+				var id string // the document whose updates run the sequence number ahead
+				write := func(k int) {
+					t.Helper()
+					for i := range k {
+						if last, err = r.Index(id, "", fmt.Appendf(nil, "v%d", i)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				// During catch-up (if c.duringCopy), the source (parent) the
+				// document is on takes 20 more updates of it.
+				during := !c.duringCopy
+				hook := func(_ splitter.Phase, in splitter.Intent) {
+					if in.Kind == splitter.IntentCatchUp && !during {
+						during = true
+						write(20)
+					}
+				}
+				d := splitter.NewDriver(n, splitter.Config{Journal: j})
+				if op == "split" {
+					id = idOn(t, n.Table(), 0)
+					write(5)
+					d = splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook})
+				}
+				if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+					t.Fatalf("split: %v %v", err, rep.Err)
+				}
+				if op == "merge" {
+					// Source 1 (the first: the largest on a tie) takes one
+					// write, source 2 many, so its number runs ahead.
+					id = idOn(t, n.Table(), 1)
+					write(1)
+					id = idOn(t, n.Table(), 2)
+					write(30)
+					d = splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook})
+					rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}})
+					if err != nil || rep.Phase != splitter.PhaseDone {
+						t.Fatalf("merge: %v %v", err, rep.Err)
+					}
+				}
+				if !during {
+					t.Fatal("no catch-up round: the hook wrote nothing during the operation")
+				}
+				if err := n.Close(); err != nil {
+					t.Fatal(err)
+				}
+				n, _, _, err = recovery.Open(opts, tab, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer n.Close()
+				r = node.NewRouter(n, tab, node.RouterConfig{})
+				before := last
+				write(1)
+				if last.Seq <= before.Seq {
+					t.Fatalf("update of %s after the %s and a restart got seq %d on shard %d; the version it replaced had seq %d on shard %d (sequence numbers went back)",
+						id, op, last.Seq, last.Shard, before.Seq, before.Shard)
+				}
+			})
+		}
 	}
 }

@@ -5,10 +5,16 @@ package tests
 // tests never take and requires what the product promises.
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
@@ -120,5 +126,130 @@ func TestHandoffSeqSurvivesRestart(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// nodeFileOp reports whether op is one of the node's own durable file
+// operations — on TABLE, SPLITLOG and their temporary files, a sync of the
+// data directory, the removal of a shard store — rather than Pebble's
+// (a failed WAL or MANIFEST write makes Pebble end the process).
+func nodeFileOp(op errorfs.Op) bool {
+	if op.Kind.ReadOrWrite() != errorfs.OpIsWrite || op.Kind == errorfs.OpFileClose {
+		return false
+	}
+	if op.Kind == errorfs.OpRemoveAll {
+		return true
+	}
+	if op.Path == "/data" {
+		return true
+	}
+	return filepath.Dir(op.Path) == "/data" && !strings.HasPrefix(filepath.Base(op.Path), "shard-")
+}
+
+// A merge whose k-th durable file operation of the node's own (a TABLE or
+// SPLITLOG write, a directory sync, a store removal) fails with ENOSPC, for
+// every k: the merge either fails the node (a published table could not be
+// made durable) or ends cleanly — done, or aborted with both sources
+// serving, no operation log held, no merge left in the table or the
+// journal, and a second merge of the same shards completing (no id
+// poisoned). Then a power loss keeping only synced data recovers, passes
+// Check, and every acknowledged write is there.
+func TestMergeFailsAtEveryNodeFileOp(t *testing.T) {
+	sources := []routing.ShardID{1, 2}
+	fired := true
+	for k := 1; fired; k++ {
+		fired = false
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			var armed atomic.Bool
+			var count atomic.Int32
+			var hit atomic.Pointer[errorfs.Op]
+			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if armed.Load() && nodeFileOp(op) && count.Add(1) == int32(k) {
+					hit.Store(&op)
+					return fmt.Errorf("injected: %w", syscall.ENOSPC)
+				}
+				return nil
+			})
+			n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
+			d := splitter.NewDriver(n, splitter.Config{Journal: j})
+			if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+				t.Fatalf("split: %v %v", err, rep.Err)
+			}
+			acked := map[string]string{}
+			for i := range 20 {
+				acked[fmt.Sprintf("d%d", i)] = "v1"
+			}
+			r := node.NewRouter(n, tab, node.RouterConfig{})
+			// During catch-up a write to each source.
+			hook := func(_ splitter.Phase, in splitter.Intent) {
+				if in.Kind != splitter.IntentCatchUp {
+					return
+				}
+				for _, s := range sources {
+					id := idOn(t, n.Table(), s)
+					if _, err := r.Index(id, "", []byte("during")); err == nil {
+						acked[id] = "during"
+					}
+				}
+			}
+			armed.Store(true)
+			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).RunMerge(splitter.MergePlan{Sources: sources})
+			armed.Store(false)
+			if hit.Load() == nil {
+				return // k is past the merge's last operation
+			}
+			fired = true
+			t.Logf("ENOSPC on op %d %s: merge %s (%v), run error %v", hit.Load().Kind, hit.Load().Path, rep.Phase, rep.Err, err)
+			switch {
+			case err != nil:
+				if !errors.Is(err, node.ErrFailed) {
+					t.Fatalf("merge could not reach a clean end and the node did not fail: %v", err)
+				}
+			case rep.Phase == splitter.PhaseAborted:
+				for _, id := range sources {
+					s, ok := n.ShardStore(id)
+					if !ok {
+						t.Fatalf("aborted: no store for source %d", id)
+					}
+					if h := s.LogHolds(); h != 0 {
+						t.Fatalf("aborted: source %d's operation log is held %d time(s)", id, h)
+					}
+				}
+				fallthrough
+			case rep.Phase == splitter.PhaseDone:
+				if ip := n.Table().MergesInProgress(); len(ip) != 0 {
+					t.Fatalf("%s: table v%d still has merges in progress %v", rep.Phase, n.Table().Version(), ip)
+				}
+				if u := j.Unfinished(0); len(u) != 0 {
+					t.Fatalf("%s: the journal leaves %v unfinished", rep.Phase, u)
+				}
+				for id := range acked {
+					if _, err := r.Index(id, "", []byte("after")); err != nil {
+						t.Fatalf("%s: write of %s: %v", rep.Phase, id, err)
+					}
+					acked[id] = "after"
+				}
+				if rep.Phase == splitter.PhaseAborted {
+					again, err := d.RunMerge(splitter.MergePlan{Sources: sources})
+					if err != nil || again.Phase != splitter.PhaseDone {
+						t.Fatalf("a second merge after the aborted one: %s %v %v", again.Phase, err, again.Err)
+					}
+				}
+			default:
+				t.Fatalf("merge ended in phase %s without an error", rep.Phase)
+			}
+			img := mem.CrashClone(vfs.CrashCloneCfg{})
+			_ = n.Close()
+			n = reopen(t, img, tab)
+			defer n.Close()
+			r = node.NewRouter(n, tab, node.RouterConfig{})
+			for id, want := range acked {
+				doc, ok, err := r.Get(id, "")
+				if err != nil || !ok || string(doc.Source) != want {
+					t.Errorf("after recovery %s = %q, %v, %v; acknowledged %q", id, doc.Source, ok, err, want)
+				}
+			}
+		})
 	}
 }

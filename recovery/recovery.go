@@ -171,6 +171,15 @@ func (d Decision) cancelEdit() routing.Edit {
 	return routing.Edit{Kind: routing.CancelSplit, Shard: d.Parent}
 }
 
+// owners are the shards that own the keys of a rolled-back decision: a
+// split's parent, a merge's sources.
+func (d Decision) owners() []routing.ShardID {
+	if d.Kind == splitter.KindMerge {
+		return d.Sources
+	}
+	return []routing.ShardID{d.Parent}
+}
+
 // doneRecord is the journal record that says the decision was carried out.
 func (d Decision) doneRecord(v routing.Version) splitter.Record {
 	if d.Kind == splitter.KindMerge {
@@ -374,6 +383,15 @@ func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger
 	decisions := Decide(j.Records(), t)
 	for _, d := range decisions {
 		logger.Info("recovering split or merge", zap.Uint64("split", d.Split), zap.Stringer("kind", d.Kind), zap.Stringer("action", d.Action), zap.String("why", d.Why))
+		if d.Action == RollBack {
+			// The shards that own the keys again keep numbering above every
+			// write the deleted ones took (INV-10; shared layout).
+			for _, id := range d.owners() {
+				if err := eng.RaiseSeqTo(id, d.Delete); err != nil {
+					return nil, nil, fmt.Errorf("split %d: %w", d.Split, err)
+				}
+			}
+		}
 		for _, id := range d.Delete {
 			if slices.Contains(t.ActiveShards(), id) {
 				return nil, nil, fmt.Errorf("split %d: refusing to delete shard %d, which table v%d names active", d.Split, id, t.Version())

@@ -1019,6 +1019,25 @@ func (w *world) endSplitIfDone() {
 	}
 	rep := s.sp.Report()
 	w.sp = nil
+	// The shards an ended operation gave up are gone: a done one's inputs
+	// (the parent, every source) are retired, store and directory; an
+	// aborted one's outputs (the children, the target) are no longer
+	// registered (a directory a failed creation could not remove may stay
+	// until the id is reused or a restart removes it).
+	gone := rep.Children
+	var dirs []routing.ShardID
+	if rep.Phase == splitter.PhaseDone {
+		gone = []routing.ShardID{s.plan.Parent}
+		if s.merge {
+			gone = s.mplan.Sources
+		}
+		dirs, _ = w.n.Engine().ShardDirs()
+	}
+	for _, id := range gone {
+		if _, ok := w.n.ShardStore(id); ok || slices.Contains(dirs, id) {
+			w.fail("the %s ended %s but shard %d still has a store (registered %t, directory %t)", s.what(), rep.Phase, id, ok, slices.Contains(dirs, id))
+		}
+	}
 	if s.merge {
 		if rep.Phase == splitter.PhaseDone {
 			w.stats.mergesDone++

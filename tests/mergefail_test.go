@@ -352,3 +352,64 @@ func TestRolledBackHandoffKeepsSeqAboveSurvivingWrites(t *testing.T) {
 		})
 	}
 }
+
+// A cancel delivered just before the k-th intent of a merge (by the hook,
+// as a cancel from another goroutine racing the step), for every k: it is
+// accepted exactly when the merge then aborts, and refused once the
+// sources are fenced; an aborted merge leaves both sources serving with no
+// operation log held; a done one retired them; either way the power-loss
+// image recovers and passes Check.
+func TestMergeCancelAtEveryIntent(t *testing.T) {
+	sources := []routing.ShardID{1, 2}
+	for k := 0; ; k++ {
+		var mg *splitter.Merge
+		var accepted, delivered bool
+		var at splitter.IntentKind
+		steps := 0
+		mem := vfs.NewCrashableMem()
+		n, j, tab := openFailpath(t, mem)
+		if rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+			t.Fatalf("split: %v %v", err, rep.Err)
+		}
+		hook := func(_ splitter.Phase, in splitter.Intent) {
+			if steps == k && !delivered {
+				delivered, at = true, in.Kind
+				accepted = mg.Cancel() == nil
+			}
+			steps++
+		}
+		mg = splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).StartMerge(splitter.MergePlan{Sources: sources})
+		for i := 0; !mg.Done(); i++ {
+			if i > 1000 {
+				t.Fatalf("k=%d: merge did not end", k)
+			}
+			if _, _, err := mg.Next(); err != nil {
+				t.Fatalf("k=%d: %v", k, err)
+			}
+		}
+		if !delivered {
+			_ = n.Close()
+			break // k is past the merge's last intent
+		}
+		rep := mg.Report()
+		t.Logf("k=%d: cancel before %s accepted=%t, merge %s", k, at, accepted, rep.Phase)
+		if accepted != (rep.Phase == splitter.PhaseAborted) {
+			t.Errorf("k=%d: cancel before %s accepted=%t, merge ended %s", k, at, accepted, rep.Phase)
+		}
+		for _, id := range sources {
+			s, ok := n.ShardStore(id)
+			if ok != (rep.Phase == splitter.PhaseAborted) {
+				t.Errorf("k=%d: merge %s, source %d registered=%t", k, rep.Phase, id, ok)
+			}
+			if ok && s.LogHolds() != 0 {
+				t.Errorf("k=%d: aborted merge left source %d's log held %d time(s)", k, id, s.LogHolds())
+			}
+		}
+		if _, err := node.NewRouter(n, tab, node.RouterConfig{}).Index("d0", "", []byte("after")); err != nil {
+			t.Errorf("k=%d: write after the merge: %v", k, err)
+		}
+		img := mem.CrashClone(vfs.CrashCloneCfg{})
+		_ = n.Close()
+		reopen(t, img, tab).Close()
+	}
+}

@@ -30,7 +30,7 @@ func (r *CheckReport) violate(format string, args ...any) {
 // split or merge in progress; the journal has no unfinished split; every store holds
 // only keys of its span (INV-6); every document is on the shard the table
 // names, in exactly one live shard; every shard's sequence number is at
-// least that of every document on it (INV-10). docs, if not nil, receives every
+// least that of every document on it (INV-11). docs, if not nil, receives every
 // document found (for callers that check contents).
 func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage.Doc)) CheckReport {
 	t := n.Table()
@@ -77,7 +77,7 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 			}
 		}
 	}
-	// INV-10: a shard numbers its next write above every document it holds
+	// INV-11: a shard numbers its next write above every document it holds
 	// (a handoff that raised a child's or a merge target's sequence number
 	// in memory only broke it across a restart).
 	type top struct {

@@ -385,7 +385,7 @@ func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger
 		logger.Info("recovering split or merge", zap.Uint64("split", d.Split), zap.Stringer("kind", d.Kind), zap.Stringer("action", d.Action), zap.String("why", d.Why))
 		if d.Action == RollBack {
 			// The shards that own the keys again keep numbering above every
-			// write the deleted ones took (INV-10; shared layout).
+			// write the deleted ones took (INV-11; shared layout).
 			for _, id := range d.owners() {
 				if err := eng.RaiseSeqTo(id, d.Delete); err != nil {
 					return nil, nil, fmt.Errorf("split %d: %w", d.Split, err)

@@ -18,7 +18,7 @@ import (
 // are the parent's (the sources') keys, so a write a child took after the
 // publish, never acknowledged, may survive the roll-back with the child's
 // sequence number, above the parent's. Without it the parent numbered its
-// next write of that document below the surviving version (INV-10).
+// next write of that document below the surviving version (INV-11).
 func (e *Engine) RaiseSeqTo(id routing.ShardID, from []routing.ShardID) error {
 	if e.opts.Layout != LayoutShared || len(from) == 0 {
 		return nil

@@ -258,11 +258,11 @@ func TestMergeFailsAtEveryNodeFileOp(t *testing.T) {
 // In the shared layout a child's (a merge target's) documents are the
 // parent's (the sources') keys, so a write the child took after the
 // publish, not yet acknowledged, survives a crash that rolls the operation
-// back — with the child's sequence number, above the parent's (INV-10).
+// back — with the child's sequence number, above the parent's (INV-11).
 // The parent, owning the document again, then numbered its next write of
 // it below the surviving version: recovery deleted the children without
 // carrying their sequence numbers over. Found by the simulation once
-// recovery.Check checked INV-10 (seed 7).
+// recovery.Check checked INV-11 (seed 7).
 func TestRolledBackHandoffKeepsSeqAboveSurvivingWrites(t *testing.T) {
 	for _, op := range []string{"split", "merge"} {
 		t.Run(op, func(t *testing.T) {

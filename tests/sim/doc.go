@@ -261,7 +261,7 @@
 // pass but for seed 418's intermittent "released reader did not finish",
 // which the code before the review shows too):
 //
-//	merge1  handoff raises seq in memory only     seed 11   (20/200)  recovery.Check: shard N's sequence number is below its document's (INV-10)
+//	merge1  handoff raises seq in memory only     seed 11   (20/200)  recovery.Check: shard N's sequence number is below its document's (INV-11)
 //	merge2  cancel releases one source's log      seed 11   (29/200)  a write logged with no split holding the log
 //	merge3  cleanup retires the first source only seed 1   (162/200)  the merge ended done but shard N still has a store
 //	merge4  merge left at handoff rolled back     seed 23    (8/200)  recovery failed to open: refusing to delete shard N, which table vN names active

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -318,7 +319,7 @@ var childrenModes = []routing.Mode{routing.ModePartition, routing.ModeOpenSearch
 
 func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 	sz := cfg.childrenSizes()
-	a := Answer{Command: onlyCommand(cfg, 6)}
+	a := Answer{Command: rerunCommand(cfg, 6)}
 
 	// 1. How deep.
 	cfg.Progressf("children: depth limits")
@@ -438,6 +439,12 @@ func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 		return a, err
 	}
 
+	const chart = "children-hot-key.png"
+	if err := childrenHotChart(filepath.Join(cfg.Out, chart), hot); err != nil {
+		return a, err
+	}
+	a.Charts = []string{chart}
+
 	pm, om := routing.ModePartition, routing.ModeOpenSearch
 	hp1, ho1 := hot[hotKeyOf(pm, 1)], hot[hotKeyOf(om, 1)]
 	hp8, ho8 := hot[hotKeyOf(pm, 8)], hot[hotKeyOf(om, 8)]
@@ -447,12 +454,12 @@ func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 		"A tenant with routing_partition_size %d spreads over %.2f shards once every root is split %d levels into partition-aligned children but stays at %.2f (%.2f before any split) with hash-range children; "+
 		"a single routing value taking %.0f%% of writes leaves %.1f%% of writes on one shard after %d partition-aligned splits and %.1f%% after %d hash-range splits (from %.1f%%), "+
 		"and with routing_partition_size %d %.1f%% after %d partition-aligned split%s against %.1f%% after %d hash-range splits.",
-		depths[pm], maxWays[pm], depths[om], mustMinWidth(om), maxWays[om],
+		depths[pm], maxWays[pm], depths[om], childrenHashMinWidth(om), maxWays[om],
 		retired,
 		split2[pm].LeavesOneTarget, split2[pm].LeavesSplitRoots, split2[om].LeavesOneTarget, split2[om].LeavesSplitRoots,
 		partitionSize, last[pm].MeanShards, depths[pm], last[om].MeanShards, first[om].MeanShards,
 		100*hotShare, 100*hp1.last.HotShare, hp1.splits, 100*ho1.last.HotShare, ho1.splits, 100*hp1.first.HotShare,
-		8, 100*hp8.last.HotShare, hp8.splits, plural(hp8.splits), 100*ho8.last.HotShare, ho8.splits)
+		8, 100*hp8.last.HotShare, hp8.splits, childrenPlural(hp8.splits), 100*ho8.last.HotShare, ho8.splits)
 	a.NotMeasured = "Nothing here is timed or stored: tables, resize rules and placements are computed with routing/ and policy/ over generated ids and tenants (seeded). " +
 		"The resize rows apply OpenSearch's validation as routing/ reproduces it; whether upstream will refuse a resize of an index with in-place splits is not settled in the merged code we read (#20859, #20979), and our own new-index resize refuses one (baseline.Prepare). " +
 		"The hash-range root's largest split (4,290,676 children) is derived from the narrowest child routing accepts and checked only by the refusal of one more; it was not built. " +
@@ -460,14 +467,14 @@ func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 	return a, nil
 }
 
-// mustMinWidth is the narrowest child of mode on childrenSettings(1) (0
+// childrenHashMinWidth is the narrowest child of mode on childrenSettings(1) (0
 // when routing refuses every split).
-func mustMinWidth(m routing.Mode) uint64 {
+func childrenHashMinWidth(m routing.Mode) uint64 {
 	w, _ := childrenMinWidth(m, childrenSettings(1))
 	return w
 }
 
-func plural(n int) string {
+func childrenPlural(n int) string {
 	if n == 1 {
 		return ""
 	}

@@ -2,7 +2,6 @@ package findings
 
 import (
 	"context"
-	"os"
 	"regexp"
 	"testing"
 
@@ -167,14 +166,11 @@ func TestChildrenHotRun(t *testing.T) {
 
 // TestChildrenQuick runs question 6 in quick mode.
 func TestChildrenQuick(t *testing.T) {
-	cfg := Config{Quick: true, Seed: 1, Out: t.TempDir()}
-	if d := os.Getenv("FINDINGS_OUT"); d != "" {
-		cfg.Out = d
-	}
+	cfg := testConfig678(t)
 	a, err := runChildren(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAnswer(t, cfg, a)
-	logAnswer(t, a)
+	checkAnswer678(t, cfg, a)
+	logAnswer678(t, a)
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"gonum.org/v1/plot/plotter"
+
 	"github.com/shardsplit/shardsplit/policy"
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -134,6 +136,7 @@ func childrenHotRun(ctx context.Context, t *routing.Table, writes []hotWrite) ([
 
 // hotResult is one hot-key run: its first and last step.
 type hotResult struct {
+	steps       []hotStep
 	first, last hotStep
 	splits      int
 	unsplit     bool
@@ -168,7 +171,7 @@ func childrenHotKey(ctx context.Context, cfg Config, sz childrenSizes, a *Answer
 			}
 			a.Tables = append(a.Tables, tab)
 			first, last := steps[0], steps[len(steps)-1]
-			res[hotKeyOf(m, p)] = hotResult{first: first, last: last, splits: last.Splits, unsplit: len(d.Unsplittable) > 0}
+			res[hotKeyOf(m, p)] = hotResult{steps: steps, first: first, last: last, splits: last.Splits, unsplit: len(d.Unsplittable) > 0}
 			a.Numbers = append(a.Numbers,
 				Measured(fmt.Sprintf("hot leaf's share of writes before splitting, %s, P=%d", m, p), "%", 100*first.HotShare),
 				Measured(fmt.Sprintf("hot leaf's share of writes after the policy's splits, %s, P=%d", m, p), "%", 100*last.HotShare),
@@ -176,4 +179,21 @@ func childrenHotKey(ctx context.Context, cfg Config, sz childrenSizes, a *Answer
 		}
 	}
 	return res, nil
+}
+
+// childrenHotChart draws the hot leaf's share of writes against the
+// policy's splits, one line per mode and routing_partition_size.
+func childrenHotChart(file string, res map[string]hotResult) error {
+	var series []chartSeries678
+	for _, p := range []int{1, 8} {
+		for _, m := range childrenModes {
+			var xys plotter.XYs
+			for _, st := range res[hotKeyOf(m, p)].steps {
+				xys = append(xys, plotter.XY{X: float64(st.Splits), Y: 100 * st.HotShare})
+			}
+			series = append(series, chartSeries678{Name: fmt.Sprintf("%s children, routing_partition_size %d", m, p), XYs: xys, Dashed: p > 1})
+		}
+	}
+	return lineChart678(file, fmt.Sprintf("One tenant takes %.0f%% of writes: the hottest shard under the load policy's splits", 100*hotShare),
+		"splits the policy made", "hottest shard's share of writes (%)", series)
 }

@@ -177,7 +177,7 @@ type routeCell struct {
 }
 
 func runRoutingCost(ctx context.Context, cfg Config) (Answer, error) {
-	benchTime := time.Second
+	benchTime := 300 * time.Millisecond
 	if cfg.Quick {
 		benchTime = 50 * time.Millisecond
 	}
@@ -230,7 +230,7 @@ func runRoutingCost(ctx context.Context, cfg Config) (Answer, error) {
 		}
 	}
 
-	a := Answer{Command: onlyCommand(cfg, 7)}
+	a := Answer{Command: rerunCommand(cfg, 7)}
 	tab := Table{Header: []string{"depth", "leaves searched (chain / full tree)"}}
 	for _, m := range modes {
 		for _, s := range shapes[m] {
@@ -380,8 +380,8 @@ func routeCostChart(file string, cells []*routeCell) error {
 	return nil
 }
 
-// onlyCommand is the command that reruns question id as cfg did.
-func onlyCommand(cfg Config, id int) string {
+// rerunCommand is the command that reruns question id as cfg did.
+func rerunCommand(cfg Config, id int) string {
 	s := fmt.Sprintf("splitdemo findings --only %d --seed %d", id, cfg.Seed)
 	if cfg.Quick {
 		s += " --quick"

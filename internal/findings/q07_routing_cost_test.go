@@ -65,7 +65,7 @@ func TestRouteFullTables(t *testing.T) {
 	}
 }
 
-func TestOnlyCommand(t *testing.T) {
+func TestRerunCommand(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
 		want string
@@ -73,8 +73,8 @@ func TestOnlyCommand(t *testing.T) {
 		{Config{Seed: 1}, "splitdemo findings --only 7 --seed 1"},
 		{Config{Seed: 3, Quick: true, Runs: 4}, "splitdemo findings --only 7 --seed 3 --quick --runs 4"},
 	} {
-		if got := onlyCommand(tc.cfg, 7); got != tc.want {
-			t.Errorf("onlyCommand(%+v) = %q, want %q", tc.cfg, got, tc.want)
+		if got := rerunCommand(tc.cfg, 7); got != tc.want {
+			t.Errorf("rerunCommand(%+v) = %q, want %q", tc.cfg, got, tc.want)
 		}
 	}
 }
@@ -85,16 +85,16 @@ func TestRoutingCostQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("times routing for a few seconds")
 	}
-	cfg := Config{Quick: true, Runs: 1, Out: t.TempDir()}
-	if d := os.Getenv("FINDINGS_OUT"); d != "" {
-		cfg.Out = d
+	cfg := testConfig678(t)
+	if cfg.Quick {
+		cfg.Runs = 1
 	}
 	a, err := runRoutingCost(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAnswer(t, cfg, a)
-	logAnswer(t, a)
+	checkAnswer678(t, cfg, a)
+	logAnswer678(t, a)
 	if want := 2*2*(routeMaxDepth+1) + 1; len(a.Numbers) != want {
 		t.Errorf("%d numbers, want %d", len(a.Numbers), want)
 	}
@@ -105,9 +105,20 @@ func TestRoutingCostQuick(t *testing.T) {
 	}
 }
 
-// checkAnswer checks an answer has every part a question must give and
+// testConfig678 is a quick configuration writing into a temporary
+// directory; FINDINGS_OUT=dir keeps the charts, FINDINGS_FULL=1 runs the
+// full experiment (not quick) instead.
+func testConfig678(t *testing.T) Config {
+	cfg := Config{Quick: os.Getenv("FINDINGS_FULL") == "", Seed: 1, Out: t.TempDir(), Scratch: t.TempDir()}
+	if d := os.Getenv("FINDINGS_OUT"); d != "" {
+		cfg.Out = d
+	}
+	return cfg
+}
+
+// checkAnswer678 checks an answer has every part a question must give and
 // its charts exist.
-func checkAnswer(t *testing.T, cfg Config, a Answer) {
+func checkAnswer678(t *testing.T, cfg Config, a Answer) {
 	t.Helper()
 	if a.Answer == "" || a.Command == "" || a.NotMeasured == "" || len(a.Numbers) == 0 || len(a.Tables) == 0 {
 		t.Errorf("incomplete answer: answer %q, command %q, not measured %q, %d numbers, %d tables",
@@ -127,8 +138,8 @@ func checkAnswer(t *testing.T, cfg Config, a Answer) {
 	}
 }
 
-// logAnswer logs an answer's sentence and tables (go test -v shows them).
-func logAnswer(t *testing.T, a Answer) {
+// logAnswer678 logs an answer's sentence and tables (go test -v shows them).
+func logAnswer678(t *testing.T, a Answer) {
 	t.Helper()
 	t.Logf("answer: %s", a.Answer)
 	for _, tab := range a.Tables {

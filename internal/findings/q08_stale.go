@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"gonum.org/v1/plot/plotter"
+
 	"github.com/opensearch-project/opensearch-go/v4/opensearchutil/shardhash"
 
 	"github.com/shardsplit/shardsplit/internal/experiment"
@@ -283,7 +285,7 @@ func (c Config) staleLoadSizes() staleLoadSizes {
 var staleEvery = []int{0, 20}
 
 func runStale(ctx context.Context, cfg Config) (Answer, error) {
-	a := Answer{Command: onlyCommand(cfg, 8)}
+	a := Answer{Command: rerunCommand(cfg, 8)}
 	modes := []routing.Mode{routing.ModePartition, routing.ModeOpenSearch}
 
 	// 1. Fenced writes under load.
@@ -433,6 +435,22 @@ func runStale(ctx context.Context, cfg Config) (Answer, error) {
 		}
 	}
 	a.Tables = append(a.Tables, clientTab)
+	var series []chartSeries678
+	for _, p := range []int{1, 8} {
+		for _, m := range modes {
+			var xys plotter.XYs
+			for j := 0; j <= staleSplits; j++ {
+				xys = append(xys, plotter.XY{X: float64(j), Y: wrongAt[fmt.Sprintf("%s/%d/%d", m, p, j)]})
+			}
+			series = append(series, chartSeries678{Name: fmt.Sprintf("%s mode, routing_partition_size %d", m, p), XYs: xys, Dashed: m == routing.ModeOpenSearch})
+		}
+	}
+	const chart = "stale-smart-client.png"
+	if err := lineChart678(filepath.Join(cfg.Out, chart), "opensearch-go v4.8.1's shard choice against the routing table",
+		"in-place splits (root 0, a child of root 0, root 1; 8 shards)", "documents sent to the wrong shard (%)", series); err != nil {
+		return a, err
+	}
+	a.Charts = []string{chart}
 
 	pk := func(m routing.Mode, p, j int) float64 { return wrongAt[fmt.Sprintf("%s/%d/%d", m, p, j)] }
 	rej0 := runs[key{routing.ModePartition, 0}]
@@ -445,12 +463,12 @@ func runStale(ctx context.Context, cfg Config) (Answer, error) {
 		"opensearch-go v4.8.1's shard-exact router computes the shard from number_of_shards and routing_num_shards only, so after 1, 2 and 3 in-place splits it names the wrong shard for %.1f%%, %.1f%% and %.1f%% of documents (partition mode; %.1f%%, %.1f%% and %.1f%% in opensearch mode)%s, and %.1f%% even before any split when routing_partition_size is 8; "+
 		"sent through our node from the client's view (the unsplit table), each such request was fenced at most %s and retried at the owner, never misplaced (%s).",
 		num(sz.rate), num(med(rej0, func(r staleLoadRun) float64 { return float64(r.rejections) })),
-		num(med(rejOS, func(r staleLoadRun) float64 { return float64(r.rejections) })), times(maxOf(rej0, rejOS)),
+		num(med(rejOS, func(r staleLoadRun) float64 { return float64(r.rejections) })), staleTimes(staleMaxRetries(rej0, rejOS)),
 		num(med(rej0, func(r staleLoadRun) float64 { return r.retriedP50 })), num(med(rej0, func(r staleLoadRun) float64 { return r.othersP50 })),
 		worstBehind, worstRetries, map[bool]string{true: "y", false: "ies"}[worstRetries == 1], notFound,
 		pk(routing.ModePartition, 1, 1), pk(routing.ModePartition, 1, 2), pk(routing.ModePartition, 1, 3),
 		pk(routing.ModeOpenSearch, 1, 1), pk(routing.ModeOpenSearch, 1, 2), pk(routing.ModeOpenSearch, 1, 3),
-		retiredNote(allRetired), pk(routing.ModePartition, 8, 0), times(rewriteMax), strings.Join(append(fencedOnce, placementOK...), "; "))
+		staleRetiredNote(allRetired), pk(routing.ModePartition, 8, 0), staleTimes(rewriteMax), strings.Join(append(fencedOnce, placementOK...), "; "))
 	a.NotMeasured = "The client itself was not run against a cluster: its shard choice is opensearch-go v4.8.1's own shardhash.ForRouting (opensearchutil/shardhash/shardhash.go:81), the function its document router calls (opensearchtransport/shard_routing.go:45) with routing_num_shards and number_of_shards fetched once per index from /_cluster/state/metadata (discovery.go:1850, cached at :1793). " +
 		"Reading its source (not run): the shard map comes from /_cat/shards; mergeShardMap (index_routing_cache.go:398) carries a retired parent's entry forward and drops shard ids >= number_of_shards (:435), which every child has, so it keeps sending a split root's documents to the node that held the parent; that router is off unless OPENSEARCH_GO_ROUTER or Config.Router enables it (opensearchtransport/doc.go:226). " +
 		"The server routes every request itself, so the client's choice costs at most a hop to another node (one node here). " +
@@ -458,16 +476,16 @@ func runStale(ctx context.Context, cfg Config) (Answer, error) {
 	return a, nil
 }
 
-// retiredNote says whether every wrong choice named a retired parent.
-func retiredNote(all bool) string {
+// staleRetiredNote says whether every wrong choice named a retired parent.
+func staleRetiredNote(all bool) string {
 	if all {
 		return ", every one a retired parent"
 	}
 	return ""
 }
 
-// maxOf is the most retries one write took over the runs.
-func maxOf(runs ...[]staleLoadRun) int {
+// staleMaxRetries is the most retries one write took over the runs.
+func staleMaxRetries(runs ...[]staleLoadRun) int {
 	m := 0
 	for _, rs := range runs {
 		for _, r := range rs {
@@ -477,8 +495,8 @@ func maxOf(runs ...[]staleLoadRun) int {
 	return m
 }
 
-// times spells a count of times.
-func times(n int) string {
+// staleTimes spells a count of times.
+func staleTimes(n int) string {
 	switch n {
 	case 1:
 		return "once"

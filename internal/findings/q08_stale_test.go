@@ -2,7 +2,6 @@ package findings
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -110,14 +109,11 @@ func TestStaleQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs splits under load")
 	}
-	cfg := Config{Quick: true, Seed: 1, Out: t.TempDir(), Scratch: t.TempDir()}
-	if d := os.Getenv("FINDINGS_OUT"); d != "" {
-		cfg.Out = d
-	}
+	cfg := testConfig678(t)
 	a, err := runStale(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAnswer(t, cfg, a)
-	logAnswer(t, a)
+	checkAnswer678(t, cfg, a)
+	logAnswer678(t, a)
 }

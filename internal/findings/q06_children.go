@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -374,7 +375,8 @@ func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	resizeTab := Table{Header: []string{"mode", "resize", "OpenSearch's rules", "source shards named (of them retired)",
 		"leaves of split roots feeding one target shard", "most target shards one leaf feeds", "most leaves one target shard draws from"}}
-	retired := 0
+	retired, accepted, asked := 0, 0, 0
+	var refused []string
 	split2 := map[routing.Mode]resizeOutcome{} // the _split x2
 	for _, m := range childrenModes {
 		t, err := childrenSplitTable(m, childrenSettings(1), splits)
@@ -387,13 +389,18 @@ func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 				return a, fmt.Errorf("%s to %d (%s): %w", c.op, c.target, m, err)
 			}
 			row := []string{m.String(), fmt.Sprintf("_%s 8 → %d", c.op, c.target), o.Verdict}
+			asked++
 			if o.Verdict != "accepted" {
+				if m == routing.ModePartition {
+					refused = append(refused, fmt.Sprintf("_%s 8 → %d: %s", c.op, c.target, strings.TrimPrefix(o.Verdict, "refused: ")))
+				}
 				row = append(row, "—", "—", "—", "—")
 			} else {
 				row = append(row, fmt.Sprintf("%d (%d)", o.Sources, o.Retired),
 					fmt.Sprintf("%d of %d", o.LeavesOneTarget, o.LeavesSplitRoots),
 					fmt.Sprint(o.MaxTargetsPerLeaf), fmt.Sprint(o.MaxLeavesPerTarget))
 				retired = max(retired, o.Retired)
+				accepted++
 			}
 			if c == (resizeCase{routing.Split, 16}) {
 				split2[m] = o
@@ -449,13 +456,13 @@ func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 	hp1, ho1 := hot[hotKeyOf(pm, 1)], hot[hotKeyOf(om, 1)]
 	hp8, ho8 := hot[hotKeyOf(pm, 8)], hot[hotKeyOf(om, 8)]
 	a.Answer = fmt.Sprintf("On 8 shards with the default 1,024 routing shards, partition-aligned children go %d levels deep (one partition; %d children of a root at most, fixed by routing shards / shards) and hash-range children %d (%d hashes; %d children of a root at most); "+
-		"OpenSearch's resize rules accept a later whole-index _split, _shrink or _clone of either (they read only number_of_shards, routing shards and the write block) yet name %d split parents that no longer exist as sources, "+
+		"OpenSearch's resize rules accept %d of %d later whole-index resizes of the two layouts (%s), reading only number_of_shards, routing shards and the write block, yet name %d split parents that no longer exist as sources; "+
 		"and a _split 8 → 16 fills each target from whole partition-aligned leaves (%d of %d leaves feed one target) but from every hash-range leaf of its root (%d of %d). "+
 		"A tenant with routing_partition_size %d spreads over %.2f shards once every root is split %d levels into partition-aligned children but stays at %.2f (%.2f before any split) with hash-range children; "+
 		"a single routing value taking %.0f%% of writes leaves %.1f%% of writes on one shard after %d partition-aligned splits and %.1f%% after %d hash-range splits (from %.1f%%), "+
 		"and with routing_partition_size %d %.1f%% after %d partition-aligned split%s against %.1f%% after %d hash-range splits.",
 		depths[pm], maxWays[pm], depths[om], childrenHashMinWidth(om), maxWays[om],
-		retired,
+		accepted, asked, childrenRefused(refused), retired,
 		split2[pm].LeavesOneTarget, split2[pm].LeavesSplitRoots, split2[om].LeavesOneTarget, split2[om].LeavesSplitRoots,
 		partitionSize, last[pm].MeanShards, depths[pm], last[om].MeanShards, first[om].MeanShards,
 		100*hotShare, 100*hp1.last.HotShare, hp1.splits, 100*ho1.last.HotShare, ho1.splits, 100*hp1.first.HotShare,
@@ -479,4 +486,12 @@ func childrenPlural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// childrenRefused lists the refused resizes (the same in both modes).
+func childrenRefused(refused []string) string {
+	if len(refused) == 0 {
+		return "none refused"
+	}
+	return "refused: " + strings.Join(refused, "; ")
 }

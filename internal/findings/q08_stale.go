@@ -286,6 +286,14 @@ var staleEvery = []int{0, 20}
 
 func runStale(ctx context.Context, cfg Config) (Answer, error) {
 	a := Answer{Command: rerunCommand(cfg, 8)}
+	if cfg.Scratch == "" { // Run always sets it; a direct call may not
+		dir, err := os.MkdirTemp("", "findings-stale-")
+		if err != nil {
+			return a, fmt.Errorf("stale: scratch directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		cfg.Scratch = dir
+	}
 	modes := []routing.Mode{routing.ModePartition, routing.ModeOpenSearch}
 
 	// 1. Fenced writes under load.

@@ -153,8 +153,14 @@ func Open(cfg Config) (*Node, error) {
 	n.table.Store(t)
 	n.durable.Store(t)
 	for _, id := range t.ActiveShards() {
-		if _, err := n.openShard(t, id); err != nil {
+		s, err := n.openShard(t, id)
+		if err != nil {
 			return nil, err
+		}
+		// A keep-all child whose foreign documents were not all deleted
+		// (a crash or close cut its cleanup short) deletes them again.
+		if _, err := n.eng.StartForeignCleanup(s); err != nil {
+			return nil, fmt.Errorf("node: shard %d: %w", id, err)
 		}
 	}
 	return n, nil

@@ -53,6 +53,9 @@ type Config struct {
 	// Moving reports whether a write is aimed at the documents being moved
 	// (for the stall measurement); nil = every write.
 	Moving func(id, routing string) bool
+	// Recent, if set, receives the id of every acknowledged index write
+	// (the read load gets them).
+	Recent *Recent
 }
 
 // Defaults fills in unset fields.
@@ -168,6 +171,9 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, m *model.Model, start
 			continue
 		}
 		m.Ack(mw)
+		if cfg.Recent != nil && !op.Delete {
+			cfg.Recent.add(op.ID, op.Routing)
+		}
 	}
 	return recs, errs
 }

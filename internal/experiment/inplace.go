@@ -260,13 +260,12 @@ func awaitForeignCleanups(ctx context.Context, eng *storage.Engine, cfg InPlaceC
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	// The bytes since the cleanup phase began: the retirement's were
-	// counted when it ended, the rest is counted now.
-	written := eng.BytesWritten()
 	err := eng.WaitForeignCleanups(wctx)
-	out.CleanupWritten += eng.BytesWritten() - written
 	ended, running := eng.ForeignCleanups()
 	for _, r := range ended {
+		// The retirement's bytes were counted when it ended; each child's
+		// store counted its own while its cleanup ran.
+		out.CleanupWritten += r.Written
 		out.CleanupDeleted += r.Deleted
 		out.CleanupEnd = max(out.CleanupEnd, r.Ended.Sub(start))
 		if r.Err != nil {

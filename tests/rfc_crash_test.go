@@ -43,28 +43,10 @@ func TestRFCCleanupCrashPoints(t *testing.T) {
 func rfcCrashRun(t *testing.T, mode routing.Mode, seed uint64) {
 	mem := vfs.NewCrashableMem()
 	m := model.New(model.Options{})
-	var armed atomic.Bool
-	clones := make(chan crashClone, 64)
-	var index atomic.Int64
-	rng := rand.New(rand.NewPCG(seed, 7))
-	var rngMu sync.Mutex
-	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !armed.Load() || !isDurableOp(op.Kind) {
-			return nil
-		}
-		rngMu.Lock()
-		cfg := vfs.CrashCloneCfg{}
-		if rng.IntN(2) == 0 {
-			cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		}
-		rngMu.Unlock()
-		before := m.Now()
-		clone := mem.CrashClone(cfg)
-		clones <- crashClone{fs: clone, at: model.Cut{Acked: before, Attempted: m.Now()}, index: int(index.Add(1))}
-		return nil
-	})
+	cc := newCrashCloner(mem, m, rand.New(rand.NewPCG(seed, 7)))
+	clones := cc.clones
 	tab, _ := routing.NewTable(mode, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
-	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(mem, inj), Durability: storage.DurabilityRequest,
+	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(mem, cc.inj), Durability: storage.DurabilityRequest,
 		CacheBytes: 1 << 20, ForeignCleanup: rfcCleanupPace}
 	n, j, _, err := recovery.Open(opts, tab, nil)
 	if err != nil {
@@ -131,7 +113,7 @@ func rfcCrashRun(t *testing.T, mode routing.Mode, seed uint64) {
 		}()
 	}
 	time.Sleep(10 * time.Millisecond)
-	armed.Store(true)
+	cc.armed.Store(true)
 	d := splitter.NewDriver(n, splitter.Config{Journal: j, ChildBuild: storage.ChildKeepAll})
 	rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
 	if err != nil || rep.Phase != splitter.PhaseDone {
@@ -140,7 +122,7 @@ func rfcCrashRun(t *testing.T, mode routing.Mode, seed uint64) {
 	if err := n.Engine().WaitForeignCleanups(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	armed.Store(false)
+	cc.disarm()
 	stop.Store(true)
 	wg.Wait()
 	close(clones)

@@ -202,24 +202,11 @@ func RunReads(ctx context.Context, cfg ReadConfig, load Config, r Reader, recent
 // staggered by slot/of of an interval, as the writers are), and returns
 // the records, the foreign documents seen and the first errors.
 func paced(ctx context.Context, rate float64, slot, of int, start time.Time, read func(i int) (ReadKind, ReadOutcome, error)) ([]ReadRecord, int, []error) {
-	interval := time.Duration(float64(time.Second) / rate)
-	next := time.Now().Add(time.Duration(slot) * interval / time.Duration(max(1, of)))
+	p := newPacer(time.Duration(float64(time.Second)/rate), slot, of)
 	var recs []ReadRecord
 	var errs []error
 	foreign := 0
-	for i := 0; ctx.Err() == nil; i++ {
-		next = next.Add(interval)
-		if d := time.Until(next); d > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(d):
-			}
-		} else if d < -time.Second {
-			next = time.Now() // no unbounded backlog
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	for i := 0; p.wait(ctx); i++ {
 		rec := ReadRecord{Start: time.Since(start)}
 		kind, out, err := read(i)
 		rec.Kind, rec.End, rec.OK, rec.Hits = kind, time.Since(start), err == nil, out.Hits

@@ -69,7 +69,7 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 		root := t.RootSpan(o.Root)
 		// A keep-all child holds foreign keys until its cleanup ends
 		// (storage/foreign.go); they are never read (every read is bounded
-		// by the table's span), but only the durable marker excuses them.
+		// by the table's span), but only the durable marker excuses them (INV-10).
 		if pending, err := s.ForeignPending(); err != nil || pending {
 			if err != nil {
 				r.violate("shard %d: %v", id, err)

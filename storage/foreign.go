@@ -26,7 +26,7 @@ package storage
 // start when the shard is served again (node.Open starts it for every
 // active shard with the marker): deleting is idempotent, and the scan
 // skips what earlier runs deleted. recovery.Check allows keys outside a
-// shard's span only while the marker is there.
+// shard's span only while the marker is there (INV-10).
 
 import (
 	"bytes"

@@ -94,6 +94,7 @@ type compareConfig struct {
 	durability                                storage.Durability
 	inplace, rfc, newindex                    bool
 	readRate                                  float64
+	countEvery                                int
 	cleanup                                   baseline.Cleanup
 	steady, after                             time.Duration
 	seed                                      uint64
@@ -116,6 +117,7 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	durability := fs.String("durability", "request", "")
 	strategy := fs.String("strategy", "all", "")
 	fs.Float64Var(&c.readRate, "read-rate", 200, "")
+	fs.IntVar(&c.countEvery, "count-every", 20, "")
 	cleanup := fs.String("cleanup", "per-doc", "")
 	fs.DurationVar(&c.steady, "steady", 4*time.Second, "")
 	fs.DurationVar(&c.after, "after", 10*time.Second, "")
@@ -179,6 +181,9 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	if c.rate < 0 {
 		return nil, exitUsage, fmt.Errorf("--rate %v: must not be negative", c.rate)
 	}
+	if c.countEvery < 0 {
+		return nil, exitUsage, fmt.Errorf("--count-every %d: must not be negative", c.countEvery)
+	}
 	if c.readRate < 0 {
 		return nil, exitUsage, fmt.Errorf("--read-rate %v: must not be negative", c.readRate)
 	}
@@ -237,7 +242,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 // a scan of every document (about 0.2 s on the default index), so one a
 // second keeps it under a tenth of a core.
 func readConfig(cfg *compareConfig) loadgen.ReadConfig {
-	return loadgen.ReadConfig{GetRate: cfg.readRate, SearchRate: cfg.readRate / 10, CountEvery: 20, Seed: cfg.seed}
+	return loadgen.ReadConfig{GetRate: cfg.readRate, SearchRate: cfg.readRate / 10, CountEvery: cfg.countEvery, Seed: cfg.seed}
 }
 
 // comparison is everything a compare run produced.

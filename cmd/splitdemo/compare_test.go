@@ -38,7 +38,7 @@ func TestCompareSmallRun(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	stdout, stderr, code := runCmd("compare", "--docs", "3000", "--doc-size", "256", "--writers", "4", "--rate", "800",
-		"--steady", "1500ms", "--after", "1200ms", "--read-rate", "100", "--out", out, "--data", filepath.Join(t.TempDir(), "data"))
+		"--steady", "1500ms", "--after", "1200ms", "--read-rate", "100", "--count-every", "5", "--out", out, "--data", filepath.Join(t.TempDir(), "data"))
 	if code != exitOK {
 		t.Fatalf("compare exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -71,7 +71,7 @@ func TestCompareSmallRun(t *testing.T) {
 				t.Errorf("%s: %s = %v", strategy, k, m[k])
 			}
 		}
-		for _, k := range []string{"acked_writes", "reads", "get_p99_steady_ms", "search_p99_steady_ms", "steady_1s_stall_ms", "disk_after_bytes"} {
+		for _, k := range []string{"acked_writes", "reads", "get_p99_steady_ms", "search_p99_steady_ms", "count_p99_ms", "steady_1s_stall_ms", "disk_after_bytes"} {
 			if v, _ := m[k].(float64); v <= 0 {
 				t.Errorf("%s: %s = %v, want > 0", strategy, k, m[k])
 			}
@@ -82,7 +82,7 @@ func TestCompareSmallRun(t *testing.T) {
 		t.Errorf("cleanup_docs_deleted: inplace %v, rfc %v, newindex %v; want 0, > 0, > 0",
 			s["inplace"]["cleanup_docs_deleted"], s["rfc"]["cleanup_docs_deleted"], s["newindex"]["cleanup_docs_deleted"])
 	}
-	if s["config"]["read_rate"] != 100.0 || s["config"]["search_rate"] != 10.0 {
+	if s["config"]["read_rate"] != 100.0 || s["config"]["search_rate"] != 10.0 || s["config"]["count_every"] != 5.0 {
 		t.Errorf("config: read_rate %v, search_rate %v", s["config"]["read_rate"], s["config"]["search_rate"])
 	}
 	if s["config"] == nil || s["machine"] == nil {
@@ -216,7 +216,7 @@ func TestMeasureDerivedKeys(t *testing.T) {
 
 func TestCompareBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"compare", "--mode", "hash"}, {"compare", "--strategy", "x"}, {"compare", "--cleanup", "x"}, {"compare", "--read-rate", "-1"},
+		{"compare", "--mode", "hash"}, {"compare", "--strategy", "x"}, {"compare", "--cleanup", "x"}, {"compare", "--read-rate", "-1"}, {"compare", "--count-every", "-1"},
 		{"compare", "--split", "99"}, {"compare", "--docs", "0"}, {"--durability", "never"}, {"compare", "extra"},
 	} {
 		out, errOut, code := runCmd(args...)

@@ -93,7 +93,7 @@ var keyDocs = [][2]string{
 	{"search_p99_steady_ms", "99th percentile latency of unrouted searches (a page of 10 hits from every shard, each hit checked against the table searched) ending in the steady window"},
 	{"search_p99_during_ms", "the same for searches in flight during the split window"},
 	{"search_p99_after_ms", "the same for searches ending in the 10 s after the split window"},
-	{"count_p99_ms", "99th percentile latency of the exact counts of every document over the whole run (every 20th search; a full scan here)"},
+	{"count_p99_ms", "99th percentile latency of the exact counts of every document over the whole run (every --count-every-th search, default every 200th: one every 10 s; a full scan here)"},
 	{"reads", "gets, searches and counts issued"},
 	{"read_errors", "reads that returned an error"},
 	{"read_foreign_docs", "documents a read returned from a shard the table it read at does not name for them: a foreign document seen (must be 0)"},

@@ -234,6 +234,9 @@ type ForeignCleanup struct {
 	Err     error // why it stopped early (context.Canceled when closed or retired)
 }
 
+// maxEndedCleanups bounds the ended cleanups an engine remembers.
+const maxEndedCleanups = 1024
+
 // foreignCleaners tracks an engine's running cleanups.
 type foreignCleaners struct {
 	mu      sync.Mutex
@@ -281,6 +284,9 @@ func (e *Engine) StartForeignCleanup(s *Shard) (bool, error) {
 		r := e.cleanForeign(ctx, s, keyspace, sp)
 		f.mu.Lock()
 		delete(f.running, s.id)
+		if len(f.ended) == maxEndedCleanups {
+			f.ended = f.ended[1:]
+		}
 		f.ended = append(f.ended, r)
 		f.mu.Unlock()
 	}()
@@ -316,8 +322,9 @@ func (e *Engine) stopForeignCleanups() {
 	}
 }
 
-// ForeignCleanups returns the cleanups that ended, in the order they
-// ended, and the shards whose cleanup still runs.
+// ForeignCleanups returns the cleanups that ended (the last
+// maxEndedCleanups), in the order they ended, and the shards whose
+// cleanup still runs.
 func (e *Engine) ForeignCleanups() (ended []ForeignCleanup, running []routing.ShardID) {
 	f := &e.foreign
 	f.mu.Lock()

@@ -36,6 +36,13 @@ type Config struct {
 	// Journal, if set, records every phase transition durably before its
 	// effects (crash safety; see package recovery).
 	Journal *Journal
+	// ChildBuild is how a split's children are made (per-shard layout):
+	// storage.ChildExcise (the default) excises the parent's other spans at
+	// creation; storage.ChildKeepAll keeps every document of the parent and
+	// deletes the foreign ones one by one after the handoff, in the
+	// background, as the OpenSearch RFC's children do. The protocol is the
+	// same either way.
+	ChildBuild storage.ChildBuild
 }
 
 // Report is what a split measured.
@@ -381,7 +388,7 @@ func (d *Driver) createChildren(sp *Split) (Event, error) {
 		if err := d.removeLeftover(c.Shard); err != nil {
 			return Event{}, err
 		}
-		child, stats, err := d.n.Engine().CreateChild(sp.parent, c.Shard, c.Span)
+		child, stats, err := d.n.Engine().CreateChildWith(sp.parent, c.Shard, c.Span, d.cfg.ChildBuild)
 		if err != nil {
 			return Event{}, err
 		}
@@ -537,10 +544,15 @@ func syncAll(shards []*storage.Shard) error {
 }
 
 // cleanup retires the parent: no durable table names it any more. The
-// children may now pay the compaction debt they inherited.
+// children may now pay the compaction debt they inherited, and keep-all
+// children start deleting their foreign documents in the background (the
+// split does not wait for it; a crash before it ends redoes it on open).
 func (d *Driver) cleanup(sp *Split) (Event, error) {
 	for _, c := range sp.children {
 		c.ReleaseCompactions()
+		if _, err := d.n.Engine().StartForeignCleanup(c); err != nil && !errors.Is(err, storage.ErrShardClosed) {
+			return Event{}, fmt.Errorf("start foreign cleanup of child %d: %w", c.ID(), err)
+		}
 	}
 	if err := d.releaseLog(sp); err != nil && !errors.Is(err, storage.ErrShardClosed) {
 		return Event{}, err

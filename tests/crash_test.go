@@ -80,16 +80,32 @@ func TestCrashPointEnumeration(t *testing.T) {
 
 // crashRun runs one scenario and checks every crash point it passes; it
 // returns how many it visited.
-func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
-	mem := vfs.NewCrashableMem()
-	m := model.New(model.Options{})
-	var armed atomic.Bool
-	clones := make(chan crashClone, 64)
+// crashCloner sends a crash clone of mem on clones at every durable
+// operation while armed, with the model's cut around it.
+type crashCloner struct {
+	armed  atomic.Bool
+	mu     sync.RWMutex // held (shared) from the armed check to the send; disarm takes it
+	clones chan crashClone
+	inj    errorfs.Injector
+}
+
+// disarm stops the clones: when it returns no clone is being sent, and
+// clones may be closed (Pebble's background work goes on doing durable
+// operations).
+func (c *crashCloner) disarm() {
+	c.mu.Lock()
+	c.armed.Store(false)
+	c.mu.Unlock()
+}
+
+func newCrashCloner(mem *vfs.MemFS, m *model.Model, rng *rand.Rand) *crashCloner {
+	c := &crashCloner{clones: make(chan crashClone, 64)}
 	var index atomic.Int64
-	rng := rand.New(rand.NewPCG(seed, 3))
 	var rngMu sync.Mutex
-	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !armed.Load() || !isDurableOp(op.Kind) {
+	c.inj = errorfs.InjectorFunc(func(op errorfs.Op) error {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		if !c.armed.Load() || !isDurableOp(op.Kind) {
 			return nil
 		}
 		rngMu.Lock()
@@ -103,10 +119,18 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 		before := m.Now()
 		clone := mem.CrashClone(cfg)
 		at := model.Cut{Acked: before, Attempted: m.Now()}
-		clones <- crashClone{fs: clone, at: at, index: int(index.Add(1))}
+		c.clones <- crashClone{fs: clone, at: at, index: int(index.Add(1))}
 		return nil
 	})
-	fs := errorfs.Wrap(mem, inj)
+	return c
+}
+
+func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
+	mem := vfs.NewCrashableMem()
+	m := model.New(model.Options{})
+	cc := newCrashCloner(mem, m, rand.New(rand.NewPCG(seed, 3)))
+	clones := cc.clones
+	fs := errorfs.Wrap(mem, cc.inj)
 	tab, _ := routing.NewTable(mode, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
 	opts := storage.Options{Dir: "/data", FS: fs, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20}
 	n, j, _, err := recovery.Open(opts, tab, nil)
@@ -162,7 +186,7 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 		}()
 	}
 	time.Sleep(20 * time.Millisecond)
-	armed.Store(true)
+	cc.armed.Store(true)
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
 	r1, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
 	if err != nil || r1.Phase != splitter.PhaseDone {
@@ -176,7 +200,7 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 	if err != nil || r3.Phase != splitter.PhaseDone {
 		t.Fatalf("merge: %v %v", err, r3.Err)
 	}
-	armed.Store(false)
+	cc.disarm()
 	stop.Store(true)
 	wg.Wait()
 	close(clones)

@@ -58,6 +58,10 @@ type InPlaceConfig struct {
 	// StaleEvery makes every writer forget the tables it learned and go
 	// back to the dataset's first table every n writes (0 = never).
 	StaleEvery int
+	// HoldUntilDurable runs the splits with splitter.Config's
+	// HoldUntilDurable: the parent stays fenced until the new table is
+	// durable (a relocation-style handoff).
+	HoldUntilDurable bool
 }
 
 // routerSink writes through one router per writer.
@@ -148,7 +152,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	out.WindowStart = time.Since(start)
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase
-	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, Hook: func(p splitter.Phase, _ splitter.Intent) {
+	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, HoldUntilDurable: cfg.HoldUntilDurable, Hook: func(p splitter.Phase, _ splitter.Intent) {
 		now := time.Since(start)
 		if p != lastPhase {
 			if lastPhase != 0 {

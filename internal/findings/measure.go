@@ -132,13 +132,13 @@ func (c Config) dataset(layout storage.Layout, sz size) (*experiment.Dataset, er
 	return d, nil
 }
 
-// measure runs case k cfg.runs() times (or returns the runs another
-// question already made of it).
-func (c Config) measure(ctx context.Context, label string, k splitCase) ([]splitRun, error) {
+// measure runs case k n times (or returns the runs another question
+// already made of it, if at least n).
+func (c Config) measure(ctx context.Context, label string, k splitCase, n int) ([]splitRun, error) {
 	c.shared.mu.Lock()
 	runs, ok := c.shared.runs[k]
 	c.shared.mu.Unlock()
-	if ok {
+	if ok && len(runs) >= n {
 		c.Progressf("%s: %s: reusing %d runs measured earlier", label, k, len(runs))
 		return runs, nil
 	}
@@ -146,8 +146,9 @@ func (c Config) measure(ctx context.Context, label string, k splitCase) ([]split
 	if err != nil {
 		return nil, err
 	}
+	runs = nil
 	steady, after, window := c.timing()
-	for i := range c.runs() {
+	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -180,7 +181,7 @@ func (c Config) measure(ctx context.Context, label string, k splitCase) ([]split
 		r := summarize(out, window)
 		r.ParentMiB = float64(d.Bytes) / (1 << 20)
 		c.Progressf("%s: %s: run %d/%d: stall %.1f ms (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady",
-			label, k, i+1, c.runs(), r.StallMs, r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps))
+			label, k, i+1, n, r.StallMs, r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps))
 		runs = append(runs, r)
 	}
 	c.shared.mu.Lock()

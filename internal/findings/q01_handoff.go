@@ -3,6 +3,7 @@ package findings
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -133,6 +134,15 @@ func handoffAnswer(base splitCase, rows []handoffRow) string {
 	s := fmt.Sprintf("At the goal case (%s) the longest write stall in the split window was %s ms (median), against %s ms in steady windows as long (%.2f×), "+
 		"and the parent's apply lock was held %s ms; the worst of our handoff's cases (%s) stalled %s ms, %.1f× below MongoDB's %d ms critical section.",
 		base, num(b.Stall), num(b.Steady), b.Stall/nonzero(b.Steady), num(b.Node), worst.Case, num(worst.Stall), mongoCriticalMs/nonzero(worst.Stall), mongoCriticalMs)
+	var others []string
+	for _, r := range rows {
+		if !r.Case.Hold && r.Case != base {
+			others = append(others, fmt.Sprintf("%s %s ms (steady %s ms, lock %s ms)", r.Case, num(r.Stall), num(r.Steady), num(r.Node)))
+		}
+	}
+	if len(others) > 0 {
+		s += " The other cases stalled: " + strings.Join(others, "; ") + "."
+	}
 	if h.Case == held {
 		s += fmt.Sprintf(" Holding every parent write until the new table is durable (relocation-style) held the lock %s ms instead of %s ms and stalled writes %s ms instead of %s ms.",
 			num(h.Node), num(b.Node), num(h.Stall), num(b.Stall))

@@ -152,6 +152,7 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		began := time.Now()
 		dir := filepath.Join(c.shared.dir, "run")
 		_ = os.RemoveAll(dir)
 		if err := d.Clone(dir); err != nil {
@@ -180,8 +181,9 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		}
 		r := summarize(out, window)
 		r.ParentMiB = float64(d.Bytes) / (1 << 20)
-		c.Progressf("%s: %s: run %d/%d: stall %.1f ms (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady",
-			label, k, i+1, n, r.StallMs, r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps))
+		c.Progressf("%s: %s: run %d/%d: stall %.1f ms (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady (run took %.0f s, %.0f s of it load)",
+			label, k, i+1, n, r.StallMs, r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps),
+			time.Since(began).Seconds(), out.End.Seconds())
 		runs = append(runs, r)
 	}
 	c.shared.mu.Lock()

@@ -19,7 +19,7 @@ import (
 const findingsUsage = `splitdemo findings: the experiment set behind design/findings.md.
 
 Usage:
-  splitdemo findings [--quick] [--out DIR] [--runs N] [--seed N] [--only 1,5,11] [--log-level L]
+  splitdemo findings [--quick] [--big] [--out DIR] [--runs N] [--seed N] [--only 1,5,11] [--log-level L]
 
 Runs one experiment per question the in-place split RFC argues about
 (opensearch-project/OpenSearch#12918, #13923, #13925) and writes into --out:
@@ -37,8 +37,9 @@ The questions (see findings.md for the full text):
   5 the cost after the handoff    11 scale: 100 MiB to 4 GiB
   6 partition vs hash-range children
 
-The full set takes up to an hour and needs several GiB of scratch disk
-($TMPDIR). --quick runs tiny data and 2 runs per timing in a few minutes: a
+The full set takes up to an hour and needs a few GiB of scratch disk
+($TMPDIR); --big adds a 4 GiB parent to question 11 (about 15 minutes and
+5 GiB more). --quick runs tiny data and 2 runs per timing in a few minutes: a
 smoke test (CI runs it), not numbers to quote. Progress goes to stderr;
 Ctrl-C stops after the step in progress and still writes what ran.
 
@@ -47,6 +48,7 @@ Exit status 0 if every selected question was answered; 1 if any failed
 
 Flags:
   --quick          tiny data, 2 runs per timing (a smoke test)
+  --big            add the 4 GiB parent to question 11 (not with --quick)
   --out DIR        output directory (default ./findings-out)
   --runs N         repetitions of each timed measurement (default 5; 2 with --quick)
   --seed N         workload seed (default 1)
@@ -60,6 +62,7 @@ Example:
 
 type findingsConfig struct {
 	quick    bool
+	big      bool
 	out      string
 	runs     int
 	seed     int64
@@ -74,6 +77,7 @@ func parseFindings(args []string, stdout io.Writer) (*findingsConfig, int, error
 	fs.SetOutput(io.Discard)
 	c := &findingsConfig{}
 	fs.BoolVar(&c.quick, "quick", false, "")
+	fs.BoolVar(&c.big, "big", false, "")
 	fs.StringVar(&c.out, "out", "findings-out", "")
 	fs.IntVar(&c.runs, "runs", 0, "")
 	fs.Int64Var(&c.seed, "seed", 1, "")
@@ -92,6 +96,8 @@ func parseFindings(args []string, stdout io.Writer) (*findingsConfig, int, error
 	switch {
 	case c.runs < 0:
 		return nil, exitUsage, fmt.Errorf("--runs %d must be at least 1", c.runs)
+	case c.big && c.quick:
+		return nil, exitUsage, errors.New("--big and --quick exclude each other")
 	case c.out == "":
 		return nil, exitUsage, errors.New("--out must name a directory")
 	}
@@ -145,7 +151,7 @@ func findingsRun(ctx context.Context, c *findingsConfig, stdout, stderr io.Write
 	}
 	start := time.Now()
 	cfg := findings.Config{
-		Quick: c.quick, Out: c.out, Runs: c.runs, Seed: c.seed, Logger: logger, Binary: self,
+		Quick: c.quick, Big: c.big, Out: c.out, Runs: c.runs, Seed: c.seed, Logger: logger, Binary: self,
 		Progress: func(msg string) {
 			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), msg)
 		},

@@ -25,6 +25,7 @@ func TestFindingsBadFlags(t *testing.T) {
 		{[]string{"--log-level", "loud"}, `"loud"`},
 		{[]string{"--bogus"}, "bogus"},
 		{[]string{"extra"}, `"extra"`},
+		{[]string{"--big", "--quick"}, "--big"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stderr strings.Builder

@@ -284,6 +284,9 @@ func (c Config) reproduce(id int) string {
 	if c.Quick {
 		s += " --quick"
 	}
+	if c.Big && !c.Quick {
+		s += " --big"
+	}
 	if c.Runs > 0 {
 		s += fmt.Sprintf(" --runs %d", c.Runs)
 	}

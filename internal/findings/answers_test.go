@@ -4,10 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsplit/shardsplit/internal/crashpoint"
+	"github.com/shardsplit/shardsplit/internal/loadgen"
 	"github.com/shardsplit/shardsplit/storage"
 )
 
@@ -183,5 +185,33 @@ func TestCrashTallyAndAnswer(t *testing.T) {
 	}
 	if a := crashAnswer(tl, 0, 0, 0, errors.New("no splitdemo binary to run")); !strings.Contains(a, "No kill -9 run was made (no splitdemo binary to run)") {
 		t.Errorf("answer without kills: %s", a)
+	}
+}
+
+// The steady stall is the median over windows as long as the split's; a
+// split window longer than the steady span measures the whole span (it
+// read 0 for an 8-way split of 2.1 s against a 2 s span).
+func TestSteadyStall(t *testing.T) {
+	ms := time.Millisecond
+	// One write at a time, acknowledged 10 ms after it starts, back to
+	// back, except one that takes 50 ms starting at 1,000 ms.
+	var recs []loadgen.Record
+	for at := time.Duration(0); at < 2000*ms; {
+		d := 10 * ms
+		if at == 1000*ms {
+			d = 50 * ms
+		}
+		recs = append(recs, loadgen.Record{Start: at, End: at + d, OK: true, Moving: true})
+		at += d
+	}
+	for _, tc := range []struct {
+		w, want time.Duration
+	}{
+		{100 * ms, 10 * ms},  // most 100 ms windows hold no slow write
+		{3000 * ms, 50 * ms}, // cut to the 2 s span: the slow write is in it
+	} {
+		if got := steadyStall(recs, 0, 2000*ms, tc.w); got != tc.want {
+			t.Errorf("steadyStall(w=%v) = %v, want %v", tc.w, got, tc.want)
+		}
 	}
 }

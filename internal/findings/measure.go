@@ -219,8 +219,11 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 
 // steadyStall is the median of MaxStall over windows of length w (stepped
 // by w/2) in [from, to): what the stall measure reads with no split
-// running (internal/experiment's benchmark measures the same way).
+// running (internal/experiment's benchmark measures the same way). A
+// window longer than [from, to) is cut to it: one window, the whole span
+// (the benchmark reads 0 there).
 func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration {
+	w = min(w, to-from)
 	var stalls []float64
 	for at := from; w > 0 && at+w <= to; at += w / 2 {
 		stalls = append(stalls, float64(loadgen.MaxStall(recs, at, at+w)))

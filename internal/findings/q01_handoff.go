@@ -86,7 +86,7 @@ func runHandoff(ctx context.Context, cfg Config) (Answer, error) {
 	a.NotMeasured = "4 GiB parents (question 11 measures the split's time at 4 GiB when the full run has the time); " +
 		"more than one node or replicas (one process, one disk); a real network between coordinator and shard; " +
 		"write rates above 5,000/s; the stall of writes to other shards (only writes aimed at the parent's keys count). " +
-		"The steady-window stall is this machine's fsync noise, measured in the same runs before the split request."
+		"The steady-window stall is this machine's fsync noise, measured in the same runs before the split request. A window longer than the steady span (2 s; quick 1 s) is compared with one steady window of the whole span, which favours the steady side."
 	return a, nil
 }
 

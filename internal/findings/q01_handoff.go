@@ -83,7 +83,7 @@ func runHandoff(ctx context.Context, cfg Config) (Answer, error) {
 		return a, err
 	}
 	a.Charts = []string{"q01-handoff-stall.png"}
-	a.NotMeasured = "4 GiB parents (question 11 measures the split's time at 4 GiB when the full run has the time); " +
+	a.NotMeasured = "4 GiB parents (question 11 measures the split at 4 GiB with --big); " +
 		"more than one node or replicas (one process, one disk); a real network between coordinator and shard; " +
 		"write rates above 5,000/s; the stall of writes to other shards (only writes aimed at the parent's keys count). " +
 		"The steady-window stall is this machine's fsync noise, measured in the same runs before the split request. A window longer than the steady span (2 s; quick 1 s) is compared with one steady window of the whole span, which favours the steady side."
@@ -131,9 +131,13 @@ func handoffAnswer(base splitCase, rows []handoffRow) string {
 			worst = r
 		}
 	}
+	worstIs := fmt.Sprintf("the worst of our handoff's cases (%s) stalled %s ms", worst.Case, num(worst.Stall))
+	if worst.Case == base {
+		worstIs = "no other case of our handoff stalled longer"
+	}
 	s := fmt.Sprintf("At the goal case (%s) the longest write stall in the split window was %s ms (median), against %s ms in steady windows as long (%.2f×), "+
-		"and the parent's apply lock was held %s ms; the worst of our handoff's cases (%s) stalled %s ms, %.1f× below MongoDB's %d ms critical section.",
-		base, num(b.Stall), num(b.Steady), b.Stall/nonzero(b.Steady), num(b.Node), worst.Case, num(worst.Stall), mongoCriticalMs/nonzero(worst.Stall), mongoCriticalMs)
+		"and the parent's apply lock was held %s ms; %s, %.1f× below MongoDB's %d ms critical section.",
+		base, num(b.Stall), num(b.Steady), b.Stall/nonzero(b.Steady), num(b.Node), worstIs, mongoCriticalMs/nonzero(worst.Stall), mongoCriticalMs)
 	var others []string
 	for _, r := range rows {
 		if !r.Case.Hold && r.Case != base {

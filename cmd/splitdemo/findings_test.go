@@ -78,7 +78,7 @@ func TestFindingsRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			c, _, err := parseFindings([]string{"--quick", "--out", out}, io.Discard)
+			c, _, err := parseFindings([]string{"--quick", "--out", out, "--log-level", "error"}, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

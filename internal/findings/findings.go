@@ -271,8 +271,13 @@ func Run(ctx context.Context, cfg Config, qs []Question) (*Report, error) {
 			}
 			a.Error = err.Error()
 			a.NotBuilt = errors.Is(err, ErrNotBuilt)
-			cfg.Logger.Warn("question failed", zap.Int("question", q.ID), zap.Error(err))
-			cfg.Progressf("question %d failed: %v", q.ID, err)
+			if a.NotBuilt {
+				cfg.Logger.Info("question not built", zap.Int("question", q.ID))
+				cfg.Progressf("question %d: not built yet", q.ID)
+			} else {
+				cfg.Logger.Warn("question failed", zap.Int("question", q.ID), zap.Error(err))
+				cfg.Progressf("question %d failed: %v", q.ID, err)
+			}
 		}
 		r.Answers = append(r.Answers, a)
 	}

@@ -93,10 +93,18 @@ func runHandoff(ctx context.Context, cfg Config) (Answer, error) {
 func handoffTable(rows []handoffRow) Table {
 	t := Table{Header: []string{"case", "stall in window (ms)", "steady stall (ms)", "stall / steady", "apply lock held (ms)", "window (ms)", "throughput / steady"}}
 	for _, r := range rows {
-		t.Rows = append(t.Rows, []string{r.Case.String(), num(r.Stall), num(r.Steady), num(r.Stall / nonzero(r.Steady)),
+		t.Rows = append(t.Rows, []string{r.Case.String(), num(r.Stall), num(r.Steady), ratio(r.Stall, r.Steady),
 			num(r.Node), num(r.Window), fmt.Sprintf("%.2f", r.TputRate)})
 	}
 	return t
+}
+
+// ratio prints a/b, or "n/a" when b is 0 (no steady window read).
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", a/b)
 }
 
 func nonzero(v float64) float64 {
@@ -135,9 +143,9 @@ func handoffAnswer(base splitCase, rows []handoffRow) string {
 	if worst.Case == base {
 		worstIs = "no other case of our handoff stalled longer"
 	}
-	s := fmt.Sprintf("At the goal case (%s) the longest write stall in the split window was %s ms (median), against %s ms in steady windows as long (%.2f×), "+
+	s := fmt.Sprintf("At the goal case (%s) the longest write stall in the split window was %s ms (median), against %s ms in steady windows as long (%s×), "+
 		"and the parent's apply lock was held %s ms; %s, %.1f× below MongoDB's %d ms critical section.",
-		base, num(b.Stall), num(b.Steady), b.Stall/nonzero(b.Steady), num(b.Node), worstIs, mongoCriticalMs/nonzero(worst.Stall), mongoCriticalMs)
+		base, num(b.Stall), num(b.Steady), ratio(b.Stall, b.Steady), num(b.Node), worstIs, mongoCriticalMs/nonzero(worst.Stall), mongoCriticalMs)
 	var others []string
 	for _, r := range rows {
 		if !r.Case.Hold && r.Case != base {

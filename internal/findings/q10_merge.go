@@ -56,7 +56,7 @@ func runMerge(ctx context.Context, cfg Config) (Answer, error) {
 	var labels []string
 	steady, stall, window := bars{Name: "steady-window stall (ms)"}, bars{Name: "merge-window stall (ms)"}, bars{Name: "merge time (ms / 10)"}
 	for _, r := range rows {
-		t.Rows = append(t.Rows, []string{r.Case.String(), num(r.Window), num(r.Stall), num(r.Steady), num(r.Stall / nonzero(r.Steady)),
+		t.Rows = append(t.Rows, []string{r.Case.String(), num(r.Window), num(r.Stall), num(r.Steady), ratio(r.Stall, r.Steady),
 			num(r.Node), fmt.Sprintf("%.2f", r.Tput), num(r.Copied)})
 		labels = append(labels, fmt.Sprintf("%s %s", r.Case.Size.Name, r.Case.Layout))
 		steady.Values = append(steady.Values, r.Steady)
@@ -82,8 +82,8 @@ func mergeAnswer(rows []mergeRow) string {
 	}
 	s := "Yes: a split is undone in place by merging the siblings back, under load and with every acknowledged write verified."
 	for _, r := range rows {
-		s += fmt.Sprintf(" %s: %s ms, longest stall %s ms against %s ms steady (%.2f×), throughput %.2f of steady, %s MiB copied.",
-			r.Case, num(r.Window), num(r.Stall), num(r.Steady), r.Stall/nonzero(r.Steady), r.Tput, num(r.Copied))
+		s += fmt.Sprintf(" %s: %s ms, longest stall %s ms against %s ms steady (%s×), throughput %.2f of steady, %s MiB copied.",
+			r.Case, num(r.Window), num(r.Stall), num(r.Steady), ratio(r.Stall, r.Steady), r.Tput, num(r.Copied))
 	}
 	return s
 }

@@ -86,6 +86,10 @@ type InPlaceConfig struct {
 	CleanupWait time.Duration
 	// Reads is the read load run beside the writes (zero: none).
 	Reads loadgen.ReadConfig
+	// HoldUntilDurable runs the splits with splitter.Config's
+	// HoldUntilDurable: the parent stays fenced until the new table is
+	// durable (a relocation-style handoff).
+	HoldUntilDurable bool
 }
 
 // routerSink writes through one router per writer.
@@ -182,7 +186,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase
 	var cleanupWritten uint64
-	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, ChildBuild: cfg.ChildBuild, Hook: func(p splitter.Phase, _ splitter.Intent) {
+	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, ChildBuild: cfg.ChildBuild, HoldUntilDurable: cfg.HoldUntilDurable, Hook: func(p splitter.Phase, _ splitter.Intent) {
 		now := time.Since(start)
 		if p != lastPhase {
 			if lastPhase != 0 {

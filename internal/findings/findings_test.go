@@ -103,3 +103,33 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 		t.Errorf("ran %d, interrupted %v, %d answers; want 1, true, 1", ran, r.Interrupted, len(r.Answers))
 	}
 }
+
+// A question not built yet is reported as such, not as a failure; an
+// answer with a table keeps its every-number table folded.
+func TestRunNotBuiltAndTables(t *testing.T) {
+	out := t.TempDir()
+	qs := []Question{
+		{ID: 1, Slug: "a", Title: "A", Question: "a?", RaisedIn: "here", Run: func(ctx context.Context, cfg Config) (Answer, error) {
+			return Answer{Numbers: []Number{Measured("t", "ms", 1)}, Tables: []Table{{Header: []string{"h"}, Rows: [][]string{{"v"}}}}}, nil
+		}},
+		{ID: 2, Slug: "b", Title: "B", Question: "b?", RaisedIn: "there", Run: func(ctx context.Context, cfg Config) (Answer, error) {
+			return Answer{}, ErrNotBuilt
+		}},
+	}
+	r, err := Run(context.Background(), Config{Out: out}, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Failed()) != 0 || !cmp.Equal(r.NotBuilt(), []int{2}) {
+		t.Errorf("failed %v, not built %v; want none, [2]", r.Failed(), r.NotBuilt())
+	}
+	md, err := os.ReadFile(filepath.Join(out, "findings.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<details><summary>every number", "| h |", "| v |", "the experiment is not built yet"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("findings.md lacks %q:\n%s", want, md)
+		}
+	}
+}

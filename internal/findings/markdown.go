@@ -22,18 +22,27 @@ func (r *Report) Markdown() string {
 	for _, a := range r.Answers {
 		fmt.Fprintf(&b, "\n## %d. %s\n\n", a.ID, a.Title)
 		fmt.Fprintf(&b, "*Question* (%s): %s\n\n", a.RaisedIn, a.Question)
-		if a.Error != "" {
+		switch {
+		case a.NotBuilt:
+			b.WriteString("**Not answered: the experiment is not built yet.**\n\n")
+		case a.Error != "":
 			fmt.Fprintf(&b, "**Not answered: %s**\n\n", a.Error)
 		}
 		if a.Answer != "" {
 			fmt.Fprintf(&b, "*Answer*: %s\n\n", a.Answer)
 		}
 		if len(a.Numbers) > 0 {
+			if len(a.Tables) > 0 { // the tables summarise; every number stays one click away
+				b.WriteString("<details><summary>every number (medians, ranges)</summary>\n\n")
+			}
 			b.WriteString("| measure | median | range | runs |\n|---|---:|---:|---:|\n")
 			for _, n := range a.Numbers {
 				fmt.Fprintf(&b, "| %s | %s %s | %s–%s | %d |\n", n.Name, num(n.Median), n.Unit, num(n.Min), num(n.Max), len(n.Values))
 			}
 			b.WriteString("\n")
+			if len(a.Tables) > 0 {
+				b.WriteString("</details>\n\n")
+			}
 		}
 		for _, t := range a.Tables {
 			b.WriteString("| " + strings.Join(t.Header, " | ") + " |\n|")

@@ -78,6 +78,10 @@ type Engine struct {
 	shards         map[routing.ShardID]*Shard
 	retiredWritten uint64 // bytes written by stores since closed
 	closed         bool
+
+	// mergeCut is where a merge target's built tables are cut; 0 means
+	// mergeTableSize. Tests lower it to build several tables.
+	mergeCut uint64
 }
 
 // Open opens (or creates) the engine in opts.Dir. Shards are opened with

@@ -83,6 +83,10 @@ type Engine struct {
 	closed         bool
 
 	foreign foreignCleaners // background deletes of keep-all children's foreign documents
+
+	// mergeCut is where a merge target's built tables are cut; 0 means
+	// mergeTableSize. Tests lower it to build several tables.
+	mergeCut uint64
 }
 
 // Open opens (or creates) the engine in opts.Dir. Shards are opened with

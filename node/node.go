@@ -60,6 +60,9 @@ func (e *StaleRoutingError) Error() string {
 // after its wait; the shard stays retiring and Retire may be called again.
 var ErrReadersRemain = errors.New("node: readers still hold the shard")
 
+// errPageFull stops a shard's scan once it gave a page of hits.
+var errPageFull = errors.New("node: page full")
+
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("node: closed")
 
@@ -153,8 +156,14 @@ func Open(cfg Config) (*Node, error) {
 	n.table.Store(t)
 	n.durable.Store(t)
 	for _, id := range t.ActiveShards() {
-		if _, err := n.openShard(t, id); err != nil {
+		s, err := n.openShard(t, id)
+		if err != nil {
 			return nil, err
+		}
+		// A keep-all child whose foreign documents were not all deleted
+		// (a crash or close cut its cleanup short) deletes them again.
+		if _, err := n.eng.StartForeignCleanup(s); err != nil {
+			return nil, fmt.Errorf("node: shard %d: %w", id, err)
 		}
 	}
 	return n, nil
@@ -432,8 +441,19 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 // in that table, so every document is returned exactly once even while a
 // split publishes. It returns the version it searched.
 func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Version, error) {
-	if err := n.failure(); err != nil {
+	t, err := n.SearchAt(0, fn)
+	if err != nil {
 		return 0, err
+	}
+	return t.Version(), nil
+}
+
+// SearchAt is Search returning the table it searched, with at most
+// perShard documents from each shard (0 = all of them): a page of hits
+// from every shard, as a query-then-fetch of that size asks for.
+func (n *Node) SearchAt(perShard int, fn func(routing.ShardID, storage.Doc) error) (*routing.Table, error) {
+	if err := n.failure(); err != nil {
+		return nil, err
 	}
 	n.mu.RLock()
 	t := n.table.Load()
@@ -448,7 +468,7 @@ func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Vers
 			ref, ok := n.shards[l.Shard]
 			if !ok {
 				n.mu.RUnlock()
-				return 0, fmt.Errorf("node: table v%d names shard %d, which has no store", t.Version(), l.Shard)
+				return nil, fmt.Errorf("node: table v%d names shard %d, which has no store", t.Version(), l.Shard)
 			}
 			ref.acquire()
 			parts = append(parts, part{ref, routing.ShardID(r), l.Span})
@@ -462,11 +482,18 @@ func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Vers
 	}()
 	for _, p := range parts {
 		id := p.ref.s.ID()
-		if err := p.ref.s.ScanSpan(p.span, func(d storage.Doc) error { return fn(id, d) }); err != nil {
-			return 0, err
+		seen := 0
+		err := p.ref.s.ScanSpan(p.span, func(d storage.Doc) error {
+			if seen++; perShard > 0 && seen > perShard {
+				return errPageFull
+			}
+			return fn(id, d)
+		})
+		if err != nil && !errors.Is(err, errPageFull) {
+			return nil, err
 		}
 	}
-	return t.Version(), nil
+	return t, nil
 }
 
 // HoldApplyLock runs fn holding shard id's apply lock: no write to it is

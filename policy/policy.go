@@ -36,8 +36,10 @@
 //   - a leaf that cannot be split further (one partition; in opensearch
 //     mode, too narrow for two children wider than 1,000 hashes) is never
 //     split: Decide reports its hottest routing value and that value's
-//     share of the leaf's writes, with index.routing_partition_size as the
-//     remedy (it spreads one routing value over several partitions).
+//     share of the leaf's writes, with a remedy: in partition mode
+//     index.routing_partition_size (it spreads one routing value over
+//     several partitions); in opensearch mode none by splitting (see
+//     RemedyHashRange).
 package policy
 
 import (
@@ -251,8 +253,24 @@ type HotKey struct {
 	Remedy       string
 }
 
-// RemedyPartitionSize is the remedy a HotKey names.
-const RemedyPartitionSize = "set index.routing_partition_size > 1 (at index creation) so one routing value spreads over several partitions"
+// The remedies a HotKey names. In partition mode a routing value's
+// routing_partition_size offsets land in as many consecutive partitions,
+// which partition-aligned children can separate. In opensearch mode the
+// offsets are added to the hash, so a routing value's hashes are
+// consecutive and stay inside one hash-range child (every child is wider
+// than 1,000 hashes): routing_partition_size cannot help there.
+const (
+	RemedyPartitionSize = "set index.routing_partition_size > 1 (at index creation) so one routing value spreads over several partitions"
+	RemedyHashRange     = "none by splitting: a routing value's routing_partition_size hashes are consecutive and stay in one hash-range child; route it by _id, or use partition-aligned children"
+)
+
+// remedy is the remedy for an unsplittable hot key in mode m.
+func remedy(m routing.Mode) string {
+	if m == routing.ModeOpenSearch {
+		return RemedyHashRange
+	}
+	return RemedyPartitionSize
+}
 
 func (h HotKey) String() string {
 	return fmt.Sprintf("shard %d cannot be split: routing value %q takes %.0f%% of its %.0f writes/s; %s",
@@ -310,7 +328,7 @@ func Decide(in Input, th Thresholds) Decision {
 	for _, c := range cands {
 		if !splittable(t, c.span) {
 			if c.reason == ReasonLoad {
-				d.Unsplittable = append(d.Unsplittable, hotKey(c.id, c.rate, c.keys))
+				d.Unsplittable = append(d.Unsplittable, hotKey(t.Mode(), c.id, c.rate, c.keys))
 			}
 			continue
 		}
@@ -383,8 +401,8 @@ func splittable(t *routing.Table, sp routing.Span) bool {
 }
 
 // hotKey names the hottest routing value of an unsplittable leaf.
-func hotKey(id routing.ShardID, rate float64, keys []weighted) HotKey {
-	h := HotKey{Shard: id, WritesPerSec: rate, Remedy: RemedyPartitionSize}
+func hotKey(m routing.Mode, id routing.ShardID, rate float64, keys []weighted) HotKey {
+	h := HotKey{Shard: id, WritesPerSec: rate, Remedy: remedy(m)}
 	by := map[string]float64{}
 	total := 0.0
 	for _, k := range keys {

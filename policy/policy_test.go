@@ -354,3 +354,20 @@ func TestRecorder(t *testing.T) {
 		t.Fatalf("%d intervals keep key samples, want the sustain window's 10", withKeys)
 	}
 }
+
+// A hash-range child holds all of a routing value's partition offsets
+// (they are consecutive hashes), so routing_partition_size is no remedy
+// there; findings question 6 measures it.
+func TestRemedyByMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode routing.Mode
+		want string
+	}{
+		{routing.ModePartition, RemedyPartitionSize},
+		{routing.ModeOpenSearch, RemedyHashRange},
+	} {
+		if got := hotKey(tc.mode, 1, 10, []weighted{{}}).Remedy; got != tc.want {
+			t.Errorf("%v: remedy %q, want %q", tc.mode, got, tc.want)
+		}
+	}
+}

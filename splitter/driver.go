@@ -36,6 +36,21 @@ type Config struct {
 	// Journal, if set, records every phase transition durably before its
 	// effects (crash safety; see package recovery).
 	Journal *Journal
+	// ChildBuild is how a split's children are made (per-shard layout):
+	// storage.ChildExcise (the default) excises the parent's other spans at
+	// creation; storage.ChildKeepAll keeps every document of the parent and
+	// deletes the foreign ones one by one after the handoff, in the
+	// background, as the OpenSearch RFC's children do. The protocol is the
+	// same either way.
+	ChildBuild storage.ChildBuild
+	// HoldUntilDurable keeps a split's parent fenced until the new table
+	// is durable (its children synced and the table file renamed), as a
+	// relocation-style handoff does (OpenSearch's primary relocation,
+	// Elasticsearch's all-permits handoff): every write to the parent
+	// waits for the whole handoff instead of only for the tail replay and
+	// the publish. Off by default; it exists to measure the difference
+	// (splitdemo findings, question 1). Merges ignore it.
+	HoldUntilDurable bool
 }
 
 // Report is what a split measured.
@@ -49,7 +64,7 @@ type Report struct {
 	Durations   map[Phase]time.Duration
 	Total       time.Duration
 	Stall       time.Duration // the longest the parent's apply lock was held at handoff (writes to the parent wait for it)
-	Commit      time.Duration // unfence to durable table at handoff (writes to the children wait for it)
+	Commit      time.Duration // unfence to durable table at handoff (writes to the children wait for it; 0 with HoldUntilDurable, which unfences after it)
 	Handoffs    int           // handoff attempts (drain timeouts + 1)
 	CaughtUp    int           // parent operations replayed into the children
 	SeqAtClone  uint64        // S: the parent sequence number the children were made at
@@ -381,7 +396,7 @@ func (d *Driver) createChildren(sp *Split) (Event, error) {
 		if err := d.removeLeftover(c.Shard); err != nil {
 			return Event{}, err
 		}
-		child, stats, err := d.n.Engine().CreateChild(sp.parent, c.Shard, c.Span)
+		child, stats, err := d.n.Engine().CreateChildWith(sp.parent, c.Shard, c.Span, d.cfg.ChildBuild)
 		if err != nil {
 			return Event{}, err
 		}
@@ -479,13 +494,27 @@ func (d *Driver) publish(sp *Split) (Event, error) {
 }
 
 // unfence releases the parent's apply lock; the time it was held is the
-// write stall the handoff cost the parent's writers.
+// write stall the handoff cost the parent's writers. With
+// HoldUntilDurable on a published split the lock stays held until
+// commitTable (or the node fails).
 func (d *Driver) unfence(sp *Split) (Event, error) {
+	if d.cfg.HoldUntilDurable && sp.m.published && sp.m.Phase() == PhaseHandoff {
+		return Event{Kind: EventUnfenced}, nil
+	}
+	d.release(sp)
+	return Event{Kind: EventUnfenced}, nil
+}
+
+// release releases the parent's apply lock if it is held and records how
+// long it was.
+func (d *Driver) release(sp *Split) {
+	if sp.fence == nil {
+		return
+	}
 	held := sp.fence.Release()
 	sp.fence = nil
 	sp.report.Stall = max(sp.report.Stall, held)
 	sp.unfenced = d.cfg.Clock.Now()
-	return Event{Kind: EventUnfenced}, nil
 }
 
 // syncChildren makes the children's copies durable (they hold the tail),
@@ -503,9 +532,11 @@ func (d *Driver) syncChildren(sp *Split) (Event, error) {
 	err := syncAll(sp.children)
 	wg.Wait()
 	if stageErr != nil {
+		d.release(sp) // held with HoldUntilDurable: the node has failed
 		return Event{}, stageErr
 	}
 	if err != nil {
+		d.release(sp)
 		return Event{}, sp.pending.Fail(err)
 	}
 	return Event{Kind: EventChildrenSynced}, nil
@@ -515,7 +546,11 @@ func (d *Driver) syncChildren(sp *Split) (Event, error) {
 // node.
 func (d *Driver) commitTable(sp *Split) (Event, error) {
 	err := sp.pending.Install()
-	sp.report.Commit = d.cfg.Clock.Now().Sub(sp.unfenced)
+	if sp.fence != nil { // HoldUntilDurable: the parent waited for all of it
+		d.release(sp)
+	} else {
+		sp.report.Commit = d.cfg.Clock.Now().Sub(sp.unfenced)
+	}
 	if err != nil {
 		return Event{}, err
 	}
@@ -539,10 +574,15 @@ func syncAll(shards []*storage.Shard) error {
 }
 
 // cleanup retires the parent: no durable table names it any more. The
-// children may now pay the compaction debt they inherited.
+// children may now pay the compaction debt they inherited, and keep-all
+// children start deleting their foreign documents in the background (the
+// split does not wait for it; a crash before it ends redoes it on open).
 func (d *Driver) cleanup(sp *Split) (Event, error) {
 	for _, c := range sp.children {
 		c.ReleaseCompactions()
+		if _, err := d.n.Engine().StartForeignCleanup(c); err != nil && !errors.Is(err, storage.ErrShardClosed) {
+			return Event{}, fmt.Errorf("start foreign cleanup of child %d: %w", c.ID(), err)
+		}
 	}
 	if err := d.releaseLog(sp); err != nil && !errors.Is(err, storage.ErrShardClosed) {
 		return Event{}, err

@@ -260,3 +260,38 @@ func BenchmarkWritePath(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMergeTarget: a merge target of two siblings of a ~200 MiB
+// parent; the smaller sibling's documents are built into tables and
+// ingested. Reports what was written per merge.
+func BenchmarkMergeTarget(b *testing.B) {
+	e, parent := loadParent(b, b.TempDir(), 200<<10)
+	defer e.Close()
+	settle(b, parent)
+	parent.HoldLog()
+	lo, _, err := e.CreateChild(parent, 1, routing.Span{Start: 0, End: 512})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hi, _, err := e.CreateChild(parent, 2, routing.Span{Start: 512, End: 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lo.HoldLog()
+	hi.HoldLog()
+	var copied int64
+	n := 0
+	for b.Loop() {
+		t, stats, err := e.CreateMergeTarget([]*Shard{lo, hi}, 3, routing.Span{Start: 0, End: 1024})
+		if err != nil {
+			b.Fatal(err)
+		}
+		copied, n = copied+stats.Copied, n+1
+		b.StopTimer()
+		if err := e.DestroyShard(t.ID()); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(copied)/float64(n)/(1<<20), "copied-MiB/op")
+}

@@ -39,6 +39,12 @@ func (c ChildStats) Total() time.Duration { return c.Checkpoint + c.Open + c.Exc
 // copied; the child is a new span of the node's store with S = the parent's
 // current sequence number.
 func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.Span) (*Shard, ChildStats, error) {
+	return e.createChild(parent, child, span, ChildExcise)
+}
+
+// createChild is CreateChild with a choice of build (ChildKeepAll: see
+// foreign.go).
+func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild) (*Shard, ChildStats, error) {
 	if e.opts.Layout == LayoutShared {
 		return e.createSharedChild(parent, child, span)
 	}
@@ -54,9 +60,13 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 		return nil, stats, e.discardStore(child, dir, fmt.Errorf("storage: create child %d: %w", child, err))
 	}
 	lo, hi := SpanBounds(parent.keyspace, span)
+	docs := pebble.CheckpointSpan{Start: lo, End: hi}
+	if build == ChildKeepAll {
+		docs = pebble.CheckpointSpan{Start: allDocs[0], End: allDocs[1]}
+	}
 	start := e.opts.Clock.Now()
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
-		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{{Start: lo, End: hi}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
+		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
 	if err == nil {
 		err = syncDir(e.opts.FS, e.opts.Dir) // the checkpoint directory's entry
 	}
@@ -75,7 +85,12 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 		return fail(err)
 	}
 	start = e.opts.Clock.Now()
-	seq, err := trimChildStore(st, parent.id, child, lo, hi)
+	var seq uint64
+	if build == ChildKeepAll {
+		seq, err = keepChildStore(st, parent.id, child, parent.keyspace, span)
+	} else {
+		seq, err = trimChildStore(st, parent.id, child, lo, hi)
+	}
 	stats.Excise, stats.Seq = e.opts.Clock.Since(start), seq
 	if err != nil {
 		return fail(err)
@@ -287,6 +302,7 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 // child's documents belong to the parent again and a rolled-forward
 // parent's to its children. DestroyShard leaves them.
 func (e *Engine) DestroyShard(id routing.ShardID) error {
+	e.stopForeignCleanup(id)
 	e.mu.Lock()
 	s, ok := e.shards[id]
 	delete(e.shards, id)

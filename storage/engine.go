@@ -62,6 +62,9 @@ type Options struct {
 	// Clock times storage's own deadlines, tickers and measurements (not
 	// Pebble's internals); nil = the wall clock.
 	Clock clock.Clock
+	// ForeignCleanup paces the deletion of keep-all children's foreign
+	// documents (foreign.go).
+	ForeignCleanup ForeignCleanupOptions
 }
 
 // Engine holds a node's shard stores. Its methods are safe for concurrent
@@ -78,6 +81,12 @@ type Engine struct {
 	shards         map[routing.ShardID]*Shard
 	retiredWritten uint64 // bytes written by stores since closed
 	closed         bool
+
+	foreign foreignCleaners // background deletes of keep-all children's foreign documents
+
+	// mergeCut is where a merge target's built tables are cut; 0 means
+	// mergeTableSize. Tests lower it to build several tables.
+	mergeCut uint64
 }
 
 // Open opens (or creates) the engine in opts.Dir. Shards are opened with
@@ -200,6 +209,7 @@ func (e *Engine) Shard(id routing.ShardID) (*Shard, bool) {
 
 // Close closes every shard and store. A second Close returns nil.
 func (e *Engine) Close() error {
+	e.stopForeignCleanups()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {

@@ -1,11 +1,18 @@
 package storage
 
 import (
+	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -16,8 +23,9 @@ type MergeStats struct {
 	Largest routing.ShardID // the source whose checkpoint the target was made from
 	Seqs    []uint64        // per source (in the order given): the sequence number the target reflects
 	Linked  int64           // bytes hard-linked from the largest source
-	Copied  int64           // bytes copied: the checkpoint's non-linked files plus the other sources' documents
+	Copied  int64           // bytes written: the checkpoint's non-linked files plus the tables built of the other sources
 	Docs    int             // documents copied from the other sources
+	Tables  int             // sstables built of the other sources and ingested
 	Took    time.Duration
 }
 
@@ -30,8 +38,9 @@ type MergeStats struct {
 // Per-shard layout: a hard-linked checkpoint of the largest source (by
 // Pebble's estimated disk usage of its span: sstables, not memtables; the
 // first source on a tie), excised to that source's span (as CreateChild
-// does), then every other source's documents copied in from a consistent
-// snapshot that also gives its S_i. Every source must hold its log
+// does), then every other source's documents, read from a consistent
+// snapshot that also gives its S_i, built into sstables and ingested
+// (bytes written ≈ the copied side). Every source must hold its log
 // (HoldLog) from before the call. Shared layout: nothing is copied; the
 // target is a new span of the node's store and S_i is source i's current
 // sequence number.
@@ -87,75 +96,229 @@ func (e *Engine) CreateMergeTarget(sources []*Shard, target routing.ShardID, spa
 	stats.Seqs = make([]uint64, len(sources))
 	stats.Seqs[largest] = cs.Seq
 	dir := e.ShardDir(target)
-	for i, s := range sources {
-		if i == largest {
-			continue
-		}
-		seq, docs, n, err := copyDocs(s, t)
-		if err != nil {
-			return nil, stats, e.discardStore(target, dir, fmt.Errorf("storage: create merge target %d: copy source %d: %w", target, s.id, err))
-		}
-		stats.Seqs[i], stats.Docs, stats.Copied = seq, stats.Docs+docs, stats.Copied+n
+	docs, n, tables, err := e.ingestSources(sources, largest, t, dir, stats.Seqs)
+	if err != nil {
+		return nil, stats, e.discardStore(target, dir, fmt.Errorf("storage: create merge target %d: %w", target, err))
 	}
+	stats.Docs, stats.Copied, stats.Tables = docs, stats.Copied+n, tables
 	if err := t.st.sync(); err != nil {
 		return nil, stats, e.discardStore(target, dir, fmt.Errorf("storage: create merge target %d: %w", target, err))
 	}
 	t.SetOwned([]routing.Span{span})
 	stats.Took = e.opts.Clock.Since(start)
 	e.logger.Debug("merge target created", zap.Uint32("shard", uint32(target)), zap.Uint32("largest", uint32(big.id)),
-		zap.Int("docs_copied", stats.Docs), zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied),
+		zap.Int("docs_copied", stats.Docs), zap.Int("tables", stats.Tables), zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied),
 		zap.Duration("took", stats.Took))
 	return t, stats, nil
 }
 
-// copyDocs copies every document of src's owned spans into dst's store
-// from one snapshot, and returns the sequence number of src that snapshot
-// reflects, the documents and bytes copied. Documents keep their values
-// (and so the sequence numbers of the writes that stored them).
-func copyDocs(src, dst *Shard) (seq uint64, docs int, bytes int64, err error) {
+// Building a merge target's copied side. Each source other than the
+// largest is read from one snapshot (which also gives its S_i) and its
+// documents are written, in key order and with the values the write path
+// stores, into sstables with Pebble's sstable writer, which are then
+// ingested into the target in one Ingest: no WAL, no memtable, no flush and
+// no compaction, so the bytes written are the tables themselves. The
+// tables hold only the sources' documents: the target's sequence number is
+// the checkpoint's (adoptSeq), and the sources' logs are read by CatchUp.
+//
+// The tables are disjoint from the excised checkpoint (the sources' spans
+// are disjoint), so Ingest puts them in the lowest level: it waits for no
+// flush and no compaction, which matters because the target's compactions
+// are held (holdScheduler) until the handoff.
+
+// mergeTableSize is where a table built for a merge target is cut. Pebble
+// would make L6 tables of 2 GiB here (targetFileSize doubled per level); a
+// smaller cut bounds what one later compaction of part of the span must
+// rewrite, and a handful of files costs a checkpoint of the target a
+// handful of links.
+const mergeTableSize = 128 << 20
+
+// mergeBytesPerSync is how often a table being built is synced in the
+// background (Pebble's BytesPerSync default): bounding the dirty pages
+// keeps the final fsync, and the writers' WAL fsyncs queued behind it on
+// the same disk, short.
+const mergeBytesPerSync = 512 << 10
+
+// mergeTableDir is the directory, inside the target's store directory, the
+// tables are built in. Inside the target's directory every way the merge
+// can fail takes them with it: a failed CreateMergeTarget removes the
+// directory (discardStore), a crash leaves a target that recovery destroys
+// whole (an uncommitted merge's, or an orphan), and the driver removes a
+// leftover store before building again. Pebble ignores subdirectories of
+// its store.
+const mergeTableDir = "merge-ingest"
+
+// tableBuilder writes documents, in key order, into a sequence of sstables
+// in dir, cut at limit bytes.
+type tableBuilder struct {
+	fs    vfs.FS
+	dir   string
+	opts  sstable.WriterOptions
+	limit uint64
+
+	w     *sstable.Writer
+	paths []string
+	bytes int64 // bytes of the finished tables
+}
+
+func (b *tableBuilder) add(k, v []byte) error {
+	if b.w == nil {
+		if err := b.open(); err != nil {
+			return err
+		}
+	}
+	if err := b.w.Set(k, v); err != nil {
+		return fmt.Errorf("storage: build %s: %w", b.paths[len(b.paths)-1], err)
+	}
+	if b.w.Raw().EstimatedSize() >= b.limit {
+		return b.finish()
+	}
+	return nil
+}
+
+func (b *tableBuilder) open() error {
+	path := filepath.Join(b.dir, fmt.Sprintf("%06d.sst", len(b.paths)))
+	f, err := b.fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("storage: create %s: %w", path, err)
+	}
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: mergeBytesPerSync})
+	b.w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), b.opts)
+	b.paths = append(b.paths, path)
+	return nil
+}
+
+// finish completes the table being written: Close writes its index and
+// footer, fsyncs it (the sync Ingest requires of its caller) and closes
+// the file.
+func (b *tableBuilder) finish() error {
+	if b.w == nil {
+		return nil
+	}
+	w, path := b.w, b.paths[len(b.paths)-1]
+	b.w = nil
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("storage: build %s: %w", path, err)
+	}
+	m, err := w.Metadata()
+	if err != nil {
+		return fmt.Errorf("storage: build %s: %w", path, err)
+	}
+	b.bytes += int64(m.Size)
+	return nil
+}
+
+// abort closes the table being written, if any; its file is left for the
+// caller to remove with the directory.
+func (b *tableBuilder) abort() {
+	if b.w != nil {
+		_ = b.w.Close()
+		b.w = nil
+	}
+}
+
+// ingestSources builds every source but sources[skip] into tables and
+// ingests them into t, whose store is in dir. It returns each built
+// source's S_i (seqs[skip] is left alone), the documents and table bytes
+// written and the number of tables. On failure the tables built so far are
+// left in dir's table directory, which the caller removes with dir.
+func (e *Engine) ingestSources(sources []*Shard, skip int, t *Shard, dir string, seqs []uint64) (docs int, bytes int64, tables int, err error) {
+	tmp := filepath.Join(dir, mergeTableDir)
+	if err := e.opts.FS.MkdirAll(tmp, 0o755); err != nil {
+		return 0, 0, 0, fmt.Errorf("storage: create %s: %w", tmp, err)
+	}
+	opts := e.so.pebbleOptions(nil, false)
+	b := &tableBuilder{
+		fs: e.opts.FS, dir: tmp, limit: mergeTableSize,
+		// The lowest level's options: that is where the tables land.
+		opts: opts.MakeWriterOptions(len(opts.Levels)-1, t.st.db.TableFormat()),
+	}
+	if e.mergeCut > 0 {
+		b.limit = e.mergeCut
+	}
+	defer b.abort()
+	for i, s := range sources {
+		if i == skip {
+			continue
+		}
+		seq, n, err := buildSource(s, b)
+		if err == nil {
+			// A source's last table ends with it: the sources come in the
+			// caller's order, not necessarily in key order, and a table's
+			// keys must ascend.
+			err = b.finish()
+		}
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("copy source %d: %w", s.id, err)
+		}
+		seqs[i], docs = seq, docs+n
+	}
+	if len(b.paths) > 0 {
+		if !t.st.enter() {
+			return 0, 0, 0, ErrShardClosed
+		}
+		st, err := t.st.db.IngestWithStats(context.Background(), b.paths)
+		t.st.exit()
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("storage: ingest %d tables into %s: %w", len(b.paths), dir, err)
+		}
+		if st.ApproxIngestedIntoL0Bytes > 0 {
+			e.logger.Warn("merge target tables ingested into l0", zap.String("store", dir),
+				zap.Uint64("l0_bytes", st.ApproxIngestedIntoL0Bytes), zap.Uint64("bytes", st.Bytes))
+		}
+	}
+	// Ingest moved the tables into the store (linked them and removed the
+	// originals); the directory goes, durably, so no target that survives
+	// a crash keeps it.
+	if err := e.opts.FS.RemoveAll(tmp); err != nil {
+		return 0, 0, 0, fmt.Errorf("storage: remove %s: %w", tmp, err)
+	}
+	if err := syncDir(e.opts.FS, dir); err != nil {
+		return 0, 0, 0, err
+	}
+	return docs, b.bytes, len(b.paths), nil
+}
+
+// buildSource adds every document of src's owned spans to b from one
+// snapshot, and returns the sequence number of src that snapshot reflects
+// and the documents added. Documents keep their values (and so the
+// sequence numbers of the writes that stored them).
+func buildSource(src *Shard, b *tableBuilder) (seq uint64, docs int, err error) {
 	snap := src.st.db.NewSnapshot()
 	defer snap.Close()
 	v, c, err := snap.Get(metaKey(metaSeq, src.id))
 	switch {
 	case err == pebble.ErrNotFound:
 	case err != nil:
-		return 0, 0, 0, err
+		return 0, 0, err
 	default:
 		if len(v) != 8 {
 			c.Close()
-			return 0, 0, 0, fmt.Errorf("corrupt sequence number of shard %d: %x", src.id, v)
+			return 0, 0, fmt.Errorf("corrupt sequence number of shard %d: %x", src.id, v)
 		}
 		seq = binary.BigEndian.Uint64(v)
 		c.Close()
 	}
-	b := dst.st.db.NewBatch()
-	defer func() { _ = b.Close() }()
-	for _, sp := range src.Owned() {
+	spans := src.Owned()
+	slices.SortFunc(spans, func(a, b routing.Span) int { return cmp.Compare(a.Start, b.Start) })
+	for _, sp := range spans {
 		lo, hi := SpanBounds(src.keyspace, sp)
 		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		for it.First(); it.Valid(); it.Next() {
-			_ = b.Set(it.Key(), it.Value(), nil)
-			docs++
-			bytes += int64(len(it.Key()) + len(it.Value()))
-			if b.Len() >= 1<<20 {
-				if err := dst.st.db.Apply(b, pebble.NoSync); err != nil {
-					_ = it.Close()
-					return 0, 0, 0, err
-				}
-				b.Reset()
+			if err := b.add(it.Key(), it.Value()); err != nil {
+				_ = it.Close()
+				return 0, 0, err
 			}
+			docs++
 		}
 		if err := it.Close(); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 	}
-	if err := dst.st.db.Apply(b, pebble.NoSync); err != nil {
-		return 0, 0, 0, err
-	}
-	return seq, docs, bytes, nil
+	return seq, docs, nil
 }
 
 func (e *Engine) createSharedMergeTarget(sources []*Shard, target routing.ShardID, span routing.Span) (*Shard, MergeStats, error) {

@@ -85,9 +85,9 @@ func (e *Engine) linkedBytes(dir string) (linked, copied int64) {
 	return linked, copied
 }
 
-// BytesWritten is what Pebble wrote to disk (WAL, flushes, compactions)
-// through every store opened since the engine was, including stores since
-// destroyed.
+// BytesWritten is the table bytes written to disk (flushes, compactions,
+// ingested tables; not the WAL) through every store opened since the
+// engine was, including stores since destroyed.
 func (e *Engine) BytesWritten() uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()

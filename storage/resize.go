@@ -95,46 +95,19 @@ type CleanupStats struct {
 func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	var stats CleanupStats
 	start, before := s.clock.Now(), s.st.bytesWritten()
-	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: allDocs[0], UpperBound: allDocs[1]})
-	if err != nil {
-		return stats, err
-	}
-	b := s.st.db.NewBatch()
-	flush := func() error {
-		if b.Empty() {
-			return nil
+	for from := allDocs[0]; from != nil; {
+		b := s.st.db.NewBatch()
+		scanned, deleted, next, err := deleteWhere(s.st.db, b, from, allDocs[1], 1000, keep)
+		stats.Scanned, stats.Deleted = stats.Scanned+scanned, stats.Deleted+deleted
+		if err == nil && deleted > 0 {
+			err = s.st.db.Apply(b, pebble.NoSync)
 		}
-		err := s.st.db.Apply(b, pebble.NoSync)
 		_ = b.Close()
-		b = s.st.db.NewBatch()
-		return err
-	}
-	for it.First(); it.Valid(); it.Next() {
-		stats.Scanned++
-		d, err := decodeDoc(it.Key(), it.Value())
 		if err != nil {
-			_ = it.Close()
 			return stats, err
 		}
-		if keep(d) {
-			continue
-		}
-		_ = b.Delete(bytes.Clone(it.Key()), nil)
-		stats.Deleted++
-		if b.Count() >= 1000 {
-			if err := flush(); err != nil {
-				_ = it.Close()
-				return stats, err
-			}
-		}
+		from = next
 	}
-	if err := it.Close(); err != nil {
-		return stats, err
-	}
-	if err := flush(); err != nil {
-		return stats, err
-	}
-	_ = b.Close()
 	if err := s.st.sync(); err != nil {
 		return stats, err
 	}
@@ -151,18 +124,8 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 func (s *Shard) TrimToOwned() (CleanupStats, error) {
 	var stats CleanupStats
 	start, before := s.clock.Now(), s.st.bytesWritten()
-	next := allDocs[0]
-	for _, sp := range s.Owned() {
-		lo, hi := SpanBounds(s.keyspace, sp)
-		if bytes.Compare(next, lo) < 0 {
-			if err := s.st.excise(next, lo); err != nil {
-				return stats, err
-			}
-		}
-		next = hi
-	}
-	if bytes.Compare(next, allDocs[1]) < 0 {
-		if err := s.st.excise(next, allDocs[1]); err != nil {
+	for _, r := range foreignRanges(s.keyspace, s.Owned()) {
+		if err := s.st.excise(r[0], r[1]); err != nil {
 			return stats, err
 		}
 	}

@@ -219,11 +219,13 @@ func (s *store) deleteRangeAndCompact(start, end []byte) error {
 	return nil
 }
 
-// bytesWritten is what Pebble wrote since open: WAL, flushes, compactions.
+// bytesWritten is the table and blob bytes written to the store since
+// open: flushes, compactions, and ingested tables (a merge target's copied
+// side). The WAL is not counted: flushes write the same data again.
 func (s *store) bytesWritten() uint64 {
 	m := s.db.Metrics()
 	t := m.Total()
-	return t.TableBytesFlushed + t.TableBytesCompacted + t.BlobBytesFlushed + t.BlobBytesCompacted
+	return t.TableBytesFlushed + t.TableBytesCompacted + t.TableBytesIngested + t.BlobBytesFlushed + t.BlobBytesCompacted
 }
 
 // noRecycleCleaner deletes obsolete files like Pebble's default cleaner,

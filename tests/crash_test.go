@@ -1,58 +1,38 @@
 package tests
 
-// Crash-point enumeration (after Pebble's TestDBWALRotationCrash): a split,
-// a nested split and a merge of the nested split's children run under concurrent acknowledged writes on Pebble's
-// crashable in-memory filesystem, wrapped in an error-injecting filesystem
-// whose injector takes a crash clone — the filesystem as it would be after
-// a power loss, unsynced data dropped — at every operation that can change
-// durable state. Every clone is then recovered and checked: the table is
-// valid, no split or merge is left unfinished, every document is on the shard the
-// table names exactly once, no store holds a key outside its span
-// (recovery.Check), and every id is in a state the write model allows at the
-// crash: its last write acknowledged before the clone, or one attempted
-// before the clone and not hidden by it (model.Model's rule).
+// Crash-point enumeration: internal/crashpoint runs a split, a nested
+// split and a merge of the nested split's children under concurrent
+// acknowledged writes and takes a crash clone at every operation that can
+// change durable state; every clone is recovered and checked (its package
+// doc has the checks). This test runs it in both modes and fails on any
+// point that did not pass, any writer error, or too few points.
 
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
-	"github.com/shardsplit/shardsplit/internal/model"
+	"github.com/shardsplit/shardsplit/internal/crashpoint"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
 )
-
-type crashClone struct {
-	fs    *vfs.MemFS
-	at    model.Cut // the model's clock read before and after the clone
-	index int
-}
 
 // isDurableOp reports whether an operation can change what survives a
 // crash (with unsynced data dropped, plain writes and closes cannot).
-func isDurableOp(k errorfs.OpKind) bool {
-	switch k {
-	case errorfs.OpCreate, errorfs.OpLink, errorfs.OpRemove, errorfs.OpRemoveAll, errorfs.OpRename,
-		errorfs.OpReuseForWrite, errorfs.OpMkdirAll, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
-		return true
-	}
-	return false
-}
+func isDurableOp(k errorfs.OpKind) bool { return crashfs.IsDurableOp(k) }
 
 func crashSeeds() []uint64 {
 	if s := os.Getenv("SHARDSPLIT_CRASH_SEEDS"); s != "" {
@@ -81,138 +61,21 @@ func TestCrashPointEnumeration(t *testing.T) {
 // crashRun runs one scenario and checks every crash point it passes; it
 // returns how many it visited.
 func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
-	mem := vfs.NewCrashableMem()
-	m := model.New(model.Options{})
-	var armed atomic.Bool
-	clones := make(chan crashClone, 64)
-	var index atomic.Int64
-	rng := rand.New(rand.NewPCG(seed, 3))
-	var rngMu sync.Mutex
-	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !armed.Load() || !isDurableOp(op.Kind) {
-			return nil
-		}
-		rngMu.Lock()
-		cfg := vfs.CrashCloneCfg{}
-		if rng.IntN(2) == 0 { // half the clones keep a random part of the unsynced data
-			cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(rng.Uint64(), 1))}
-		}
-		rngMu.Unlock()
-		// Writes go on concurrently: every write acknowledged before the
-		// clone must be in it, and none attempted after it can be.
-		before := m.Now()
-		clone := mem.CrashClone(cfg)
-		at := model.Cut{Acked: before, Attempted: m.Now()}
-		clones <- crashClone{fs: clone, at: at, index: int(index.Add(1))}
-		return nil
-	})
-	fs := errorfs.Wrap(mem, inj)
-	tab, _ := routing.NewTable(mode, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
-	opts := storage.Options{Dir: "/data", FS: fs, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20}
-	n, j, _, err := recovery.Open(opts, tab, nil)
+	res, err := crashpoint.Run(mode, seed)
+	for _, werr := range res.WriterErrs {
+		t.Error(werr)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// Check clones as they come, concurrently with the run.
-	var checked atomic.Int64
-	var wgCheck sync.WaitGroup
-	wgCheck.Add(1)
-	go func() {
-		defer wgCheck.Done()
-		for c := range clones {
-			if err := checkCrashClone(c, tab, m); err != nil {
-				t.Errorf("crash point %d (seed %d): %v", c.index, seed, err)
-			}
-			checked.Add(1)
-		}
-	}()
-
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := node.NewRouter(n, tab, node.RouterConfig{MaxRetries: 16})
-			wr := rand.New(rand.NewPCG(seed, uint64(w)))
-			for i := 0; !stop.Load(); i++ {
-				id := fmt.Sprintf("w%d-%d", w, wr.IntN(30))
-				source := fmt.Appendf(nil, "w%d-v%d", w, i)
-				if wr.IntN(5) == 0 {
-					source = nil // a delete
-				}
-				var mw *model.Write
-				var err error
-				if source == nil {
-					mw = m.Attempt(id, model.Absent)
-					_, err = r.Delete(id, "")
-				} else {
-					mw = m.Attempt(id, model.Doc(source))
-					_, err = r.Index(id, "", source)
-				}
-				if err != nil {
-					m.Fail(mw)
-					t.Errorf("writer %d: %v", w, err)
-					return
-				}
-				m.Ack(mw)
-				time.Sleep(200 * time.Microsecond)
-			}
-		}()
+	for _, p := range res.Failures() {
+		t.Errorf("crash point %d (seed %d, %s, phase %s): %v", p.Index, seed, p.Op, p.Phase, p.Err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	armed.Store(true)
-	d := splitter.NewDriver(n, splitter.Config{Journal: j})
-	r1, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
-	if err != nil || r1.Phase != splitter.PhaseDone {
-		t.Fatalf("split: %v %v", err, r1.Err)
+	if len(res.Points) < 20 {
+		t.Errorf("only %d crash points visited", len(res.Points))
 	}
-	r2, err := d.Run(splitter.Plan{Parent: r1.SortedChildren()[1], Ways: 2})
-	if err != nil || r2.Phase != splitter.PhaseDone {
-		t.Fatalf("nested split: %v %v", err, r2.Err)
-	}
-	r3, err := d.RunMerge(splitter.MergePlan{Sources: r2.SortedChildren()})
-	if err != nil || r3.Phase != splitter.PhaseDone {
-		t.Fatalf("merge: %v %v", err, r3.Err)
-	}
-	armed.Store(false)
-	stop.Store(true)
-	wg.Wait()
-	close(clones)
-	wgCheck.Wait()
-	_ = n.Close()
-	if checked.Load() < 20 {
-		t.Errorf("only %d crash points visited", checked.Load())
-	}
-	t.Logf("%d crash points visited and recovered, 0 failures unless reported above", checked.Load())
-	return int(checked.Load())
-}
-
-// checkCrashClone recovers a clone and checks it: recovery.Check's
-// invariants (a valid table with no split in progress, no unfinished split in
-// the journal, no store holding keys outside its span, every document once on
-// the shard the table names), then every id against the model at the crash.
-func checkCrashClone(c crashClone, initial *routing.Table, m *model.Model) error {
-	opts := storage.Options{Dir: "/data", FS: c.fs, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20}
-	n, j, _, err := recovery.Open(opts, initial, nil)
-	if err != nil {
-		return fmt.Errorf("recover: %w", err)
-	}
-	defer n.Close()
-	found := map[string]model.Value{}
-	rep := recovery.Check(n, j, func(_ routing.ShardID, d storage.Doc) { found[d.ID] = model.Doc(d.Source) })
-	if !rep.OK() {
-		return fmt.Errorf("invariants after recovery: %q", rep.Violations)
-	}
-	r, err := m.Check(c.at, found)
-	if err != nil {
-		return err
-	}
-	if !r.OK() {
-		return fmt.Errorf("%d lost, %d unexpected, %d wrong of %d ids at cut %+v: %v", r.Lost, r.Unexpected, r.Wrong, r.Checked, c.at, r.Mismatches)
-	}
-	return nil
+	t.Logf("%d crash points visited and recovered, 0 failures unless reported above", len(res.Points))
+	return len(res.Points)
 }
 
 // TestSplitAbortsOnIOError: an injected ENOSPC while the children are being

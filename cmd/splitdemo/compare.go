@@ -24,18 +24,29 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-const compareUsage = `splitdemo compare: in-place split vs new-index _split under continuous writes.
+const compareUsage = `splitdemo compare: in-place split, the RFC's in-place split and new-index _split under
+continuous writes and reads.
 
 Usage:
   splitdemo [compare] [flags]
 
 Builds an index (default: 8 shards, routing shards 1024, 1 KiB documents, some
 tenants routed with a custom routing value, one hot tenant so one shard is hot),
-then, on identical copies of that data and under the same continuous writes:
-  inplace   splits the hot shard in place (children from a hard-linked checkpoint,
-            catch-up, a handoff of milliseconds), while writers keep writing;
+then, on identical copies of that data and under the same continuous writes
+and reads:
+  inplace   splits the hot shard in place (children from a hard-linked checkpoint
+            excised to their spans, catch-up, a handoff of milliseconds), while
+            writers keep writing;
+  rfc       the same split as OpenSearch's in-place split RFC designs it: each
+            child is a hard-linked copy of the WHOLE parent (nothing excised),
+            the same catch-up and handoff, and afterwards each child deletes its
+            foreign documents one by one in paced background batches while it
+            serves, and compaction reclaims their space;
   newindex  does what OpenSearch users do today: write block, _split x2 of the
             whole index to a new index, alias swap, unblock; writers retry.
+Readers run beside the writers: routed gets of acknowledged documents and
+unrouted searches across every shard (a page of hits; every 200th search an
+exact count of every document), each hit checked against the table.
 After each strategy every acknowledged write is verified against the index.
 
 Writes to --out (default ./splitdemo-out/): report.md, throughput.png,
@@ -52,11 +63,18 @@ Flags:
                        hot shard, 2)
   --mode MODE          in-place routing mode: partition or opensearch (default partition)
   --durability D       request (fsync before ack) or async (default request)
-  --strategy S         inplace, newindex or both (default both)
+  --strategy S         inplace, rfc, newindex, all (the three), or both (inplace and
+                       newindex, as before rfc existed) (default all)
+  --read-rate N        routed gets per second; searches run at N/10 per second;
+                       0 = no reads (default 200)
+  --count-every N      every Nth search is an exact count of every document (a full
+                       scan here) instead of a page of hits; 0 = never (default 200:
+                       one every 10 s at the default rates)
   --cleanup C          new-index foreign-document cleanup: per-doc (deletes + compaction,
                        as OpenSearch) or range (excise) (default per-doc)
   --steady DURATION    writes before the split (default 4s)
-  --after DURATION     writes after the split (default 3s)
+  --after DURATION     writes after the split (default 10s; the rfc strategy goes on
+                       until its children's cleanup has ended, at most 60s more)
   --seed N             workload seed (default 1)
   --out DIR            output directory (default ./splitdemo-out)
   --json FILE          also write summary.json to FILE
@@ -67,6 +85,7 @@ Flags:
 Examples:
   go run ./cmd/splitdemo
   go run ./cmd/splitdemo compare --docs 1000000 --rate 5000 --writers 64 --cleanup range --out big-run
+  go run ./cmd/splitdemo compare --strategy rfc --mode opensearch   # the RFC's design exactly
 `
 
 // compareConfig is the parsed command line.
@@ -76,7 +95,9 @@ type compareConfig struct {
 	splitShard                                int // -1 = the hot shard
 	mode                                      routing.Mode
 	durability                                storage.Durability
-	inplace, newindex                         bool
+	inplace, rfc, newindex                    bool
+	readRate                                  float64
+	countEvery                                int
 	cleanup                                   baseline.Cleanup
 	steady, after                             time.Duration
 	seed                                      uint64
@@ -97,10 +118,12 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	split := fs.String("split", "", "")
 	mode := fs.String("mode", "partition", "")
 	durability := fs.String("durability", "request", "")
-	strategy := fs.String("strategy", "both", "")
+	strategy := fs.String("strategy", "all", "")
+	fs.Float64Var(&c.readRate, "read-rate", 200, "")
+	fs.IntVar(&c.countEvery, "count-every", 200, "")
 	cleanup := fs.String("cleanup", "per-doc", "")
 	fs.DurationVar(&c.steady, "steady", 4*time.Second, "")
-	fs.DurationVar(&c.after, "after", 3*time.Second, "")
+	fs.DurationVar(&c.after, "after", 10*time.Second, "")
 	fs.Uint64Var(&c.seed, "seed", 1, "")
 	fs.StringVar(&c.out, "out", "splitdemo-out", "")
 	fs.StringVar(&c.jsonPath, "json", "", "")
@@ -127,14 +150,18 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 		return nil, exitUsage, fmt.Errorf("--cleanup %q: want per-doc or range", *cleanup)
 	}
 	switch *strategy {
-	case "both":
+	case "all":
+		c.inplace, c.rfc, c.newindex = true, true, true
+	case "both": // before rfc existed, "both" meant these two
 		c.inplace, c.newindex = true, true
 	case "inplace":
 		c.inplace = true
+	case "rfc":
+		c.rfc = true
 	case "newindex":
 		c.newindex = true
 	default:
-		return nil, exitUsage, fmt.Errorf("--strategy %q: want inplace, newindex or both", *strategy)
+		return nil, exitUsage, fmt.Errorf("--strategy %q: want inplace, rfc, newindex, all or both", *strategy)
 	}
 	if *split != "" {
 		id, ways, hasWays := strings.Cut(*split, ":")
@@ -156,6 +183,12 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	}
 	if c.rate < 0 {
 		return nil, exitUsage, fmt.Errorf("--rate %v: must not be negative", c.rate)
+	}
+	if c.countEvery < 0 {
+		return nil, exitUsage, fmt.Errorf("--count-every %d: must not be negative", c.countEvery)
+	}
+	if c.readRate < 0 {
+		return nil, exitUsage, fmt.Errorf("--read-rate %v: must not be negative", c.readRate)
 	}
 	if _, err := routing.NewSettings("index", c.shards, 0, 1); err != nil {
 		return nil, exitUsage, fmt.Errorf("--shards %d: %w", c.shards, err)
@@ -196,8 +229,30 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "splitdemo compare: %s verification FAILED: %+v\n", o.Strategy, o.Verify)
 			return exitFail
 		}
+		if o.Reads != nil && o.Reads.Foreign > 0 {
+			fmt.Fprintf(stderr, "splitdemo compare: %s: reads returned %d foreign documents\n", o.Strategy, o.Reads.Foreign)
+			return exitFail
+		}
 	}
 	return exitOK
+}
+
+// readConfig is the read load of --read-rate and --count-every: gets at
+// the rate, searches at a tenth of it, every countEvery-th search a full
+// count. 200 gets/s is a tenth of the default write rate: enough samples
+// for a p99 in each one-second window (and about 20 in a 100 ms split
+// window) while a get costs one Pebble point read. A page of hits costs a
+// seek and ten steps per shard. A count is a scan of every document here
+// (OpenSearch answers a match_all count from segment metadata): about
+// 0.2-1 s on the default index, and it pushes the writers' blocks out of
+// the block cache. Measured side by side (inplace only, 4 runs each, a
+// machine at load 13-16): with one count a second the split window's
+// stall went from 50 to 94 ms (medians) and throughput during the split
+// from 0.77 to 0.41 of steady, while gets and pages alone, or one count
+// every 10 s, left both where they were without reads. Hence one count
+// in 200 searches.
+func readConfig(cfg *compareConfig) loadgen.ReadConfig {
+	return loadgen.ReadConfig{GetRate: cfg.readRate, SearchRate: cfg.readRate / 10, CountEvery: cfg.countEvery, Seed: cfg.seed}
 }
 
 // comparison is everything a compare run produced.
@@ -322,23 +377,35 @@ func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*compar
 	if cfg.splitShard >= 0 {
 		res.hotShard = routing.ShardID(cfg.splitShard)
 	}
-	if cfg.inplace {
+	reads := readConfig(cfg)
+	for _, keepAll := range []bool{false, true} {
+		name := map[bool]string{false: "inplace", true: "rfc"}[keepAll]
+		if (keepAll && !cfg.rfc) || (!keepAll && !cfg.inplace) {
+			continue
+		}
 		d, err := build(cfg.mode)
 		if err != nil {
 			return nil, err
 		}
 		res.datasetDoc = d.Bytes
-		p.stage(fmt.Sprintf("inplace: writing %v, then splitting shard %d in place", cfg.steady, res.hotShard))
-		if err := d.Clone(filepath.Join(dir, "inplace")); err != nil {
+		childBuild := storage.ChildExcise
+		what := "splitting shard %d in place"
+		if keepAll {
+			childBuild, what = storage.ChildKeepAll, "splitting shard %d in place as the RFC (whole-parent children, per-document cleanup)"
+		}
+		p.stage(fmt.Sprintf("%s: writing %v, then "+what, name, cfg.steady, res.hotShard))
+		runDir := filepath.Join(dir, name)
+		if err := d.Clone(runDir); err != nil {
 			return nil, err
 		}
 		out, err := experiment.RunInPlace(ctx, experiment.InPlaceConfig{
-			Dir: filepath.Join(dir, "inplace"), Dataset: d, Durability: cfg.durability, Load: load,
+			Dir: runDir, Dataset: d, Durability: cfg.durability, Load: load,
 			Splits: []splitter.Plan{{Parent: res.hotShard, Ways: cfg.splitWays}},
 			Steady: cfg.steady, After: cfg.after, Logger: logger, StaleEvery: 200,
+			ChildBuild: childBuild, Reads: reads,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("inplace: %w", err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		res.outcomes = append(res.outcomes, out)
 	}
@@ -351,7 +418,7 @@ func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*compar
 		p.stage(fmt.Sprintf("newindex: writing %v, then write block, _split x2, alias swap", cfg.steady))
 		out, err := experiment.RunNewIndex(ctx, experiment.NewIndexConfig{
 			Dir: filepath.Join(dir, "newindex"), Dataset: d, Durability: cfg.durability, Load: load,
-			Factor: 2, Cleanup: cfg.cleanup, Steady: cfg.steady, After: cfg.after, Logger: logger,
+			Factor: 2, Cleanup: cfg.cleanup, Steady: cfg.steady, After: cfg.after, Logger: logger, Reads: reads,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("newindex: %w", err)

@@ -2,26 +2,43 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsplit/shardsplit/internal/experiment"
 	"github.com/shardsplit/shardsplit/internal/loadgen"
 )
 
+// summaryKeys are the keys every strategy object of summary.json has, in
+// the order the report documents them.
+func summaryKeys() []string {
+	var keys []string
+	for _, k := range keyDocs {
+		keys = append(keys, k[0])
+	}
+	return keys
+}
+
 // TestCompareSmallRun runs the whole comparison on a tiny index and checks
-// every output exists, summary.json has exactly the agreed keys, and both
-// strategies verified clean.
+// every output exists, summary.json has exactly the documented keys for
+// each of the three strategies, and all three verified clean, with reads
+// that never saw a foreign document.
 func TestCompareSmallRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs both strategies end to end")
+		t.Skip("runs three strategies end to end")
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	stdout, stderr, code := runCmd("compare", "--docs", "3000", "--doc-size", "256", "--writers", "4", "--rate", "800",
-		"--steady", "1500ms", "--after", "300ms", "--out", out, "--data", filepath.Join(t.TempDir(), "data"))
+		"--steady", "1500ms", "--after", "1200ms", "--read-rate", "100", "--count-every", "5", "--out", out, "--data", filepath.Join(t.TempDir(), "data"))
 	if code != exitOK {
 		t.Fatalf("compare exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -38,39 +55,168 @@ func TestCompareSmallRun(t *testing.T) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"max_write_stall_ms", "write_p50_ms", "write_p99_ms", "write_max_ms", "throughput_steady_ops",
-		"throughput_during_split_ops", "split_duration_ms", "write_errors", "write_retries", "acked_writes", "lost_writes",
-		"misplaced_docs", "duplicate_docs", "bytes_written", "disk_before_bytes", "disk_peak_bytes", "disk_after_bytes"}
-	for _, strategy := range []string{"inplace", "newindex"} {
+	want := summaryKeys()
+	slices.Sort(want)
+	top := slices.Sorted(maps.Keys(s))
+	if diff := cmp.Diff([]string{"config", "inplace", "machine", "newindex", "rfc"}, top); diff != "" {
+		t.Errorf("summary.json top-level keys (-want +got):\n%s", diff)
+	}
+	for _, strategy := range []string{"inplace", "rfc", "newindex"} {
 		m := s[strategy]
-		if len(m) != len(want) {
-			t.Errorf("%s has %d keys, want %d", strategy, len(m), len(want))
+		if diff := cmp.Diff(want, slices.Sorted(maps.Keys(m))); diff != "" {
+			t.Errorf("%s keys (-want +got):\n%s", strategy, diff)
 		}
-		for _, k := range want {
-			if _, ok := m[k]; !ok {
-				t.Errorf("%s lacks %s", strategy, k)
-			}
-		}
-		for _, k := range []string{"lost_writes", "misplaced_docs", "duplicate_docs"} {
+		for _, k := range []string{"lost_writes", "misplaced_docs", "duplicate_docs", "read_foreign_docs", "read_errors"} {
 			if m[k] != 0.0 {
 				t.Errorf("%s: %s = %v", strategy, k, m[k])
 			}
 		}
-		if m["acked_writes"].(float64) < 500 {
-			t.Errorf("%s acked only %v writes", strategy, m["acked_writes"])
+		for _, k := range []string{"acked_writes", "reads", "get_p99_steady_ms", "search_p99_steady_ms", "count_p99_ms", "steady_1s_stall_ms", "disk_after_bytes"} {
+			if v, _ := m[k].(float64); v <= 0 {
+				t.Errorf("%s: %s = %v, want > 0", strategy, k, m[k])
+			}
 		}
+	}
+	// Only the RFC's path and the per-doc new-index cleanup delete documents one by one.
+	if s["rfc"]["cleanup_docs_deleted"].(float64) == 0 || s["newindex"]["cleanup_docs_deleted"].(float64) == 0 || s["inplace"]["cleanup_docs_deleted"].(float64) != 0 {
+		t.Errorf("cleanup_docs_deleted: inplace %v, rfc %v, newindex %v; want 0, > 0, > 0",
+			s["inplace"]["cleanup_docs_deleted"], s["rfc"]["cleanup_docs_deleted"], s["newindex"]["cleanup_docs_deleted"])
+	}
+	if s["config"]["read_rate"] != 100.0 || s["config"]["search_rate"] != 10.0 || s["config"]["count_every"] != 5.0 {
+		t.Errorf("config: read_rate %v, search_rate %v", s["config"]["read_rate"], s["config"]["search_rate"])
 	}
 	if s["config"] == nil || s["machine"] == nil {
 		t.Errorf("summary lacks config or machine")
 	}
-	if !strings.Contains(stdout, "none lost") {
+	if !strings.Contains(stdout, "none lost") || !strings.Contains(stdout, "The RFC's data path") {
 		t.Errorf("reading: %s", stdout)
+	}
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range summaryKeys() {
+		if !strings.Contains(string(report), "`"+k+"`: ") {
+			t.Errorf("report.md does not document %s", k)
+		}
+	}
+	header, _, _ := strings.Cut(string(mustRead(t, filepath.Join(out, "timeline.csv"))), "\n")
+	for _, col := range []string{"get_p99_ms", "search_p99_ms", "in_cleanup", "disk_bytes"} {
+		if !strings.Contains(header, col) {
+			t.Errorf("timeline.csv lacks %s: %s", col, header)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Every key of a strategy's metrics is documented, once, in the order of
+// the struct (what summary.json writes).
+func TestEverySummaryKeyIsDocumented(t *testing.T) {
+	var fields []string
+	ty := reflect.TypeOf(metrics{})
+	for i := range ty.NumField() {
+		fields = append(fields, ty.Field(i).Tag.Get("json"))
+	}
+	if diff := cmp.Diff(fields, summaryKeys()); diff != "" {
+		t.Errorf("keyDocs against the metrics struct (-struct +docs):\n%s", diff)
+	}
+	for _, k := range keyDocs {
+		if len(k[1]) < 20 {
+			t.Errorf("%s: documentation %q too short", k[0], k[1])
+		}
+	}
+}
+
+// --strategy chooses the columns; "both" keeps its old meaning.
+func TestCompareStrategies(t *testing.T) {
+	for _, tc := range []struct {
+		arg                    string
+		inplace, rfc, newindex bool
+	}{
+		{"", true, true, true}, {"all", true, true, true}, {"both", true, false, true},
+		{"inplace", true, false, false}, {"rfc", false, true, false}, {"newindex", false, false, true},
+	} {
+		args := []string{}
+		if tc.arg != "" {
+			args = []string{"--strategy", tc.arg}
+		}
+		c, _, err := parseCompare(args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.arg, err)
+		}
+		if c.inplace != tc.inplace || c.rfc != tc.rfc || c.newindex != tc.newindex {
+			t.Errorf("--strategy %q: inplace %v rfc %v newindex %v", tc.arg, c.inplace, c.rfc, c.newindex)
+		}
+	}
+}
+
+// The derived measures on a hand-made outcome: stalls per steady second,
+// the second after the handoff, reads per window, the cleanup and the
+// reclaim time.
+func TestMeasureDerivedKeys(t *testing.T) {
+	sec := time.Second
+	ms := time.Millisecond
+	var recs []loadgen.Record
+	// A write every 10 ms, each 1 ms long, from 0 to 6 s, except that the
+	// writes issued in a gap all end when it ends: gaps of 20 ms at 1.5 s
+	// and 50 ms at 2.5 s (steady), and of 200 ms at 4.2 s, just after the
+	// handoff at 4.1 s.
+	gaps := [][2]time.Duration{{1500 * ms, 1520 * ms}, {2500 * ms, 2550 * ms}, {4200 * ms, 4400 * ms}}
+	for at := time.Duration(0); at < 6*sec; at += 10 * ms {
+		end := at + ms
+		for _, g := range gaps {
+			if at >= g[0] && at < g[1] {
+				end = g[1]
+			}
+		}
+		recs = append(recs, loadgen.Record{Start: at, End: end, OK: true, Moving: true})
+	}
+	reads := &loadgen.ReadResult{}
+	for at := time.Duration(0); at < 6*sec; at += 100 * ms {
+		d := 2 * ms
+		if at >= 4500*ms && at < 5*sec { // slow searches while the cleanup runs
+			d = 30 * ms
+		}
+		reads.Records = append(reads.Records, loadgen.ReadRecord{Kind: loadgen.ReadSearch, Start: at, End: at + d, OK: true})
+		reads.Records = append(reads.Records, loadgen.ReadRecord{Kind: loadgen.ReadGet, Start: at, End: at + ms/2, OK: true})
+	}
+	o := &experiment.Outcome{Strategy: "rfc", Load: &loadgen.Result{Records: recs}, Reads: reads,
+		WindowStart: 4 * sec, WindowEnd: 4100 * ms, End: 6 * sec, CleanupStart: 4500 * ms, CleanupEnd: 5 * sec,
+		CleanupWritten: 1 << 20, CleanupDeleted: 7, DiskAfter: 100,
+		Disk: []experiment.DiskSample{{At: 3 * sec, Bytes: 100}, {At: 4200 * ms, Bytes: 200}, {At: 4800 * ms, Bytes: 150},
+			{At: 5 * sec, Bytes: 105}, {At: 5500 * ms, Bytes: 100}, {At: 6 * sec, Bytes: 100}}}
+	m := measure(o)
+	got := map[string]float64{
+		"steady_1s_stall_ms": m.Steady1sStallMs, "after_handoff_stall_ms": m.AfterHandoffStallMs,
+		"throughput_after_handoff_ops": m.ThroughputAfterHandoffOps, "cleanup_duration_ms": m.CleanupDurationMs,
+		"cleanup_search_p99_ms": m.CleanupSearchP99Ms, "search_p99_steady_ms": m.SearchP99SteadyMs,
+		"get_p99_after_ms": m.GetP99AfterMs, "reclaim_ms": m.ReclaimMs, "cleanup_docs_deleted": float64(m.CleanupDocsDeleted),
+	}
+	want := map[string]float64{
+		// steady seconds [1,2), [2,3), [3,4): stalls 20, 50 and 1 ms: median 20.
+		"steady_1s_stall_ms": 20, "after_handoff_stall_ms": 200,
+		// writes ending in [4.1 s, 5.1 s): those issued from 4.1 s to 5.09 s.
+		"throughput_after_handoff_ops": 100, "cleanup_duration_ms": 500,
+		"cleanup_search_p99_ms": 30, "search_p99_steady_ms": 2, "get_p99_after_ms": 0.5,
+		// the last sample over 110 is at 4.8 s; the next (5 s) is within: 1 s after the request.
+		"reclaim_ms": 1000, "cleanup_docs_deleted": 7,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("measure (-want +got):\n%s", diff)
 	}
 }
 
 func TestCompareBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"compare", "--mode", "hash"}, {"compare", "--strategy", "x"}, {"compare", "--cleanup", "x"},
+		{"compare", "--mode", "hash"}, {"compare", "--strategy", "x"}, {"compare", "--cleanup", "x"}, {"compare", "--read-rate", "-1"}, {"compare", "--count-every", "-1"},
 		{"compare", "--split", "99"}, {"compare", "--docs", "0"}, {"--durability", "never"}, {"compare", "extra"},
 	} {
 		out, errOut, code := runCmd(args...)
@@ -79,7 +225,7 @@ func TestCompareBadFlags(t *testing.T) {
 		}
 	}
 	out, _, code := runCmd("help", "compare")
-	if code != exitOK || !strings.Contains(out, "--cleanup") || !strings.Contains(out, "Examples") {
+	if code != exitOK || !strings.Contains(out, "--cleanup") || !strings.Contains(out, "--read-rate") || !strings.Contains(out, "rfc") || !strings.Contains(out, "Examples") {
 		t.Errorf("help compare: exit %d %q", code, out)
 	}
 }

@@ -39,6 +39,7 @@ Commands:
   run       write continuously while splitting, logging every attempt and ack (crash tests)
   verify    recover a data directory and check its invariants and a write log
   serve     OpenSearch's REST API over a data directory (in-place split and merge included)
+  findings  run the experiment set behind design/findings.md (--quick: a smoke test)
   help      print this help, or a command's help: splitdemo help compare
 
 Examples:
@@ -46,6 +47,7 @@ Examples:
   splitdemo compare --rate 5000 --writers 64 --docs 1000000 --out big-run
   splitdemo route --shards 8 user-42
   splitdemo serve --data ./splitdemo-data   # then: curl localhost:9200/_cat/shards?v
+  splitdemo findings --quick --out /tmp/findings
 `
 
 func main() {
@@ -70,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runVerify(args[1:], stdout, stderr)
 	case "serve":
 		return runServe(args[1:], stdout, stderr)
+	case "findings":
+		return runFindings(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			switch args[1] {
@@ -85,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return runVerify([]string{"--help"}, stdout, stderr)
 			case "serve":
 				return runServe([]string{"--help"}, stdout, stderr)
+			case "findings":
+				return runFindings([]string{"--help"}, stdout, stderr)
 			}
 		}
 		fmt.Fprint(stdout, usage)

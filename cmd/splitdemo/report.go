@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 
 const bucket = 100 * time.Millisecond
 
-// metrics is one strategy's row of summary.json; the keys are the contract.
+// metrics is one strategy's row of summary.json; the keys are the
+// contract, each documented in the report's method section (keyDocs).
 type metrics struct {
 	MaxWriteStallMs          float64 `json:"max_write_stall_ms"`
 	WriteP50Ms               float64 `json:"write_p50_ms"`
@@ -40,9 +42,77 @@ type metrics struct {
 	DiskBeforeBytes          int64   `json:"disk_before_bytes"`
 	DiskPeakBytes            int64   `json:"disk_peak_bytes"`
 	DiskAfterBytes           int64   `json:"disk_after_bytes"`
+
+	GetP99SteadyMs    float64 `json:"get_p99_steady_ms"`
+	GetP99DuringMs    float64 `json:"get_p99_during_ms"`
+	GetP99AfterMs     float64 `json:"get_p99_after_ms"`
+	SearchP99SteadyMs float64 `json:"search_p99_steady_ms"`
+	SearchP99DuringMs float64 `json:"search_p99_during_ms"`
+	SearchP99AfterMs  float64 `json:"search_p99_after_ms"`
+	CountP99Ms        float64 `json:"count_p99_ms"`
+	Reads             int     `json:"reads"`
+	ReadErrors        int     `json:"read_errors"`
+	ReadForeignDocs   int     `json:"read_foreign_docs"`
+
+	Steady1sStallMs           float64 `json:"steady_1s_stall_ms"`
+	AfterHandoffStallMs       float64 `json:"after_handoff_stall_ms"`
+	ThroughputAfterHandoffOps float64 `json:"throughput_after_handoff_ops"`
+
+	CleanupDurationMs   float64 `json:"cleanup_duration_ms"`
+	CleanupBytesWritten uint64  `json:"cleanup_bytes_written"`
+	CleanupDocsDeleted  int     `json:"cleanup_docs_deleted"`
+	CleanupWriteP99Ms   float64 `json:"cleanup_write_p99_ms"`
+	CleanupSearchP99Ms  float64 `json:"cleanup_search_p99_ms"`
+	ReclaimMs           float64 `json:"reclaim_ms"`
+}
+
+// keyDocs defines every summary.json key, in the struct's order: the
+// report's method section prints them, and a test checks every key has
+// one.
+var keyDocs = [][2]string{
+	{"max_write_stall_ms", "the longest interval in the split window in which writes aimed at the moved documents (every document, for newindex) were outstanding and none was acknowledged"},
+	{"write_p50_ms", "median latency (first attempt to acknowledgement, retries included) of the writes in flight during the split window"},
+	{"write_p99_ms", "99th percentile of the same writes"},
+	{"write_max_ms", "the slowest of the same writes"},
+	{"throughput_steady_ops", "writes acknowledged per second in the steady window (after a 1 s warm-up, up to the split request)"},
+	{"throughput_during_split_ops", "writes acknowledged per second in the split window"},
+	{"split_duration_ms", "the split window: from the split request to the end of the last phase writers wait on (inplace, rfc: the handoff; newindex: write block to alias swap)"},
+	{"write_errors", "writes that failed for good (every acknowledged or failed write of the run)"},
+	{"write_retries", "stale-routing and write-block retries of all writes"},
+	{"acked_writes", "writes acknowledged in the run"},
+	{"lost_writes", "acknowledged writes missing or stale in the index afterwards, plus documents that should not exist (must be 0)"},
+	{"misplaced_docs", "documents on a shard the final table does not name for them (must be 0)"},
+	{"duplicate_docs", "documents found on more than one shard (must be 0)"},
+	{"bytes_written", "bytes the storage engine wrote during the run (memtable flushes and compactions; WAL not included)"},
+	{"disk_before_bytes", "unique bytes on disk when the load started (hard-linked files counted once)"},
+	{"disk_peak_bytes", "the most unique bytes on disk, sampled every 100 ms"},
+	{"disk_after_bytes", "unique bytes on disk at the end, once the load stopped and the cleanup ended (newindex: after deleting the source index): the settled size"},
+	{"get_p99_steady_ms", "99th percentile latency of routed gets (by id and routing, of documents the writers had acknowledged) ending in the steady window"},
+	{"get_p99_during_ms", "the same for gets in flight during the split window"},
+	{"get_p99_after_ms", "the same for gets ending in the 10 s after the split window (or what the run has of them)"},
+	{"search_p99_steady_ms", "99th percentile latency of unrouted searches (a page of 10 hits from every shard, each hit checked against the table searched) ending in the steady window"},
+	{"search_p99_during_ms", "the same for searches in flight during the split window"},
+	{"search_p99_after_ms", "the same for searches ending in the 10 s after the split window"},
+	{"count_p99_ms", "99th percentile latency of the exact counts of every document over the whole run (every --count-every-th search, default every 200th: one every 10 s; a full scan here)"},
+	{"reads", "gets, searches and counts issued"},
+	{"read_errors", "reads that returned an error"},
+	{"read_foreign_docs", "documents a read returned from a shard the table it read at does not name for them: a foreign document seen (must be 0)"},
+	{"steady_1s_stall_ms", "the median, over the whole one-second windows of the steady window, of each window's longest write stall (same stall measure as max_write_stall_ms): the disk's own noise"},
+	{"after_handoff_stall_ms", "the longest write stall in the second after the split window ends"},
+	{"throughput_after_handoff_ops", "writes acknowledged in the second after the split window ends"},
+	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then the children's background per-document deletes of their foreign documents and the compaction of those ranges, to the last child's end; newindex, the resize step (link, per-document or range cleanup, open), under the write block"},
+	{"cleanup_bytes_written", "bytes written (flushes and compactions) by the cleanup: inplace, the engine's during the parent's retirement; rfc, that plus what each child's store wrote while its cleanup ran (the writers' own flushes and compactions on those stores in that time included); newindex, the resize cleanup's own (writes are blocked)"},
+	{"cleanup_docs_deleted", "documents deleted one by one by the cleanup (rfc; newindex with per-doc cleanup)"},
+	{"cleanup_write_p99_ms", "99th percentile latency of the writes in flight while the cleanup ran"},
+	{"cleanup_search_p99_ms", "99th percentile latency of the searches in flight while the cleanup ran"},
+	{"reclaim_ms", "time from the split request until the space is reclaimed: the disk sample after which unique bytes on disk stay within 10 % of the settled size (disk_after_bytes); 10 % because the writers' own flushes and compactions move the total by a few percent"},
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// afterWindow is how long after the split window the "after" measures
+// look.
+const afterWindow = 10 * time.Second
 
 // measure computes a strategy's metrics. The split window runs from the
 // split request to the end of the last phase writers wait on; the
@@ -53,7 +123,9 @@ func measure(o *experiment.Outcome) metrics {
 	steadyFrom := min(time.Second, o.WindowStart/2)
 	steady := loadgen.Summarize(recs, steadyFrom, o.WindowStart)
 	all := loadgen.Summarize(recs, 0, o.End+time.Hour)
-	return metrics{
+	afterEnd := min(o.WindowEnd+afterWindow, o.End)
+	handoffEnd := min(o.WindowEnd+time.Second, o.End)
+	m := metrics{
 		MaxWriteStallMs:          msOf(loadgen.MaxStall(recs, o.WindowStart, o.WindowEnd)),
 		WriteP50Ms:               msOf(in.P50),
 		WriteP99Ms:               msOf(in.P99),
@@ -71,7 +143,74 @@ func measure(o *experiment.Outcome) metrics {
 		DiskBeforeBytes:          o.DiskBefore,
 		DiskPeakBytes:            o.DiskPeak,
 		DiskAfterBytes:           o.DiskAfter,
+
+		Steady1sStallMs:           msOf(medianStall(recs, steadyFrom, o.WindowStart)),
+		AfterHandoffStallMs:       msOf(loadgen.MaxStall(recs, o.WindowEnd, handoffEnd)),
+		ThroughputAfterHandoffOps: float64(loadgen.Summarize(recs, o.WindowEnd, handoffEnd).Acked),
+
+		CleanupDurationMs:   msOf(o.CleanupEnd - o.CleanupStart),
+		CleanupBytesWritten: o.CleanupWritten,
+		CleanupDocsDeleted:  o.CleanupDeleted,
+		CleanupWriteP99Ms:   msOf(loadgen.SummarizeOverlap(recs, o.CleanupStart, o.CleanupEnd).P99),
+		ReclaimMs:           msOf(reclaimed(o)),
 	}
+	if o.CleanupEnd <= o.CleanupStart {
+		m.CleanupWriteP99Ms = 0
+	}
+	if r := o.Reads; r != nil {
+		gets, searches := r.Of(loadgen.ReadGet), r.Of(loadgen.ReadSearch)
+		m.GetP99SteadyMs = msOf(loadgen.Summarize(gets, steadyFrom, o.WindowStart).P99)
+		m.GetP99DuringMs = msOf(loadgen.SummarizeOverlap(gets, o.WindowStart, o.WindowEnd).P99)
+		m.GetP99AfterMs = msOf(loadgen.Summarize(gets, o.WindowEnd, afterEnd).P99)
+		m.SearchP99SteadyMs = msOf(loadgen.Summarize(searches, steadyFrom, o.WindowStart).P99)
+		m.SearchP99DuringMs = msOf(loadgen.SummarizeOverlap(searches, o.WindowStart, o.WindowEnd).P99)
+		m.SearchP99AfterMs = msOf(loadgen.Summarize(searches, o.WindowEnd, afterEnd).P99)
+		m.CountP99Ms = msOf(loadgen.Summarize(r.Of(loadgen.ReadCount), 0, o.End+time.Hour).P99)
+		if o.CleanupEnd > o.CleanupStart {
+			m.CleanupSearchP99Ms = msOf(loadgen.SummarizeOverlap(searches, o.CleanupStart, o.CleanupEnd).P99)
+		}
+		m.Reads = len(r.Records)
+		for _, x := range r.Records {
+			if !x.OK {
+				m.ReadErrors++
+			}
+		}
+		m.ReadForeignDocs = r.Foreign
+	}
+	return m
+}
+
+// medianStall is the median over the whole one-second windows of
+// [from, to) of each window's longest stall (the whole interval's if it
+// holds no whole second).
+func medianStall(recs []loadgen.Record, from, to time.Duration) time.Duration {
+	var stalls []time.Duration
+	for at := from; at+time.Second <= to; at += time.Second {
+		stalls = append(stalls, loadgen.MaxStall(recs, at, at+time.Second))
+	}
+	if len(stalls) == 0 {
+		return loadgen.MaxStall(recs, from, to)
+	}
+	slices.Sort(stalls)
+	return stalls[len(stalls)/2]
+}
+
+// reclaimTolerance is how far above the settled size the disk may be and
+// count as reclaimed.
+const reclaimTolerance = 0.10
+
+// reclaimed is the time from the split request to the first disk sample
+// after which every sample stays within reclaimTolerance of the settled
+// size (the last sample); 0 if none after the request exceeds it.
+func reclaimed(o *experiment.Outcome) time.Duration {
+	limit := float64(o.DiskAfter) * (1 + reclaimTolerance)
+	var at time.Duration
+	for i, s := range o.Disk {
+		if s.At > o.WindowStart && float64(s.Bytes) > limit && i+1 < len(o.Disk) {
+			at = o.Disk[i+1].At - o.WindowStart
+		}
+	}
+	return at
 }
 
 // machine describes where the run happened.
@@ -101,6 +240,7 @@ func summarize(res *comparison) map[string]any {
 			"routing_shards": res.settings.RoutingShards, "split_shard": res.hotShard, "split_ways": c.splitWays,
 			"mode": c.mode.String(), "durability": c.durability.String(), "cleanup": c.cleanup.String(),
 			"steady": c.steady.String(), "after": c.after.String(), "seed": c.seed, "command": commandLine(c),
+			"read_rate": c.readRate, "search_rate": readConfig(c).SearchRate, "count_every": readConfig(c).CountEvery,
 			"dataset_bytes": res.datasetDoc,
 		},
 		"machine": machine(),
@@ -120,12 +260,15 @@ func commandLine(c *compareConfig) string {
 
 // reading is the one-paragraph interpretation the report opens with.
 func reading(res *comparison) string {
-	var in, ni *metrics
+	var in, rfc, ni *metrics
 	for _, o := range res.outcomes {
 		m := measure(o)
-		if o.Strategy == "inplace" {
+		switch o.Strategy {
+		case "inplace":
 			in = &m
-		} else {
+		case "rfc":
+			rfc = &m
+		default:
 			ni = &m
 		}
 	}
@@ -136,6 +279,13 @@ func reading(res *comparison) string {
 			res.hotShard, res.cfg.rate, in.MaxWriteStallMs, in.SplitDurationMs,
 			100*in.ThroughputDuringSplitOps/max(1, in.ThroughputSteadyOps), in.ThroughputDuringSplitOps, in.ThroughputSteadyOps)
 	}
+	if rfc != nil {
+		fmt.Fprintf(&b, "The RFC's data path (children that are whole copies of the parent, foreign documents deleted one by one afterwards) "+
+			"stalled writes for at most %.1f ms (split window %.0f ms); its cleanup deleted %d documents and ran %.1f s, writing %.1f MiB, "+
+			"and the disk was back within 10%% of its settled size %.1f s after the split request (search p99 %.1f ms while it ran, %.1f ms steady). ",
+			rfc.MaxWriteStallMs, rfc.SplitDurationMs, rfc.CleanupDocsDeleted, rfc.CleanupDurationMs/1000, float64(rfc.CleanupBytesWritten)/(1<<20),
+			rfc.ReclaimMs/1000, rfc.CleanupSearchP99Ms, rfc.SearchP99SteadyMs)
+	}
 	if ni != nil {
 		fmt.Fprintf(&b, "Today's new-index _split x2 (%s cleanup) blocked every write for %.0f ms (longest stall %.0f ms, p99 write latency in the window %.0f ms) "+
 			"and wrote %.1f MiB. ", res.cfg.cleanup, ni.SplitDurationMs, ni.MaxWriteStallMs, ni.WriteP99Ms, float64(ni.BytesWritten)/(1<<20))
@@ -143,19 +293,25 @@ func reading(res *comparison) string {
 	if in != nil && ni != nil && in.MaxWriteStallMs > 0 {
 		fmt.Fprintf(&b, "The in-place split's longest stall is %.0fx shorter. ", ni.MaxWriteStallMs/in.MaxWriteStallMs)
 	}
-	if steady := minSteady(in, ni); steady > 0 && steady < 0.95*res.cfg.rate {
+	if steady := minSteady(in, rfc, ni); steady > 0 && steady < 0.95*res.cfg.rate {
 		fmt.Fprintf(&b, "Caution: the writers did not reach the target rate even before the split (steady %.0f of %.0f writes/s): "+
 			"each of the %d writers waits for its write's fsync, so they offer at most %d / latency writes/s and any extra latency shows as lost throughput; "+
 			"raise --writers. ", steady, res.cfg.rate, res.cfg.writers, res.cfg.writers)
 	}
-	lost := 0
+	lost, foreign := 0, 0
 	for _, o := range res.outcomes {
 		lost += o.Verify.Lost + o.Verify.Unexpected + o.Verify.Misplaced + o.Verify.Duplicates
+		if o.Reads != nil {
+			foreign += o.Reads.Foreign
+		}
 	}
 	if lost == 0 {
 		b.WriteString("Every acknowledged write was verified afterwards: none lost, duplicated or misplaced.")
 	} else {
 		fmt.Fprintf(&b, "VERIFICATION FAILED: %d lost, duplicated, misplaced or unexpected documents.", lost)
+	}
+	if foreign > 0 {
+		fmt.Fprintf(&b, " READS FAILED: %d foreign documents returned.", foreign)
 	}
 	return b.String()
 }
@@ -207,16 +363,30 @@ func writeTimeline(path string, res *comparison) error {
 	w := csv.NewWriter(f)
 	// acked, errors and retries count writes that ended in the bucket; the
 	// latency columns describe the writes issued in it.
-	_ = w.Write([]string{"strategy", "t_ms", "acked", "errors", "retries", "issued_p50_ms", "issued_p99_ms", "issued_max_ms", "in_split_window"})
+	// The read columns describe the reads that ended in the bucket;
+	// disk_bytes is the last disk sample taken in it (empty if none).
+	_ = w.Write([]string{"strategy", "t_ms", "acked", "errors", "retries", "issued_p50_ms", "issued_p99_ms", "issued_max_ms", "in_split_window",
+		"gets", "get_p99_ms", "searches", "search_p99_ms", "counts", "count_max_ms", "in_cleanup", "disk_bytes"})
 	for _, o := range res.outcomes {
 		byStart := loadgen.BucketsByStart(o.Load.Records, bucket, o.End)
+		gets := loadgen.Buckets(o.Reads.Of(loadgen.ReadGet), bucket, o.End)
+		searches := loadgen.Buckets(o.Reads.Of(loadgen.ReadSearch), bucket, o.End)
+		counts := loadgen.Buckets(o.Reads.Of(loadgen.ReadCount), bucket, o.End)
+		disk := 0
 		for i, b := range loadgen.Buckets(o.Load.Records, bucket, o.End) {
 			from := time.Duration(i) * bucket
 			inWindow := from+bucket > o.WindowStart && from < o.WindowEnd
+			inCleanup := from+bucket > o.CleanupStart && from < o.CleanupEnd
 			l := byStart[i]
+			diskBytes := ""
+			for ; disk < len(o.Disk) && o.Disk[disk].At < from+bucket; disk++ {
+				diskBytes = fmt.Sprint(o.Disk[disk].Bytes)
+			}
 			_ = w.Write([]string{o.Strategy, fmt.Sprint((from - o.WindowStart).Milliseconds()), fmt.Sprint(b.Acked), fmt.Sprint(b.Errors),
 				fmt.Sprint(b.Retries), fmt.Sprintf("%.3f", msOf(l.P50)), fmt.Sprintf("%.3f", msOf(l.P99)), fmt.Sprintf("%.3f", msOf(l.Max)),
-				fmt.Sprint(inWindow)})
+				fmt.Sprint(inWindow), fmt.Sprint(gets[i].Acked), fmt.Sprintf("%.3f", msOf(gets[i].P99)), fmt.Sprint(searches[i].Acked),
+				fmt.Sprintf("%.3f", msOf(searches[i].P99)), fmt.Sprint(counts[i].Acked), fmt.Sprintf("%.3f", msOf(counts[i].Max)),
+				fmt.Sprint(inCleanup), diskBytes})
 		}
 	}
 	w.Flush()
@@ -228,6 +398,7 @@ func writeTimeline(path string, res *comparison) error {
 
 var strategyColors = map[string]color.NRGBA{
 	"inplace":  {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"rfc":      {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	"newindex": {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 }
 
@@ -306,7 +477,7 @@ func writeCharts(dir string, res *comparison) error {
 func reportMarkdown(res *comparison) string {
 	var b strings.Builder
 	c := res.cfg
-	b.WriteString("## shardsplit: in-place split vs new-index `_split`\n\n")
+	b.WriteString("## shardsplit: in-place split, the RFC's in-place split, new-index `_split`\n\n")
 	b.WriteString(res.reading + "\n\n")
 	rows := []struct {
 		name string
@@ -329,6 +500,27 @@ func reportMarkdown(res *comparison) string {
 		{"disk before / peak / after (MiB)", func(m metrics) string {
 			return fmt.Sprintf("%.0f / %.0f / %.0f", mib(m.DiskBeforeBytes), mib(m.DiskPeakBytes), mib(m.DiskAfterBytes))
 		}},
+		{"get p99 steady / during / after (ms)", func(m metrics) string {
+			return fmt.Sprintf("%.2f / %.2f / %.2f", m.GetP99SteadyMs, m.GetP99DuringMs, m.GetP99AfterMs)
+		}},
+		{"search p99 steady / during / after (ms)", func(m metrics) string {
+			return fmt.Sprintf("%.2f / %.2f / %.2f", m.SearchP99SteadyMs, m.SearchP99DuringMs, m.SearchP99AfterMs)
+		}},
+		{"count p99 (ms)", func(m metrics) string { return fmt.Sprintf("%.0f", m.CountP99Ms) }},
+		{"reads / errors / foreign docs seen", func(m metrics) string {
+			return fmt.Sprintf("%d / %d / %d", m.Reads, m.ReadErrors, m.ReadForeignDocs)
+		}},
+		{"write stall: steady 1 s median / second after the handoff (ms)", func(m metrics) string {
+			return fmt.Sprintf("%.1f / %.1f", m.Steady1sStallMs, m.AfterHandoffStallMs)
+		}},
+		{"writes acked in the second after the handoff", func(m metrics) string { return fmt.Sprintf("%.0f", m.ThroughputAfterHandoffOps) }},
+		{"cleanup: duration (ms) / docs deleted / MiB written", func(m metrics) string {
+			return fmt.Sprintf("%.0f / %d / %.1f", m.CleanupDurationMs, m.CleanupDocsDeleted, float64(m.CleanupBytesWritten)/(1<<20))
+		}},
+		{"write / search p99 while cleanup ran (ms)", func(m metrics) string {
+			return fmt.Sprintf("%.1f / %.2f", m.CleanupWriteP99Ms, m.CleanupSearchP99Ms)
+		}},
+		{"space reclaimed after (ms from the split request)", func(m metrics) string { return fmt.Sprintf("%.0f", m.ReclaimMs) }},
 	}
 	b.WriteString("| | ")
 	var ms []metrics
@@ -365,7 +557,16 @@ func reportMarkdown(res *comparison) string {
 		c.writers, c.rate, c.durability)
 	fmt.Fprintf(&b, "- Machine: %v, %v CPUs, %v, %v %v/%v. Run took %v.\n", m["cpu"], m["cpus"], m["memory"], m["go"], m["goos"], m["goarch"], res.took.Round(time.Second))
 	b.WriteString("- Latency is from a write's first attempt to its acknowledgement, retries and backoff included. The split window runs from the split request to the end of the last phase writers wait on (in-place: handoff — cleanup runs after it in the background and only competes for the disk; new-index: write block to alias swap and unblock). The stall is the longest interval in which writes aimed at the moved documents (all documents, for the new-index split) were outstanding and none was acknowledged.\n")
-	b.WriteString("- Raw data: `timeline.csv` (100 ms buckets), `summary.json`.\n\n</details>\n")
+	fmt.Fprintf(&b, "- Reads: %.0f routed gets/s of ids the writers had acknowledged (2 loops), %.0f unrouted searches/s across every shard (a page of 10 hits from each shard; every %dth search an exact count of every document instead), every hit checked against the table the search ran at.\n",
+		c.readRate, readConfig(c).SearchRate, readConfig(c).CountEvery)
+	b.WriteString("- Strategies: `inplace` excises each child to its span when it is made; `rfc` makes each child a hard-linked copy of the whole parent, hands off exactly as `inplace` (same driver, journal and fencing), then deletes each child's foreign documents with point deletes in batches of 1,000 with 5 ms pauses, in the background while the child serves, and compacts those key ranges (OpenSearch's RFC deletes them with `ShardSplittingQuery` and lets merges reclaim the space); `newindex` is write block, `_split` x2, alias swap.\n")
+	b.WriteString("- Windows: *steady* is the load before the split request after a one-second warm-up; *during* is the split window (reads and writes in flight in it); *after* is the 10 s after the split window (or what the run has); the *cleanup* is defined under `cleanup_duration_ms` below.\n")
+	b.WriteString("- Raw data: `timeline.csv` (100 ms buckets: writes, gets, searches, counts, the cleanup and disk samples), `summary.json`.\n\n")
+	b.WriteString("`summary.json` holds `config`, `machine` and one object per strategy with these keys:\n\n")
+	for _, k := range keyDocs {
+		fmt.Fprintf(&b, "- `%s`: %s.\n", k[0], k[1])
+	}
+	b.WriteString("\n</details>\n")
 	return b.String()
 }
 

@@ -59,6 +59,8 @@ Flags:
   --acked FILE          the write log described above (default: none)
   --seed S              workload seed (default 1)
   --duration D          stop after D (default: run until killed)
+  --merges N            stop once N merges are done (needs --merge-every; --duration
+                        still bounds the run)
 
 Example:
   splitdemo run --data /tmp/ix --acked /tmp/ix.acked --split-every 200ms --duration 10s
@@ -74,6 +76,7 @@ type runConfig struct {
 	seed                  uint64
 	stream                uint64 // the write log's size at start: see runWriter
 	duration              time.Duration
+	stopAfterMerges       int // stop once this many merges are done (0 = never)
 }
 
 func runRun(args []string, stdout, stderr io.Writer) int {
@@ -100,6 +103,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.mergeEvery, "merge-every", 0, "")
 	fs.Uint64Var(&c.seed, "seed", 1, "")
 	fs.DurationVar(&c.duration, "duration", 0, "")
+	fs.IntVar(&c.stopAfterMerges, "merges", 0, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, runUsage)
@@ -119,6 +123,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	mode, err := routing.ParseMode(c.modeName)
 	if err != nil {
 		fmt.Fprintf(stderr, "splitdemo run: --mode %q: want partition or opensearch\n", c.modeName)
+		return exitUsage
+	}
+	if c.stopAfterMerges < 0 || (c.stopAfterMerges > 0 && c.mergeEvery <= 0) {
+		fmt.Fprintf(stderr, "splitdemo run: --merges %d: needs --merge-every and a count >= 1\n", c.stopAfterMerges)
 		return exitUsage
 	}
 	settings, err := routing.NewSettings("index", c.shards, 0, 1)
@@ -201,6 +209,8 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 			return err
 		}
 	}
+	ctx, stopWriters := context.WithCancel(ctx)
+	defer stopWriters()
 	var wg sync.WaitGroup
 	errs := make(chan error, c.writers+1)
 	for w := range c.writers {
@@ -213,6 +223,9 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 		}()
 	}
 	splitErr := runSplits(ctx, n, j, c)
+	if splitErr != nil || c.stopAfterMerges > 0 {
+		stopWriters() // --merges reached, or the splits failed: stop now
+	}
 	<-ctx.Done()
 	wg.Wait()
 	close(errs)
@@ -306,6 +319,7 @@ func runSplits(ctx context.Context, n *node.Node, j *splitter.Journal, c runConf
 		return nil
 	}
 	splits, merges := tickerOrNil(c.every), tickerOrNil(c.mergeEvery)
+	merged := 0
 	defer splits.stop()
 	defer merges.stop()
 	rng := rand.New(rand.NewPCG(c.seed, 0x6d65726765)) // "merge"
@@ -318,8 +332,15 @@ func runSplits(ctx context.Context, n *node.Node, j *splitter.Journal, c runConf
 				return err
 			}
 		case <-merges.c:
-			if err := mergeAdjacent(ctx, n, d, rng); err != nil {
+			ok, err := mergeAdjacent(ctx, n, d, rng)
+			if err != nil {
 				return err
+			}
+			if ok {
+				merged++
+			}
+			if c.stopAfterMerges > 0 && merged >= c.stopAfterMerges {
+				return nil
 			}
 		}
 	}
@@ -370,8 +391,9 @@ func splitFullest(n *node.Node, c runConfig, split func(routing.ShardID, int) er
 }
 
 // mergeAdjacent merges two adjacent leaves of one root, chosen by rng
-// among every such pair; with none (no root has two leaves) it does nothing.
-func mergeAdjacent(ctx context.Context, n *node.Node, d *splitter.Driver, rng *rand.Rand) error {
+// among every such pair, and says whether a merge was done; with none (no
+// root has two leaves) it does nothing.
+func mergeAdjacent(ctx context.Context, n *node.Node, d *splitter.Driver, rng *rand.Rand) (bool, error) {
 	t := n.Table()
 	var pairs [][]routing.ShardID
 	for r := range t.Settings().Shards {
@@ -381,15 +403,15 @@ func mergeAdjacent(ctx context.Context, n *node.Node, d *splitter.Driver, rng *r
 		}
 	}
 	if len(pairs) == 0 {
-		return nil
+		return false, nil
 	}
 	sources := pairs[rng.IntN(len(pairs))]
 	r, err := d.RunMerge(splitter.MergePlan{Sources: sources})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if r.Phase != splitter.PhaseDone && ctx.Err() == nil {
-		return fmt.Errorf("merge of %v aborted: %w", sources, r.Err)
+		return false, fmt.Errorf("merge of %v aborted: %w", sources, r.Err)
 	}
-	return nil
+	return r.Phase == splitter.PhaseDone, nil
 }

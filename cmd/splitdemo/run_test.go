@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -15,7 +16,7 @@ func TestRunWithMergesThenVerify(t *testing.T) {
 			dir := t.TempDir()
 			data, acked := filepath.Join(dir, "data"), filepath.Join(dir, "acked.jsonl")
 			_, errOut, code := runCmd("run", "--data", data, "--acked", acked, "--mode", mode, "--docs", "100", "--writers", "2",
-				"--split-every", "40ms", "--merge-every", "60ms", "--duration", "1s", "--seed", "3")
+				"--split-every", "40ms", "--merge-every", "60ms", "--merges", "2", "--duration", "2m", "--seed", "3")
 			if code != exitOK {
 				t.Fatalf("run: exit %d: %s", code, errOut)
 			}
@@ -32,5 +33,17 @@ func TestRunWithMergesThenVerify(t *testing.T) {
 			}
 			t.Logf("%d splits, %d merges, %d ids checked, %d documents", rep.Splits, rep.Merges, rep.IDs, rep.Check.Documents)
 		})
+	}
+}
+
+func TestRunMergesNeedsMergeEvery(t *testing.T) {
+	for _, args := range [][]string{
+		{"--merges", "1"},
+		{"--merges", "-1", "--merge-every", "10ms"},
+	} {
+		_, errOut, code := runCmd(append([]string{"run", "--data", t.TempDir()}, args...)...)
+		if code != exitUsage || !strings.Contains(errOut, "--merges "+args[1]) {
+			t.Errorf("run %v: exit %d, stderr %q; want %d naming --merges %s", args, code, errOut, exitUsage, args[1])
+		}
 	}
 }

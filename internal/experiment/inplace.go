@@ -32,6 +32,22 @@ type Outcome struct {
 	DiskAfter    int64
 	Verify       Verification
 	Notes        []string
+
+	// Reads is what the read load measured (nil without one).
+	Reads *loadgen.ReadResult
+	// Disk is the unique bytes on disk every 100 ms from the load's start,
+	// the last sample taken after the load stopped (DiskAfter).
+	Disk []DiskSample
+	// The cleanup: the removal of what the split left behind, timed from
+	// the load's start. inplace: the parent's retirement (the splitter's
+	// cleanup phase; the children were excised at creation). rfc: the
+	// parent's retirement and then the children's background deletes of
+	// their foreign documents and the compaction of those ranges, to the
+	// last child's end. newindex: the resize step (linking, then removing
+	// the targets' foreign documents, under the write block).
+	CleanupStart, CleanupEnd time.Duration
+	CleanupWritten           uint64 // bytes the engine wrote in the cleanup (writers' flushes and compactions included)
+	CleanupDeleted           int    // documents deleted one by one (rfc, newindex per-doc)
 }
 
 // Phase is a named, timed step of a strategy.
@@ -58,6 +74,22 @@ type InPlaceConfig struct {
 	// StaleEvery makes every writer forget the tables it learned and go
 	// back to the dataset's first table every n writes (0 = never).
 	StaleEvery int
+	// ChildBuild is how the children are made: storage.ChildExcise (the
+	// "inplace" strategy) or storage.ChildKeepAll ("rfc": whole-parent
+	// children whose foreign documents are deleted after the handoff).
+	ChildBuild storage.ChildBuild
+	// ForeignCleanup paces the rfc children's deletes.
+	ForeignCleanup storage.ForeignCleanupOptions
+	// CleanupWait bounds how long the load goes on past After for the
+	// rfc children's cleanups to end (default 60 s); past it the run ends
+	// with the cleanup unfinished (noted).
+	CleanupWait time.Duration
+	// Reads is the read load run beside the writes (zero: none).
+	Reads loadgen.ReadConfig
+	// HoldUntilDurable runs the splits with splitter.Config's
+	// HoldUntilDurable: the parent stays fenced until the new table is
+	// durable (a relocation-style handoff).
+	HoldUntilDurable bool
 }
 
 // routerSink writes through one router per writer.
@@ -89,8 +121,11 @@ func (s *routerSink) Write(w int, op loadgen.Op) (int, error) {
 // the steady window, and verifies the index afterwards.
 func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 	out := &Outcome{Strategy: "inplace"}
+	if cfg.ChildBuild == storage.ChildKeepAll {
+		out.Strategy = "rfc"
+	}
 	eng, err := storage.Open(storage.Options{Dir: cfg.Dir, Layout: cfg.Dataset.Config.Layout,
-		Durability: cfg.Durability, Logger: cfg.Logger})
+		Durability: cfg.Durability, Logger: cfg.Logger, ForeignCleanup: cfg.ForeignCleanup})
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +159,12 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 	}
 	disk := func() int64 { u, _ := eng.DiskUsage(); return u.Unique }
 	written := eng.BytesWritten()
-	load := startLoad(ctx, cfg.Load, sink, disk, out)
+	reads := readLoad{cfg: cfg.Reads, reader: newNodeReader(func() (*node.Node, error) { return n, nil })}
+	load := startLoad(ctx, cfg.Load, sink, reads, disk, out)
 	splitErr := runSplits(ctx, n, cfg, load.start, out)
 	if splitErr == nil {
 		sleepCtx(ctx, cfg.After)
+		splitErr = awaitForeignCleanups(ctx, eng, cfg, load.start, out)
 	}
 	load.stopLoad(out)
 	load.finishDisk(disk, out)
@@ -148,13 +185,17 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	out.WindowStart = time.Since(start)
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase
-	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, Hook: func(p splitter.Phase, _ splitter.Intent) {
+	var cleanupWritten uint64
+	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, ChildBuild: cfg.ChildBuild, HoldUntilDurable: cfg.HoldUntilDurable, Hook: func(p splitter.Phase, _ splitter.Intent) {
 		now := time.Since(start)
 		if p != lastPhase {
 			if lastPhase != 0 {
 				out.Phases = append(out.Phases, Phase{Name: lastPhase.String(), Start: phaseStart, End: now})
 			}
 			lastPhase, phaseStart = p, now
+			if p == splitter.PhaseCleanup {
+				out.CleanupStart, cleanupWritten = now, n.Engine().BytesWritten()
+			}
 		}
 	}})
 	for _, plan := range cfg.Splits {
@@ -181,6 +222,8 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 				out.WindowEnd = p.End
 			}
 		}
+		out.CleanupEnd = now
+		out.CleanupWritten += n.Engine().BytesWritten() - cleanupWritten
 	}
 	for _, plan := range cfg.Merges {
 		lastPhase = 0
@@ -204,6 +247,43 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 				out.WindowEnd = p.End
 			}
 		}
+	}
+	return nil
+}
+
+// awaitForeignCleanups keeps the load going until the rfc children's
+// background cleanups end (at most cfg.CleanupWait) and records when they
+// ended, what they deleted and what the engine wrote meanwhile.
+func awaitForeignCleanups(ctx context.Context, eng *storage.Engine, cfg InPlaceConfig, start time.Time, out *Outcome) error {
+	if cfg.ChildBuild != storage.ChildKeepAll {
+		return nil
+	}
+	wait := cfg.CleanupWait
+	if wait == 0 {
+		wait = time.Minute
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err := eng.WaitForeignCleanups(wctx)
+	ended, running := eng.ForeignCleanups()
+	for _, r := range ended {
+		// The retirement's bytes were counted when it ended; each child's
+		// store counted its own while its cleanup ran.
+		out.CleanupWritten += r.Written
+		out.CleanupDeleted += r.Deleted
+		out.CleanupEnd = max(out.CleanupEnd, r.Ended.Sub(start))
+		if r.Err != nil {
+			return fmt.Errorf("experiment: foreign cleanup of shard %d: %w", r.Shard, r.Err)
+		}
+		out.Notes = append(out.Notes, fmt.Sprintf("child %d deleted %d foreign documents in %d batches (%.0f ms), then compacted them away (%.0f ms); its store wrote %.1f MiB meanwhile",
+			r.Shard, r.Deleted, r.Batches, ms(r.Deletes), ms(r.Compact), float64(r.Written)/(1<<20)))
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		out.CleanupEnd = time.Since(start)
+		out.Notes = append(out.Notes, fmt.Sprintf("the foreign cleanup of %v had not ended %v after the split's end; the run stopped it", running, wait))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardsplit/shardsplit/baseline"
 	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -26,6 +27,8 @@ type NewIndexConfig struct {
 	Steady     time.Duration
 	After      time.Duration
 	Logger     *zap.Logger
+	// Reads is the read load, through the alias (zero: none).
+	Reads loadgen.ReadConfig
 }
 
 // aliasSink writes through the alias, one writer per load writer.
@@ -60,7 +63,14 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 		sink.writers = append(sink.writers, c.NewAliasWriter("alias"))
 	}
 	written := c.BytesWritten()
-	load := startLoad(ctx, cfg.Load, sink, c.DiskUsage, out)
+	reads := readLoad{cfg: cfg.Reads, reader: newNodeReader(func() (*node.Node, error) {
+		ix, err := c.Resolve("alias")
+		if err != nil {
+			return nil, err
+		}
+		return ix.Node, nil
+	})}
+	load := startLoad(ctx, cfg.Load, sink, reads, c.DiskUsage, out)
 	start := load.start
 	sleepCtx(ctx, cfg.Steady)
 	var procErr error
@@ -72,7 +82,11 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 		rep, procErr = c.Procedure("alias", req, false)
 		for _, s := range rep.Steps {
 			out.Phases = append(out.Phases, Phase{Name: s.Name, Start: s.Start.Sub(start), End: s.End.Sub(start)})
+			if s.Name == "resize" {
+				out.CleanupStart, out.CleanupEnd = s.Start.Sub(start), s.End.Sub(start)
+			}
 		}
+		out.CleanupWritten, out.CleanupDeleted = rep.Resize.CleanupWrites, rep.Resize.Deleted
 		out.WindowEnd = time.Since(start)
 		if procErr == nil {
 			sleepCtx(ctx, cfg.After)

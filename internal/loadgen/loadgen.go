@@ -53,6 +53,9 @@ type Config struct {
 	// Moving reports whether a write is aimed at the documents being moved
 	// (for the stall measurement); nil = every write.
 	Moving func(id, routing string) bool
+	// Recent, if set, receives the id of every acknowledged index write
+	// (the read load gets them).
+	Recent *Recent
 }
 
 // Defaults fills in unset fields.
@@ -133,22 +136,11 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, m *model.Model, start
 	// Writers are staggered across one interval: started together, they
 	// would issue in lockstep bursts of Writers writes, leaving the disk idle
 	// between bursts and whole windows without a write.
-	next := time.Now().Add(time.Duration(w) * interval / time.Duration(max(1, cfg.Writers)))
+	p := newPacer(interval, w, cfg.Writers)
 	src := make([]byte, cfg.DocSize)
 	for k := 0; ctx.Err() == nil; k++ {
-		if interval > 0 {
-			next = next.Add(interval)
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(d):
-				}
-			} else if d < -time.Second {
-				next = time.Now() // do not build an unbounded backlog
-			}
-			if ctx.Err() != nil {
-				break
-			}
+		if interval > 0 && !p.wait(ctx) {
+			break
 		}
 		op := pick(cfg, rng, w, src, time.Since(start))
 		value := model.Absent
@@ -168,6 +160,9 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, m *model.Model, start
 			continue
 		}
 		m.Ack(mw)
+		if cfg.Recent != nil && !op.Delete {
+			cfg.Recent.add(op.ID, op.Routing)
+		}
 	}
 	return recs, errs
 }
@@ -195,4 +190,29 @@ func pick(cfg Config, rng *rand.Rand, w int, src []byte, elapsed time.Duration) 
 		}
 	}
 	return Op{ID: id, Routing: routing, Source: slices.Clone(src)}
+}
+
+// pacer spaces a loop's iterations interval apart, starting at slot/of of
+// an interval, so loops started together are staggered.
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func newPacer(interval time.Duration, slot, of int) *pacer {
+	return &pacer{interval: interval, next: time.Now().Add(time.Duration(slot) * interval / time.Duration(max(1, of)))}
+}
+
+// wait waits for the next iteration's time; false if ctx ended first.
+func (p *pacer) wait(ctx context.Context) bool {
+	p.next = p.next.Add(p.interval)
+	if d := time.Until(p.next); d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	} else if d < -time.Second {
+		p.next = time.Now() // do not build an unbounded backlog
+	}
+	return ctx.Err() == nil
 }

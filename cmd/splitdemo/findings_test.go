@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardsplit/shardsplit/internal/findings"
+)
+
+// Bad flags exit 2 with a message naming the bad value.
+func TestFindingsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--only", "1,x"}, `"x"`},
+		{[]string{"--only", "12"}, "12"},
+		{[]string{"--only", "3,3"}, "3"},
+		{[]string{"--runs", "-1"}, "-1"},
+		{[]string{"--log-level", "loud"}, `"loud"`},
+		{[]string{"--bogus"}, "bogus"},
+		{[]string{"extra"}, `"extra"`},
+		{[]string{"--big", "--quick"}, "--big"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stderr strings.Builder
+			code := run(append([]string{"findings"}, tc.args...), io.Discard, &stderr)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, exitUsage, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q does not name %s", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestFindingsHelp(t *testing.T) {
+	var stdout strings.Builder
+	if code := run([]string{"help", "findings"}, &stdout, io.Discard); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stdout.String(), "--quick") {
+		t.Fatalf("help lacks --quick:\n%s", stdout.String())
+	}
+}
+
+// A run of fake questions through the command: an answered question exits
+// 0, a failed one 1, an unbuilt one is not a failure; an interrupted run
+// exits 1 and still writes what ran.
+func TestFindingsRun(t *testing.T) {
+	answered := findings.Question{ID: 1, Slug: "a", Title: "A", Question: "?", RaisedIn: "x",
+		Run: func(context.Context, findings.Config) (findings.Answer, error) {
+			return findings.Answer{Answer: "yes"}, nil
+		}}
+	unbuilt := findings.Question{ID: 2, Slug: "b", Title: "B", Question: "?", RaisedIn: "x",
+		Run: func(context.Context, findings.Config) (findings.Answer, error) {
+			return findings.Answer{}, findings.ErrNotBuilt
+		}}
+	failed := findings.Question{ID: 3, Slug: "c", Title: "C", Question: "?", RaisedIn: "x",
+		Run: func(context.Context, findings.Config) (findings.Answer, error) {
+			return findings.Answer{}, errors.New("boom")
+		}}
+	for _, tc := range []struct {
+		name      string
+		qs        []findings.Question
+		cancelled bool
+		want      int
+	}{
+		{"answered and unbuilt", []findings.Question{answered, unbuilt}, false, exitOK},
+		{"one failed", []findings.Question{answered, failed}, false, exitFail},
+		{"interrupted", []findings.Question{answered, answered}, true, exitFail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			c, _, err := parseFindings([]string{"--quick", "--out", out, "--log-level", "error"}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.questions = tc.qs
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.cancelled {
+				cancel()
+			}
+			defer cancel()
+			var stdout strings.Builder
+			if code := findingsRun(ctx, c, &stdout, io.Discard); code != tc.want {
+				t.Fatalf("exit %d, want %d; stdout:\n%s", code, tc.want, stdout.String())
+			}
+			for _, f := range []string{"findings.json", "findings.md"} {
+				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+					t.Errorf("%s: %v", f, err)
+				}
+			}
+		})
+	}
+}

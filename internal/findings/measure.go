@@ -1,0 +1,297 @@
+package findings
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/shardsplit/shardsplit/internal/experiment"
+	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// This file is the split-under-load measurement questions 1, 10 and 11
+// share: BenchmarkSplitUnderLoad's method (internal/experiment), with the
+// datasets built once per Run and the measured runs of a case reused by
+// every question that asks for the same case.
+
+// writers is the load's writer count: enough to offer 5,000 fsync'd
+// writes/s on this kind of disk (see BenchmarkSplitUnderLoad).
+const writers = 64
+
+// shared is what the questions of one Run share.
+type shared struct {
+	dir      string
+	mu       sync.Mutex
+	datasets map[dataKey]*experiment.Dataset
+	runs     map[splitCase][]splitRun
+}
+
+type dataKey struct {
+	layout storage.Layout
+	docs   int
+}
+
+func newShared(dir string) *shared {
+	return &shared{dir: dir, datasets: map[dataKey]*experiment.Dataset{}, runs: map[splitCase][]splitRun{}}
+}
+
+// size is a parent size the questions name.
+type size struct {
+	Name string
+	Docs int // 1 KiB documents
+}
+
+// parentSizes are the sizes of questions 1 and 11: 100 MiB and 1 GiB
+// (quick: 4 MiB and 16 MiB).
+func (c Config) parentSizes() (small, large size) {
+	if c.Quick {
+		return size{"4 MiB", 4 << 10}, size{"16 MiB", 16 << 10}
+	}
+	return size{"100 MiB", 100 << 10}, size{"1 GiB", 1 << 20}
+}
+
+// splitCase is one measured configuration.
+type splitCase struct {
+	Layout storage.Layout
+	Size   size
+	Rate   float64 // fsync'd writes/s offered
+	Ways   int
+	// Hold: the parent stays fenced until the new table is durable
+	// (splitter.Config.HoldUntilDurable).
+	Hold bool
+	// Merge: the root is split in two before the load and the two
+	// siblings are merged back under it (Ways is ignored).
+	Merge bool
+}
+
+func (k splitCase) String() string {
+	op := fmt.Sprintf("%d-way split", k.Ways)
+	if k.Merge {
+		op = "merge of 2 siblings"
+	}
+	s := fmt.Sprintf("%s %s, %s, %.0f writes/s", k.Size.Name, k.Layout, op, k.Rate)
+	if k.Hold {
+		s += ", held until durable"
+	}
+	return s
+}
+
+// splitRun is one run's measurements (milliseconds, MiB, writes/s).
+type splitRun struct {
+	ParentMiB     float64
+	StallMs       float64 // longest write stall of the moved keys in the split (merge) window
+	SteadyStallMs float64 // the same measure over steady windows as long (the disk's noise)
+	NodeStallMs   float64 // the longest the parent's (a source's) apply lock was held
+	WindowMs      float64 // split request to the end of the handoff
+	SteadyOps     float64
+	DuringOps     float64 // in the window (at least its first 100 ms)
+	CopiedMiB     float64
+	WrittenMiB    float64
+	PhaseMs       map[string]float64 // clone, catch-up, handoff
+}
+
+// timing is how long the load runs around the split.
+func (c Config) timing() (steady, after, measure time.Duration) {
+	if c.Quick {
+		return 1200 * time.Millisecond, 300 * time.Millisecond, time.Second
+	}
+	return 3 * time.Second, time.Second, 2 * time.Second
+}
+
+// dataset builds (once per Run) the dataset of a layout and size: one root
+// shard of 1 KiB documents whose ids the load updates.
+func (c Config) dataset(layout storage.Layout, sz size) (*experiment.Dataset, error) {
+	sh := c.shared
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	key := dataKey{layout, sz.Docs}
+	if d, ok := sh.datasets[key]; ok {
+		return d, nil
+	}
+	c.Progressf("building the %s %s dataset (%d documents)", sz.Name, layout, sz.Docs)
+	dcfg := experiment.DatasetConfig{
+		Mode:     routing.ModePartition,
+		Settings: routing.Settings{Shards: 1, RoutingShards: 1024, PartitionSize: 1},
+		Layout:   layout,
+		Docs:     sz.Docs,
+		Load:     loadgen.Config{Writers: writers, IDsPerWriter: max(1, sz.Docs/writers), DocSize: 1024, Seed: uint64(c.Seed)},
+	}
+	dir := filepath.Join(sh.dir, fmt.Sprintf("%s-%d", layout, sz.Docs))
+	d, err := experiment.BuildDataset(dir, dcfg, c.Logger, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build the %s %s dataset: %w", sz.Name, layout, err)
+	}
+	c.Progressf("built in %.1f s: %.0f MiB on disk", d.Built.Seconds(), float64(d.Bytes)/(1<<20))
+	sh.datasets[key] = d
+	return d, nil
+}
+
+// measure runs case k n times (or returns the runs another question
+// already made of it, if at least n).
+func (c Config) measure(ctx context.Context, label string, k splitCase, n int) ([]splitRun, error) {
+	c.shared.mu.Lock()
+	runs, ok := c.shared.runs[k]
+	c.shared.mu.Unlock()
+	if ok && len(runs) >= n {
+		c.Progressf("%s: %s: reusing %d runs measured earlier", label, k, len(runs))
+		return runs, nil
+	}
+	d, err := c.dataset(k.Layout, k.Size)
+	if err != nil {
+		return nil, err
+	}
+	runs = nil
+	steady, after, window := c.timing()
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		began := time.Now()
+		dir := filepath.Join(c.shared.dir, "run")
+		_ = os.RemoveAll(dir)
+		if err := d.Clone(dir); err != nil {
+			return nil, err
+		}
+		load := d.Config.Load
+		load.Rate = k.Rate
+		ic := experiment.InPlaceConfig{
+			Dir: dir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
+			Steady: steady, After: after, Logger: c.Logger, HoldUntilDurable: k.Hold,
+		}
+		if k.Merge {
+			// Root 0 split in two before the load: children 1 and 2.
+			ic.Before = []splitter.Plan{{Parent: 0, Ways: 2}}
+			ic.Merges = []splitter.MergePlan{{Sources: []routing.ShardID{1, 2}}}
+		} else {
+			ic.Splits = []splitter.Plan{{Parent: 0, Ways: k.Ways}}
+		}
+		out, err := experiment.RunInPlace(ctx, ic)
+		_ = os.RemoveAll(dir)
+		if err != nil {
+			return nil, fmt.Errorf("%s, run %d: %w", k, i+1, err)
+		}
+		if !out.Verify.OK() {
+			return nil, fmt.Errorf("%s, run %d: %w: %+v", k, i+1, experiment.ErrVerify, out.Verify)
+		}
+		r := summarize(out, window)
+		r.ParentMiB = float64(d.Bytes) / (1 << 20)
+		c.Progressf("%s: %s: run %d/%d: stall %.1f ms (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady (run took %.0f s, %.0f s of it load)",
+			label, k, i+1, n, r.StallMs, r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps),
+			time.Since(began).Seconds(), out.End.Seconds())
+		runs = append(runs, r)
+	}
+	c.shared.mu.Lock()
+	c.shared.runs[k] = runs
+	c.shared.mu.Unlock()
+	return runs, nil
+}
+
+// summarize measures one outcome as BenchmarkSplitUnderLoad does: the
+// steady window is the measure before the split request.
+func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
+	recs := out.Load.Records
+	ws, we := out.WindowStart, out.WindowEnd
+	steady := loadgen.Summarize(recs, ws-measure, ws)
+	// A window under 100 ms holds too few writes for a rate.
+	during := loadgen.Summarize(recs, ws, max(we, ws+100*time.Millisecond))
+	r := splitRun{
+		StallMs:       msOf(loadgen.MaxStall(recs, ws, we)),
+		SteadyStallMs: msOf(steadyStall(recs, ws-measure, ws, we-ws)),
+		NodeStallMs:   msOf(out.NodeStall),
+		WindowMs:      msOf(we - ws),
+		SteadyOps:     steady.OpsPerS,
+		DuringOps:     during.OpsPerS,
+		CopiedMiB:     float64(out.Copied) / (1 << 20),
+		WrittenMiB:    float64(out.BytesWritten) / (1 << 20),
+		PhaseMs:       map[string]float64{},
+	}
+	for _, p := range out.Phases {
+		r.PhaseMs[p.Name] += msOf(p.End - p.Start)
+	}
+	return r
+}
+
+// steadyStall is the median of MaxStall over windows of length w (stepped
+// by w/2) in [from, to): what the stall measure reads with no split
+// running (internal/experiment's benchmark measures the same way). A
+// window longer than [from, to) is cut to it: one window, the whole span
+// (the benchmark reads 0 there).
+func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration {
+	w = min(w, to-from)
+	var stalls []float64
+	for at := from; w > 0 && at+w <= to; at += w / 2 {
+		stalls = append(stalls, float64(loadgen.MaxStall(recs, at, at+w)))
+	}
+	if len(stalls) == 0 {
+		return 0
+	}
+	return time.Duration(Measured("", "", stalls...).Median)
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// field collects one field of every run.
+func field(runs []splitRun, f func(splitRun) float64) []float64 {
+	v := make([]float64, len(runs))
+	for i, r := range runs {
+		v[i] = f(r)
+	}
+	return v
+}
+
+// caseNumbers are the standard numbers of a case, named after it.
+func caseNumbers(k splitCase, runs []splitRun) []Number {
+	p := k.String() + ": "
+	return []Number{
+		Measured(p+"longest write stall in the window", "ms", field(runs, func(r splitRun) float64 { return r.StallMs })...),
+		Measured(p+"longest write stall in steady windows as long", "ms", field(runs, func(r splitRun) float64 { return r.SteadyStallMs })...),
+		Measured(p+"apply lock held (Outcome.NodeStall)", "ms", field(runs, func(r splitRun) float64 { return r.NodeStallMs })...),
+		Measured(p+"window (request to end of handoff)", "ms", field(runs, func(r splitRun) float64 { return r.WindowMs })...),
+		Measured(p+"throughput in the window / steady", "ratio", field(runs, func(r splitRun) float64 { return r.DuringOps / max(1, r.SteadyOps) })...),
+		Measured(p+"steady throughput", "writes/s", field(runs, func(r splitRun) float64 { return r.SteadyOps })...),
+		Measured(p+"bytes copied", "MiB", field(runs, func(r splitRun) float64 { return r.CopiedMiB })...),
+	}
+}
+
+// median of one field.
+func median(runs []splitRun, f func(splitRun) float64) float64 {
+	return Measured("", "", field(runs, f)...).Median
+}
+
+// ratioGoal evaluates "measured ≤ limit" (atMost) or "measured ≥ limit".
+func ratioGoal(goal string, measured, limit float64, atMost bool, detail string) Goal {
+	g := Goal{Goal: goal, Measured: fmt.Sprintf("%.2f (%s)", measured, detail)}
+	if atMost {
+		g.Met = measured <= limit
+		if !g.Met {
+			g.Why = fmt.Sprintf("%.2f is above %.2f", measured, limit)
+		}
+	} else {
+		g.Met = measured >= limit
+		if !g.Met {
+			g.Why = fmt.Sprintf("%.2f is below %.2f", measured, limit)
+		}
+	}
+	return g
+}
+
+// reproduce is the command that reruns question id as this run did.
+func (c Config) reproduce(id int) string {
+	s := fmt.Sprintf("splitdemo findings --only %d --seed %d", id, c.Seed)
+	if c.Quick {
+		s += " --quick"
+	}
+	if c.Big && !c.Quick {
+		s += " --big"
+	}
+	if c.Runs > 0 {
+		s += fmt.Sprintf(" --runs %d", c.Runs)
+	}
+	return s
+}

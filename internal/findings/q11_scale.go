@@ -1,0 +1,128 @@
+package findings
+
+import (
+	"context"
+	"fmt"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// scaleSizes are question 11's parent sizes: the two of question 1 and,
+// with Big, 4 GiB.
+func (c Config) scaleSizes() []size {
+	small, large := c.parentSizes()
+	if c.Quick || !c.Big {
+		return []size{small, large}
+	}
+	return []size{small, large, {"4 GiB", 4 << 20}}
+}
+
+// scaleRow is one size's medians.
+type scaleRow struct {
+	Case                                  splitCase
+	ParentMiB, Window, Stall, Steady      float64
+	Clone, CatchUp, Handoff, Node, Copied float64
+}
+
+func scaleRowOf(k splitCase, runs []splitRun) scaleRow {
+	return scaleRow{Case: k,
+		ParentMiB: median(runs, func(r splitRun) float64 { return r.ParentMiB }),
+		Window:    median(runs, func(r splitRun) float64 { return r.WindowMs }),
+		Stall:     median(runs, func(r splitRun) float64 { return r.StallMs }),
+		Steady:    median(runs, func(r splitRun) float64 { return r.SteadyStallMs }),
+		Clone:     median(runs, func(r splitRun) float64 { return r.PhaseMs["clone"] }),
+		CatchUp:   median(runs, func(r splitRun) float64 { return r.PhaseMs["catch-up"] }),
+		Handoff:   median(runs, func(r splitRun) float64 { return r.PhaseMs["handoff"] }),
+		Node:      median(runs, func(r splitRun) float64 { return r.NodeStallMs }),
+		Copied:    median(runs, func(r splitRun) float64 { return r.CopiedMiB }),
+	}
+}
+
+// runScale answers question 11.
+func runScale(ctx context.Context, cfg Config) (Answer, error) {
+	a := Answer{Command: cfg.reproduce(11)}
+	var rows []scaleRow
+	for _, sz := range cfg.scaleSizes() {
+		k := splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2}
+		n := cfg.runs()
+		if sz.Docs > 1<<20 {
+			n = min(n, 3) // a 4 GiB run takes minutes: 3 runs fit the hour
+		}
+		runs, err := cfg.measure(ctx, "q11", k, n)
+		if err != nil {
+			return a, err
+		}
+		a.Numbers = append(a.Numbers, caseNumbers(k, runs)...)
+		for _, p := range []string{"clone", "catch-up", "handoff"} {
+			a.Numbers = append(a.Numbers, Measured(fmt.Sprintf("%s: %s phase", k, p), "ms", field(runs, func(r splitRun) float64 { return r.PhaseMs[p] })...))
+		}
+		a.Numbers = append(a.Numbers, Measured(k.String()+": parent on disk", "MiB", field(runs, func(r splitRun) float64 { return r.ParentMiB })...))
+		rows = append(rows, scaleRowOf(k, runs))
+	}
+	t := Table{Header: []string{"parent", "on disk (MiB)", "split time (ms)", "clone (ms)", "catch-up (ms)", "handoff (ms)", "stall (ms)", "steady stall (ms)", "apply lock (ms)", "copied (MiB)"}}
+	var split, stall, steady line
+	split.Name, stall.Name, steady.Name = "split time (request to end of handoff)", "longest write stall in the split window", "longest stall in steady windows"
+	for _, r := range rows {
+		t.Rows = append(t.Rows, []string{r.Case.Size.Name, num(r.ParentMiB), num(r.Window), num(r.Clone), num(r.CatchUp), num(r.Handoff),
+			num(r.Stall), num(r.Steady), num(r.Node), num(r.Copied)})
+		split.XYs = append(split.XYs, plotter.XY{X: r.ParentMiB, Y: r.Window})
+		stall.XYs = append(stall.XYs, plotter.XY{X: r.ParentMiB, Y: r.Stall})
+		steady.XYs = append(steady.XYs, plotter.XY{X: r.ParentMiB, Y: r.Steady})
+	}
+	a.Tables = []Table{t}
+	a.Answer = scaleAnswer(rows)
+	a.Goals = scaleGoals(rows, cfg.Quick)
+	// experiment.ScaleChart (issue 15) is to replace this chart.
+	if err := lines(cfg.Out, "q11-scale.png", "Split under 5,000 fsync'd writes/s against parent size (per-shard, medians)",
+		"parent on disk (MiB, log scale)", "ms", true, []line{split, stall, steady}); err != nil {
+		return a, err
+	}
+	a.Charts = []string{"q11-scale.png"}
+	a.NotMeasured = "more than 3 runs at 4 GiB (a run there takes minutes); parents above 4 GiB (8 GiB: not attempted in the time budget); per-child timings of the clone (issue 15 adds them to experiment.Outcome); " +
+		"the shared layout (its split links no files: see question 1); the cost after the handoff (question 5)."
+	switch {
+	case cfg.Quick:
+		a.NotMeasured = "quick run: 4 GiB not measured. " + a.NotMeasured
+	case !cfg.Big:
+		a.NotMeasured = "4 GiB: not measured in this run (it takes ~15 more minutes; rerun with --big). " + a.NotMeasured
+	}
+	return a, nil
+}
+
+// scaleAnswer writes question 11's answer from the medians.
+func scaleAnswer(rows []scaleRow) string {
+	if len(rows) < 2 {
+		return "Fewer than two sizes were measured."
+	}
+	first, last := rows[0], rows[len(rows)-1]
+	grow := last.ParentMiB / nonzero(first.ParentMiB)
+	ratio := last.Window / nonzero(first.Window)
+	verdict := "close to flat"
+	switch {
+	case ratio > grow/2:
+		verdict = "roughly proportional to size"
+	case ratio > 1.5:
+		verdict = "growing, well below proportional"
+	}
+	return fmt.Sprintf("From a %s to a %s parent (%.0f× the bytes) the split took %s ms → %s ms (%.2f×) and its longest write stall went %s ms → %s ms (steady windows: %s → %s ms): %s.",
+		first.Case.Size.Name, last.Case.Size.Name, grow, num(first.Window), num(last.Window), ratio,
+		num(first.Stall), num(last.Stall), num(first.Steady), num(last.Steady), verdict)
+}
+
+// scaleGoals evaluates issue 14's goal: a 4 GiB split ≤ 1.5× the 100 MiB
+// split, on the largest size measured.
+func scaleGoals(rows []scaleRow, quick bool) []Goal {
+	if len(rows) < 2 {
+		return nil
+	}
+	first, last := rows[0], rows[len(rows)-1]
+	g := ratioGoal("4 GiB parent: split time ≤ 1.5× the 100 MiB split", last.Window/nonzero(first.Window), 1.5, true,
+		fmt.Sprintf("%s / %s ms, medians, %s against %s", num(last.Window), num(first.Window), last.Case.Size.Name, first.Case.Size.Name))
+	if last.Case.Size.Docs != 4<<20 {
+		g.Met = false
+		g.Why = fmt.Sprintf("not measured at 4 GiB (largest parent %s%s; --big adds it)", last.Case.Size.Name, map[bool]string{true: ", quick run", false: ""}[quick])
+	}
+	return []Goal{g}
+}

@@ -55,24 +55,29 @@ type Config struct {
 
 // Report is what a split measured.
 type Report struct {
-	Split       uint64 // the split (or merge) id
-	Parent      routing.ShardID
-	Children    []routing.ShardID // of a merge: the target
-	Sources     []routing.ShardID // of a merge: the merged shards
-	Phase       Phase             // the final phase: PhaseDone, PhaseAborted or PhaseFailed
-	Err         error             // why it aborted or failed
-	Durations   map[Phase]time.Duration
-	Total       time.Duration
-	Stall       time.Duration // the longest the parent's apply lock was held at handoff (writes to the parent wait for it)
-	Commit      time.Duration // unfence to durable table at handoff (writes to the children wait for it; 0 with HoldUntilDurable, which unfences after it)
-	Handoffs    int           // handoff attempts (drain timeouts + 1)
-	CaughtUp    int           // parent operations replayed into the children
-	SeqAtClone  uint64        // S: the parent sequence number the children were made at
-	Linked      int64         // bytes hard-linked into the children
-	Copied      int64         // bytes copied into the children
-	Written     uint64        // bytes the engine wrote during the split
-	DiskBefore  int64         // unique bytes on disk before
-	DiskAfter   int64         // unique bytes on disk after
+	Split      uint64 // the split (or merge) id
+	Parent     routing.ShardID
+	Children   []routing.ShardID // of a merge: the target
+	Sources    []routing.ShardID // of a merge: the merged shards
+	Phase      Phase             // the final phase: PhaseDone, PhaseAborted or PhaseFailed
+	Err        error             // why it aborted or failed
+	Durations  map[Phase]time.Duration
+	Total      time.Duration
+	Stall      time.Duration // the longest the parent's apply lock was held at handoff (writes to the parent wait for it)
+	Commit     time.Duration // unfence to durable table at handoff (writes to the children wait for it; 0 with HoldUntilDurable, which unfences after it)
+	Handoffs   int           // handoff attempts (drain timeouts + 1)
+	CaughtUp   int           // parent operations replayed into the children
+	SeqAtClone uint64        // S: the parent sequence number the children were made at
+	Linked     int64         // bytes hard-linked into the children
+	Copied     int64         // bytes copied into the children
+	// ChildStats are the children's creations (flush, checkpoint, open,
+	// excise), in creation order; Retire is the parent's retirement after
+	// the handoff (close, remove), zero if it did not run.
+	ChildStats  []storage.ChildStats
+	Retire      storage.RetireStats
+	Written     uint64 // bytes the engine wrote during the split
+	DiskBefore  int64  // unique bytes on disk before
+	DiskAfter   int64  // unique bytes on disk after
 	FromVersion routing.Version
 	ToVersion   routing.Version
 }
@@ -404,6 +409,7 @@ func (d *Driver) createChildren(sp *Split) (Event, error) {
 		sp.children = append(sp.children, child)
 		sp.report.Linked += stats.Linked
 		sp.report.Copied += stats.Copied
+		sp.report.ChildStats = append(sp.report.ChildStats, stats)
 		if i == 0 || stats.Seq < seq {
 			seq = stats.Seq
 		}
@@ -589,6 +595,9 @@ func (d *Driver) cleanup(sp *Split) (Event, error) {
 	}
 	if err := d.n.Retire(sp.parent.ID(), d.cfg.RetireWait); err != nil {
 		return Event{}, err
+	}
+	if rs, ok := d.n.Engine().TakeRetireStats(sp.parent.ID()); ok {
+		sp.report.Retire = rs
 	}
 	return Event{Kind: EventCleanedUp}, nil
 }

@@ -15,6 +15,8 @@ import (
 
 // ChildStats measures the creation of a child shard.
 type ChildStats struct {
+	Shard      routing.ShardID
+	Flush      time.Duration // flushing the parent's memtable before the checkpoint (0: too little to flush)
 	Checkpoint time.Duration // hard-linked checkpoint of the parent
 	Open       time.Duration // opening the child's store
 	Excise     time.Duration // dropping the foreign keys from the child
@@ -24,7 +26,7 @@ type ChildStats struct {
 }
 
 // Total is the whole creation time.
-func (c ChildStats) Total() time.Duration { return c.Checkpoint + c.Open + c.Excise }
+func (c ChildStats) Total() time.Duration { return c.Flush + c.Checkpoint + c.Open + c.Excise }
 
 // CreateChild makes shard child, owning span of parent's keyspace, from the live
 // parent, and returns it with the sequence number S it reflects: every
@@ -48,7 +50,7 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 	if e.opts.Layout == LayoutShared {
 		return e.createSharedChild(parent, child, span)
 	}
-	var stats ChildStats
+	stats := ChildStats{Shard: child}
 	dir := e.ShardDir(child)
 	if _, err := e.opts.FS.Stat(dir); err == nil {
 		return nil, stats, fmt.Errorf("storage: create child %d: %s already exists", child, dir)
@@ -100,7 +102,7 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 		return fail(err)
 	}
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
-		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("checkpoint", stats.Checkpoint),
+		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("flush", stats.Flush), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
 		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied))
 	return s, stats, nil
@@ -206,7 +208,7 @@ func (e *Engine) createSharedChild(parent *Shard, child routing.ShardID, span ro
 		return nil, ChildStats{}, fmt.Errorf("storage: create child %d: %w", child, err)
 	}
 	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})
-	return s, ChildStats{Seq: seq}, err
+	return s, ChildStats{Shard: child, Seq: seq}, err
 }
 
 // CatchUp replays into the children every parent write after sequence
@@ -291,6 +293,25 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 	return nil
 }
 
+// RetireStats measures the destruction of an open shard's store.
+type RetireStats struct {
+	Close  time.Duration // closing the store (Pebble waits for its running flush and compactions)
+	Remove time.Duration // removing its directory and syncing the parent directory
+}
+
+// retireStatsKept bounds the destructions TakeRetireStats remembers.
+const retireStatsKept = 64
+
+// TakeRetireStats returns (and forgets) what the destruction of shard id's
+// open store measured, if DestroyShard destroyed one.
+func (e *Engine) TakeRetireStats(id routing.ShardID) (RetireStats, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, ok := e.retireStats[id]
+	delete(e.retireStats, id)
+	return st, ok
+}
+
 // DestroyShard closes a shard and removes what belongs only to it, whether
 // or not the shard is open (recovery destroys shards it never opened): its
 // store directory in the per-shard layout (files hard-linked into other
@@ -337,7 +358,16 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 	}
 	removed := e.opts.Clock.Now()
 	err := syncDir(e.opts.FS, e.opts.Dir)
-	e.logger.Debug("shard destroyed", zap.Uint32("shard", uint32(id)), zap.Duration("close", closed.Sub(start)),
+	rs := RetireStats{Close: closed.Sub(start), Remove: e.opts.Clock.Since(closed)}
+	if open && err == nil {
+		e.mu.Lock()
+		if e.retireStats == nil || len(e.retireStats) >= retireStatsKept {
+			e.retireStats = map[routing.ShardID]RetireStats{}
+		}
+		e.retireStats[id] = rs
+		e.mu.Unlock()
+	}
+	e.logger.Debug("shard destroyed", zap.Uint32("shard", uint32(id)), zap.Duration("close", rs.Close),
 		zap.Duration("remove", removed.Sub(closed)), zap.Duration("sync", e.opts.Clock.Since(removed)))
 	return err
 }

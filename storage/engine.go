@@ -80,6 +80,7 @@ type Engine struct {
 	stores         map[string]*store // by directory
 	shards         map[routing.ShardID]*Shard
 	retiredWritten uint64 // bytes written by stores since closed
+	retireStats    map[routing.ShardID]RetireStats
 	closed         bool
 
 	foreign foreignCleaners // background deletes of keep-all children's foreign documents

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -118,6 +119,13 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, held bool) *pebble.Opt
 	if held {
 		opts.CompactionConcurrencyRange = childConcurrency
 	}
+	if o.logger.Core().Enabled(zap.DebugLevel) {
+		// Flushes, compactions, WAL and table-stats events, at debug level:
+		// where a store's time goes (issue 15 found a child's open and a
+		// parent's close waiting on them this way).
+		el := pebble.MakeLoggingEventListener(zapPebbleLogger{o.logger.Sugar()})
+		opts.EventListener = &el
+	}
 	opts.EnsureDefaults()
 	return opts
 }
@@ -130,12 +138,13 @@ const targetFileSize = 32 << 20
 // urgent compactions until releaseCompactions (see holdScheduler).
 func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.clock = clock.Or(o.clock)
+	o.logger = o.logger.With(zap.String("store", filepath.Base(dir)))
 	sched := newHoldScheduler(held, o.clock)
 	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
 	if err != nil {
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
-	s := &store{dir: dir, db: db, sched: sched, logger: o.logger.With(zap.String("store", dir))}
+	s := &store{dir: dir, db: db, sched: sched, logger: o.logger}
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval, o.clock)
 	}

@@ -1,11 +1,16 @@
 package experiment
 
-// BenchmarkSplitUnderLoad: split a ~100 MiB and a ~1 GiB parent in two
-// under 5,000 writes/s of 1 KiB documents with request durability (an
+// BenchmarkSplitUnderLoad: split a ~100 MiB, a ~1 GiB and a ~4 GiB parent
+// (and ~8 GiB with SHARDSPLIT_BENCH_8GIB=1) in two under 5,000 writes/s of 1 KiB documents with request durability (an
 // fsync per write batch), 64 writers, in both storage layouts (in shared
 // the clone and catch-up have nothing to do). Run with
 //
 //	go test -run '^$' -bench SplitUnderLoad -benchtime 1x -count 5 -timeout 1h ./internal/experiment
+//
+// With SHARDSPLIT_BENCH_DATASETS=dir the datasets are built once into dir
+// and reused by later runs (a 4 GiB load takes minutes); every run splits a
+// hard-linked clone. The curve of split time and stalls against parent size
+// (issue 15) is ScaleChart of ParseScaleBench of this benchmark's output.
 //
 // Reported per run: the longest write stall of writes aimed at the parent
 // (stall-ms, writer-observed; node-stall-ms, the parent's apply lock held at
@@ -17,7 +22,11 @@ package experiment
 // latency alone reads several milliseconds); and the same for the second
 // after the handoff, when cleanup runs and the children's held compactions
 // start (after-stall-ms, after/steady, last-1s-stall-ms, against
-// steady-1s-stall-ms).
+// steady-1s-stall-ms). Per-shard layout only: each child's creation
+// (childN-ms, and its flush, checkpoint, open and excise parts summed over
+// the children as flush-ms, checkpoint-ms, open-ms, excise-ms; open-max-ms
+// the slowest child's open) and the parent's retirement after the handoff
+// (retire-close-ms, retire-remove-ms; the cleanup phase is cleanup-ms).
 //
 // Why 64 writers: each writer waits for its write's fsync, so n writers can
 // offer at most n / latency writes/s. At 5,000/s and the ~2.5–3.5 ms median
@@ -29,6 +38,8 @@ package experiment
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -50,11 +61,42 @@ func BenchmarkSplitUnderLoad(b *testing.B) {
 	}
 }
 
-func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
-	for _, size := range []struct {
+// benchDataset builds the dataset cfg describes in a temporary directory,
+// or once into SHARDSPLIT_BENCH_DATASETS/name if that is set.
+func benchDataset(b *testing.B, name string, cfg DatasetConfig) *Dataset {
+	var d *Dataset
+	var err error
+	if cache := os.Getenv("SHARDSPLIT_BENCH_DATASETS"); cache != "" {
+		d, err = CachedDataset(filepath.Join(cache, name), cfg, zap.NewNop())
+	} else {
+		d, err = BuildDataset(filepath.Join(b.TempDir(), "dataset"), cfg, zap.NewNop(), nil)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// splitBenchSizes are the parents BenchmarkSplitUnderLoad splits.
+func splitBenchSizes() []struct {
+	name string
+	docs int
+} {
+	sizes := []struct {
 		name string
 		docs int
-	}{{"100MiB", 100 << 10}, {"1GiB", 1 << 20}} {
+	}{{"100MiB", 100 << 10}, {"1GiB", 1 << 20}, {"4GiB", 4 << 20}}
+	if os.Getenv("SHARDSPLIT_BENCH_8GIB") != "" {
+		sizes = append(sizes, struct {
+			name string
+			docs int
+		}{"8GiB", 8 << 20})
+	}
+	return sizes
+}
+
+func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
+	for _, size := range splitBenchSizes() {
 		b.Run("parent="+size.name, func(b *testing.B) {
 			cfg := DatasetConfig{
 				Mode:     routing.ModePartition,
@@ -63,11 +105,8 @@ func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
 				Docs:     size.docs,
 				Load:     loadgen.Config{Writers: benchWriters, IDsPerWriter: size.docs / benchWriters, DocSize: 1024, Seed: 1},
 			}
+			d := benchDataset(b, "split-"+layout.String()+"-"+size.name, cfg)
 			dir := b.TempDir()
-			d, err := BuildDataset(filepath.Join(dir, "dataset"), cfg, zap.NewNop(), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
 			time.Sleep(2 * time.Second) // let the host settle after the load
 			run := 0
 			for b.Loop() {
@@ -115,13 +154,40 @@ func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
 				b.ReportMetric(float64(d.Bytes)/(1<<20), "parent-MiB")
 				b.ReportMetric(float64(out.Copied)/(1<<20), "copied-MiB")
 				for _, p := range out.Phases {
-					if p.Name == splitter.PhaseClone.String() || p.Name == splitter.PhaseCatchUp.String() || p.Name == splitter.PhaseHandoff.String() {
+					if p.Name == splitter.PhaseClone.String() || p.Name == splitter.PhaseCatchUp.String() || p.Name == splitter.PhaseHandoff.String() ||
+						p.Name == splitter.PhaseCleanup.String() {
 						b.ReportMetric(ms(p.End-p.Start), p.Name+"-ms")
 					}
 				}
+				if layout == storage.LayoutPerShard {
+					reportChildren(b, out)
+				}
+				_ = os.RemoveAll(runDir) // a multi-GiB clone diverges from the dataset as it compacts
 			}
 		})
 	}
+}
+
+// reportChildren reports the children's creation and the parents'
+// retirement (per-shard layout).
+func reportChildren(b *testing.B, out *Outcome) {
+	var flush, checkpoint, open, openMax, excise time.Duration
+	for i, c := range out.Children {
+		b.ReportMetric(ms(c.Total()), fmt.Sprintf("child%d-ms", i+1))
+		flush, checkpoint, open, excise = flush+c.Flush, checkpoint+c.Checkpoint, open+c.Open, excise+c.Excise
+		openMax = max(openMax, c.Open)
+	}
+	b.ReportMetric(ms(flush), "flush-ms")
+	b.ReportMetric(ms(checkpoint), "checkpoint-ms")
+	b.ReportMetric(ms(open), "open-ms")
+	b.ReportMetric(ms(openMax), "open-max-ms")
+	b.ReportMetric(ms(excise), "excise-ms")
+	var closeT, remove time.Duration
+	for _, r := range out.Retired {
+		closeT, remove = closeT+r.Close, remove+r.Remove
+	}
+	b.ReportMetric(ms(closeT), "retire-close-ms")
+	b.ReportMetric(ms(remove), "retire-remove-ms")
 }
 
 // steadyStall is the median of MaxStall over windows of length w (stepped by

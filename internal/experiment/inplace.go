@@ -18,14 +18,19 @@ import (
 
 // Outcome is what one strategy measured.
 type Outcome struct {
-	Strategy     string
-	Load         *loadgen.Result
-	WindowStart  time.Duration // the split request
-	WindowEnd    time.Duration // the end of the last phase writers wait on
-	End          time.Duration // the load stopped
-	Phases       []Phase       // in order
-	NodeStall    time.Duration // the longest the parent's apply lock was held (in-place)
-	Copied       int64         // bytes copied (not linked) into children (in-place)
+	Strategy    string
+	Load        *loadgen.Result
+	WindowStart time.Duration // the split request
+	WindowEnd   time.Duration // the end of the last phase writers wait on
+	End         time.Duration // the load stopped
+	Phases      []Phase       // in order
+	NodeStall   time.Duration // the longest the parent's apply lock was held (in-place)
+	Copied      int64         // bytes copied (not linked) into children (in-place)
+	// Children are the in-place splits' child creations (flush,
+	// checkpoint, open, excise per child) and Retired the parents'
+	// retirements after the handoff (close, remove), in order.
+	Children     []storage.ChildStats
+	Retired      []storage.RetireStats
 	BytesWritten uint64
 	DiskBefore   int64
 	DiskPeak     int64
@@ -213,6 +218,13 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		}
 		out.NodeStall = max(out.NodeStall, r.Stall)
 		out.Copied += r.Copied
+		out.Children = append(out.Children, r.ChildStats...)
+		out.Retired = append(out.Retired, r.Retire)
+		for _, c := range r.ChildStats {
+			out.Notes = append(out.Notes, fmt.Sprintf("child %d created in %.1f ms (flush %.1f, checkpoint %.1f, open %.1f, excise %.1f), %.3f MiB copied",
+				c.Shard, ms(c.Total()), ms(c.Flush), ms(c.Checkpoint), ms(c.Open), ms(c.Excise), float64(c.Copied)/(1<<20)))
+		}
+		out.Notes = append(out.Notes, fmt.Sprintf("parent %d retired: close %.1f ms, remove %.1f ms", plan.Parent, ms(r.Retire.Close), ms(r.Retire.Remove)))
 		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s) (parent locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",
 			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
 		// The window ends with the handoff: no write waits on cleanup (it

@@ -1,0 +1,115 @@
+package experiment
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// TestScaleProbe is a manual probe (skipped unless SHARDSPLIT_SCALE_PROBE
+// names a dataset cache directory): one split of a SHARDSPLIT_SCALE_DOCS
+// parent under the benchmark's load, with a debug log.
+func TestScaleProbe(t *testing.T) {
+	cache := os.Getenv("SHARDSPLIT_SCALE_PROBE")
+	if cache == "" {
+		t.Skip("SHARDSPLIT_SCALE_PROBE not set")
+	}
+	docs, _ := strconv.Atoi(os.Getenv("SHARDSPLIT_SCALE_DOCS"))
+	if docs == 0 {
+		docs = 4 << 20
+	}
+	cfg := DatasetConfig{
+		Mode:     routing.ModePartition,
+		Settings: routing.Settings{Shards: 1, RoutingShards: 1024, PartitionSize: 1},
+		Layout:   storage.LayoutPerShard,
+		Docs:     docs,
+		Load:     loadgen.Config{Writers: benchWriters, IDsPerWriter: docs / benchWriters, DocSize: 1024, Seed: 1},
+	}
+	d, err := CachedDataset(filepath.Join(cache, "ds-"+strconv.Itoa(docs)), cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dataset %s: %.0f MiB, built in %s", d.Dir, float64(d.Bytes)/(1<<20), d.Built)
+	if os.Getenv("SHARDSPLIT_SCALE_BUILD_ONLY") != "" {
+		return
+	}
+	logger := zap.NewNop()
+	if p := os.Getenv("SHARDSPLIT_SCALE_LOG"); p != "" {
+		zc := zap.NewDevelopmentConfig()
+		zc.OutputPaths = []string{p}
+		logger, err = zc.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logger.Sync()
+	}
+	runDir := filepath.Join(cache, "run-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := d.Clone(runDir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(runDir)
+	load := cfg.Load
+	load.Rate = 5000
+	stop := make(chan struct{})
+	samples := map[string]int{}
+	sampled := make(chan struct{})
+	go func() { // where the opens and closes spend their time
+		defer close(sampled)
+		buf := make([]byte, 8<<20)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			n := runtime.Stack(buf, true)
+			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+				if !strings.Contains(g, "pebble.Open(") && !strings.Contains(g, ").Close(") {
+					continue
+				}
+				if !strings.Contains(g, "cockroachdb/pebble") {
+					continue
+				}
+				var frames []string
+				for _, line := range strings.Split(g, "\n")[1:] {
+					if !strings.HasPrefix(line, "\t") && len(frames) < 6 {
+						frames = append(frames, line)
+					}
+				}
+				samples[strings.Join(frames, " <- ")]++
+			}
+		}
+	}()
+	out, err := RunInPlace(context.Background(), InPlaceConfig{
+		Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load, Logger: logger,
+		Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: 3 * time.Second, After: 6 * time.Second,
+	})
+	close(stop)
+	<-sampled
+	for k, v := range samples {
+		t.Logf("stack x%d (x20ms): %s", v, k)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("split %.1f ms, stall %.1f ms, node stall %.1f ms", ms(out.WindowEnd-out.WindowStart),
+		ms(loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)), ms(out.NodeStall))
+	for _, p := range out.Phases {
+		t.Logf("phase %s %.1f ms", p.Name, ms(p.End-p.Start))
+	}
+	for _, n := range out.Notes {
+		t.Log(n)
+	}
+}

@@ -392,6 +392,9 @@ func (d *Driver) createChildren(sp *Split) (Event, error) {
 		sp.parent.HoldLog()
 		sp.holdsLog = true
 	}
+	// The parent's compactions are wasted work from here (cancel gives them
+	// back).
+	d.n.Engine().HoldCompactions(sp.parent)
 	seq := uint64(0)
 	for i, c := range rec.Children {
 		if c.Shard != sp.m.children[i] {
@@ -609,6 +612,9 @@ func (d *Driver) cleanup(sp *Split) (Event, error) {
 func (d *Driver) cancel(sp *Split) (Event, error) {
 	if err := d.releaseLog(sp); err != nil {
 		return Event{}, err
+	}
+	if sp.parent != nil {
+		sp.parent.ReleaseCompactions()
 	}
 	for len(sp.children) > 0 {
 		if err := d.n.Retire(sp.children[0].ID(), d.cfg.RetireWait); err != nil {

@@ -9,15 +9,16 @@ import (
 	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
-// holdScheduler is a store's compaction scheduler: at most as many
-// compactions as Pebble allows without permission, like Pebble's default,
-// plus a hold. A new child is opened held: it inherits its parent's
+// holdScheduler is a store's compaction scheduler: one compaction at a time,
+// like Pebble's default, plus a hold. A new child is opened held: it inherits its parent's
 // compaction debt with the linked files, and paying it while the parent is
 // under load and the split is running starves the writers on few cores.
 // While held, a compaction runs only if Pebble says it is urgent (it raises
 // the allowed concurrency above the normal 1 when L0 read amplification or
 // compaction debt is high), so a held store can never stall its own writes.
-// Release lets the debt be paid.
+// Release lets the debt be paid. A parent being split is held too (its
+// compactions are wasted work once the children exist; see
+// Engine.HoldCompactions).
 type holdScheduler struct {
 	mu      sync.Mutex
 	db      pebble.DBForCompaction
@@ -31,9 +32,14 @@ type holdScheduler struct {
 	clock   clock.Clock
 }
 
-// childConcurrency lets Pebble signal urgency to a held scheduler: normal 1,
-// up to 2 under L0 or debt pressure.
-func childConcurrency() (int, int) { return 1, 2 }
+// concurrencyRange lets Pebble signal urgency to a held scheduler: normal 1,
+// up to 2 under L0 or debt pressure. An unheld store still runs at most
+// normalConcurrency (Pebble's default range is 1–1): only a held store
+// reads the signal.
+func concurrencyRange() (int, int) { return normalConcurrency, 2 }
+
+// normalConcurrency is how many compactions an unheld store runs at once.
+const normalConcurrency = 1
 
 func newHoldScheduler(held bool, c clock.Clock) *holdScheduler {
 	return &holdScheduler{held: held, stop: make(chan struct{}), done: make(chan struct{}), clock: c}
@@ -68,7 +74,7 @@ func (s *holdScheduler) permitLocked() bool {
 	if s.held {
 		return allowed > 1 && s.running < allowed-1 // urgent work only
 	}
-	return s.running < allowed
+	return s.running < min(allowed, normalConcurrency)
 }
 
 // TrySchedule implements pebble.CompactionScheduler.
@@ -96,6 +102,13 @@ func (s *holdScheduler) Done() {
 	s.running--
 	s.mu.Unlock()
 	go s.grant()
+}
+
+// hold stops new compactions except urgent ones (running ones go on).
+func (s *holdScheduler) hold() {
+	s.mu.Lock()
+	s.held = true
+	s.mu.Unlock()
 }
 
 // release lifts the hold and lets waiting compactions run.

@@ -55,6 +55,7 @@ type store struct {
 	db     *pebble.DB
 	logger *zap.Logger
 	sched  *holdScheduler
+	cfs    *cancelFS // cancels the running compactions
 
 	stopSync chan struct{} // closes the async syncer
 	syncDone sync.WaitGroup
@@ -100,7 +101,12 @@ func (o storeOptions) withNopLogger() storeOptions {
 //
 // NB: FormatNewest is required: Excise needs format major version >= 16 and
 // a new store defaults to 13.
-func (o storeOptions) pebbleOptions(sched *holdScheduler, held bool) *pebble.Options {
+//
+// Every store with a scheduler gets the 1–2 concurrency range (an unheld
+// scheduler still runs one compaction at a time), so the second argument,
+// whether the store opens held, no longer changes the options; the
+// scheduler carries the hold.
+func (o storeOptions) pebbleOptions(sched *holdScheduler, _ bool) *pebble.Options {
 	opts := &pebble.Options{
 		FS:                 o.fs,
 		Cache:              o.cache,
@@ -115,9 +121,7 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, held bool) *pebble.Opt
 	opts.TargetFileSizes[0] = targetFileSize
 	if sched != nil {
 		opts.Experimental.CompactionScheduler = sched
-	}
-	if held {
-		opts.CompactionConcurrencyRange = childConcurrency
+		opts.CompactionConcurrencyRange = concurrencyRange
 	}
 	if o.logger.Core().Enabled(zap.DebugLevel) {
 		// Flushes, compactions, WAL and table-stats events, at debug level:
@@ -140,11 +144,13 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.clock = clock.Or(o.clock)
 	o.logger = o.logger.With(zap.String("store", filepath.Base(dir)))
 	sched := newHoldScheduler(held, o.clock)
+	cfs := &cancelFS{FS: o.fs}
+	o.fs = cfs
 	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
 	if err != nil {
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
-	s := &store{dir: dir, db: db, sched: sched, logger: o.logger}
+	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger}
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval, o.clock)
 	}

@@ -423,6 +423,14 @@ func (s *Shard) RaiseSeq(seq uint64) error {
 // off; see holdScheduler). Harmless on any other shard.
 func (s *Shard) ReleaseCompactions() { s.st.sched.release() }
 
+// CompactionsHeld reports whether the shard's store runs only urgent
+// compactions (a child before its handoff, a parent being split).
+func (s *Shard) CompactionsHeld() bool {
+	s.st.sched.mu.Lock()
+	defer s.st.sched.mu.Unlock()
+	return s.st.sched.held
+}
+
 // Sync makes every write applied to the shard's store so far durable.
 func (s *Shard) Sync() error {
 	if s.closed.Load() {

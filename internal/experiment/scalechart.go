@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -93,8 +94,9 @@ func median(vs []float64) float64 {
 }
 
 // ScaleChart draws split time, the longest stall during the split, the
-// steady-window stall and the longest stall in the second after the
-// handoff against parent size (both axes logarithmic), one set of lines per
+// steady-window stall, the longest stall in the second after the handoff
+// and the parent's retirement (close + remove, when reported) against
+// parent size (both axes logarithmic), one set of lines per
 // label, with the issue-15 stall goal (20 ms) dashed. The format follows
 // path's extension (.png, .svg, .pdf).
 func ScaleChart(points []ScalePoint, path string) error {
@@ -106,7 +108,18 @@ func ScaleChart(points []ScalePoint, path string) error {
 	p.X.Label.Text = "parent size (MiB)"
 	p.Y.Label.Text = "ms"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	var xticks []plot.Tick
+	for _, pt := range points {
+		if pt.ParentMiB > 0 && !slices.ContainsFunc(xticks, func(t plot.Tick) bool { return t.Value == pt.ParentMiB }) {
+			xticks = append(xticks, plot.Tick{Value: pt.ParentMiB, Label: fmt.Sprintf("%s (%.0f)", pt.Parent, pt.ParentMiB)})
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(xticks)
+	var yticks []plot.Tick
+	for _, v := range []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000} {
+		yticks = append(yticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(yticks)
 	var labels []string
 	for _, pt := range points {
 		if !slices.Contains(labels, pt.Label) {
@@ -122,8 +135,11 @@ func ScaleChart(points []ScalePoint, path string) error {
 		{"longest stall", func(p ScalePoint) float64 { return p.StallMs }, color.NRGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}},
 		{"steady-window stall", func(p ScalePoint) float64 { return p.SteadyStallMs }, color.NRGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}},
 		{"stall, second after", func(p ScalePoint) float64 { return p.AfterStallMs }, color.NRGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}},
+		{"parent retirement (close + remove)", func(p ScalePoint) float64 { return p.Metrics["retire-close-ms"] + p.Metrics["retire-remove-ms"] },
+			color.NRGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}},
 	}
 	xmin, xmax := points[0].ParentMiB, points[0].ParentMiB
+	ymin, ymax := 20.0, 20.0
 	for li, label := range labels {
 		for _, m := range measures {
 			var xys plotter.XYs
@@ -131,6 +147,7 @@ func ScaleChart(points []ScalePoint, path string) error {
 				if pt.Label == label && pt.ParentMiB > 0 && m.of(pt) > 0 {
 					xys = append(xys, plotter.XY{X: pt.ParentMiB, Y: m.of(pt)})
 					xmin, xmax = min(xmin, pt.ParentMiB), max(xmax, pt.ParentMiB)
+					ymin, ymax = min(ymin, m.of(pt)), max(ymax, m.of(pt))
 				}
 			}
 			if len(xys) == 0 {
@@ -162,5 +179,8 @@ func ScaleChart(points []ScalePoint, path string) error {
 	p.Add(goal)
 	p.Legend.Add("stall goal (20 ms)", goal)
 	p.Legend.Top, p.Legend.Left = true, true
-	return p.Save(22*vg.Centimeter, 14*vg.Centimeter, path)
+	// Room above the data for the legend (one line per series).
+	p.Y.Min, p.Y.Max = ymin/1.5, ymax*math.Pow(2.2, float64(len(labels)*len(measures)+1)/3)
+	p.X.Min, p.X.Max = xmin/1.3, xmax*1.3
+	return p.Save(22*vg.Centimeter, 16*vg.Centimeter, path)
 }

@@ -14,6 +14,11 @@ import (
 // the compaction's partial outputs.
 var errCompactionCancelled = fmt.Errorf("storage: compaction cancelled: %w", pebble.ErrCancelledCompaction)
 
+// errStoreRetired fails every read of a store being destroyed (see
+// cancelFS.retire); like errCompactionCancelled, Pebble reads it as a
+// cancellation.
+var errStoreRetired = fmt.Errorf("storage: store retired: %w", pebble.ErrCancelledCompaction)
+
 // compactionWriteCategory is the category Pebble creates compaction outputs
 // with (flushes use "pebble-memtable-flush", which is never cancelled).
 const compactionWriteCategory vfs.DiskWriteCategory = "pebble-compaction"
@@ -36,13 +41,57 @@ const compactionWriteCategory vfs.DiskWriteCategory = "pebble-compaction"
 // the cancel run normally (a compaction between two output tables at the
 // moment of the cancel escapes it; it is the rare case and only costs
 // time). Flushes, the WAL and the MANIFEST are never touched.
+//
+// A cancelled compaction still reads and compresses the rest of its current
+// output table (Pebble's sstable writer learns of a failed write only when
+// it closes the table): up to a second of CPU on a multi-GiB store. A store
+// being destroyed has no readers left, so retire also fails every read,
+// and the compaction stops at its next block.
 type cancelFS struct {
 	vfs.FS
-	epoch atomic.Uint64 // incremented by each cancel
+	epoch   atomic.Uint64 // incremented by each cancel
+	retired atomic.Bool
 }
 
 // cancel fails every compaction output file open now.
 func (c *cancelFS) cancel() { c.epoch.Add(1) }
+
+// retire cancels the compactions and fails every read from now on: for a
+// store whose readers are gone and which is about to be closed and removed.
+func (c *cancelFS) retire() {
+	c.retired.Store(true)
+	c.cancel()
+}
+
+// Open implements vfs.FS.
+func (c *cancelFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := c.FS.Open(name, opts...)
+	if err != nil {
+		return f, err
+	}
+	return &retirableFile{File: f, fs: c}, nil
+}
+
+// retirableFile is a file opened for reading; its reads fail once its
+// store retired.
+type retirableFile struct {
+	vfs.File
+	fs *cancelFS
+}
+
+func (f *retirableFile) Read(p []byte) (int, error) {
+	if f.fs.retired.Load() {
+		return 0, errStoreRetired
+	}
+	return f.File.Read(p)
+}
+
+func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
+	if f.fs.retired.Load() {
+		return 0, errStoreRetired
+	}
+	return f.File.ReadAt(p, off)
+}
 
 // Create implements vfs.FS.
 func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {

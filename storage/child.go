@@ -387,9 +387,10 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 	e.mu.Unlock()
 	start := e.opts.Clock.Now()
 	if open {
-		// The store's data is going: a compaction it runs would only
-		// make close wait for it (seconds on a multi-GiB store).
-		st.cfs.cancel()
+		// The store's data is going and its readers are gone: a
+		// compaction it runs would only make close wait for it (seconds
+		// on a multi-GiB store).
+		st.cfs.retire()
 		if err := st.close(); err != nil {
 			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,10 +65,12 @@ func TestChildCopiesNoParentWAL(t *testing.T) {
 	}
 }
 
-// slowCompactionFS makes every write of a compaction output take delay.
+// slowCompactionFS makes every write of a compaction output take delay,
+// and once readDelay is set every read of a table.
 type slowCompactionFS struct {
 	vfs.FS
-	delay time.Duration
+	delay     time.Duration
+	readDelay *atomic.Int64 // nanoseconds
 }
 
 func (s slowCompactionFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -78,6 +81,14 @@ func (s slowCompactionFS) Create(name string, category vfs.DiskWriteCategory) (v
 	return slowFile{File: f, delay: s.delay}, nil
 }
 
+func (s slowCompactionFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := s.FS.Open(name, opts...)
+	if err != nil || s.readDelay == nil || !strings.HasSuffix(name, ".sst") {
+		return f, err
+	}
+	return slowReadFile{File: f, delay: s.readDelay}, nil
+}
+
 type slowFile struct {
 	vfs.File
 	delay time.Duration
@@ -86,6 +97,16 @@ type slowFile struct {
 func (f slowFile) Write(p []byte) (int, error) {
 	time.Sleep(f.delay)
 	return f.File.Write(p)
+}
+
+type slowReadFile struct {
+	vfs.File
+	delay *atomic.Int64
+}
+
+func (f slowReadFile) ReadAt(p []byte, off int64) (int, error) {
+	time.Sleep(time.Duration(f.delay.Load()))
+	return f.File.ReadAt(p, off)
 }
 
 // startSlowCompaction fills s's L0 until a compaction runs.
@@ -109,27 +130,42 @@ func startSlowCompaction(t *testing.T, s *Shard) {
 // Destroying a store must not wait for its running compaction: the data is
 // going (issue 15: the 4 GiB parent's close waited 3.3 s for a 778 MB
 // compaction after the handoff).
+//
+// Slow writes: the compaction is writing when the store is destroyed. Slow
+// reads: it is reading (and compressing) the rest of its output table,
+// which a failed write alone does not stop.
 func TestDestroyShardAbandonsItsCompaction(t *testing.T) {
-	fs := slowCompactionFS{FS: vfs.NewMem(), delay: 100 * time.Millisecond}
-	e := openTestEngine(t, fs, LayoutPerShard)
-	defer e.Close()
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name             string
+		write, readAfter time.Duration
+	}{
+		{name: "slow writes", write: 100 * time.Millisecond},
+		{name: "slow reads", write: time.Millisecond, readAfter: 50 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := slowCompactionFS{FS: vfs.NewMem(), delay: c.write, readDelay: &atomic.Int64{}}
+			e := openTestEngine(t, fs, LayoutPerShard)
+			defer e.Close()
+			s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			startSlowCompaction(t, s)
+			fs.readDelay.Store(int64(c.readAfter))
+			start := time.Now()
+			if err := e.DestroyShard(2); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("DestroyShard took %v: it waited for the running compaction", took)
+			}
+			rs, ok := e.TakeRetireStats(2)
+			if !ok {
+				t.Fatal("no retire stats for the destroyed shard")
+			}
+			t.Logf("close %v, remove %v", rs.Close, rs.Remove)
+		})
 	}
-	startSlowCompaction(t, s)
-	start := time.Now()
-	if err := e.DestroyShard(2); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("DestroyShard took %v: it waited for the running compaction", took)
-	}
-	rs, ok := e.TakeRetireStats(2)
-	if !ok {
-		t.Fatal("no retire stats for the destroyed shard")
-	}
-	t.Logf("close %v, remove %v", rs.Close, rs.Remove)
 }
 
 // A held store starts no compaction that is not urgent, and holding a

@@ -123,13 +123,22 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, _ bool) *pebble.Option
 		opts.Experimental.CompactionScheduler = sched
 		opts.CompactionConcurrencyRange = concurrencyRange
 	}
+	el := pebble.EventListener{}
 	if o.logger.Core().Enabled(zap.DebugLevel) {
 		// Flushes, compactions, WAL and table-stats events, at debug level:
 		// where a store's time goes (issue 15 found a child's open and a
 		// parent's close waiting on them this way).
-		el := pebble.MakeLoggingEventListener(zapPebbleLogger{o.logger.Sugar()})
-		opts.EventListener = &el
+		el = pebble.MakeLoggingEventListener(zapPebbleLogger{o.logger.Sugar()})
 	}
+	logger := o.logger
+	el.BackgroundError = func(err error) {
+		if errors.Is(err, errStoreRetired) { // a store being destroyed: expected
+			logger.Debug("background work of a retired store stopped", zap.Error(err))
+			return
+		}
+		logger.Error("pebble background error", zap.Error(err))
+	}
+	opts.EventListener = &el
 	opts.EnsureDefaults()
 	return opts
 }

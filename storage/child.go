@@ -390,8 +390,7 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 		// The store's data is going and its readers are gone: a
 		// compaction it runs would only make close wait for it (seconds
 		// on a multi-GiB store).
-		st.cfs.retire()
-		if err := st.close(); err != nil {
+		if err := st.retireAndClose(); err != nil {
 			return fmt.Errorf("storage: destroy shard %d: %w", id, err)
 		}
 	}

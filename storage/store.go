@@ -207,10 +207,22 @@ func (s *store) sync() error {
 	return nil
 }
 
-func (s *store) close() error {
+func (s *store) close() error { return s.closeThen(nil) }
+
+// retireAndClose closes a store that is being destroyed: once no operation
+// is in Pebble, its reads and compaction writes fail (cancelFS.retire), so
+// the close waits for no compaction.
+func (s *store) retireAndClose() error { return s.closeThen(s.cfs.retire) }
+
+// closeThen closes the store, calling shut (if set) once no operation is in
+// Pebble and none can enter.
+func (s *store) closeThen(shut func()) error {
 	s.ops.Lock() // waits for the operations in Pebble
 	s.shut = true
 	s.ops.Unlock()
+	if shut != nil {
+		shut()
+	}
 	if s.stopSync != nil {
 		close(s.stopSync)
 		s.syncDone.Wait()

@@ -152,6 +152,8 @@ func TestDiskRowAndFloor(t *testing.T) {
 		r.Summary.DiskBeforeBytes = 100 << 20
 		r.Summary.DiskAfterBytes = 110 << 20
 		r.Summary.DiskPeakBytes = map[string]int64{"inplace": 120 << 20, "rfc": 250 << 20, "newindex": 180 << 20}[s]
+		// The writers grew the disk by 0.1 of the parent before the request.
+		r.Disk = []diskPoint{{T: -2, MiB: 100}, {T: -0.05, MiB: 110}, {T: 0.5, MiB: float64(r.Summary.DiskPeakBytes >> 20)}}
 	})
 	var got []string
 	for _, s := range strategies {
@@ -161,7 +163,7 @@ func TestDiskRowAndFloor(t *testing.T) {
 			t.Errorf("%s: extra settled %v, want 0.1", s, r.ExtraSettled)
 		}
 	}
-	want := []string{"20 % of the floor", "at or above the floor (1.50)", "below the floor (0.80)"}
+	want := []string{"10 % of the floor", "at or above the floor (1.40)", "below the floor (0.70)"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("verdicts (-want +got):\n%s", diff)
 	}

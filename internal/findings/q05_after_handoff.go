@@ -97,7 +97,7 @@ func runAfterHandoff(ctx context.Context, cfg Config) (Answer, error) {
 	a.Charts = []string{"q05-after-handoff.png"}
 	a.NotMeasured = "Pacing or deferring the retired parent's close and deletion: no such knob exists on main yet (another branch is changing the parent's retirement), " +
 		"so this measures whatever main does, with nothing to compare it against. " +
-		"The steady one-second stall is the median over the whole seconds of the steady window (2 of them at 1 GiB; quick: the whole shorter window), " +
+		"The steady one-second stall is the median over the whole seconds of the steady window, as compare's steady_1s_stall_ms takes it: at 1 GiB the window holds 2 and the median of two is taken as the larger (quick: the whole shorter window), " +
 		"the disk's own noise in the same runs. Writes to shards other than the parent (the index has one shard). " +
 		"The three strategies' rows are quoted only when questions 2-4 ran in the same invocation."
 	return a, nil

@@ -94,6 +94,7 @@ type strategyRun struct {
 	// split request.
 	CleanupStartS, CleanupEndS, WindowEndS float64
 	Disk                                   []diskPoint
+	ParentMiB                              float64 // the dataset on disk
 }
 
 // strategyRound is one run of the three strategies.
@@ -129,6 +130,7 @@ func (c Config) strategyRuns(ctx context.Context, label string, n int) ([]strate
 				return nil, fmt.Errorf("%s, run %d: %w", name, i+1, err)
 			}
 			r := strategyRunOf(o)
+			r.ParentMiB = mibOf(d.Bytes)
 			round[name] = r
 			c.Progressf("%s: %s run %d/%d: window %.0f ms, stall %.1f ms, cleanup %.0f ms, search p99 steady %.2f / during %.2f ms, disk peak %.0f MiB (run took %.0f s)",
 				label, name, i+1, n, r.Summary.SplitDurationMs, r.Summary.MaxWriteStallMs, r.Summary.CleanupDurationMs,

@@ -118,8 +118,16 @@ func searchAnswer(s strategySetup, cells searchCells) string {
 		return "No reads were measured."
 	}
 	ans := fmt.Sprintf("On %s (medians): %s.", s, strings.Join(parts, "; "))
-	if c := cells["inplace"]["count"]; c["steady"].Runs > 0 || c["after"].Runs > 0 {
-		ans += fmt.Sprintf(" An exact count (a full scan here) took %s ms p50 steady and %s ms after the in-place split.", num(c["steady"].P50), num(c["after"].P50))
+	var counts []string
+	for _, st := range strategies {
+		for _, w := range readWindows {
+			if c := cells[st]["count"][w]; c.Runs > 0 {
+				counts = append(counts, fmt.Sprintf("%s %s %s ms (%d)", st, w, num(c.P50), c.N))
+			}
+		}
+	}
+	if len(counts) > 0 {
+		ans += " An exact count (a full scan here) took, p50 (counts over all runs): " + strings.Join(counts, ", ") + "."
 	}
 	return ans
 }

@@ -99,7 +99,8 @@ func runAfterHandoff(ctx context.Context, cfg Config) (Answer, error) {
 		"so this measures whatever main does, with nothing to compare it against. " +
 		"The steady one-second stall is the median over the whole seconds of the steady window, as compare's steady_1s_stall_ms takes it: at 1 GiB the window holds 2 and the median of two is taken as the larger (quick: the whole shorter window), " +
 		"the disk's own noise in the same runs. Writes to shards other than the parent (the index has one shard). " +
-		"The three strategies' rows are quoted only when questions 2-4 ran in the same invocation."
+		"The three strategies' rows are quoted only when questions 2-4 ran in the same invocation; " +
+		"newindex's second after starts at the alias swap and its stall counts the writes that waited out the write block and ended in that second, so it is the block's length."
 	return a, nil
 }
 

@@ -140,7 +140,8 @@ func searchGoals(cells searchCells, quick bool, sizeName string) []Goal {
 		return nil
 	}
 	g := ratioGoal("search p99 during the split ≤ 1.25× steady for inplace", q["during"].P99/nonzero(q["steady"].P99), searchGoalRatio, true,
-		fmt.Sprintf("%s / %s ms, medians", num(q["during"].P99), num(q["steady"].P99)))
+		fmt.Sprintf("%s / %s ms, medians; %d searches in flight in the split windows of %d runs, %d in the steady windows", num(q["during"].P99), num(q["steady"].P99),
+			q["during"].N, q["during"].Runs, q["steady"].N))
 	if quick {
 		notTheGoalCase(&g, sizeName)
 	}

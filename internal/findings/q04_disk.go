@@ -98,7 +98,7 @@ func runDisk(ctx context.Context, cfg Config) (Answer, error) {
 		"disk samples are every 100 ms, so a peak shorter than that can be missed; the settled size is taken once the load stopped and, for rfc, the children's cleanup ended " +
 		"(for newindex, after deleting the source index); sizes count each hard-linked file once (unique bytes). " +
 		"The writers keep writing throughout, so the sizes also move with their flushes and compactions (a compaction of theirs in the steady window can make a run's largest sample, hence the peak is taken from the split request on). " +
-		"The disk before the load is compare's disk_before_bytes; for newindex it is read through the baseline cluster as the load starts and reads higher than the others (not investigated), so the extra is measured from the disk at the split request."
+		"The disk before the load is compare's disk_before_bytes, read as the load starts right after the store opened the clone; it can read well above the dataset in some runs (not investigated), so the extra is measured from the disk at the split request."
 	return a, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +21,7 @@ import (
 // the order the report documents them.
 func summaryKeys() []string {
 	var keys []string
-	for _, k := range keyDocs {
+	for _, k := range experiment.SummaryKeyDocs {
 		keys = append(keys, k[0])
 	}
 	return keys
@@ -117,24 +116,6 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-// Every key of a strategy's metrics is documented, once, in the order of
-// the struct (what summary.json writes).
-func TestEverySummaryKeyIsDocumented(t *testing.T) {
-	var fields []string
-	ty := reflect.TypeOf(metrics{})
-	for i := range ty.NumField() {
-		fields = append(fields, ty.Field(i).Tag.Get("json"))
-	}
-	if diff := cmp.Diff(fields, summaryKeys()); diff != "" {
-		t.Errorf("keyDocs against the metrics struct (-struct +docs):\n%s", diff)
-	}
-	for _, k := range keyDocs {
-		if len(k[1]) < 20 {
-			t.Errorf("%s: documentation %q too short", k[0], k[1])
-		}
-	}
-}
-
 // --strategy chooses the columns; "both" keeps its old meaning.
 func TestCompareStrategies(t *testing.T) {
 	for _, tc := range []struct {
@@ -155,62 +136,6 @@ func TestCompareStrategies(t *testing.T) {
 		if c.inplace != tc.inplace || c.rfc != tc.rfc || c.newindex != tc.newindex {
 			t.Errorf("--strategy %q: inplace %v rfc %v newindex %v", tc.arg, c.inplace, c.rfc, c.newindex)
 		}
-	}
-}
-
-// The derived measures on a hand-made outcome: stalls per steady second,
-// the second after the handoff, reads per window, the cleanup and the
-// reclaim time.
-func TestMeasureDerivedKeys(t *testing.T) {
-	sec := time.Second
-	ms := time.Millisecond
-	var recs []loadgen.Record
-	// A write every 10 ms, each 1 ms long, from 0 to 6 s, except that the
-	// writes issued in a gap all end when it ends: gaps of 20 ms at 1.5 s
-	// and 50 ms at 2.5 s (steady), and of 200 ms at 4.2 s, just after the
-	// handoff at 4.1 s.
-	gaps := [][2]time.Duration{{1500 * ms, 1520 * ms}, {2500 * ms, 2550 * ms}, {4200 * ms, 4400 * ms}}
-	for at := time.Duration(0); at < 6*sec; at += 10 * ms {
-		end := at + ms
-		for _, g := range gaps {
-			if at >= g[0] && at < g[1] {
-				end = g[1]
-			}
-		}
-		recs = append(recs, loadgen.Record{Start: at, End: end, OK: true, Moving: true})
-	}
-	reads := &loadgen.ReadResult{}
-	for at := time.Duration(0); at < 6*sec; at += 100 * ms {
-		d := 2 * ms
-		if at >= 4500*ms && at < 5*sec { // slow searches while the cleanup runs
-			d = 30 * ms
-		}
-		reads.Records = append(reads.Records, loadgen.ReadRecord{Kind: loadgen.ReadSearch, Start: at, End: at + d, OK: true})
-		reads.Records = append(reads.Records, loadgen.ReadRecord{Kind: loadgen.ReadGet, Start: at, End: at + ms/2, OK: true})
-	}
-	o := &experiment.Outcome{Strategy: "rfc", Load: &loadgen.Result{Records: recs}, Reads: reads,
-		WindowStart: 4 * sec, WindowEnd: 4100 * ms, End: 6 * sec, CleanupStart: 4500 * ms, CleanupEnd: 5 * sec,
-		CleanupWritten: 1 << 20, CleanupDeleted: 7, DiskAfter: 100,
-		Disk: []experiment.DiskSample{{At: 3 * sec, Bytes: 100}, {At: 4200 * ms, Bytes: 200}, {At: 4800 * ms, Bytes: 150},
-			{At: 5 * sec, Bytes: 105}, {At: 5500 * ms, Bytes: 100}, {At: 6 * sec, Bytes: 100}}}
-	m := measure(o)
-	got := map[string]float64{
-		"steady_1s_stall_ms": m.Steady1sStallMs, "after_handoff_stall_ms": m.AfterHandoffStallMs,
-		"throughput_after_handoff_ops": m.ThroughputAfterHandoffOps, "cleanup_duration_ms": m.CleanupDurationMs,
-		"cleanup_search_p99_ms": m.CleanupSearchP99Ms, "search_p99_steady_ms": m.SearchP99SteadyMs,
-		"get_p99_after_ms": m.GetP99AfterMs, "reclaim_ms": m.ReclaimMs, "cleanup_docs_deleted": float64(m.CleanupDocsDeleted),
-	}
-	want := map[string]float64{
-		// steady seconds [1,2), [2,3), [3,4): stalls 20, 50 and 1 ms: median 20.
-		"steady_1s_stall_ms": 20, "after_handoff_stall_ms": 200,
-		// writes ending in [4.1 s, 5.1 s): those issued from 4.1 s to 5.09 s.
-		"throughput_after_handoff_ops": 100, "cleanup_duration_ms": 500,
-		"cleanup_search_p99_ms": 30, "search_p99_steady_ms": 2, "get_p99_after_ms": 0.5,
-		// the last sample over 110 is at 4.8 s; the next (5 s) is within: 1 s after the request.
-		"reclaim_ms": 1000, "cleanup_docs_deleted": 7,
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("measure (-want +got):\n%s", diff)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,196 +21,7 @@ import (
 
 const bucket = 100 * time.Millisecond
 
-// metrics is one strategy's row of summary.json; the keys are the
-// contract, each documented in the report's method section (keyDocs).
-type metrics struct {
-	MaxWriteStallMs          float64 `json:"max_write_stall_ms"`
-	WriteP50Ms               float64 `json:"write_p50_ms"`
-	WriteP99Ms               float64 `json:"write_p99_ms"`
-	WriteMaxMs               float64 `json:"write_max_ms"`
-	ThroughputSteadyOps      float64 `json:"throughput_steady_ops"`
-	ThroughputDuringSplitOps float64 `json:"throughput_during_split_ops"`
-	SplitDurationMs          float64 `json:"split_duration_ms"`
-	WriteErrors              int     `json:"write_errors"`
-	WriteRetries             int     `json:"write_retries"`
-	AckedWrites              int     `json:"acked_writes"`
-	LostWrites               int     `json:"lost_writes"`
-	MisplacedDocs            int     `json:"misplaced_docs"`
-	DuplicateDocs            int     `json:"duplicate_docs"`
-	BytesWritten             uint64  `json:"bytes_written"`
-	DiskBeforeBytes          int64   `json:"disk_before_bytes"`
-	DiskPeakBytes            int64   `json:"disk_peak_bytes"`
-	DiskAfterBytes           int64   `json:"disk_after_bytes"`
-
-	GetP99SteadyMs    float64 `json:"get_p99_steady_ms"`
-	GetP99DuringMs    float64 `json:"get_p99_during_ms"`
-	GetP99AfterMs     float64 `json:"get_p99_after_ms"`
-	SearchP99SteadyMs float64 `json:"search_p99_steady_ms"`
-	SearchP99DuringMs float64 `json:"search_p99_during_ms"`
-	SearchP99AfterMs  float64 `json:"search_p99_after_ms"`
-	CountP99Ms        float64 `json:"count_p99_ms"`
-	Reads             int     `json:"reads"`
-	ReadErrors        int     `json:"read_errors"`
-	ReadForeignDocs   int     `json:"read_foreign_docs"`
-
-	Steady1sStallMs           float64 `json:"steady_1s_stall_ms"`
-	AfterHandoffStallMs       float64 `json:"after_handoff_stall_ms"`
-	ThroughputAfterHandoffOps float64 `json:"throughput_after_handoff_ops"`
-
-	CleanupDurationMs   float64 `json:"cleanup_duration_ms"`
-	CleanupBytesWritten uint64  `json:"cleanup_bytes_written"`
-	CleanupDocsDeleted  int     `json:"cleanup_docs_deleted"`
-	CleanupWriteP99Ms   float64 `json:"cleanup_write_p99_ms"`
-	CleanupSearchP99Ms  float64 `json:"cleanup_search_p99_ms"`
-	ReclaimMs           float64 `json:"reclaim_ms"`
-}
-
-// keyDocs defines every summary.json key, in the struct's order: the
-// report's method section prints them, and a test checks every key has
-// one.
-var keyDocs = [][2]string{
-	{"max_write_stall_ms", "the longest interval in the split window in which writes aimed at the moved documents (every document, for newindex) were outstanding and none was acknowledged"},
-	{"write_p50_ms", "median latency (first attempt to acknowledgement, retries included) of the writes in flight during the split window"},
-	{"write_p99_ms", "99th percentile of the same writes"},
-	{"write_max_ms", "the slowest of the same writes"},
-	{"throughput_steady_ops", "writes acknowledged per second in the steady window (after a 1 s warm-up, up to the split request)"},
-	{"throughput_during_split_ops", "writes acknowledged per second in the split window"},
-	{"split_duration_ms", "the split window: from the split request to the end of the last phase writers wait on (inplace, rfc: the handoff; newindex: write block to alias swap)"},
-	{"write_errors", "writes that failed for good (every acknowledged or failed write of the run)"},
-	{"write_retries", "stale-routing and write-block retries of all writes"},
-	{"acked_writes", "writes acknowledged in the run"},
-	{"lost_writes", "acknowledged writes missing or stale in the index afterwards, plus documents that should not exist (must be 0)"},
-	{"misplaced_docs", "documents on a shard the final table does not name for them (must be 0)"},
-	{"duplicate_docs", "documents found on more than one shard (must be 0)"},
-	{"bytes_written", "bytes the storage engine wrote during the run (memtable flushes and compactions; WAL not included)"},
-	{"disk_before_bytes", "unique bytes on disk when the load started (hard-linked files counted once)"},
-	{"disk_peak_bytes", "the most unique bytes on disk, sampled every 100 ms"},
-	{"disk_after_bytes", "unique bytes on disk at the end, once the load stopped and the cleanup ended (newindex: after deleting the source index): the settled size"},
-	{"get_p99_steady_ms", "99th percentile latency of routed gets (by id and routing, of documents the writers had acknowledged) ending in the steady window"},
-	{"get_p99_during_ms", "the same for gets in flight during the split window"},
-	{"get_p99_after_ms", "the same for gets ending in the 10 s after the split window (or what the run has of them)"},
-	{"search_p99_steady_ms", "99th percentile latency of unrouted searches (a page of 10 hits from every shard, each hit checked against the table searched) ending in the steady window"},
-	{"search_p99_during_ms", "the same for searches in flight during the split window"},
-	{"search_p99_after_ms", "the same for searches ending in the 10 s after the split window"},
-	{"count_p99_ms", "99th percentile latency of the exact counts of every document over the whole run (every --count-every-th search, default every 200th: one every 10 s; a full scan here)"},
-	{"reads", "gets, searches and counts issued"},
-	{"read_errors", "reads that returned an error"},
-	{"read_foreign_docs", "documents a read returned from a shard the table it read at does not name for them: a foreign document seen (must be 0)"},
-	{"steady_1s_stall_ms", "the median, over the whole one-second windows of the steady window, of each window's longest write stall (same stall measure as max_write_stall_ms): the disk's own noise"},
-	{"after_handoff_stall_ms", "the longest write stall in the second after the split window ends"},
-	{"throughput_after_handoff_ops", "writes acknowledged in the second after the split window ends"},
-	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then the children's background per-document deletes of their foreign documents and the compaction of those ranges, to the last child's end; newindex, the resize step (link, per-document or range cleanup, open), under the write block"},
-	{"cleanup_bytes_written", "bytes written (flushes and compactions) by the cleanup: inplace, the engine's during the parent's retirement; rfc, that plus what each child's store wrote while its cleanup ran (the writers' own flushes and compactions on those stores in that time included); newindex, the resize cleanup's own (writes are blocked)"},
-	{"cleanup_docs_deleted", "documents deleted one by one by the cleanup (rfc; newindex with per-doc cleanup)"},
-	{"cleanup_write_p99_ms", "99th percentile latency of the writes in flight while the cleanup ran"},
-	{"cleanup_search_p99_ms", "99th percentile latency of the searches in flight while the cleanup ran"},
-	{"reclaim_ms", "time from the split request until the space is reclaimed: the disk sample after which unique bytes on disk stay within 10 % of the settled size (disk_after_bytes); 10 % because the writers' own flushes and compactions move the total by a few percent"},
-}
-
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// afterWindow is how long after the split window the "after" measures
-// look.
-const afterWindow = 10 * time.Second
-
-// measure computes a strategy's metrics. The split window runs from the
-// split request to the end of the last phase writers wait on; the
-// steady window is the writes before it, after a one-second warm-up.
-func measure(o *experiment.Outcome) metrics {
-	recs := o.Load.Records
-	in := loadgen.SummarizeOverlap(recs, o.WindowStart, o.WindowEnd)
-	steadyFrom := min(time.Second, o.WindowStart/2)
-	steady := loadgen.Summarize(recs, steadyFrom, o.WindowStart)
-	all := loadgen.Summarize(recs, 0, o.End+time.Hour)
-	afterEnd := min(o.WindowEnd+afterWindow, o.End)
-	handoffEnd := min(o.WindowEnd+time.Second, o.End)
-	m := metrics{
-		MaxWriteStallMs:          msOf(loadgen.MaxStall(recs, o.WindowStart, o.WindowEnd)),
-		WriteP50Ms:               msOf(in.P50),
-		WriteP99Ms:               msOf(in.P99),
-		WriteMaxMs:               msOf(in.Max),
-		ThroughputSteadyOps:      steady.OpsPerS,
-		ThroughputDuringSplitOps: in.OpsPerS,
-		SplitDurationMs:          msOf(o.WindowEnd - o.WindowStart),
-		WriteErrors:              all.Errors,
-		WriteRetries:             all.Retries,
-		AckedWrites:              all.Acked,
-		LostWrites:               o.Verify.Lost + o.Verify.Unexpected,
-		MisplacedDocs:            o.Verify.Misplaced,
-		DuplicateDocs:            o.Verify.Duplicates,
-		BytesWritten:             o.BytesWritten,
-		DiskBeforeBytes:          o.DiskBefore,
-		DiskPeakBytes:            o.DiskPeak,
-		DiskAfterBytes:           o.DiskAfter,
-
-		Steady1sStallMs:           msOf(medianStall(recs, steadyFrom, o.WindowStart)),
-		AfterHandoffStallMs:       msOf(loadgen.MaxStall(recs, o.WindowEnd, handoffEnd)),
-		ThroughputAfterHandoffOps: float64(loadgen.Summarize(recs, o.WindowEnd, handoffEnd).Acked),
-
-		CleanupDurationMs:   msOf(o.CleanupEnd - o.CleanupStart),
-		CleanupBytesWritten: o.CleanupWritten,
-		CleanupDocsDeleted:  o.CleanupDeleted,
-		CleanupWriteP99Ms:   msOf(loadgen.SummarizeOverlap(recs, o.CleanupStart, o.CleanupEnd).P99),
-		ReclaimMs:           msOf(reclaimed(o)),
-	}
-	if o.CleanupEnd <= o.CleanupStart {
-		m.CleanupWriteP99Ms = 0
-	}
-	if r := o.Reads; r != nil {
-		gets, searches := r.Of(loadgen.ReadGet), r.Of(loadgen.ReadSearch)
-		m.GetP99SteadyMs = msOf(loadgen.Summarize(gets, steadyFrom, o.WindowStart).P99)
-		m.GetP99DuringMs = msOf(loadgen.SummarizeOverlap(gets, o.WindowStart, o.WindowEnd).P99)
-		m.GetP99AfterMs = msOf(loadgen.Summarize(gets, o.WindowEnd, afterEnd).P99)
-		m.SearchP99SteadyMs = msOf(loadgen.Summarize(searches, steadyFrom, o.WindowStart).P99)
-		m.SearchP99DuringMs = msOf(loadgen.SummarizeOverlap(searches, o.WindowStart, o.WindowEnd).P99)
-		m.SearchP99AfterMs = msOf(loadgen.Summarize(searches, o.WindowEnd, afterEnd).P99)
-		m.CountP99Ms = msOf(loadgen.Summarize(r.Of(loadgen.ReadCount), 0, o.End+time.Hour).P99)
-		if o.CleanupEnd > o.CleanupStart {
-			m.CleanupSearchP99Ms = msOf(loadgen.SummarizeOverlap(searches, o.CleanupStart, o.CleanupEnd).P99)
-		}
-		m.Reads = len(r.Records)
-		for _, x := range r.Records {
-			if !x.OK {
-				m.ReadErrors++
-			}
-		}
-		m.ReadForeignDocs = r.Foreign
-	}
-	return m
-}
-
-// medianStall is the median over the whole one-second windows of
-// [from, to) of each window's longest stall (the whole interval's if it
-// holds no whole second).
-func medianStall(recs []loadgen.Record, from, to time.Duration) time.Duration {
-	var stalls []time.Duration
-	for at := from; at+time.Second <= to; at += time.Second {
-		stalls = append(stalls, loadgen.MaxStall(recs, at, at+time.Second))
-	}
-	if len(stalls) == 0 {
-		return loadgen.MaxStall(recs, from, to)
-	}
-	slices.Sort(stalls)
-	return stalls[len(stalls)/2]
-}
-
-// reclaimTolerance is how far above the settled size the disk may be and
-// count as reclaimed.
-const reclaimTolerance = 0.10
-
-// reclaimed is the time from the split request to the first disk sample
-// after which every sample stays within reclaimTolerance of the settled
-// size (the last sample); 0 if none after the request exceeds it.
-func reclaimed(o *experiment.Outcome) time.Duration {
-	limit := float64(o.DiskAfter) * (1 + reclaimTolerance)
-	var at time.Duration
-	for i, s := range o.Disk {
-		if s.At > o.WindowStart && float64(s.Bytes) > limit && i+1 < len(o.Disk) {
-			at = o.Disk[i+1].At - o.WindowStart
-		}
-	}
-	return at
-}
 
 // machine describes where the run happened.
 func machine() map[string]any {
@@ -246,7 +56,7 @@ func summarize(res *comparison) map[string]any {
 		"machine": machine(),
 	}
 	for _, o := range res.outcomes {
-		s[o.Strategy] = measure(o)
+		s[o.Strategy] = experiment.Summarize(o)
 	}
 	return s
 }
@@ -260,9 +70,9 @@ func commandLine(c *compareConfig) string {
 
 // reading is the one-paragraph interpretation the report opens with.
 func reading(res *comparison) string {
-	var in, rfc, ni *metrics
+	var in, rfc, ni *experiment.Summary
 	for _, o := range res.outcomes {
-		m := measure(o)
+		m := experiment.Summarize(o)
 		switch o.Strategy {
 		case "inplace":
 			in = &m
@@ -318,7 +128,7 @@ func reading(res *comparison) string {
 
 // minSteady is the lower steady-state throughput of the strategies measured
 // (0 if none).
-func minSteady(ms ...*metrics) float64 {
+func minSteady(ms ...*experiment.Summary) float64 {
 	low := 0.0
 	for _, m := range ms {
 		if m != nil && (low == 0 || m.ThroughputSteadyOps < low) {
@@ -481,52 +291,52 @@ func reportMarkdown(res *comparison) string {
 	b.WriteString(res.reading + "\n\n")
 	rows := []struct {
 		name string
-		get  func(metrics) string
+		get  func(experiment.Summary) string
 	}{
-		{"max write stall (ms)", func(m metrics) string { return fmt.Sprintf("%.1f", m.MaxWriteStallMs) }},
-		{"write p50 / p99 / max in the split window (ms)", func(m metrics) string {
+		{"max write stall (ms)", func(m experiment.Summary) string { return fmt.Sprintf("%.1f", m.MaxWriteStallMs) }},
+		{"write p50 / p99 / max in the split window (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.1f / %.1f / %.1f", m.WriteP50Ms, m.WriteP99Ms, m.WriteMaxMs)
 		}},
-		{"throughput steady (ops/s)", func(m metrics) string { return fmt.Sprintf("%.0f", m.ThroughputSteadyOps) }},
-		{"throughput during the split (ops/s)", func(m metrics) string { return fmt.Sprintf("%.0f", m.ThroughputDuringSplitOps) }},
-		{"split window (ms)", func(m metrics) string { return fmt.Sprintf("%.0f", m.SplitDurationMs) }},
-		{"acked writes / errors / retries", func(m metrics) string {
+		{"throughput steady (ops/s)", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.ThroughputSteadyOps) }},
+		{"throughput during the split (ops/s)", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.ThroughputDuringSplitOps) }},
+		{"split window (ms)", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.SplitDurationMs) }},
+		{"acked writes / errors / retries", func(m experiment.Summary) string {
 			return fmt.Sprintf("%d / %d / %d", m.AckedWrites, m.WriteErrors, m.WriteRetries)
 		}},
-		{"lost / misplaced / duplicate", func(m metrics) string {
+		{"lost / misplaced / duplicate", func(m experiment.Summary) string {
 			return fmt.Sprintf("%d / %d / %d", m.LostWrites, m.MisplacedDocs, m.DuplicateDocs)
 		}},
-		{"bytes written (MiB)", func(m metrics) string { return fmt.Sprintf("%.1f", float64(m.BytesWritten)/(1<<20)) }},
-		{"disk before / peak / after (MiB)", func(m metrics) string {
+		{"bytes written (MiB)", func(m experiment.Summary) string { return fmt.Sprintf("%.1f", float64(m.BytesWritten)/(1<<20)) }},
+		{"disk before / peak / after (MiB)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.0f / %.0f / %.0f", mib(m.DiskBeforeBytes), mib(m.DiskPeakBytes), mib(m.DiskAfterBytes))
 		}},
-		{"get p99 steady / during / after (ms)", func(m metrics) string {
+		{"get p99 steady / during / after (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.2f / %.2f / %.2f", m.GetP99SteadyMs, m.GetP99DuringMs, m.GetP99AfterMs)
 		}},
-		{"search p99 steady / during / after (ms)", func(m metrics) string {
+		{"search p99 steady / during / after (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.2f / %.2f / %.2f", m.SearchP99SteadyMs, m.SearchP99DuringMs, m.SearchP99AfterMs)
 		}},
-		{"count p99 (ms)", func(m metrics) string { return fmt.Sprintf("%.0f", m.CountP99Ms) }},
-		{"reads / errors / foreign docs seen", func(m metrics) string {
+		{"count p99 (ms)", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.CountP99Ms) }},
+		{"reads / errors / foreign docs seen", func(m experiment.Summary) string {
 			return fmt.Sprintf("%d / %d / %d", m.Reads, m.ReadErrors, m.ReadForeignDocs)
 		}},
-		{"write stall: steady 1 s median / second after the handoff (ms)", func(m metrics) string {
+		{"write stall: steady 1 s median / second after the handoff (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.1f / %.1f", m.Steady1sStallMs, m.AfterHandoffStallMs)
 		}},
-		{"writes acked in the second after the handoff", func(m metrics) string { return fmt.Sprintf("%.0f", m.ThroughputAfterHandoffOps) }},
-		{"cleanup: duration (ms) / docs deleted / MiB written", func(m metrics) string {
+		{"writes acked in the second after the handoff", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.ThroughputAfterHandoffOps) }},
+		{"cleanup: duration (ms) / docs deleted / MiB written", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.0f / %d / %.1f", m.CleanupDurationMs, m.CleanupDocsDeleted, float64(m.CleanupBytesWritten)/(1<<20))
 		}},
-		{"write / search p99 while cleanup ran (ms)", func(m metrics) string {
+		{"write / search p99 while cleanup ran (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.1f / %.2f", m.CleanupWriteP99Ms, m.CleanupSearchP99Ms)
 		}},
-		{"space reclaimed after (ms from the split request)", func(m metrics) string { return fmt.Sprintf("%.0f", m.ReclaimMs) }},
+		{"space reclaimed after (ms from the split request)", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.ReclaimMs) }},
 	}
 	b.WriteString("| | ")
-	var ms []metrics
+	var ms []experiment.Summary
 	for _, o := range res.outcomes {
 		b.WriteString(o.Strategy + " | ")
-		ms = append(ms, measure(o))
+		ms = append(ms, experiment.Summarize(o))
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---:|", len(ms)) + "\n")
 	for _, r := range rows {
@@ -563,7 +373,7 @@ func reportMarkdown(res *comparison) string {
 	b.WriteString("- Windows: *steady* is the load before the split request after a one-second warm-up; *during* is the split window (reads and writes in flight in it); *after* is the 10 s after the split window (or what the run has); the *cleanup* is defined under `cleanup_duration_ms` below.\n")
 	b.WriteString("- Raw data: `timeline.csv` (100 ms buckets: writes, gets, searches, counts, the cleanup and disk samples), `summary.json`.\n\n")
 	b.WriteString("`summary.json` holds `config`, `machine` and one object per strategy with these keys:\n\n")
-	for _, k := range keyDocs {
+	for _, k := range experiment.SummaryKeyDocs {
 		fmt.Fprintf(&b, "- `%s`: %s.\n", k[0], k[1])
 	}
 	b.WriteString("\n</details>\n")

@@ -30,6 +30,9 @@ type shared struct {
 	mu       sync.Mutex
 	datasets map[dataKey]*experiment.Dataset
 	runs     map[splitCase][]splitRun
+	// strategies are the three-strategy runs questions 2 to 4 share
+	// (q02_strategies.go).
+	strategies []strategyRound
 }
 
 type dataKey struct {
@@ -94,6 +97,13 @@ type splitRun struct {
 	CopiedMiB     float64
 	WrittenMiB    float64
 	PhaseMs       map[string]float64 // clone, catch-up, handoff
+	// Question 5, with splitdemo compare's windows (experiment.Summarize):
+	// the median over the steady window's whole seconds of each second's
+	// longest stall, the longest stall in the second after the handoff,
+	// the writes/s acknowledged in that second (over the part of it the
+	// load ran: the load may stop before it ends) and the steady window's
+	// writes/s.
+	Steady1sStallMs, AfterHandoffStallMs, AfterHandoffOps, SteadySecondOps float64
 }
 
 // timing is how long the load runs around the split.
@@ -213,6 +223,12 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	}
 	for _, p := range out.Phases {
 		r.PhaseMs[p.Name] += msOf(p.End - p.Start)
+	}
+	sum := experiment.Summarize(out)
+	r.Steady1sStallMs, r.AfterHandoffStallMs = sum.Steady1sStallMs, sum.AfterHandoffStallMs
+	r.SteadySecondOps = sum.ThroughputSteadyOps
+	if span := experiment.WindowsOf(out).HandoffEnd - we; span > 0 {
+		r.AfterHandoffOps = sum.ThroughputAfterHandoffOps / span.Seconds()
 	}
 	return r
 }

@@ -66,6 +66,12 @@ var errPageFull = errors.New("node: page full")
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("node: closed")
 
+// ErrNoTable is returned by Open when the engine's directory holds no
+// routing table and the caller gave none: the index was never created (a
+// crash between making the directory and persisting the first table leaves
+// exactly this).
+var ErrNoTable = errors.New("node: no routing table on disk and none given")
+
 // ErrFailed is returned by every request once a published table could not
 // be made durable: the node's memory and its disk disagree, and only a
 // reopen (with recovery) may decide which stands.
@@ -146,7 +152,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if t == nil {
 		if cfg.Table == nil {
-			return nil, fmt.Errorf("node: open %s: no table on disk and none given", cfg.Engine.Dir())
+			return nil, fmt.Errorf("node: open %s: %w", cfg.Engine.Dir(), ErrNoTable)
 		}
 		t = cfg.Table
 		if err := n.persist(t); err != nil {

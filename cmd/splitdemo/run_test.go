@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,5 +46,44 @@ func TestRunMergesNeedsMergeEvery(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, "--merges "+args[1]) {
 			t.Errorf("run %v: exit %d, stderr %q; want %d naming --merges %s", args, code, errOut, exitUsage, args[1])
 		}
+	}
+}
+
+// A run killed between making its data directory and persisting its first
+// table created no index (TestKillDashNine hit this window): verify says
+// so, and still fails if the write log acknowledges anything.
+func TestVerifyIndexNeverCreated(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		log   string
+		want  int
+		ok    bool
+		lines int
+	}{
+		{"nothing acknowledged", `{"w":0,"seq":0,"state":"attempt","id":"w0-0","op":"index","value_hash":7}` + "\n", exitOK, true, 1},
+		{"an acknowledged write is lost", `{"w":0,"seq":0,"state":"attempt","id":"w0-0","op":"index","value_hash":7}` + "\n" +
+			`{"w":0,"seq":0,"state":"ack","id":"w0-0","op":"index","value_hash":7}` + "\n", exitFail, false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data, acked := filepath.Join(dir, "data"), filepath.Join(dir, "acked.jsonl")
+			if err := os.Mkdir(data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(acked, []byte(tc.log), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := runCmd("verify", "--data", data, "--acked", acked, "--json")
+			if code != tc.want {
+				t.Fatalf("verify: exit %d, want %d: %s%s", code, tc.want, out, errOut)
+			}
+			var rep verifyReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if !rep.NeverCreated || rep.OK != tc.ok || rep.Lines != tc.lines {
+				t.Errorf("never created %v, ok %v, %d lines; want true, %v, %d", rep.NeverCreated, rep.OK, rep.Lines, tc.ok, tc.lines)
+			}
+		})
 	}
 }

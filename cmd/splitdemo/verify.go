@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/model"
+	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -49,6 +50,10 @@ type verifyReport struct {
 	IDs       int                  `json:"ids_checked"`
 	Lines     int                  `json:"acked_file_lines"`
 	Failures  []string             `json:"failures"`
+	// NeverCreated is set when the directory holds no routing table: a run
+	// killed before it persisted its first table created no index, and
+	// every acknowledged write is then missing.
+	NeverCreated bool `json:"never_created,omitempty"`
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
@@ -81,6 +86,16 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintln(stdout, string(b))
+	} else if rep.NeverCreated {
+		fmt.Fprintf(stdout, "no index: no routing table was persisted (a run killed before it created the index), %d ids checked: ", rep.IDs)
+		if rep.OK {
+			fmt.Fprintln(stdout, "ok")
+		} else {
+			fmt.Fprintf(stdout, "%d failures\n", len(rep.Failures))
+			for _, f := range rep.Failures {
+				fmt.Fprintln(stdout, "  "+f)
+			}
+		}
 	} else {
 		fmt.Fprintf(stdout, "table v%d, %d shards (%d splits, %d merges), %d documents, %d ids checked, %d interrupted splits or merges recovered %q: ",
 			rep.Check.TableVersion, rep.Check.Shards, rep.Splits, rep.Merges, rep.Check.Documents, rep.IDs, len(rep.Recovered), rep.Recovered)
@@ -102,6 +117,16 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 func verify(dir, ackedPath string) (verifyReport, error) {
 	rep := verifyReport{Data: dir}
 	n, j, rr, err := recovery.Open(storage.Options{Dir: dir, Durability: storage.DurabilityRequest}, nil, zap.NewNop())
+	if errors.Is(err, node.ErrNoTable) {
+		rep.NeverCreated = true
+		if ackedPath != "" {
+			if err := checkAcked(ackedPath, map[string]model.Value{}, &rep); err != nil {
+				return rep, err
+			}
+		}
+		rep.OK = len(rep.Failures) == 0
+		return rep, nil
+	}
 	if err != nil {
 		return rep, err
 	}

@@ -83,35 +83,34 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo verify: %v\n", err)
 		return exitFail
 	}
-	if *asJSON {
+	switch {
+	case *asJSON:
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintln(stdout, string(b))
-	} else if rep.NeverCreated {
+	case rep.NeverCreated:
 		fmt.Fprintf(stdout, "no index: no routing table was persisted (a run killed before it created the index), %d ids checked: ", rep.IDs)
-		if rep.OK {
-			fmt.Fprintln(stdout, "ok")
-		} else {
-			fmt.Fprintf(stdout, "%d failures\n", len(rep.Failures))
-			for _, f := range rep.Failures {
-				fmt.Fprintln(stdout, "  "+f)
-			}
-		}
-	} else {
+		printVerdict(stdout, rep)
+	default:
 		fmt.Fprintf(stdout, "table v%d, %d shards (%d splits, %d merges), %d documents, %d ids checked, %d interrupted splits or merges recovered %q: ",
 			rep.Check.TableVersion, rep.Check.Shards, rep.Splits, rep.Merges, rep.Check.Documents, rep.IDs, len(rep.Recovered), rep.Recovered)
-		if rep.OK {
-			fmt.Fprintln(stdout, "ok")
-		} else {
-			fmt.Fprintf(stdout, "%d failures\n", len(rep.Failures))
-			for _, f := range rep.Failures {
-				fmt.Fprintln(stdout, "  "+f)
-			}
-		}
+		printVerdict(stdout, rep)
 	}
 	if !rep.OK {
 		return exitFail
 	}
 	return exitOK
+}
+
+// printVerdict ends verify's summary line: ok, or the failures one a line.
+func printVerdict(w io.Writer, rep verifyReport) {
+	if rep.OK {
+		fmt.Fprintln(w, "ok")
+		return
+	}
+	fmt.Fprintf(w, "%d failures\n", len(rep.Failures))
+	for _, f := range rep.Failures {
+		fmt.Fprintln(w, "  "+f)
+	}
 }
 
 func verify(dir, ackedPath string) (verifyReport, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -99,15 +98,8 @@ func parseAutosplit(args []string, stdout io.Writer) (*autosplitConfig, int, err
 	fs.StringVar(&c.jsonPath, "json", "", "")
 	fs.StringVar(&c.data, "data", "", "")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, autosplitUsage)
-			return nil, exitOK, err
-		}
-		return nil, exitUsage, err
-	}
-	if fs.NArg() > 0 {
-		return nil, exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if code, err := parseFlags(fs, args, autosplitUsage, stdout); err != nil {
+		return nil, code, err
 	}
 	var err error
 	if c.mode, err = routing.ParseMode(*mode); err != nil {

@@ -129,15 +129,8 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	fs.StringVar(&c.jsonPath, "json", "", "")
 	fs.StringVar(&c.data, "data", "", "")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, compareUsage)
-			return nil, exitOK, err
-		}
-		return nil, exitUsage, err
-	}
-	if fs.NArg() > 0 {
-		return nil, exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if code, err := parseFlags(fs, args, compareUsage, stdout); err != nil {
+		return nil, code, err
 	}
 	var err error
 	if c.mode, err = routing.ParseMode(*mode); err != nil {

@@ -83,15 +83,8 @@ func parseFindings(args []string, stdout io.Writer) (*findingsConfig, int, error
 	fs.Int64Var(&c.seed, "seed", 1, "")
 	only := fs.String("only", "", "")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, findingsUsage)
-			return nil, exitOK, err
-		}
-		return nil, exitUsage, err
-	}
-	if fs.NArg() > 0 {
-		return nil, exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if code, err := parseFlags(fs, args, findingsUsage, stdout); err != nil {
+		return nil, code, err
 	}
 	switch {
 	case c.runs < 0:

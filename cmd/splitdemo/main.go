@@ -9,11 +9,30 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 )
+
+// parseFlags parses a subcommand's command line, which takes flags only:
+// --help prints usage and returns exitOK with flag.ErrHelp; a bad flag or a
+// stray argument returns exitUsage with an error naming it.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) (int, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return exitOK, err
+		}
+		return exitUsage, err
+	}
+	if fs.NArg() > 0 {
+		return exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return exitOK, nil
+}
 
 func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 

@@ -259,7 +259,8 @@
 // mutations/mergeN.patch re-introduces a merge bug (issue 13's review),
 // measured the same way (200 seeds, on the review branch whose 600 seeds
 // pass but for seed 418's intermittent "released reader did not finish",
-// which the code before the review shows too):
+// which the code before the review shows too; it was the simulator's own
+// bug, fixed since: see world.restart):
 //
 //	merge1  handoff raises seq in memory only     seed 11   (20/200)  recovery.Check: shard N's sequence number is below its document's (INV-11)
 //	merge2  cancel releases one source's log      seed 11   (29/200)  a write logged with no split holding the log

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -320,6 +321,14 @@ func (w *world) fail(format string, args ...any) {
 	panic(&finding{msg: fmt.Sprintf(format, args...)})
 }
 
+// hang is fail for a step that did not end in real time: the finding
+// carries every goroutine's stack, which is what says where it waits.
+func (w *world) hang(format string, args ...any) {
+	var stacks strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+	w.fail("%s\n\ngoroutines at the hang:\n%s", fmt.Sprintf(format, args...), stacks.String())
+}
+
 var durationRE = regexp.MustCompile(`\b\d+(\.\d+)?(ns|µs|us|ms|s)\b`)
 
 // tracef records one line of the step trace: step, action, outcome.
@@ -414,7 +423,7 @@ func (w *world) await(done <-chan struct{}) bool {
 				w.clk.Advance(advanceSim)
 			}
 			if time.Since(start) > hangTimeout {
-				w.fail("step did not return within %v (hang)", hangTimeout)
+				w.hang("step did not return within %v (hang)", hangTimeout)
 			}
 		}
 	}
@@ -574,16 +583,35 @@ func (w *world) afterStep() {
 		}
 	}
 	if w.fatalMsg != "" {
-		w.stats.fatals++
-		w.tracef("pebble-fatal", "%s", firstLine(w.fatalMsg))
-		w.fatalMsg, w.dead = "", true
-		w.crash("crash", w.drawCrashCfg())
+		w.crashDead()
 	}
 	if w.nodeBad {
 		w.nodeBad = false
 		w.crash("crash", w.drawCrashCfg())
 	}
 	w.check()
+}
+
+// crashDead turns the death Pebble declared (w.fatalMsg) into a crash:
+// the process is gone, and what it left on disk is recovered.
+func (w *world) crashDead() {
+	w.stats.fatals++
+	w.tracef("pebble-fatal", "%s", firstLine(w.fatalMsg))
+	w.fatalMsg, w.dead = "", true
+	w.crash("crash", w.drawCrashCfg())
+}
+
+// noticeFatal records a death Pebble declared since the last step (a
+// background flush or compaction calls Fatalf on its own goroutine),
+// reporting whether the process is dead.
+func (w *world) noticeFatal() bool {
+	if w.fatalMsg == "" && !w.dead {
+		select {
+		case w.fatalMsg = <-w.fatal:
+		default:
+		}
+	}
+	return w.fatalMsg != "" || w.dead
 }
 
 // ---- client operations ----
@@ -1203,7 +1231,7 @@ wait:
 				w.clk.Advance(advanceSim)
 			}
 			if time.Since(start) > hangTimeout {
-				w.fail("the apply lock of %d could not be taken or refused within %v (hang)", parent, hangTimeout)
+				w.hang("the apply lock of %d could not be taken or refused within %v (hang)", parent, hangTimeout)
 			}
 		}
 	}
@@ -1252,7 +1280,7 @@ func (w *world) holdReader() {
 	case <-hr.done:
 		w.tracef("reader-hold", "nothing to hold: %v", hr.err)
 	case <-time.After(hangTimeout):
-		w.fail("held reader did not start")
+		w.hang("held reader did not start")
 	}
 }
 
@@ -1264,10 +1292,24 @@ func (w *world) releaseReader() {
 
 func (w *world) finishReader(hr *heldReader) {
 	close(hr.release)
+	// A reader of a process Pebble declared dead dies with it: the fatal
+	// hook parks the goroutine that called Fatalf, and Pebble calls it
+	// holding the DB's mutex (a compaction's manifest write failing in
+	// UpdateVersionLocked), which the reader's next snapshot or iterator
+	// close takes. Seed 418 hung there: a background compaction died
+	// between two steps, before any step had seen the fatal.
+	if w.dead || w.fatalMsg != "" {
+		w.tracef("reader-done", "v%d: the process died, the reader with it", hr.version)
+		return
+	}
 	select {
 	case <-hr.done:
+	case msg := <-w.fatal:
+		w.fatalMsg = msg
+		w.tracef("reader-done", "v%d: the process died, the reader with it", hr.version)
+		return
 	case <-time.After(hangTimeout):
-		w.fail("released reader did not finish")
+		w.hang("released reader did not finish")
 	}
 	w.tracef("reader-done", "v%d err=%v dups=%v", hr.version, hr.err, hr.dups)
 	switch {
@@ -1284,16 +1326,9 @@ func (w *world) finishReader(hr *heldReader) {
 
 func (w *world) releaseAll() {
 	for len(w.readers) > 0 {
-		if w.dead {
-			// Pebble declared the process dead: its readers die with it. A
-			// reader inside the dead store can block on Pebble's own lock for
-			// ever (seed 779 in a 3000-seed run), so it is neither waited for
-			// nor checked; teardown's bounded wait reclaims it.
-			hr := w.readers[0]
-			w.readers = w.readers[1:]
-			close(hr.release)
-			continue
-		}
+		// A dead process's readers are neither waited for nor checked (see
+		// finishReader; seed 779 in a 3000-seed run blocked on Pebble's
+		// lock in a dead store too); teardown's bounded wait reclaims them.
 		w.releaseReader()
 	}
 }
@@ -1329,16 +1364,38 @@ func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
 }
 
 // restart closes the node cleanly and recovers the same filesystem.
+//
+// A process Pebble declared dead cannot close cleanly: its parked
+// goroutines hold the DB's mutex and its files' locks. If it died before
+// the close (found by releasing a reader, or pending since the last step),
+// the restart is a crash; if it dies during the close, the disk it left is
+// recovered as a crash would leave it. (Seed 418: a background
+// compaction's fatal, then a restart that reopened the same filesystem
+// while the dead stores were still being reclaimed.)
 func (w *world) restart() {
-	w.stats.restarts++
 	w.dropParked()
 	w.endEpoch()
 	w.releaseAll()
+	if w.noticeFatal() {
+		w.crashDead()
+		return
+	}
+	w.stats.restarts++
 	w.inj.kill()
 	old := w.n
 	w.n, w.sp = nil, nil
 	if old != nil {
 		w.abandon(old)
+	}
+	if w.noticeFatal() {
+		w.stats.fatals++
+		w.tracef("pebble-fatal", "while closing: %s", firstLine(w.fatalMsg))
+		w.fatalMsg, w.dead = "", true
+		cfg := w.drawCrashCfg()
+		w.mem = w.mem.CrashClone(cfg)
+		w.tracef("crash", "unsynced data kept: %d%%", cfg.UnsyncedDataPercent)
+		w.openNode("recover")
+		return
 	}
 	w.tracef("restart", "clean close")
 	w.openNode("recover")

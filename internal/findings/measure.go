@@ -97,6 +97,11 @@ type splitRun struct {
 	CopiedMiB     float64
 	WrittenMiB    float64
 	PhaseMs       map[string]float64 // clone, catch-up, handoff
+	// Issue 15's per-step timings: the slowest child's creation (the
+	// parent's flush, if any, is the first child's), the parent's flush,
+	// and the parent's retirement after the handoff (its store's close and
+	// its directory's removal).
+	ChildMaxMs, FlushMs, RetireCloseMs, RetireRemoveMs float64
 	// Question 5, with splitdemo compare's windows (experiment.Summarize):
 	// the median over the steady window's whole seconds of each second's
 	// longest stall, the longest stall in the second after the handoff,
@@ -223,6 +228,14 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	}
 	for _, p := range out.Phases {
 		r.PhaseMs[p.Name] += msOf(p.End - p.Start)
+	}
+	for _, c := range out.Children {
+		r.ChildMaxMs = max(r.ChildMaxMs, msOf(c.Total()))
+		r.FlushMs += msOf(c.Flush)
+	}
+	for _, x := range out.Retired {
+		r.RetireCloseMs += msOf(x.Close)
+		r.RetireRemoveMs += msOf(x.Remove)
 	}
 	sum := experiment.Summarize(out)
 	r.Steady1sStallMs, r.AfterHandoffStallMs = sum.Steady1sStallMs, sum.AfterHandoffStallMs

@@ -324,12 +324,29 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 // store back its compactions with ReleaseCompactions; a cancelled
 // compaction is simply picked again. In the shared layout the store is the
 // node's: nothing is held.
+//
+// A store Pebble says is under pressure (L0 or compaction debt: it allows
+// more than the normal concurrency) keeps its running compaction: Pebble
+// would pick it again at once as urgent work, and the store's writes may
+// be stalled until its L0 drains. A 4 GiB parent fresh from a bulk load
+// lost 2.1 s that way (design/findings.md, question 11). Its close does not
+// wait for it either way: DestroyShard abandons what is running then.
 func (e *Engine) HoldCompactions(s *Shard) {
 	if e.opts.Layout == LayoutShared {
 		return
 	}
-	s.st.sched.hold()
-	s.st.cfs.cancel()
+	holdCompactions(s.st.sched, s.st.cfs)
+}
+
+// holdCompactions holds sched and abandons cfs's running compactions unless
+// the store is under pressure. It reports whether it abandoned them.
+func holdCompactions(sched *holdScheduler, cfs *cancelFS) bool {
+	sched.hold()
+	if sched.underPressure() {
+		return false
+	}
+	cfs.cancel()
+	return true
 }
 
 // RetireStats measures the destruction of an open shard's store.

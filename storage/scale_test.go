@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -201,5 +203,35 @@ func TestHoldCompactionsAbandonsTheRunningOne(t *testing.T) {
 			t.Fatal("no compaction after the release")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// pressedDB is a DBForCompaction that allows a fixed concurrency.
+type pressedDB struct{ allowed int }
+
+func (d pressedDB) GetAllowedWithoutPermission() int { return d.allowed }
+func (d pressedDB) GetWaitingCompaction() (bool, pebble.WaitingCompaction) {
+	return false, pebble.WaitingCompaction{}
+}
+func (d pressedDB) Schedule(pebble.CompactionGrantHandle) bool { return false }
+
+// Holding a store under pressure leaves its running compaction alone:
+// Pebble would rerun it as urgent work before the L0 compaction its
+// stalled writes wait for (question 11 of design/findings.md).
+func TestHoldKeepsTheRunningCompactionUnderPressure(t *testing.T) {
+	for _, c := range []struct {
+		allowed       int
+		wantAbandoned bool
+	}{{allowed: 1, wantAbandoned: true}, {allowed: 2, wantAbandoned: false}} {
+		sched := newHoldScheduler(false, clock.Real{})
+		sched.db = pressedDB{c.allowed} // registered by hand: no ticker
+		cfs := &cancelFS{FS: vfs.NewMem()}
+		abandoned := holdCompactions(sched, cfs)
+		if abandoned != c.wantAbandoned || (cfs.epoch.Load() > 0) != c.wantAbandoned {
+			t.Errorf("allowed %d: abandoned %v (cancel epoch %d), want %v", c.allowed, abandoned, cfs.epoch.Load(), c.wantAbandoned)
+		}
+		if !sched.held {
+			t.Errorf("allowed %d: not held", c.allowed)
+		}
 	}
 }

@@ -235,3 +235,51 @@ func TestHoldKeepsTheRunningCompactionUnderPressure(t *testing.T) {
 		}
 	}
 }
+
+// pressured reports Pebble's urgency signal (two compactions allowed) for
+// a real DB: what a store fresh from a bulk load, with a deep L0, says.
+type pressured struct{ pebble.DBForCompaction }
+
+func (pressured) GetAllowedWithoutPermission() int { return 2 }
+
+// A parent held under pressure keeps its running compaction, but its
+// retirement still does not wait for it: DestroyShard abandons it then. A
+// cancelled split's release leaves it running too.
+func TestDestroyShardAbandonsAKeptCompaction(t *testing.T) {
+	for _, cancelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancelled=%v", cancelled), func(t *testing.T) {
+			fs := slowCompactionFS{FS: vfs.NewMem(), delay: 100 * time.Millisecond}
+			e := openTestEngine(t, fs, LayoutPerShard)
+			defer e.Close()
+			s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			startSlowCompaction(t, s)
+			s.st.sched.mu.Lock()
+			s.st.sched.db = pressured{s.st.sched.db}
+			s.st.sched.mu.Unlock()
+			e.HoldCompactions(s)
+			if !s.CompactionsHeld() {
+				t.Fatal("HoldCompactions: store not held")
+			}
+			if cancelled {
+				s.ReleaseCompactions()
+				if s.CompactionsHeld() {
+					t.Fatal("ReleaseCompactions: store still held")
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+			if n := s.st.db.Metrics().Compact.NumInProgress; n == 0 || s.st.cfs.epoch.Load() != 0 {
+				t.Fatalf("the running compaction was not kept: %d in progress, cancel epoch %d", n, s.st.cfs.epoch.Load())
+			}
+			start := time.Now()
+			if err := e.DestroyShard(2); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("DestroyShard took %v: it waited for the kept compaction", took)
+			}
+		})
+	}
+}

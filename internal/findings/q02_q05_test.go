@@ -198,7 +198,7 @@ func TestAfterHandoffRowAndGoals(t *testing.T) {
 		t.Errorf("quick goal %+v, want not met: not the goal's case", g[0])
 	}
 	a := afterAnswer(r, nil)
-	for _, w := range []string{"1 GiB per-shard", "retiring the parent took 320 ms", "made cheap instead"} {
+	for _, w := range []string{"1 GiB per-shard", "retiring the parent took 320 ms", "made cheap instead", "close abandons the compaction"} {
 		if !strings.Contains(a, w) {
 			t.Errorf("answer lacks %q:\n%s", w, a)
 		}

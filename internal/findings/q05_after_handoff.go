@@ -130,7 +130,7 @@ func afterAnswer(goal afterRow, others []afterRow) string {
 		}
 		s += " The same measures in the three-strategy runs: " + strings.Join(parts, "; ") + "."
 	}
-	s += " The retirement is not paced: it was made cheap instead (issue 15: the parent's running compaction is abandoned when the split begins, so its close no longer waits for it), which leaves little to pace."
+	s += " The retirement is not paced: it was made cheap instead (issue 15: the parent's close abandons the compaction it is running instead of waiting for it; the split's start abandons it too unless Pebble signals L0 or debt pressure), which leaves little to pace."
 	return s
 }
 

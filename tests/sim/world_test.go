@@ -1279,6 +1279,13 @@ func (w *world) holdReader() {
 		w.tracef("reader-hold", "parked at table v%d", n.Table().Version())
 	case <-hr.done:
 		w.tracef("reader-hold", "nothing to hold: %v", hr.err)
+	case msg := <-w.fatal:
+		// The process died since the last step: the search blocks on the
+		// dead store's mutex before its first document (see
+		// finishReader). If it ever gets one, it does not park.
+		w.fatalMsg = msg
+		close(hr.release)
+		w.tracef("reader-hold", "the process died, the reader with it")
 	case <-time.After(hangTimeout):
 		w.hang("held reader did not start")
 	}
@@ -1759,7 +1766,9 @@ func (w *world) livenessMerge() {
 // healthy probes the process after faults: every active shard's store can
 // sync, and a search succeeds.
 func (w *world) healthy() bool {
-	if w.nodeBad || w.dead {
+	// A death found while releasing the readers is not probed: the probe
+	// would block on the dead store's mutex as the reader did.
+	if w.nodeBad || w.noticeFatal() {
 		return false
 	}
 	var err error

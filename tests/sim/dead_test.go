@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/recovery"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// manifestFault fails every MANIFEST write and sync once armed: a flush
+// that then updates its store's MANIFEST calls Pebble's Fatalf holding the
+// DB's mutex (versionSet.UpdateVersionLocked relocks it first), the death
+// seed 418 met.
+type manifestFault struct{ armed atomic.Bool }
+
+func (m *manifestFault) MaybeError(op errorfs.Op) error {
+	if !m.armed.Load() || !strings.HasPrefix(filepath.Base(op.Path), "MANIFEST") || op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
+		return nil
+	}
+	return fmt.Errorf("injected on %s: %w", op.Path, syscall.EIO)
+}
+
+func (m *manifestFault) String() string { return "manifest" }
+
+// dyingWorld is a world whose node (one shard, per-shard layout) holds a
+// document, with a reader parked on it if hold is set; then a background
+// flush of that shard dies in Pebble's Fatalf with the DB's mutex held.
+// The death is pending on w.fatal: no step has seen it yet.
+func dyingWorld(t *testing.T, hold bool) *world {
+	t.Helper()
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &world{seed: 1, rng: rand.New(rand.NewPCG(1, 0x5eed)), clk: clk, model: newSharedModel(), mem: vfs.NewCrashableMem()}
+	w.sw.layout = storage.LayoutPerShard
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 2, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.initial = tab
+	fault := &manifestFault{}
+	logger, fatal := newIncarnationLogger()
+	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, fault), Layout: storage.LayoutPerShard,
+		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: clk}
+	n, j, _, err := recovery.Open(opts, tab, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.n, w.j, w.fatal = n, j, fatal
+	w.inj = &injector{fired: 1} // the MANIFEST fault is this incarnation's
+	r := node.NewRouter(n, tab, node.RouterConfig{MaxRetries: 16, Clock: clk})
+	if _, err := r.Index("k0", "", []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	if hold {
+		w.holdReader()
+		if len(w.readers) != 1 {
+			t.Fatalf("no reader parked: %v", w.trace)
+		}
+	}
+	fault.armed.Store(true)
+	// A batch of half the memtable's size or more is flushed on its own
+	// at once, in the background.
+	go func() { _, _ = r.Index("big", "", make([]byte, 9<<20)) }()
+	select {
+	case msg := <-fatal:
+		fatal <- msg // pending: seen by no step yet
+	case <-time.After(hangTimeout):
+		t.Fatal("the flush did not die")
+	}
+	return w
+}
+
+// catch runs fn and returns the finding it raised, if any.
+func catch(fn func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(*finding)
+			if !ok {
+				panic(r)
+			}
+			msg = firstLine(f.msg)
+		}
+	}()
+	fn()
+	return ""
+}
+
+// A reader started on a process that has just died (its death pending
+// since the last step) blocks on the dead store's mutex before its first
+// document: the step is the process's death, not a hang.
+func TestHoldReaderOnADeadProcess(t *testing.T) {
+	w := dyingWorld(t, false)
+	if msg := catch(w.holdReader); msg != "" {
+		t.Fatalf("holdReader on a dead process: finding %q", msg)
+	}
+	if !w.noticeFatal() {
+		t.Errorf("the death was lost: trace %v", w.trace)
+	}
+}
+
+// The liveness phase releases the readers first: one of a dead process
+// blocks, the death is found there (finishReader), and the process must
+// then count as unhealthy without being probed (the probe's fsync takes
+// the dead store's mutex too).
+func TestLivenessAfterADeathFoundByAReader(t *testing.T) {
+	w := dyingWorld(t, true)
+	var healthy bool
+	if msg := catch(func() {
+		w.releaseAll()
+		healthy = w.healthy()
+	}); msg != "" {
+		t.Fatalf("finding %q", msg)
+	}
+	if healthy {
+		t.Errorf("a dead process probed healthy: trace %v", w.trace)
+	}
+}

@@ -3,12 +3,15 @@ package storage
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
@@ -279,6 +282,109 @@ func TestDestroyShardAbandonsAKeptCompaction(t *testing.T) {
 			}
 			if took := time.Since(start); took > 2*time.Second {
 				t.Errorf("DestroyShard took %v: it waited for the kept compaction", took)
+			}
+		})
+	}
+}
+
+// gatedCompactionFS blocks every write to a compaction's output until gate
+// is closed: a compaction that starts cannot finish.
+type gatedCompactionFS struct {
+	vfs.FS
+	gate    chan struct{}
+	started chan struct{} // closed at the first blocked write
+	once    *sync.Once
+}
+
+func (g gatedCompactionFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.Create(name, category)
+	if err != nil || category != compactionWriteCategory {
+		return f, err
+	}
+	return gatedFile{File: f, fs: g}, nil
+}
+
+type gatedFile struct {
+	vfs.File
+	fs gatedCompactionFS
+}
+
+func (f gatedFile) Write(p []byte) (int, error) {
+	f.fs.once.Do(func() { close(f.fs.started) })
+	<-f.fs.gate
+	return f.File.Write(p)
+}
+
+// deepL0Store leaves in dir a store with twelve overlapping L0 tables (L0
+// read amplification 12: Pebble allows an urgent second compaction from 10)
+// and unflushed writes in its WAL, as a child of a freshly loaded parent
+// inherits them.
+func deepL0Store(t *testing.T, fs vfs.FS, dir string) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, DisableAutomaticCompactions: true, Logger: zapPebbleLogger{zap.NewNop().Sugar()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 13 {
+		for k := range 64 {
+			if err := db.Set(fmt.Appendf(nil, "k%03d", k), fmt.Appendf(nil, "v%d", round), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round < 12 {
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := db.Metrics().Levels[0].Sublevels; n != 12 {
+		t.Fatalf("built %d L0 sublevels, want 12", n)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Opening a store never waits for a compaction. Pebble's Open flushes the
+// replayed WAL, and the flush's end may start a compaction that Open's
+// obsolete-file scan then waits for (issue 15: a child of a freshly loaded
+// 4 GiB parent inherits an L0 deep enough for an urgent compaction, and
+// its open took 1.4 and 6.7 s). Held (a new child) and unheld (any store).
+func TestOpenDoesNotWaitForACompaction(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
+			deepL0Store(t, g.FS, "/data/shard-5")
+			o := storeOptions{fs: g, logger: zaptest.NewLogger(t), clock: clock.Real{}}
+			opened := make(chan *store, 1)
+			go func() {
+				st, err := openStore("/data/shard-5", o, held)
+				if err != nil {
+					t.Error(err)
+				}
+				opened <- st
+			}()
+			var st *store
+			select {
+			case st = <-opened:
+			case <-time.After(10 * time.Second):
+				close(g.gate) // let the compaction, and the open, finish
+				<-opened
+				t.Fatal("open did not return within 10 s: it waited for a compaction that cannot finish")
+			}
+			if st == nil {
+				close(g.gate)
+				return
+			}
+			// The debt is still there, and the compaction starts after the open.
+			select {
+			case <-g.started:
+			case <-time.After(10 * time.Second):
+				t.Error("no compaction started after the open")
+			}
+			close(g.gate)
+			if err := st.close(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

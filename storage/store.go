@@ -159,6 +159,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
+	sched.opened()
 	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger}
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval, o.clock)

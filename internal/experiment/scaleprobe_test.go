@@ -76,15 +76,15 @@ func TestScaleProbe(t *testing.T) {
 			}
 			n := runtime.Stack(buf, true)
 			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-				if !strings.Contains(g, "pebble.Open(") && !strings.Contains(g, ").Close(") {
+				if !strings.Contains(g, "pebble.Open(") && !strings.Contains(g, ").Close(") && !strings.Contains(g, "createChild(") {
 					continue
 				}
-				if !strings.Contains(g, "cockroachdb/pebble") {
+				if !strings.Contains(g, "cockroachdb/pebble") && !strings.Contains(g, "createChild(") {
 					continue
 				}
 				var frames []string
 				for _, line := range strings.Split(g, "\n")[1:] {
-					if !strings.HasPrefix(line, "\t") && len(frames) < 6 {
+					if !strings.HasPrefix(line, "\t") && len(frames) < 8 {
 						frames = append(frames, line)
 					}
 				}

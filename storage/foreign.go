@@ -485,7 +485,7 @@ func compactRange(ctx context.Context, s *Shard, lo, hi []byte) error {
 		return ErrShardClosed
 	}
 	defer s.st.exit()
-	if err := s.st.db.Compact(ctx, lo, hi, false); err != nil {
+	if err := s.st.compact(ctx, lo, hi, false); err != nil {
 		return fmt.Errorf("storage: shard %d: compact foreign range: %w", s.id, err)
 	}
 	return nil

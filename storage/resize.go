@@ -111,7 +111,7 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	if err := s.st.sync(); err != nil {
 		return stats, err
 	}
-	if err := s.st.db.Compact(context.Background(), allDocs[0], allDocs[1], true); err != nil {
+	if err := s.st.compact(context.Background(), allDocs[0], allDocs[1], true); err != nil {
 		return stats, fmt.Errorf("storage: shard %d: compact after deletes: %w", s.id, err)
 	}
 	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before

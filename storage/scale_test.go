@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -376,7 +377,11 @@ func TestOpenDoesNotWaitForACompaction(t *testing.T) {
 				close(g.gate)
 				return
 			}
-			// The debt is still there, and the compaction starts after the open.
+			// The debt is still there, and the compaction starts after the
+			// open (a new child's once it is released).
+			if held {
+				st.sched.release()
+			}
 			select {
 			case <-g.started:
 			case <-time.After(10 * time.Second):
@@ -387,5 +392,92 @@ func TestOpenDoesNotWaitForACompaction(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A new child compacts nothing until it is released, though it inherits
+// debt Pebble calls urgent (a 4 GiB parent's children compacted beside the
+// split's own I/O: issue 15); a manual compaction, which someone waits for,
+// still runs.
+func TestNewChildCompactsNothingUntilReleased(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		t.Run(fmt.Sprintf("manual=%v", manual), func(t *testing.T) {
+			g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
+			deepL0Store(t, g.FS, "/data/shard-5")
+			st, err := openStore("/data/shard-5", storeOptions{fs: g, logger: zaptest.NewLogger(t), clock: clock.Real{}}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				close(g.gate) // a gated compaction finishes, then the close
+				if err := st.close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			if manual {
+				done := make(chan error, 1)
+				go func() { done <- st.compact(context.Background(), []byte("k"), []byte("l"), false) }()
+				select {
+				case <-g.started:
+				case err := <-done:
+					t.Fatalf("manual compaction ended before writing: %v", err)
+				case <-time.After(10 * time.Second):
+					t.Fatal("a sealed child never ran the manual compaction it was asked for")
+				}
+				return
+			}
+			time.Sleep(350 * time.Millisecond) // the scheduler grants every 100 ms
+			select {
+			case <-g.started:
+				t.Fatal("a held new child started a compaction before its release")
+			default:
+			}
+			st.sched.release()
+			select {
+			case <-g.started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no compaction after the release")
+			}
+		})
+	}
+}
+
+// A sealed child whose writes stall (its memtable fills over an L0 at
+// Pebble's stop-writes depth) is unsealed, so the stall ends without a
+// release: a split never waits on its own child.
+func TestSealedChildUnsealsOnAWriteStall(t *testing.T) {
+	fs := vfs.NewMem()
+	deepL0Store(t, fs, "/data/shard-5")
+	st, err := openStore("/data/shard-5", storeOptions{fs: fs, logger: zaptest.NewLogger(t), clock: clock.Real{}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	done := make(chan error, 1)
+	go func() { // two memtables' worth: the second rotation meets L0 at its limit
+		v := make([]byte, 4<<10)
+		for i := range 10_000 {
+			if err := st.db.Set(fmt.Appendf(nil, "w%06d", i), v, pebble.NoSync); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		st.sched.release() // end the stall, so the close can finish
+		<-done
+		t.Fatal("writes to a sealed child stalled for good")
+	}
+	st.sched.mu.Lock()
+	sealed, held := st.sched.sealed, st.sched.held
+	st.sched.mu.Unlock()
+	if sealed || !held {
+		t.Errorf("after a stall: sealed %v, held %v; want unsealed and still held", sealed, held)
 	}
 }

@@ -24,6 +24,7 @@ type holdScheduler struct {
 	db      pebble.DBForCompaction
 	running int
 	held    bool
+	sealed  bool // a new child: no compaction at all until release or a write stall
 	opening bool // pebble.Open has not returned: no compaction may start
 	closed  bool
 
@@ -43,7 +44,28 @@ func concurrencyRange() (int, int) { return normalConcurrency, 2 }
 const normalConcurrency = 1
 
 func newHoldScheduler(held bool, c clock.Clock) *holdScheduler {
-	return &holdScheduler{held: held, opening: true, stop: make(chan struct{}), done: make(chan struct{}), clock: c}
+	return &holdScheduler{held: held, sealed: held, opening: true, stop: make(chan struct{}), done: make(chan struct{}), clock: c}
+}
+
+// unseal lets a held child run urgent compactions: its writes stalled.
+//
+// NB: a new child opens sealed, not merely held. Pebble's urgency signal
+// also counts compaction debt in bytes, which never stalls a write, and a
+// child of a 4 GiB parent inherits enough of it to start a compaction the
+// moment it opens: two children and the parent then compacted beside the
+// split's own flush, checkpoints and fsyncs on two cores (issue 15). Before
+// its handoff a child takes only the catch-up writes. If a child's writes
+// do stall (its memtable fills over a deep L0), Pebble's WriteStallBegin
+// unseals it and the held rule applies: urgent work runs, so the stall
+// ends and a split can never wait on its own child.
+func (s *holdScheduler) unseal() {
+	s.mu.Lock()
+	was := s.sealed
+	s.sealed = false
+	s.mu.Unlock()
+	if was {
+		go s.grant()
+	}
 }
 
 // opened lets compactions start once pebble.Open has returned.
@@ -86,7 +108,7 @@ func (s *holdScheduler) Unregister() {
 
 // permitLocked reports whether one more compaction may run now.
 func (s *holdScheduler) permitLocked() bool {
-	if s.closed || s.opening || s.db == nil {
+	if s.closed || s.opening || s.sealed || s.db == nil {
 		return false
 	}
 	allowed := s.db.GetAllowedWithoutPermission()
@@ -142,7 +164,7 @@ func (s *holdScheduler) hold() {
 // release lifts the hold and lets waiting compactions run.
 func (s *holdScheduler) release() {
 	s.mu.Lock()
-	s.held = false
+	s.held, s.sealed = false, false
 	s.mu.Unlock()
 	go s.grant()
 }

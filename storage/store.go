@@ -131,6 +131,15 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, _ bool) *pebble.Option
 		el = pebble.MakeLoggingEventListener(zapPebbleLogger{o.logger.Sugar()})
 	}
 	logger := o.logger
+	if sched != nil {
+		stallBegin := el.WriteStallBegin
+		el.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
+			sched.unseal() // a sealed child must not stall its own writes
+			if stallBegin != nil {
+				stallBegin(info)
+			}
+		}
+	}
 	el.BackgroundError = func(err error) {
 		if errors.Is(err, errStoreRetired) { // a store being destroyed: expected
 			logger.Debug("background work of a retired store stopped", zap.Error(err))
@@ -244,13 +253,21 @@ func (s *store) excise(start, end []byte) error {
 	return nil
 }
 
+// compact runs a manual compaction of [start, end). A sealed child is
+// unsealed first: someone waits for this compaction, and a sealed
+// scheduler would never grant it.
+func (s *store) compact(ctx context.Context, start, end []byte, parallelize bool) error {
+	s.sched.unseal()
+	return s.db.Compact(ctx, start, end, parallelize)
+}
+
 // deleteRangeAndCompact removes a key range the classic way: a range
 // tombstone, then a compaction that rewrites the boundary files.
 func (s *store) deleteRangeAndCompact(start, end []byte) error {
 	if err := s.db.DeleteRange(start, end, pebble.Sync); err != nil {
 		return fmt.Errorf("storage: delete range from %s: %w", s.dir, err)
 	}
-	if err := s.db.Compact(context.Background(), start, end, true); err != nil {
+	if err := s.compact(context.Background(), start, end, true); err != nil {
 		return fmt.Errorf("storage: compact %s: %w", s.dir, err)
 	}
 	return nil

@@ -104,10 +104,23 @@ func TestScaleProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("split %.1f ms, stall %.1f ms, node stall %.1f ms", ms(out.WindowEnd-out.WindowStart),
-		ms(loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)), ms(out.NodeStall))
+	stall, at := loadgen.LongestStall(out.Load.Records, out.WindowStart, out.WindowEnd)
+	t.Logf("split %.1f ms, stall %.1f ms from +%.1f ms, node stall %.1f ms", ms(out.WindowEnd-out.WindowStart),
+		ms(stall), ms(at-out.WindowStart), ms(out.NodeStall))
 	for _, p := range out.Phases {
-		t.Logf("phase %s %.1f ms", p.Name, ms(p.End-p.Start))
+		t.Logf("phase %s %.1f ms (+%.1f to +%.1f)", p.Name, ms(p.End-p.Start), ms(p.Start-out.WindowStart), ms(p.End-out.WindowStart))
+	}
+	if len(out.Phases) > 1 { // the children are made one after the other in the clone phase
+		next := out.Phases[1].Start - out.WindowStart
+		for _, c := range out.Children {
+			for _, st := range []struct {
+				name string
+				d    time.Duration
+			}{{"flush", c.Flush}, {"checkpoint", c.Checkpoint}, {"open", c.Open}, {"excise", c.Excise}} {
+				t.Logf("child %d %s ~+%.1f to +%.1f", c.Shard, st.name, ms(next), ms(next+st.d))
+				next += st.d
+			}
+		}
 	}
 	for _, n := range out.Notes {
 		t.Log(n)

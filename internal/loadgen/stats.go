@@ -9,6 +9,13 @@ import (
 // documents were outstanding and none of them was acknowledged, over
 // records that start or end in [from, to).
 func MaxStall(recs []Record, from, to time.Duration) time.Duration {
+	stall, _ := LongestStall(recs, from, to)
+	return stall
+}
+
+// LongestStall is MaxStall with the moment the stall began (since the
+// run started): where to look for its cause.
+func LongestStall(recs []Record, from, to time.Duration) (stall, at time.Duration) {
 	type event struct {
 		at    time.Duration
 		start bool
@@ -32,7 +39,7 @@ func MaxStall(recs []Record, from, to time.Duration) time.Duration {
 		}
 		return 0
 	})
-	var stall, since time.Duration
+	var since time.Duration
 	outstanding := 0
 	for _, e := range evs {
 		if e.start {
@@ -42,11 +49,13 @@ func MaxStall(recs []Record, from, to time.Duration) time.Duration {
 			outstanding++
 			continue
 		}
-		stall = max(stall, e.at-since)
+		if e.at-since > stall {
+			stall, at = e.at-since, since
+		}
 		outstanding--
 		since = e.at // a new quiet interval starts at this ack
 	}
-	return stall
+	return stall, at
 }
 
 // Window summarises the records that end in [from, to).

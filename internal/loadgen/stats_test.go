@@ -9,32 +9,36 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func TestMaxStall(t *testing.T) {
 	tests := []struct {
-		name string
-		recs []Record
-		want time.Duration
+		name   string
+		recs   []Record
+		want   time.Duration
+		wantAt time.Duration
 	}{
-		{"none", nil, 0},
-		{"one write", []Record{{Start: ms(0), End: ms(5), OK: true, Moving: true}}, ms(5)},
+		{"none", nil, 0, 0},
+		{"one write", []Record{{Start: ms(0), End: ms(5), OK: true, Moving: true}}, ms(5), 0},
 		{"overlapping, acks keep coming", []Record{
 			{Start: ms(0), End: ms(3), OK: true, Moving: true},
 			{Start: ms(1), End: ms(6), OK: true, Moving: true},
 			{Start: ms(2), End: ms(8), OK: true, Moving: true},
-		}, ms(3)},
+		}, ms(3), 0},
 		{"a stall during a handoff", []Record{
 			{Start: ms(0), End: ms(1), OK: true, Moving: true},
 			{Start: ms(10), End: ms(30), OK: true, Moving: true},
 			{Start: ms(12), End: ms(31), OK: true, Moving: true},
 			{Start: ms(40), End: ms(41), OK: true, Moving: true},
-		}, ms(20)},
+		}, ms(20), ms(10)},
 		{"writes not moving do not count", []Record{
 			{Start: ms(0), End: ms(50), OK: true, Moving: false},
 			{Start: ms(0), End: ms(2), OK: true, Moving: true},
-		}, ms(2)},
+		}, ms(2), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := MaxStall(tt.recs, 0, ms(1000)); got != tt.want {
 				t.Errorf("MaxStall = %v, want %v", got, tt.want)
+			}
+			if got, at := LongestStall(tt.recs, 0, ms(1000)); got != tt.want || at != tt.wantAt {
+				t.Errorf("LongestStall = %v at %v, want %v at %v", got, at, tt.want, tt.wantAt)
 			}
 		})
 	}

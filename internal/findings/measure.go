@@ -102,6 +102,9 @@ type splitRun struct {
 	// and the parent's retirement after the handoff (its store's close and
 	// its directory's removal).
 	ChildMaxMs, FlushMs, RetireCloseMs, RetireRemoveMs float64
+	// ChildMs is each child's creation in the order they were made (the
+	// first pays the parent's flush).
+	ChildMs []float64
 	// Question 5, with splitdemo compare's windows (experiment.Summarize):
 	// the median over the steady window's whole seconds of each second's
 	// longest stall, the longest stall in the second after the handoff,
@@ -231,6 +234,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	}
 	for _, c := range out.Children {
 		r.ChildMaxMs = max(r.ChildMaxMs, msOf(c.Total()))
+		r.ChildMs = append(r.ChildMs, msOf(c.Total()))
 		r.FlushMs += msOf(c.Flush)
 	}
 	for _, x := range out.Retired {

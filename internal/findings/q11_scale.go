@@ -61,7 +61,12 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 		}
 		a.Numbers = append(a.Numbers, Measured(k.String()+": parent on disk", "MiB", field(runs, func(r splitRun) float64 { return r.ParentMiB })...),
 			Measured(k.String()+": slowest child's creation (flush, checkpoint, open, excise)", "ms", field(runs, func(r splitRun) float64 { return r.ChildMaxMs })...),
-			Measured(k.String()+": the parent's flush before its checkpoint", "ms", field(runs, func(r splitRun) float64 { return r.FlushMs })...),
+			Measured(k.String()+": the parent's flush before its checkpoint", "ms", field(runs, func(r splitRun) float64 { return r.FlushMs })...))
+		for i := range k.Ways {
+			a.Numbers = append(a.Numbers, Measured(fmt.Sprintf("%s: child %d's creation (the first pays the parent's flush)", k, i+1), "ms",
+				field(runs, func(r splitRun) float64 { return at(r.ChildMs, i) })...))
+		}
+		a.Numbers = append(a.Numbers,
 			Measured(k.String()+": the parent's retirement: its store's close", "ms", field(runs, func(r splitRun) float64 { return r.RetireCloseMs })...),
 			Measured(k.String()+": the parent's retirement: removing its directory", "ms", field(runs, func(r splitRun) float64 { return r.RetireRemoveMs })...))
 		rows = append(rows, scaleRowOf(k, runs))
@@ -130,4 +135,12 @@ func scaleGoals(rows []scaleRow, quick bool) []Goal {
 		g.Why = fmt.Sprintf("not measured at 4 GiB (largest parent %s%s; --big adds it)", last.Case.Size.Name, map[bool]string{true: ", quick run", false: ""}[quick])
 	}
 	return []Goal{g}
+}
+
+// at is xs[i], or 0 when a run made fewer children.
+func at(xs []float64, i int) float64 {
+	if i < len(xs) {
+		return xs[i]
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -479,5 +481,39 @@ func TestSealedChildUnsealsOnAWriteStall(t *testing.T) {
 	st.sched.mu.Unlock()
 	if sealed || !held {
 		t.Errorf("after a stall: sealed %v, held %v; want unsealed and still held", sealed, held)
+	}
+}
+
+// A failed open leaves no scheduler running. Pebble registers the scheduler
+// in Open before its last steps (the replayed WAL's flush, the OPTIONS
+// file, the obsolete-file scan) and never unregisters it when one of them
+// fails, so the scheduler's ticker, and the half-opened DB it points to,
+// outlived every open that failed there.
+func TestFailedOpenStopsItsScheduler(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			mem := vfs.NewMem()
+			deepL0Store(t, mem, "/data/shard-5")
+			// The OPTIONS file is written through a temporary file after
+			// Register: fail its creation.
+			fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".dbtmp") {
+					return errorfs.ErrInjected
+				}
+				return nil
+			}))
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			st, err := openStore("/data/shard-5", storeOptions{fs: fs, logger: zaptest.NewLogger(t), clock: clk}, held)
+			if err == nil {
+				_ = st.close()
+				t.Fatal("open succeeded though its OPTIONS file could not be created")
+			}
+			if !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("open failed with %v, want the injected error", err)
+			}
+			if n := clk.Waiters(); n != 0 {
+				t.Fatalf("a failed open left %d ticker(s) running: its scheduler was never unregistered", n)
+			}
+		})
 	}
 }

@@ -86,6 +86,23 @@ func (s *holdScheduler) opened() {
 	go s.grant()
 }
 
+// abandon stops the scheduler of a store whose pebble.Open failed.
+//
+// NB: Pebble's Open registers the scheduler before its last steps (the
+// replayed WAL's flush, the OPTIONS file, the obsolete-file scan) and
+// unregisters it only in Close, which a failed Open never reaches: without
+// this the ticker, and the half-opened DB it points to, outlived the open.
+// No compaction can be running (opening admits none), so Unregister waits
+// for nothing but the ticker.
+func (s *holdScheduler) abandon() {
+	s.mu.Lock()
+	registered := s.db != nil && !s.closed
+	s.mu.Unlock()
+	if registered {
+		s.Unregister()
+	}
+}
+
 // Register implements pebble.CompactionScheduler.
 func (s *holdScheduler) Register(_ int, db pebble.DBForCompaction) {
 	s.mu.Lock()

@@ -166,6 +166,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.fs = cfs
 	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
 	if err != nil {
+		sched.abandon()
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
 	sched.opened()

@@ -517,3 +517,81 @@ func TestFailedOpenStopsItsScheduler(t *testing.T) {
 		})
 	}
 }
+
+// shallowL0Store leaves in dir a store with nine overlapping L0 tables: L0
+// wants a compaction, but not urgently (Pebble allows its second compaction
+// from 10), so a held store starts none on its own.
+func shallowL0Store(t *testing.T, fs vfs.FS, dir string) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, DisableAutomaticCompactions: true, Logger: zapPebbleLogger{zap.NewNop().Sugar()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 9 {
+		for k := range 64 {
+			if err := db.Set(fmt.Appendf(nil, "k%03d", k), fmt.Appendf(nil, "v%d", round), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A manual compaction of a held store starts at once, not at the
+// scheduler's next tick. Pebble does not ask a scheduler that already has a
+// compaction waiting (one it refused) about the manual compaction it
+// enqueues, and a held store refuses whatever is not urgent: only the
+// 100 ms ticker granted it, and under a manual clock (the simulation)
+// nothing did until the clock moved. Held and sealed (a new child), and
+// held after an earlier unseal (a write stall, an earlier manual
+// compaction), where compact's own unseal grants nothing.
+func TestManualCompactionOfAHeldStoreStartsAtOnce(t *testing.T) {
+	for _, unsealed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsealed=%v", unsealed), func(t *testing.T) {
+			g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
+			shallowL0Store(t, g.FS, "/data/shard-5")
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // the ticker never fires
+			st, err := openStore("/data/shard-5", storeOptions{fs: g, logger: zaptest.NewLogger(t), clock: clk}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := st.db.GetAllowedWithoutPermission(); a != normalConcurrency {
+				t.Fatalf("allowed concurrency %d, want %d: the store's debt is urgent and proves nothing", a, normalConcurrency)
+			}
+			if unsealed {
+				st.sched.unseal()
+			}
+			// Let the grants that the open's flush, opened() and unseal()
+			// started run out: a late one would find the manual compaction
+			// and hide the missing grant.
+			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-g.started:
+				t.Fatal("a held store started a compaction nobody asked for")
+			default:
+			}
+			done := make(chan error, 1)
+			go func() { done <- st.compact(context.Background(), []byte("k"), []byte("l"), false) }()
+			select {
+			case <-g.started:
+			case err := <-done:
+				t.Errorf("manual compaction ended before writing: %v", err)
+			case <-time.After(5 * time.Second):
+				t.Error("a manual compaction of a held store did not start without a tick of the scheduler's clock")
+			}
+			close(g.gate)
+			clk.Advance(time.Second) // the old code's only way out
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			if err := st.close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

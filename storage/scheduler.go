@@ -25,6 +25,7 @@ type holdScheduler struct {
 	running int
 	held    bool
 	sealed  bool // a new child: no compaction at all until release or a write stall
+	manual  int  // manual compactions being waited for (store.compact)
 	opening bool // pebble.Open has not returned: no compaction may start
 	closed  bool
 
@@ -66,6 +67,32 @@ func (s *holdScheduler) unseal() {
 	if was {
 		go s.grant()
 	}
+}
+
+// beginManual admits, one at a time, the compactions a manual compaction
+// needs, held or not, and grants at once; endManual ends it.
+//
+// NB: Pebble's manual backlog raises GetAllowedWithoutPermission, which
+// lets a held store run it, but Pebble does not tell the scheduler: when it
+// already has a compaction waiting (one this scheduler refused: a held
+// store refuses whatever is not urgent) it enqueues the manual compaction
+// and asks nothing. A grant that ran just before the enqueue then saw the
+// old allowance, and only the 100 ms ticker granted it (under a manual
+// clock, nothing did). Counting the manual compaction here, before Pebble
+// enqueues it, makes the grant that follows see it. The compactions run
+// one at a time, as Pebble's backlog signal would allow a held store.
+func (s *holdScheduler) beginManual() {
+	s.mu.Lock()
+	s.sealed = false
+	s.manual++
+	s.mu.Unlock()
+	go s.grant()
+}
+
+func (s *holdScheduler) endManual() {
+	s.mu.Lock()
+	s.manual--
+	s.mu.Unlock()
 }
 
 // opened lets compactions start once pebble.Open has returned.
@@ -130,6 +157,9 @@ func (s *holdScheduler) permitLocked() bool {
 	}
 	allowed := s.db.GetAllowedWithoutPermission()
 	if s.held {
+		if s.manual > 0 && s.running == 0 {
+			return true // someone waits for a manual compaction
+		}
 		return allowed > 1 && s.running < allowed-1 // urgent work only
 	}
 	return s.running < min(allowed, normalConcurrency)

@@ -256,9 +256,11 @@ func (s *store) excise(start, end []byte) error {
 
 // compact runs a manual compaction of [start, end). A sealed child is
 // unsealed first: someone waits for this compaction, and a sealed
-// scheduler would never grant it.
+// scheduler would never grant it; a held one grants it at once (see
+// holdScheduler.beginManual).
 func (s *store) compact(ctx context.Context, start, end []byte, parallelize bool) error {
-	s.sched.unseal()
+	s.sched.beginManual()
+	defer s.sched.endManual()
 	return s.db.Compact(ctx, start, end, parallelize)
 }
 

@@ -132,6 +132,12 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, _ bool) *pebble.Option
 	}
 	logger := o.logger
 	if sched != nil {
+		// NB: every stall unseals, though a compaction ends only the L0
+		// one (a memtable-count stall waits for a flush, which no scheduler
+		// gates): Pebble reports one WriteStallBegin per stalled write, with
+		// the first reason, so a memtable stall that becomes an L0 stall
+		// while the write waits is never reported again. Unsealing on the
+		// L0 reason alone would leave that write stalled for good.
 		stallBegin := el.WriteStallBegin
 		el.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
 			sched.unseal() // a sealed child must not stall its own writes

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -479,5 +481,117 @@ func TestSealedChildUnsealsOnAWriteStall(t *testing.T) {
 	st.sched.mu.Unlock()
 	if sealed || !held {
 		t.Errorf("after a stall: sealed %v, held %v; want unsealed and still held", sealed, held)
+	}
+}
+
+// A failed open leaves no scheduler running. Pebble registers the scheduler
+// in Open before its last steps (the replayed WAL's flush, the OPTIONS
+// file, the obsolete-file scan) and never unregisters it when one of them
+// fails, so the scheduler's ticker, and the half-opened DB it points to,
+// outlived every open that failed there.
+func TestFailedOpenStopsItsScheduler(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			mem := vfs.NewMem()
+			deepL0Store(t, mem, "/data/shard-5")
+			// The OPTIONS file is written through a temporary file after
+			// Register: fail its creation.
+			fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".dbtmp") {
+					return errorfs.ErrInjected
+				}
+				return nil
+			}))
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			st, err := openStore("/data/shard-5", storeOptions{fs: fs, logger: zaptest.NewLogger(t), clock: clk}, held)
+			if err == nil {
+				_ = st.close()
+				t.Fatal("open succeeded though its OPTIONS file could not be created")
+			}
+			if !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("open failed with %v, want the injected error", err)
+			}
+			if n := clk.Waiters(); n != 0 {
+				t.Fatalf("a failed open left %d ticker(s) running: its scheduler was never unregistered", n)
+			}
+		})
+	}
+}
+
+// shallowL0Store leaves in dir a store with nine overlapping L0 tables: L0
+// wants a compaction, but not urgently (Pebble allows its second compaction
+// from 10), so a held store starts none on its own.
+func shallowL0Store(t *testing.T, fs vfs.FS, dir string) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, DisableAutomaticCompactions: true, Logger: zapPebbleLogger{zap.NewNop().Sugar()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 9 {
+		for k := range 64 {
+			if err := db.Set(fmt.Appendf(nil, "k%03d", k), fmt.Appendf(nil, "v%d", round), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A manual compaction of a held store starts at once, not at the
+// scheduler's next tick. Pebble does not ask a scheduler that already has a
+// compaction waiting (one it refused) about the manual compaction it
+// enqueues, and a held store refuses whatever is not urgent: only the
+// 100 ms ticker granted it, and under a manual clock (the simulation)
+// nothing did until the clock moved. Held and sealed (a new child), and
+// held after an earlier unseal (a write stall, an earlier manual
+// compaction), where compact's own unseal grants nothing.
+func TestManualCompactionOfAHeldStoreStartsAtOnce(t *testing.T) {
+	for _, unsealed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsealed=%v", unsealed), func(t *testing.T) {
+			g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
+			shallowL0Store(t, g.FS, "/data/shard-5")
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // the ticker never fires
+			st, err := openStore("/data/shard-5", storeOptions{fs: g, logger: zaptest.NewLogger(t), clock: clk}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := st.db.GetAllowedWithoutPermission(); a != normalConcurrency {
+				t.Fatalf("allowed concurrency %d, want %d: the store's debt is urgent and proves nothing", a, normalConcurrency)
+			}
+			if unsealed {
+				st.sched.unseal()
+			}
+			// Let the grants that the open's flush, opened() and unseal()
+			// started run out: a late one would find the manual compaction
+			// and hide the missing grant.
+			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-g.started:
+				t.Fatal("a held store started a compaction nobody asked for")
+			default:
+			}
+			done := make(chan error, 1)
+			go func() { done <- st.compact(context.Background(), []byte("k"), []byte("l"), false) }()
+			select {
+			case <-g.started:
+			case err := <-done:
+				t.Errorf("manual compaction ended before writing: %v", err)
+			case <-time.After(5 * time.Second):
+				t.Error("a manual compaction of a held store did not start without a tick of the scheduler's clock")
+			}
+			close(g.gate)
+			clk.Advance(time.Second) // the old code's only way out
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			if err := st.close(); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

@@ -25,6 +25,7 @@ type holdScheduler struct {
 	running int
 	held    bool
 	sealed  bool // a new child: no compaction at all until release or a write stall
+	manual  int  // manual compactions being waited for (store.compact)
 	opening bool // pebble.Open has not returned: no compaction may start
 	closed  bool
 
@@ -68,6 +69,32 @@ func (s *holdScheduler) unseal() {
 	}
 }
 
+// beginManual admits, one at a time, the compactions a manual compaction
+// needs, held or not, and grants at once; endManual ends it.
+//
+// NB: Pebble's manual backlog raises GetAllowedWithoutPermission, which
+// lets a held store run it, but Pebble does not tell the scheduler: when it
+// already has a compaction waiting (one this scheduler refused: a held
+// store refuses whatever is not urgent) it enqueues the manual compaction
+// and asks nothing. A grant that ran just before the enqueue then saw the
+// old allowance, and only the 100 ms ticker granted it (under a manual
+// clock, nothing did). Counting the manual compaction here, before Pebble
+// enqueues it, makes the grant that follows see it. The compactions run
+// one at a time, as Pebble's backlog signal would allow a held store.
+func (s *holdScheduler) beginManual() {
+	s.mu.Lock()
+	s.sealed = false
+	s.manual++
+	s.mu.Unlock()
+	go s.grant()
+}
+
+func (s *holdScheduler) endManual() {
+	s.mu.Lock()
+	s.manual--
+	s.mu.Unlock()
+}
+
 // opened lets compactions start once pebble.Open has returned.
 //
 // NB: Pebble's Open registers the scheduler before it flushes the replayed
@@ -84,6 +111,23 @@ func (s *holdScheduler) opened() {
 	s.opening = false
 	s.mu.Unlock()
 	go s.grant()
+}
+
+// abandon stops the scheduler of a store whose pebble.Open failed.
+//
+// NB: Pebble's Open registers the scheduler before its last steps (the
+// replayed WAL's flush, the OPTIONS file, the obsolete-file scan) and
+// unregisters it only in Close, which a failed Open never reaches: without
+// this the ticker, and the half-opened DB it points to, outlived the open.
+// No compaction can be running (opening admits none), so Unregister waits
+// for nothing but the ticker.
+func (s *holdScheduler) abandon() {
+	s.mu.Lock()
+	registered := s.db != nil && !s.closed
+	s.mu.Unlock()
+	if registered {
+		s.Unregister()
+	}
 }
 
 // Register implements pebble.CompactionScheduler.
@@ -113,6 +157,9 @@ func (s *holdScheduler) permitLocked() bool {
 	}
 	allowed := s.db.GetAllowedWithoutPermission()
 	if s.held {
+		if s.manual > 0 && s.running == 0 {
+			return true // someone waits for a manual compaction
+		}
 		return allowed > 1 && s.running < allowed-1 // urgent work only
 	}
 	return s.running < min(allowed, normalConcurrency)

@@ -132,6 +132,12 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, _ bool) *pebble.Option
 	}
 	logger := o.logger
 	if sched != nil {
+		// NB: every stall unseals, though a compaction ends only the L0
+		// one (a memtable-count stall waits for a flush, which no scheduler
+		// gates): Pebble reports one WriteStallBegin per stalled write, with
+		// the first reason, so a memtable stall that becomes an L0 stall
+		// while the write waits is never reported again. Unsealing on the
+		// L0 reason alone would leave that write stalled for good.
 		stallBegin := el.WriteStallBegin
 		el.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
 			sched.unseal() // a sealed child must not stall its own writes
@@ -166,6 +172,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.fs = cfs
 	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
 	if err != nil {
+		sched.abandon()
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
 	sched.opened()
@@ -255,9 +262,11 @@ func (s *store) excise(start, end []byte) error {
 
 // compact runs a manual compaction of [start, end). A sealed child is
 // unsealed first: someone waits for this compaction, and a sealed
-// scheduler would never grant it.
+// scheduler would never grant it; a held one grants it at once (see
+// holdScheduler.beginManual).
 func (s *store) compact(ctx context.Context, start, end []byte, parallelize bool) error {
-	s.sched.unseal()
+	s.sched.beginManual()
+	defer s.sched.endManual()
 	return s.db.Compact(ctx, start, end, parallelize)
 }
 

@@ -62,6 +62,9 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 		a.Numbers = append(a.Numbers, Measured(k.String()+": parent on disk", "MiB", field(runs, func(r splitRun) float64 { return r.ParentMiB })...),
 			Measured(k.String()+": slowest child's creation (flush, checkpoint, open, excise)", "ms", field(runs, func(r splitRun) float64 { return r.ChildMaxMs })...),
 			Measured(k.String()+": the parent's flush before its checkpoint", "ms", field(runs, func(r splitRun) float64 { return r.FlushMs })...))
+		a.Numbers = append(a.Numbers,
+			Measured(k.String()+": longest stall in a steady second (median over the steady window's seconds)", "ms", field(runs, func(r splitRun) float64 { return r.Steady1sStallMs })...),
+			Measured(k.String()+": longest stall in the second after the handoff", "ms", field(runs, func(r splitRun) float64 { return r.AfterHandoffStallMs })...))
 		for i := range k.Ways {
 			a.Numbers = append(a.Numbers, Measured(fmt.Sprintf("%s: child %d's creation (the first pays the parent's flush)", k, i+1), "ms",
 				field(runs, func(r splitRun) float64 { return at(r.ChildMs, i) })...))

@@ -10,14 +10,17 @@ import (
 )
 
 // holdScheduler is a store's compaction scheduler: one compaction at a time,
-// like Pebble's default, plus a hold. A new child is opened held: it inherits its parent's
-// compaction debt with the linked files, and paying it while the parent is
-// under load and the split is running starves the writers on few cores.
-// While held, a compaction runs only if Pebble says it is urgent (it raises
-// the allowed concurrency above the normal 1 when L0 read amplification or
-// compaction debt is high), so a held store can never stall its own writes.
-// Release lets the debt be paid. A parent being split is held too (its
-// compactions are wasted work once the children exist; see
+// like Pebble's default, plus a hold. No compaction starts before
+// pebble.Open returns (see opened). A new child is opened held and sealed:
+// it inherits its parent's compaction debt with the linked files, and paying
+// it while the parent is under load and the split is running starves the
+// writers on few cores. Sealed, it runs no compaction until a manual one is
+// asked for or its writes stall (see unseal); then, still held, a compaction
+// runs only if Pebble says it is urgent (it raises the allowed concurrency
+// above the normal 1 when L0 read amplification or compaction debt is
+// high), so a held store can never stall its own writes for good. Release
+// lifts both and lets the debt be paid. A parent being split is held too
+// (its compactions are wasted work once the children exist; see
 // Engine.HoldCompactions).
 type holdScheduler struct {
 	mu      sync.Mutex

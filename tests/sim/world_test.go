@@ -1524,8 +1524,12 @@ func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, reco
 	var j *splitter.Journal
 	var rep recovery.Report
 	var err error
-	alive := w.do(func() { n, j, rep, err = recovery.Open(opts, w.initial, logger) })
-	return n, j, rep, err, alive
+	if !w.do(func() { n, j, rep, err = recovery.Open(opts, w.initial, logger) }) {
+		// The process died with recovery.Open still running: it may yet
+		// write its results, so they are not read (see do).
+		return nil, nil, recovery.Report{}, nil, false
+	}
+	return n, j, rep, err, true
 }
 
 // faultyOpen opens once with an I/O fault armed, as a restart on a failing

@@ -1045,8 +1045,17 @@ func (w *world) endSplitIfDone() {
 	if s == nil || !s.sp.Done() {
 		return
 	}
-	rep := s.sp.Report()
+	// Report reads the engine's metrics, which wait for Pebble's manifest
+	// lock: a process Pebble just declared dead may hold it for good (its
+	// fatal hook parks the goroutine that called Fatalf), so the call goes
+	// through do like every other call into the node.
+	var rep splitter.Report
+	alive := w.do(func() { rep = s.sp.Report() })
 	w.sp = nil
+	if !alive {
+		w.tracef("split-end", "process died reading the report")
+		return
+	}
 	// The shards an ended operation gave up are gone: a done one's inputs
 	// (the parent, every source) are retired, store and directory; an
 	// aborted one's outputs (the children, the target) are no longer

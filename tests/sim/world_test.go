@@ -1569,7 +1569,15 @@ func (w *world) faultyOpen() {
 		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> %v", class, p, err)
 	default:
 		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> opened table v%d; closed", class, p, n.Table().Version())
-		if w.do(func() { err = n.Close() }) && err != nil {
+		switch closed := w.do(func() { err = n.Close() }); {
+		case !closed:
+			// Pebble declared the process dead during the close: its
+			// stores' locks go with the process, not with a close that
+			// never ends. Continue on a clone, as for a death in the open.
+			w.tracef("open-fault", "process died in the close: %s", firstLine(w.fatalMsg))
+			w.mem = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 2))})
+			w.stats.fatals++
+		case err != nil:
 			w.tracef("close", "%v", err)
 		}
 	}

@@ -20,7 +20,7 @@ var errCompactionCancelled = fmt.Errorf("storage: compaction cancelled: %w", peb
 var errStoreRetired = fmt.Errorf("storage: store retired: %w", pebble.ErrCancelledCompaction)
 
 // compactionWriteCategory is the category Pebble creates compaction outputs
-// with (flushes use "pebble-memtable-flush", which is never cancelled).
+// with (flushes use flushWriteCategory, and are never cancelled).
 const compactionWriteCategory vfs.DiskWriteCategory = "pebble-compaction"
 
 // cancelFS lets a store abandon the compactions it is running.
@@ -47,10 +47,16 @@ const compactionWriteCategory vfs.DiskWriteCategory = "pebble-compaction"
 // it closes the table): up to a second of CPU on a multi-GiB store. A store
 // being destroyed has no readers left, so retire also fails every read,
 // and the compaction stops at its next block.
+//
+// It also paces the flushes a split starts (pace, pacefs.go).
 type cancelFS struct {
 	vfs.FS
 	epoch   atomic.Uint64 // incremented by each cancel
 	retired atomic.Bool
+
+	flushRate  int64        // bytes a second of a paced flush; <= 0: never paced
+	paced      atomic.Int32 // > 0: new flush outputs are paced
+	pacedBytes atomic.Int64 // bytes written through paced flush outputs
 }
 
 // cancel fails every compaction output file open now.
@@ -96,6 +102,9 @@ func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
 // Create implements vfs.FS.
 func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := c.FS.Create(name, category)
+	if err == nil && category == flushWriteCategory && c.paced.Load() > 0 {
+		return &pacedFile{File: f, rate: float64(c.flushRate), written: &c.pacedBytes}, nil
+	}
 	if err != nil || category != compactionWriteCategory {
 		return f, err
 	}

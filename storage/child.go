@@ -83,7 +83,10 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 	}
 	start := e.opts.Clock.Now()
 	if parent.st.db.Metrics().WAL.Size > flushBeforeCheckpoint {
-		if err := parent.st.db.Flush(); err != nil {
+		unpace := parent.st.cfs.pace()
+		err := parent.st.db.Flush()
+		unpace()
+		if err != nil {
 			return nil, stats, fmt.Errorf("storage: create child %d: flush shard %d: %w", child, parent.id, err)
 		}
 		stats.Flush = e.opts.Clock.Since(start)

@@ -65,6 +65,11 @@ type Options struct {
 	// ForeignCleanup paces the deletion of keep-all children's foreign
 	// documents (foreign.go).
 	ForeignCleanup ForeignCleanupOptions
+	// SplitFlushRate is the rate, in bytes a second, of the flushes a
+	// split or merge makes: the parent's before its checkpoints and each
+	// child's of the WAL it copied (pacefs.go); 0 = DefaultSplitFlushRate,
+	// negative = as fast as the disk goes.
+	SplitFlushRate int64
 }
 
 // Engine holds a node's shard stores. Its methods are safe for concurrent
@@ -111,6 +116,9 @@ func Open(opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.SplitFlushRate == 0 {
+		opts.SplitFlushRate = DefaultSplitFlushRate
+	}
 	opts.Clock = clock.Or(opts.Clock)
 	if err := mkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("storage: open engine: %w", err)
@@ -124,7 +132,7 @@ func Open(opts Options) (*Engine, error) {
 		shards:    map[routing.ShardID]*Shard{},
 	}
 	e.so = storeOptions{fs: opts.FS, cache: e.cache, fileCache: e.fileCache, durability: opts.Durability,
-		syncInterval: opts.SyncEvery, logger: opts.Logger, clock: opts.Clock}
+		syncInterval: opts.SyncEvery, logger: opts.Logger, clock: opts.Clock, flushRate: opts.SplitFlushRate}
 	return e, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,9 +25,28 @@ import (
 func writeDocs(t *testing.T, s *Shard, prefix string, n, size int) {
 	t.Helper()
 	src := strings.Repeat("x", size)
+	writeDocsWith(t, s, prefix, n, func(int) string { return src })
+}
+
+// writeRandomDocs is writeDocs with incompressible sources of size bytes:
+// their tables are as large as their memtable.
+func writeRandomDocs(t *testing.T, s *Shard, prefix string, n, size int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(size)))
+	buf := make([]byte, size)
+	writeDocsWith(t, s, prefix, n, func(int) string {
+		for i := range buf {
+			buf[i] = 'a' + byte(rng.IntN(26))
+		}
+		return string(buf)
+	})
+}
+
+func writeDocsWith(t *testing.T, s *Shard, prefix string, n int, source func(i int) string) {
+	t.Helper()
 	var ops []Op
 	for i := range n {
-		op := opFor(fmt.Sprintf("%s-%d", prefix, i), OpIndex, src)
+		op := opFor(fmt.Sprintf("%s-%d", prefix, i), OpIndex, source(i))
 		op.Root, op.Key = 2, routing.Key(256+uint64(i%128)) // root 2 owns [256, 384)
 		ops = append(ops, op)
 		if len(ops) == 100 {

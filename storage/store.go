@@ -90,6 +90,7 @@ type storeOptions struct {
 	syncInterval time.Duration
 	logger       *zap.Logger
 	clock        clock.Clock
+	flushRate    int64 // bytes a second of the flushes a split starts (cancelFS.pace)
 }
 
 func (o storeOptions) withNopLogger() storeOptions {
@@ -168,8 +169,14 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.clock = clock.Or(o.clock)
 	o.logger = o.logger.With(zap.String("store", filepath.Base(dir)))
 	sched := newHoldScheduler(held, o.clock)
-	cfs := &cancelFS{FS: o.fs}
+	cfs := &cancelFS{FS: o.fs, flushRate: o.flushRate}
 	o.fs = cfs
+	if held {
+		// A held store is a new child (CreateChild): the flush of the WAL
+		// it copied from its parent is the split's, paced like the
+		// parent's.
+		defer cfs.pace()()
+	}
 	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
 	if err != nil {
 		sched.abandon()

@@ -15,14 +15,17 @@ import (
 
 // ChildStats measures the creation of a child shard.
 type ChildStats struct {
-	Shard      routing.ShardID
-	Flush      time.Duration // flushing the parent's memtable before the checkpoint (0: too little to flush)
-	Checkpoint time.Duration // hard-linked checkpoint of the parent
-	Open       time.Duration // opening the child's store
-	Excise     time.Duration // dropping the foreign keys from the child
-	Seq        uint64        // the parent's sequence number the child starts from (S)
-	Linked     int64         // bytes hard-linked from the parent
-	Copied     int64         // bytes copied (MANIFEST, OPTIONS, WAL)
+	Shard routing.ShardID
+	Flush time.Duration // flushing the parent's memtable before the checkpoint (0: too little to flush, or skipped)
+	// SkippedFlush: the parent needed a flush but its L0 was at Pebble's
+	// stop-writes depth, so the child copied its WAL instead.
+	SkippedFlush bool
+	Checkpoint   time.Duration // hard-linked checkpoint of the parent
+	Open         time.Duration // opening the child's store
+	Excise       time.Duration // dropping the foreign keys from the child
+	Seq          uint64        // the parent's sequence number the child starts from (S)
+	Linked       int64         // bytes hard-linked from the parent
+	Copied       int64         // bytes copied (MANIFEST, OPTIONS, WAL)
 }
 
 // Total is the whole creation time.
@@ -82,7 +85,9 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 		docs = pebble.CheckpointSpan{Start: allDocs[0], End: allDocs[1]}
 	}
 	start := e.opts.Clock.Now()
-	if parent.st.db.Metrics().WAL.Size > flushBeforeCheckpoint {
+	if m := parent.st.db.Metrics(); m.WAL.Size > flushBeforeCheckpoint && parent.st.flushWouldStall(m) {
+		stats.SkippedFlush = true
+	} else if m.WAL.Size > flushBeforeCheckpoint {
 		unpace := parent.st.cfs.pace()
 		err := parent.st.db.Flush()
 		unpace()
@@ -129,7 +134,7 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
 		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("flush", stats.Flush), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
-		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied))
+		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied), zap.Bool("skipped_flush", stats.SkippedFlush))
 	return s, stats, nil
 }
 

@@ -57,6 +57,8 @@ type store struct {
 	sched  *holdScheduler
 	cfs    *cancelFS // cancels the running compactions
 
+	l0StopWrites int // Pebble's L0StopWritesThreshold for this store
+
 	stopSync chan struct{} // closes the async syncer
 	syncDone sync.WaitGroup
 
@@ -177,13 +179,14 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 		// parent's.
 		defer cfs.pace()()
 	}
-	db, err := pebble.Open(dir, o.pebbleOptions(sched, held))
+	popts := o.pebbleOptions(sched, held)
+	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		sched.abandon()
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
 	sched.opened()
-	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger}
+	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger, l0StopWrites: popts.L0StopWritesThreshold}
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval, o.clock)
 	}
@@ -324,3 +327,17 @@ type zapPebbleLogger struct{ s *zap.SugaredLogger }
 func (l zapPebbleLogger) Infof(format string, args ...any)  { l.s.Debugf(format, args...) }
 func (l zapPebbleLogger) Errorf(format string, args ...any) { l.s.Errorf(format, args...) }
 func (l zapPebbleLogger) Fatalf(format string, args ...any) { l.s.Fatalf(format, args...) }
+
+// flushWouldStall reports whether a flush forced now would stall the
+// store's writers, or bring them to the brink: Pebble checks a forced
+// flush like a write that needs a new memtable, and at an L0 read
+// amplification of L0StopWritesThreshold it waits, commit pipeline held,
+// for a compaction to lower it. One sublevel short counts too: the flush
+// adds the sublevel that stops the next memtable's writers.
+//
+// NB: Pebble also stalls it while an older memtable waits for its flush
+// (MemTableStopWritesThreshold); that wait is bounded by one flush and is
+// not avoided here.
+func (s *store) flushWouldStall(m *pebble.Metrics) bool {
+	return int(m.Levels[0].Sublevels) >= s.l0StopWrites-1
+}

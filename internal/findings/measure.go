@@ -102,6 +102,9 @@ type splitRun struct {
 	// and the parent's retirement after the handoff (its store's close and
 	// its directory's removal).
 	ChildMaxMs, FlushMs, RetireCloseMs, RetireRemoveMs float64
+	// SkippedFlushes counts the children that copied the parent's WAL
+	// because its L0 was at Pebble's stop-writes depth (no flush forced).
+	SkippedFlushes float64
 	// ChildMs is each child's creation in the order they were made (the
 	// first pays the parent's flush).
 	ChildMs []float64
@@ -236,6 +239,9 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 		r.ChildMaxMs = max(r.ChildMaxMs, msOf(c.Total()))
 		r.ChildMs = append(r.ChildMs, msOf(c.Total()))
 		r.FlushMs += msOf(c.Flush)
+		if c.SkippedFlush {
+			r.SkippedFlushes++
+		}
 	}
 	for _, x := range out.Retired {
 		r.RetireCloseMs += msOf(x.Close)

@@ -20,6 +20,7 @@ func TestSummarizePerStepTimings(t *testing.T) {
 	type steps struct {
 		ChildMax, Flush, RetireClose, RetireRemove float64
 		Child                                      []float64
+		Skipped                                    float64
 	}
 	for _, tc := range []struct {
 		name     string
@@ -43,12 +44,20 @@ func TestSummarizePerStepTimings(t *testing.T) {
 			retired:  []storage.RetireStats{{}},
 			want:     steps{ChildMax: 1, Child: []float64{1}},
 		},
+		{
+			name: "the parent at the stop-writes depth: no flush, two WAL copies",
+			children: []storage.ChildStats{
+				{Shard: 1, SkippedFlush: true, Checkpoint: 5 * ms, Open: 30 * ms},
+				{Shard: 2, SkippedFlush: true, Checkpoint: 4 * ms, Open: 20 * ms},
+			},
+			want: steps{ChildMax: 35, Child: []float64{35, 24}, Skipped: 2},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := &experiment.Outcome{Load: &loadgen.Result{}, WindowStart: time.Second, WindowEnd: 2 * time.Second,
 				End: 3 * time.Second, Children: tc.children, Retired: tc.retired}
 			r := summarize(out, time.Second)
-			got := steps{r.ChildMaxMs, r.FlushMs, r.RetireCloseMs, r.RetireRemoveMs, r.ChildMs}
+			got := steps{r.ChildMaxMs, r.FlushMs, r.RetireCloseMs, r.RetireRemoveMs, r.ChildMs, r.SkippedFlushes}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("per-step timings (-want +got):\n%s", d)
 			}

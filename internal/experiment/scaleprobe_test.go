@@ -108,6 +108,16 @@ func TestScaleProbe(t *testing.T) {
 	stall, at := loadgen.LongestStall(out.Load.Records, out.WindowStart, out.WindowEnd)
 	t.Logf("split %.1f ms, stall %.1f ms from +%.1f ms, node stall %.1f ms", ms(out.WindowEnd-out.WindowStart),
 		ms(stall), ms(at-out.WindowStart), ms(out.NodeStall))
+	// The same measure over steady windows as long, before the split (the
+	// findings' "steady windows as long", without importing them).
+	var steady []time.Duration
+	for w, at := out.WindowEnd-out.WindowStart, out.WindowStart-2500*time.Millisecond; w > 0 && at+w <= out.WindowStart; at += w / 2 {
+		steady = append(steady, loadgen.MaxStall(out.Load.Records, at, at+w))
+	}
+	if len(steady) > 0 {
+		slices.Sort(steady)
+		t.Logf("steady windows as long: median %.1f ms of %d", ms(steady[len(steady)/2]), len(steady))
+	}
 	for _, g := range quietIntervals(out.Load.Records, out.WindowStart-time.Second, out.WindowEnd+time.Second, 4*time.Millisecond) {
 		t.Logf("quiet %.1f ms from %+.1f ms", ms(g[1]), ms(g[0]-out.WindowStart))
 	}

@@ -148,3 +148,135 @@ func TestSplitDoesNotFlushAParentAtTheStopWritesDepth(t *testing.T) {
 		t.Errorf("child holds %d of the split's documents, want %d", got, want)
 	}
 }
+
+// A split that skips the parent's flush (its L0 at the stop-writes depth)
+// while writers keep writing: the child holds every write acknowledged up
+// to its S, none after, and no key outside its span. The skipped flush
+// leaves the child to the checkpoint's copy of the WAL (WithFlushedWAL)
+// and the excise after its open.
+func TestSplitSkippingTheFlushUnderWritesKeepsExactlyS(t *testing.T) {
+	g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(g.gate) }) }
+	defer release()
+	e, err := Open(Options{Dir: "/data", FS: g, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	defer release() // before the close, which waits for the compaction
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRandomDocs(t, parent, "warm", 12000, 1024) // grows the memtable (see above)
+	for i := 0; int(parent.st.db.Metrics().Levels[0].Sublevels) < parent.st.l0StopWrites; i++ {
+		writeDocs(t, parent, fmt.Sprintf("r%d", i), 128, 64)
+		if err := parent.st.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRandomDocs(t, parent, "split", 2500, 1024) // > 2 MiB unflushed
+	parent.HoldLog()
+
+	// One writer, one document a write, across the whole root span
+	// [256, 384): the child owns [256, 320). Bounded, so the memtable does
+	// not fill over the gated L0.
+	type acked struct {
+		key routing.Key
+		seq uint64
+	}
+	stop, started := make(chan struct{}), make(chan struct{})
+	writerDone := make(chan map[string]acked, 1)
+	go func() {
+		got := map[string]acked{}
+		defer func() { writerDone <- got }()
+		for i := 0; i < 20000; i++ {
+			if i == 100 {
+				close(started)
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("c-%d", i)
+			op := opFor(id, OpIndex, "concurrent")
+			op.Root, op.Key = 2, routing.Key(256+uint64(i%128))
+			seq, err := parent.Write([]Op{op}, nil)
+			if err != nil {
+				t.Errorf("write %s: %v", id, err)
+				return
+			}
+			got[id] = acked{op.Key, seq}
+		}
+	}()
+	type result struct {
+		child *Shard
+		stats ChildStats
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		<-started
+		c, st, err := e.CreateChild(parent, 9, routing.Span{Start: 256, End: 320})
+		done <- result{c, st, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		close(stop)
+		release()
+		<-done
+		t.Fatalf("CreateChild did not return within 20 s")
+	}
+	close(stop)
+	var writes map[string]acked
+	select {
+	case writes = <-writerDone:
+	case <-time.After(20 * time.Second):
+		release()
+		<-writerDone
+		t.Fatalf("the writer did not stop within 20 s")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !r.stats.SkippedFlush {
+		t.Fatalf("the split flushed the parent (%v): the test needs the skipped flush", r.stats.Flush)
+	}
+	S := r.stats.Seq
+	var before, after int
+	for _, w := range writes {
+		if w.seq <= S {
+			before++
+		} else {
+			after++
+		}
+	}
+	t.Logf("S %d: %d concurrent writes at or before S, %d after", S, before, after)
+	inChild := scanState(t, r.child)
+	for id, w := range writes {
+		_, ok := inChild[id]
+		switch want := w.seq <= S && w.key < 320; {
+		case want && !ok:
+			t.Errorf("%s (key %d, seq %d <= S %d) is missing from the child", id, w.key, w.seq, S)
+		case !want && ok:
+			t.Errorf("%s (key %d, seq %d, S %d) is in the child", id, w.key, w.seq, S)
+		}
+	}
+	for id := range inChild {
+		if !strings.HasPrefix(id, "c-") && !strings.HasPrefix(id, "split-") && !strings.HasPrefix(id, "warm-") && !strings.HasPrefix(id, "r") {
+			t.Errorf("unexpected document %s in the child", id)
+		}
+	}
+	if err := r.child.Scan(func(d Doc) error {
+		if d.Key < 256 || d.Key >= 320 {
+			t.Errorf("foreign document %s (key %d) in the child", d.ID, d.Key)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

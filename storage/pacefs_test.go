@@ -74,37 +74,7 @@ func TestSplitFlushesArePaced(t *testing.T) {
 // compaction (issue 15: 0.8-1.6 s stalls in a set of 4 GiB splits). The
 // children copy the parent's WAL instead.
 func TestSplitDoesNotFlushAParentAtTheStopWritesDepth(t *testing.T) {
-	g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(g.gate)
-		}
-	}
-	defer release()
-	e, err := Open(Options{Dir: "/data", FS: g, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	defer release() // before the close, which waits for the compaction
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Pebble grows its memtables from 256 KiB as they fill (a forced flush
-	// of a small one does not): grow it, so the split's writes below fit
-	// in one and rotate nothing at the stop-writes depth.
-	writeRandomDocs(t, parent, "warm", 12000, 1024)
-	// Overlapping flushes: each is a new L0 sublevel, and the L0
-	// compaction they start cannot finish.
-	for i := 0; int(parent.st.db.Metrics().Levels[0].Sublevels) < parent.st.l0StopWrites; i++ {
-		writeDocs(t, parent, fmt.Sprintf("r%d", i), 128, 64)
-		if err := parent.st.db.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, parent, release := parentAtStopDepth(t)
 	writeRandomDocs(t, parent, "split", 2500, 1024) // > 2 MiB unflushed
 	parent.HoldLog()
 	type result struct {
@@ -155,27 +125,7 @@ func TestSplitDoesNotFlushAParentAtTheStopWritesDepth(t *testing.T) {
 // leaves the child to the checkpoint's copy of the WAL (WithFlushedWAL)
 // and the excise after its open.
 func TestSplitSkippingTheFlushUnderWritesKeepsExactlyS(t *testing.T) {
-	g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(g.gate) }) }
-	defer release()
-	e, err := Open(Options{Dir: "/data", FS: g, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	defer release() // before the close, which waits for the compaction
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRandomDocs(t, parent, "warm", 12000, 1024) // grows the memtable (see above)
-	for i := 0; int(parent.st.db.Metrics().Levels[0].Sublevels) < parent.st.l0StopWrites; i++ {
-		writeDocs(t, parent, fmt.Sprintf("r%d", i), 128, 64)
-		if err := parent.st.db.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, parent, release := parentAtStopDepth(t)
 	writeRandomDocs(t, parent, "split", 2500, 1024) // > 2 MiB unflushed
 	parent.HoldLog()
 
@@ -279,4 +229,42 @@ func TestSplitSkippingTheFlushUnderWritesKeepsExactlyS(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// parentAtStopDepth opens an engine whose shard 2 has its L0 at Pebble's
+// stop-writes depth (L0StopWritesThreshold overlapping sublevels) and a
+// memtable grown large enough for a few MiB of writes without a rotation.
+// Its L0 compaction cannot finish until release is called; the test's
+// cleanup releases it, then closes the engine (the close waits for it).
+func parentAtStopDepth(t *testing.T) (*Engine, *Shard, func()) {
+	t.Helper()
+	g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
+	var once sync.Once
+	release := func() { once.Do(func() { close(g.gate) }) }
+	e, err := Open(Options{Dir: "/data", FS: g, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		release()
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pebble grows its memtables from 256 KiB as they fill (a forced flush
+	// of a small one does not).
+	writeRandomDocs(t, parent, "warm", 12000, 1024)
+	// Overlapping flushes: each is a new L0 sublevel, and the L0
+	// compaction they start cannot finish.
+	for i := 0; int(parent.st.db.Metrics().Levels[0].Sublevels) < parent.st.l0StopWrites; i++ {
+		writeDocs(t, parent, fmt.Sprintf("r%d", i), 128, 64)
+		if err := parent.st.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, parent, release
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
 // flushWriteCategory is the category Pebble creates flush outputs with.
@@ -49,20 +51,26 @@ type pacedFile struct {
 	vfs.File
 	rate    float64 // bytes a second
 	written *atomic.Int64
-	start   time.Time // wall clock: Pebble's flush is not on the engine's clock
+	start   time.Time
 	n       int64
 }
 
+// paceClock is the wall clock, not the engine's: the paced writer is
+// Pebble's flush, which no simulated clock drives. Under a manual clock a
+// split's synchronous flush would wait for a tick that its own step holds
+// back.
+var paceClock clock.Clock = clock.Real{}
+
 func (f *pacedFile) Write(p []byte) (int, error) {
 	if f.start.IsZero() {
-		f.start = time.Now()
+		f.start = paceClock.Now()
 	}
 	n, err := f.File.Write(p)
 	f.n += int64(n)
 	f.written.Add(int64(n))
 	due := time.Duration(float64(f.n) / f.rate * float64(time.Second))
-	if ahead := due - time.Since(f.start); ahead >= pacingSlack {
-		time.Sleep(ahead)
+	if ahead := due - paceClock.Since(f.start); ahead >= pacingSlack {
+		paceClock.Sleep(ahead)
 	}
 	return n, err
 }

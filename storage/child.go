@@ -85,17 +85,21 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 		docs = pebble.CheckpointSpan{Start: allDocs[0], End: allDocs[1]}
 	}
 	start := e.opts.Clock.Now()
-	if m := parent.st.db.Metrics(); m.WAL.Size > flushBeforeCheckpoint && parent.st.flushWouldStall(m) {
-		stats.SkippedFlush = true
-	} else if m.WAL.Size > flushBeforeCheckpoint {
-		unpace := parent.st.cfs.pace()
-		err := parent.st.db.Flush()
-		unpace()
-		if err != nil {
-			return nil, stats, fmt.Errorf("storage: create child %d: flush shard %d: %w", child, parent.id, err)
+	if m := parent.st.db.Metrics(); m.WAL.Size > flushBeforeCheckpoint {
+		if parent.st.flushWouldStall(m) {
+			// Flushing would hold every writer of the parent until its
+			// L0 compaction: copy the WAL instead (issue 15).
+			stats.SkippedFlush = true
+		} else {
+			unpace := parent.st.cfs.pace()
+			err := parent.st.db.Flush()
+			unpace()
+			if err != nil {
+				return nil, stats, fmt.Errorf("storage: create child %d: flush shard %d: %w", child, parent.id, err)
+			}
+			stats.Flush = e.opts.Clock.Since(start)
+			start = e.opts.Clock.Now()
 		}
-		stats.Flush = e.opts.Clock.Since(start)
-		start = e.opts.Clock.Now()
 	}
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))

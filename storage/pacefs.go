@@ -15,10 +15,11 @@ const flushWriteCategory vfs.DiskWriteCategory = "pebble-memtable-flush"
 // DefaultSplitFlushRate is the rate a split's own flushes write at
 // (Options.SplitFlushRate).
 //
-// Why pace them (issue 15): on this project's machines a writer's fsync
-// makes durable everything the store wrote before it, so a flush that
-// writes a 16 MiB memtable at the disk's full speed (270 MB/s measured)
-// rides on the fsyncs of every write acknowledged meanwhile. In probes of a
+// Why pace them (issue 15): on this project's machines the writers' WAL
+// fsyncs wait behind what a flush has just written (whether in the ext4
+// journal or the virtual disk's cache flush was not isolated), so a flush
+// that writes a 16 MiB memtable at the disk's full speed (270 MB/s
+// measured) slows every write acknowledged meanwhile. In probes of a
 // 4 GiB split under 5,000 fsync'd writes/s the parent's unpaced flush left
 // writers with no acknowledgement for 11–25 ms, against 4–5 ms between
 // acknowledgements in steady state; paced at 128 MiB/s, 8.2–8.8 ms (three

@@ -118,8 +118,8 @@ func TestScaleProbe(t *testing.T) {
 		slices.Sort(steady)
 		t.Logf("steady windows as long: median %.1f ms of %d", ms(steady[len(steady)/2]), len(steady))
 	}
-	for _, g := range quietIntervals(out.Load.Records, out.WindowStart-time.Second, out.WindowEnd+time.Second, 4*time.Millisecond) {
-		t.Logf("quiet %.1f ms from %+.1f ms", ms(g[1]), ms(g[0]-out.WindowStart))
+	for _, q := range loadgen.QuietIntervals(out.Load.Records, out.WindowStart-time.Second, out.WindowEnd+time.Second, 4*time.Millisecond) {
+		t.Logf("quiet %.1f ms from %+.1f ms", ms(q.Len), ms(q.At-out.WindowStart))
 	}
 	for _, p := range out.Phases {
 		t.Logf("phase %s %.1f ms (+%.1f to +%.1f)", p.Name, ms(p.End-p.Start), ms(p.Start-out.WindowStart), ms(p.End-out.WindowStart))
@@ -139,51 +139,4 @@ func TestScaleProbe(t *testing.T) {
 	for _, n := range out.Notes {
 		t.Log(n)
 	}
-}
-
-// quietIntervals lists every interval of at least min in [from, to) in
-// which moving writes were outstanding and none was acknowledged, as
-// (start, length) pairs: where a probe looks for what stalled them. It is
-// LongestStall's sweep, keeping every interval instead of the longest.
-func quietIntervals(recs []loadgen.Record, from, to, min time.Duration) [][2]time.Duration {
-	type event struct {
-		at    time.Duration
-		start bool
-	}
-	var evs []event
-	for _, r := range recs {
-		if r.Moving && r.OK && r.End >= from && r.Start < to {
-			evs = append(evs, event{r.Start, true}, event{r.End, false})
-		}
-	}
-	slices.SortFunc(evs, func(a, b event) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
-		}
-		if a.start == b.start {
-			return 0
-		}
-		if a.start {
-			return 1
-		}
-		return -1
-	})
-	var out [][2]time.Duration
-	var since time.Duration
-	outstanding := 0
-	for _, e := range evs {
-		if e.start {
-			if outstanding == 0 {
-				since = e.at
-			}
-			outstanding++
-			continue
-		}
-		if e.at-since >= min {
-			out = append(out, [2]time.Duration{since, e.at - since})
-		}
-		outstanding--
-		since = e.at
-	}
-	return out
 }

@@ -16,6 +16,37 @@ func MaxStall(recs []Record, from, to time.Duration) time.Duration {
 // LongestStall is MaxStall with the moment the stall began (since the
 // run started): where to look for its cause.
 func LongestStall(recs []Record, from, to time.Duration) (stall, at time.Duration) {
+	sweepQuiet(recs, from, to, func(since, d time.Duration) {
+		if d > stall {
+			stall, at = d, since
+		}
+	})
+	return stall, at
+}
+
+// Quiet is an interval in which moving writes were outstanding and none
+// was acknowledged.
+type Quiet struct {
+	At, Len time.Duration // since the run started
+}
+
+// QuietIntervals lists, in order, every quiet interval of at least min
+// over records that start or end in [from, to): the stalls LongestStall
+// picks the longest of, for a probe looking at what else was going on.
+func QuietIntervals(recs []Record, from, to, min time.Duration) []Quiet {
+	var out []Quiet
+	sweepQuiet(recs, from, to, func(since, d time.Duration) {
+		if d >= min {
+			out = append(out, Quiet{since, d})
+		}
+	})
+	return out
+}
+
+// sweepQuiet calls fn with the start and length of every quiet interval
+// ending at an acknowledgement of a moving write that starts or ends in
+// [from, to), in order.
+func sweepQuiet(recs []Record, from, to time.Duration, fn func(since, d time.Duration)) {
 	type event struct {
 		at    time.Duration
 		start bool
@@ -49,13 +80,10 @@ func LongestStall(recs []Record, from, to time.Duration) (stall, at time.Duratio
 			outstanding++
 			continue
 		}
-		if e.at-since > stall {
-			stall, at = e.at-since, since
-		}
+		fn(since, e.at-since)
 		outstanding--
 		since = e.at // a new quiet interval starts at this ack
 	}
-	return stall, at
 }
 
 // Window summarises the records that end in [from, to).

@@ -3,6 +3,8 @@ package loadgen
 import (
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -41,6 +43,23 @@ func TestMaxStall(t *testing.T) {
 				t.Errorf("LongestStall = %v at %v, want %v at %v", got, at, tt.want, tt.wantAt)
 			}
 		})
+	}
+}
+
+func TestQuietIntervals(t *testing.T) {
+	recs := []Record{
+		{Start: ms(0), End: ms(1), OK: true, Moving: true},
+		{Start: ms(10), End: ms(30), OK: true, Moving: true},
+		{Start: ms(12), End: ms(31), OK: true, Moving: true},
+		{Start: ms(40), End: ms(43), OK: true, Moving: true},
+		{Start: ms(40), End: ms(90), OK: true, Moving: false},
+	}
+	all := []Quiet{{0, ms(1)}, {ms(10), ms(20)}, {ms(30), ms(1)}, {ms(40), ms(3)}}
+	if d := cmp.Diff(all, QuietIntervals(recs, 0, ms(1000), 0)); d != "" {
+		t.Errorf("QuietIntervals, min 0 (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(all[1:2], QuietIntervals(recs, 0, ms(1000), ms(5))); d != "" {
+		t.Errorf("QuietIntervals, min 5 ms (-want +got):\n%s", d)
 	}
 }
 

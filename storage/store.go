@@ -57,7 +57,8 @@ type store struct {
 	sched  *holdScheduler
 	cfs    *cancelFS // cancels the running compactions
 
-	l0StopWrites int // Pebble's L0StopWritesThreshold for this store
+	l0StopWrites int          // Pebble's L0StopWritesThreshold for this store
+	flushes      *flushEvents // its flushes and WAL deletions (AwaitOwnFlush)
 
 	stopSync chan struct{} // closes the async syncer
 	syncDone sync.WaitGroup
@@ -180,13 +181,15 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 		defer cfs.pace()()
 	}
 	popts := o.pebbleOptions(sched, held)
+	var flushes flushEvents
+	flushes.listen(popts.EventListener, o.clock.Now)
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		sched.abandon()
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
 	sched.opened()
-	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger, l0StopWrites: popts.L0StopWritesThreshold}
+	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger, l0StopWrites: popts.L0StopWritesThreshold, flushes: &flushes}
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval, o.clock)
 	}

@@ -1,0 +1,104 @@
+package storage
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// AwaitOwnFlush does not return ready while the parent holds more than
+// flushBeforeCheckpoint unflushed, says so past its bound, and returns
+// once the store has flushed on its own; a child made then forces no
+// flush of the parent.
+func TestAwaitOwnFlush(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRandomDocs(t, parent, "big", 4000, 1024) // ~4 MiB unflushed, far from a full 16 MiB memtable
+	const bound = 100 * time.Millisecond
+	waited, ready, err := e.AwaitOwnFlush(parent, bound)
+	if err != nil || ready || waited < bound {
+		t.Fatalf("with ~4 MiB unflushed and no writes: waited %v, ready %v, err %v; want the whole %v, not ready", waited, ready, err, bound)
+	}
+
+	// A writer fills the memtable at ~16 MiB/s (a memory filesystem
+	// would take writes far faster than any disk): the store flushes on
+	// its own, and the wait ends after that flush, with little left
+	// unflushed.
+	flushesBefore := parent.st.db.Metrics().Flush.Count
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			var ops []Op
+			for j := range 8 {
+				op := opFor(fmt.Sprintf("fill-%d-%d", i, j), OpIndex, string(make([]byte, 4096)))
+				op.Root, op.Key = 2, routing.Key(256+uint64(j))
+				ops = append(ops, op)
+			}
+			if _, err := parent.Write(ops, nil); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	waited, ready, err = e.AwaitOwnFlush(parent, 30*time.Second)
+	close(stop)
+	if werr := <-done; werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil || !ready {
+		t.Fatalf("while a writer filled the memtable: waited %v, ready %v, err %v; want ready", waited, ready, err)
+	}
+	if n := parent.st.db.Metrics().Flush.Count; n <= flushesBefore {
+		t.Fatalf("the wait ended with %d flushes, as many as before it: it did not wait for the store's own flush", n)
+	}
+	parent.HoldLog()
+	_, stats, err := e.CreateChild(parent, 9, routing.Span{Start: 256, End: 320})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Flush != 0 || stats.SkippedFlush || stats.Copied > 4<<20 {
+		t.Errorf("the child made after the wait: flush %v, skipped %v, copied %d bytes; want no flush and a small WAL", stats.Flush, stats.SkippedFlush, stats.Copied)
+	}
+}
+
+// A closed store is an error, not a wait; the shared layout has nothing
+// to wait for.
+func TestAwaitOwnFlushClosedAndShared(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ready, err := e.AwaitOwnFlush(parent, time.Second); err == nil || ready {
+		t.Errorf("closed store: ready %v, err %v; want an error", ready, err)
+	}
+
+	shared := openTestEngine(t, vfs.NewMem(), LayoutShared)
+	defer shared.Close()
+	s, err := shared.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRandomDocs(t, s, "big", 4000, 1024)
+	if waited, ready, err := shared.AwaitOwnFlush(s, time.Second); err != nil || !ready || waited > 100*time.Millisecond {
+		t.Errorf("shared layout: waited %v, ready %v, err %v; want at once", waited, ready, err)
+	}
+}

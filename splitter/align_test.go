@@ -1,0 +1,46 @@
+package splitter
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/node"
+)
+
+// Run with AlignFlush waits for the parent's own flush before the split
+// begins, reports the wait, and past the bound splits anyway, flushing
+// the parent as before.
+func TestRunAlignsWithTheParentsOwnFlush(t *testing.T) {
+	n := openHoldNode(t, vfs.NewMem()) // 40 small documents: nothing to flush
+	r, err := NewDriver(n, Config{AlignFlush: time.Second}).Run(Plan{Parent: 0, Ways: 2})
+	if err != nil || r.Phase != PhaseDone {
+		t.Fatalf("split: %v, phase %s (%v)", err, r.Phase, r.Err)
+	}
+	if !r.Aligned || r.AlignWait > 500*time.Millisecond {
+		t.Errorf("a parent with almost nothing unflushed: waited %v, aligned %v; want at once", r.AlignWait, r.Aligned)
+	}
+
+	n = openHoldNode(t, vfs.NewMem())
+	router := node.NewRouter(n, n.Table(), node.RouterConfig{})
+	doc := []byte(strings.Repeat("x", 1024))
+	for i := range 3000 { // ~3 MiB unflushed and no writer to fill the memtable
+		if _, err := router.Index(fmt.Sprintf("big%d", i), "", doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const bound = 100 * time.Millisecond
+	r, err = NewDriver(n, Config{AlignFlush: bound}).Run(Plan{Parent: 0, Ways: 2})
+	if err != nil || r.Phase != PhaseDone {
+		t.Fatalf("split after the bound: %v, phase %s (%v)", err, r.Phase, r.Err)
+	}
+	if r.Aligned || r.AlignWait < bound {
+		t.Errorf("~3 MiB unflushed and no writes: waited %v, aligned %v; want the whole %v, not aligned", r.AlignWait, r.Aligned, bound)
+	}
+	if len(r.ChildStats) == 0 || r.ChildStats[0].Flush == 0 {
+		t.Errorf("past the bound the first child should flush the parent as before: %+v", r.ChildStats)
+	}
+}

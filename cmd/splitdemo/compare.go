@@ -75,6 +75,10 @@ Flags:
   --steady DURATION    writes before the split (default 4s)
   --after DURATION     writes after the split (default 10s; the rfc strategy goes on
                        until its children's cleanup has ended, at most 60s more)
+  --align-flush D      in-place: wait up to D for the parent's own memtable flush
+                       before the split begins, so it forces none (0 = begin at once,
+                       the default); the window is measured from the split's start,
+                       the steady window ends at its request
   --seed N             workload seed (default 1)
   --out DIR            output directory (default ./splitdemo-out)
   --json FILE          also write summary.json to FILE
@@ -99,7 +103,7 @@ type compareConfig struct {
 	readRate                                  float64
 	countEvery                                int
 	cleanup                                   baseline.Cleanup
-	steady, after                             time.Duration
+	steady, after, alignFlush                 time.Duration
 	seed                                      uint64
 	out, jsonPath, data                       string
 	logLevel                                  string
@@ -124,6 +128,7 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	cleanup := fs.String("cleanup", "per-doc", "")
 	fs.DurationVar(&c.steady, "steady", 4*time.Second, "")
 	fs.DurationVar(&c.after, "after", 10*time.Second, "")
+	fs.DurationVar(&c.alignFlush, "align-flush", 0, "")
 	fs.Uint64Var(&c.seed, "seed", 1, "")
 	fs.StringVar(&c.out, "out", "splitdemo-out", "")
 	fs.StringVar(&c.jsonPath, "json", "", "")
@@ -182,6 +187,9 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	}
 	if c.readRate < 0 {
 		return nil, exitUsage, fmt.Errorf("--read-rate %v: must not be negative", c.readRate)
+	}
+	if c.alignFlush < 0 {
+		return nil, exitUsage, fmt.Errorf("--align-flush %v: must not be negative", c.alignFlush)
 	}
 	if _, err := routing.NewSettings("index", c.shards, 0, 1); err != nil {
 		return nil, exitUsage, fmt.Errorf("--shards %d: %w", c.shards, err)
@@ -395,7 +403,7 @@ func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*compar
 			Dir: runDir, Dataset: d, Durability: cfg.durability, Load: load,
 			Splits: []splitter.Plan{{Parent: res.hotShard, Ways: cfg.splitWays}},
 			Steady: cfg.steady, After: cfg.after, Logger: logger, StaleEvery: 200,
-			ChildBuild: childBuild, Reads: reads,
+			ChildBuild: childBuild, Reads: reads, AlignFlush: cfg.alignFlush,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)

@@ -141,7 +141,7 @@ func TestCompareStrategies(t *testing.T) {
 
 func TestCompareBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"compare", "--mode", "hash"}, {"compare", "--strategy", "x"}, {"compare", "--cleanup", "x"}, {"compare", "--read-rate", "-1"}, {"compare", "--count-every", "-1"},
+		{"compare", "--mode", "hash"}, {"compare", "--strategy", "x"}, {"compare", "--cleanup", "x"}, {"compare", "--read-rate", "-1"}, {"compare", "--align-flush", "-1s"}, {"compare", "--count-every", "-1"},
 		{"compare", "--split", "99"}, {"compare", "--docs", "0"}, {"--durability", "never"}, {"compare", "extra"},
 	} {
 		out, errOut, code := runCmd(args...)

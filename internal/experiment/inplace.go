@@ -20,12 +20,18 @@ import (
 type Outcome struct {
 	Strategy    string
 	Load        *loadgen.Result
-	WindowStart time.Duration // the split request
-	WindowEnd   time.Duration // the end of the last phase writers wait on
-	End         time.Duration // the load stopped
-	Phases      []Phase       // in order
-	NodeStall   time.Duration // the longest the parent's apply lock was held (in-place)
-	Copied      int64         // bytes copied (not linked) into children (in-place)
+	WindowStart time.Duration // the split's start: its request, or the end of its wait for the parent's own flush
+	// AlignWait is how long the split waited for the parent's own flush
+	// before it began (InPlaceConfig.AlignFlush), from Requested; Aligned,
+	// whether the flush came before the wait's bound.
+	Requested time.Duration
+	AlignWait time.Duration
+	Aligned   bool
+	WindowEnd time.Duration // the end of the last phase writers wait on
+	End       time.Duration // the load stopped
+	Phases    []Phase       // in order
+	NodeStall time.Duration // the longest the parent's apply lock was held (in-place)
+	Copied    int64         // bytes copied (not linked) into children (in-place)
 	// Children are the in-place splits' child creations (flush,
 	// checkpoint, open, excise per child) and Retired the parents'
 	// retirements after the handoff (close, remove), in order.
@@ -53,6 +59,16 @@ type Outcome struct {
 	CleanupStart, CleanupEnd time.Duration
 	CleanupWritten           uint64 // bytes the engine wrote in the cleanup (writers' flushes and compactions included)
 	CleanupDeleted           int    // documents deleted one by one (rfc, newindex per-doc)
+}
+
+// SteadyEnd is where the steady window ends: the split's request. A split
+// that waited for its parent's own flush began later; the wait, which
+// holds that flush, belongs to neither window.
+func (o *Outcome) SteadyEnd() time.Duration {
+	if o.Requested > 0 && o.Requested < o.WindowStart {
+		return o.Requested
+	}
+	return o.WindowStart
 }
 
 // Phase is a named, timed step of a strategy.
@@ -95,6 +111,10 @@ type InPlaceConfig struct {
 	// HoldUntilDurable: the parent stays fenced until the new table is
 	// durable (a relocation-style handoff).
 	HoldUntilDurable bool
+	// AlignFlush runs the splits with splitter.Config's AlignFlush: each
+	// waits up to this long for the parent's own flush before it begins.
+	// The measured window starts when the split begins.
+	AlignFlush time.Duration
 }
 
 // routerSink writes through one router per writer.
@@ -188,10 +208,11 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		return ctx.Err()
 	}
 	out.WindowStart = time.Since(start)
+	out.Requested = out.WindowStart
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase
 	var cleanupWritten uint64
-	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, ChildBuild: cfg.ChildBuild, HoldUntilDurable: cfg.HoldUntilDurable, Hook: func(p splitter.Phase, _ splitter.Intent) {
+	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, ChildBuild: cfg.ChildBuild, HoldUntilDurable: cfg.HoldUntilDurable, AlignFlush: cfg.AlignFlush, Hook: func(p splitter.Phase, _ splitter.Intent) {
 		now := time.Since(start)
 		if p != lastPhase {
 			if lastPhase != 0 {
@@ -203,7 +224,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 			}
 		}
 	}})
-	for _, plan := range cfg.Splits {
+	for i, plan := range cfg.Splits {
 		lastPhase = 0
 		r, err := drv.Run(plan)
 		now := time.Since(start)
@@ -215,6 +236,10 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		}
 		if r.Phase != splitter.PhaseDone {
 			return fmt.Errorf("split of %d aborted: %w", plan.Parent, r.Err)
+		}
+		if i == 0 && cfg.AlignFlush > 0 { // the first split's window starts when it begins
+			out.AlignWait, out.Aligned = r.AlignWait, r.Aligned
+			out.WindowStart = out.Requested + r.AlignWait
 		}
 		out.NodeStall = max(out.NodeStall, r.Stall)
 		out.Copied += r.Copied

@@ -63,6 +63,12 @@ func TestScaleProbe(t *testing.T) {
 	defer os.RemoveAll(runDir)
 	load := cfg.Load
 	load.Rate = 5000
+	var align time.Duration // SHARDSPLIT_SCALE_ALIGN=5s: wait for the parent's own flush
+	if a := os.Getenv("SHARDSPLIT_SCALE_ALIGN"); a != "" {
+		if align, err = time.ParseDuration(a); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stop := make(chan struct{})
 	samples := map[string]int{}
 	sampled := make(chan struct{})
@@ -96,6 +102,7 @@ func TestScaleProbe(t *testing.T) {
 	out, err := RunInPlace(context.Background(), InPlaceConfig{
 		Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load, Logger: logger,
 		Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: 3 * time.Second, After: 6 * time.Second,
+		AlignFlush: align,
 	})
 	close(stop)
 	<-sampled
@@ -108,17 +115,18 @@ func TestScaleProbe(t *testing.T) {
 	stall, at := loadgen.LongestStall(out.Load.Records, out.WindowStart, out.WindowEnd)
 	t.Logf("split %.1f ms, stall %.1f ms from +%.1f ms, node stall %.1f ms", ms(out.WindowEnd-out.WindowStart),
 		ms(stall), ms(at-out.WindowStart), ms(out.NodeStall))
-	// The same measure over steady windows as long, before the split (the
+	t.Logf("waited %.1f ms for the parent's own flush (aligned %v)", ms(out.AlignWait), out.Aligned)
+	// The same measure over steady windows as long, before the request (the
 	// findings' "steady windows as long", without importing them).
 	var steady []time.Duration
-	for w, at := out.WindowEnd-out.WindowStart, out.WindowStart-2500*time.Millisecond; w > 0 && at+w <= out.WindowStart; at += w / 2 {
+	for w, at := out.WindowEnd-out.WindowStart, out.Requested-2500*time.Millisecond; w > 0 && at+w <= out.Requested; at += w / 2 {
 		steady = append(steady, loadgen.MaxStall(out.Load.Records, at, at+w))
 	}
 	if len(steady) > 0 {
 		slices.Sort(steady)
 		t.Logf("steady windows as long: median %.1f ms of %d", ms(steady[len(steady)/2]), len(steady))
 	}
-	for _, q := range loadgen.QuietIntervals(out.Load.Records, out.WindowStart-time.Second, out.WindowEnd+time.Second, 4*time.Millisecond) {
+	for _, q := range loadgen.QuietIntervals(out.Load.Records, out.Requested-time.Second, out.WindowEnd+time.Second, 4*time.Millisecond) {
 		t.Logf("quiet %.1f ms from %+.1f ms", ms(q.Len), ms(q.At-out.WindowStart))
 	}
 	for _, p := range out.Phases {

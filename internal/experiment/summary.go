@@ -112,7 +112,7 @@ type Windows struct {
 // WindowsOf returns o's windows.
 func WindowsOf(o *Outcome) Windows {
 	return Windows{
-		SteadyFrom: min(time.Second, o.WindowStart/2),
+		SteadyFrom: min(time.Second, o.SteadyEnd()/2),
 		AfterEnd:   min(o.WindowEnd+AfterWindow, o.End),
 		HandoffEnd: min(o.WindowEnd+time.Second, o.End),
 	}
@@ -126,7 +126,7 @@ func Summarize(o *Outcome) Summary {
 	in := loadgen.SummarizeOverlap(recs, o.WindowStart, o.WindowEnd)
 	win := WindowsOf(o)
 	steadyFrom, afterEnd, handoffEnd := win.SteadyFrom, win.AfterEnd, win.HandoffEnd
-	steady := loadgen.Summarize(recs, steadyFrom, o.WindowStart)
+	steady := loadgen.Summarize(recs, steadyFrom, o.SteadyEnd())
 	all := loadgen.Summarize(recs, 0, o.End+time.Hour)
 	m := Summary{
 		MaxWriteStallMs:          ms(loadgen.MaxStall(recs, o.WindowStart, o.WindowEnd)),
@@ -147,7 +147,7 @@ func Summarize(o *Outcome) Summary {
 		DiskPeakBytes:            o.DiskPeak,
 		DiskAfterBytes:           o.DiskAfter,
 
-		Steady1sStallMs:           ms(MedianStall(recs, steadyFrom, o.WindowStart)),
+		Steady1sStallMs:           ms(MedianStall(recs, steadyFrom, o.SteadyEnd())),
 		AfterHandoffStallMs:       ms(loadgen.MaxStall(recs, o.WindowEnd, handoffEnd)),
 		ThroughputAfterHandoffOps: float64(loadgen.Summarize(recs, o.WindowEnd, handoffEnd).Acked),
 

@@ -2,6 +2,7 @@ package findings
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -141,11 +142,37 @@ func TestScaleAnswerAndGoal(t *testing.T) {
 			if a := scaleAnswer(tc.rows); !strings.Contains(a, tc.verdict) {
 				t.Errorf("answer %q lacks %q", a, tc.verdict)
 			}
-			g := scaleGoals(tc.rows, false)
-			if len(g) != 1 || g[0].Met != tc.met || !strings.Contains(g[0].Why, tc.why) {
+			g := scaleGoals(tc.rows, false, "at the request")
+			if len(g) != 1+2*len(tc.rows) || g[0].Met != tc.met || !strings.Contains(g[0].Why, tc.why) {
 				t.Errorf("goal %+v, want met %v, why containing %q", g, tc.met, tc.why)
 			}
+			for _, sg := range g[1:] { // every row stalls 10 ms against 8 ms steady: 1.25×, both met
+				if !sg.Met {
+					t.Errorf("stall goal %+v not met", sg)
+				}
+			}
 		})
+	}
+}
+
+func TestScaleStallGoals(t *testing.T) {
+	k := splitCase{Layout: storage.LayoutPerShard, Size: size{"4 GiB", 4 << 20}, Rate: 5000, Ways: 2, Align: true}
+	small := k
+	small.Size = size{"100 MiB", 100 << 10}
+	g := scaleGoals([]scaleRow{{Case: small, ParentMiB: 150, Window: 100, Stall: 9, Steady: 1.5}, {Case: k, ParentMiB: 4800, Window: 120, Stall: 21, Steady: 20}}, false, "after the parent's own flush")
+	var got []string
+	for _, x := range g {
+		got = append(got, fmt.Sprintf("%s: %v", x.Goal, x.Met))
+	}
+	want := []string{
+		"4 GiB parent, split after the parent's own flush: split time ≤ 1.5× the 100 MiB split: true",
+		"100 MiB parent, split after the parent's own flush: longest stall ≤ 20 ms: true",
+		"100 MiB parent, split after the parent's own flush: longest stall ≤ 1.25× the steady windows as long: false",
+		"4 GiB parent, split after the parent's own flush: longest stall ≤ 20 ms: false",
+		"4 GiB parent, split after the parent's own flush: longest stall ≤ 1.25× the steady windows as long: true",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("goals (-want +got):\n%s", diff)
 	}
 }
 

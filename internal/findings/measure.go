@@ -71,7 +71,14 @@ type splitCase struct {
 	// Merge: the root is split in two before the load and the two
 	// siblings are merged back under it (Ways is ignored).
 	Merge bool
+	// Align: the split waits up to alignFlush for the parent's own flush
+	// before it begins (splitter.Config.AlignFlush).
+	Align bool
 }
+
+// alignFlush bounds an aligned split's wait: at 5,000 writes/s of 1 KiB a
+// 16 MiB memtable fills in about 3 s.
+const alignFlush = 5 * time.Second
 
 func (k splitCase) String() string {
 	op := fmt.Sprintf("%d-way split", k.Ways)
@@ -79,6 +86,9 @@ func (k splitCase) String() string {
 		op = "merge of 2 siblings"
 	}
 	s := fmt.Sprintf("%s %s, %s, %.0f writes/s", k.Size.Name, k.Layout, op, k.Rate)
+	if k.Align {
+		s += ", aligned with the parent's own flush"
+	}
 	if k.Hold {
 		s += ", held until durable"
 	}
@@ -91,7 +101,8 @@ type splitRun struct {
 	StallMs       float64 // longest write stall of the moved keys in the split (merge) window
 	SteadyStallMs float64 // the same measure over steady windows as long (the disk's noise)
 	NodeStallMs   float64 // the longest the parent's (a source's) apply lock was held
-	WindowMs      float64 // split request to the end of the handoff
+	WindowMs      float64 // split request (or, aligned, its start after the wait) to the end of the handoff
+	AlignWaitMs   float64 // an aligned split's wait for the parent's own flush before it began
 	SteadyOps     float64
 	DuringOps     float64 // in the window (at least its first 100 ms)
 	CopiedMiB     float64
@@ -184,6 +195,7 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		ic := experiment.InPlaceConfig{
 			Dir: dir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
 			Steady: steady, After: after, Logger: c.Logger, HoldUntilDurable: k.Hold,
+			AlignFlush: map[bool]time.Duration{true: alignFlush}[k.Align],
 		}
 		if k.Merge {
 			// Root 0 split in two before the load: children 1 and 2.
@@ -217,13 +229,14 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 // steady window is the measure before the split request.
 func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	recs := out.Load.Records
-	ws, we := out.WindowStart, out.WindowEnd
-	steady := loadgen.Summarize(recs, ws-measure, ws)
+	ws, we, req := out.WindowStart, out.WindowEnd, out.SteadyEnd()
+	steady := loadgen.Summarize(recs, req-measure, req)
 	// A window under 100 ms holds too few writes for a rate.
 	during := loadgen.Summarize(recs, ws, max(we, ws+100*time.Millisecond))
 	r := splitRun{
 		StallMs:       msOf(loadgen.MaxStall(recs, ws, we)),
-		SteadyStallMs: msOf(steadyStall(recs, ws-measure, ws, we-ws)),
+		SteadyStallMs: msOf(steadyStall(recs, req-measure, req, we-ws)),
+		AlignWaitMs:   msOf(out.AlignWait),
 		NodeStallMs:   msOf(out.NodeStall),
 		WindowMs:      msOf(we - ws),
 		SteadyOps:     steady.OpsPerS,

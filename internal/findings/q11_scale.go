@@ -25,6 +25,7 @@ type scaleRow struct {
 	ParentMiB, Window, Stall, Steady           float64
 	Clone, CatchUp, Handoff, Node, Copied      float64
 	ChildMax, Flush, RetireClose, RetireRemove float64
+	Wait                                       float64 // aligned: the wait for the parent's own flush
 }
 
 func scaleRowOf(k splitCase, runs []splitRun) scaleRow {
@@ -42,55 +43,58 @@ func scaleRowOf(k splitCase, runs []splitRun) scaleRow {
 		Flush:        median(runs, func(r splitRun) float64 { return r.FlushMs }),
 		RetireClose:  median(runs, func(r splitRun) float64 { return r.RetireCloseMs }),
 		RetireRemove: median(runs, func(r splitRun) float64 { return r.RetireRemoveMs }),
+		Wait:         median(runs, func(r splitRun) float64 { return r.AlignWaitMs }),
 	}
 }
 
-// runScale answers question 11.
+// runScale answers question 11. Each size is measured twice, side by
+// side: splits that begin at their request (forcing a flush of the
+// parent's memtable when it holds over 2 MiB) and splits that first wait
+// for the parent's own flush (splitter.Config.AlignFlush).
 func runScale(ctx context.Context, cfg Config) (Answer, error) {
 	a := Answer{Command: cfg.reproduce(11)}
-	var rows []scaleRow
+	var forced, aligned []scaleRow
 	for _, sz := range cfg.scaleSizes() {
-		k := splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2}
-		runs, err := cfg.measure(ctx, "q11", k, cfg.runs())
-		if err != nil {
-			return a, err
+		for _, align := range []bool{false, true} {
+			k := splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2, Align: align}
+			runs, err := cfg.measure(ctx, "q11", k, cfg.runs())
+			if err != nil {
+				return a, err
+			}
+			a.Numbers = append(a.Numbers, scaleNumbers(k, runs)...)
+			if align {
+				aligned = append(aligned, scaleRowOf(k, runs))
+			} else {
+				forced = append(forced, scaleRowOf(k, runs))
+			}
 		}
-		a.Numbers = append(a.Numbers, caseNumbers(k, runs)...)
-		for _, p := range []string{"clone", "catch-up", "handoff"} {
-			a.Numbers = append(a.Numbers, Measured(fmt.Sprintf("%s: %s phase", k, p), "ms", field(runs, func(r splitRun) float64 { return r.PhaseMs[p] })...))
-		}
-		a.Numbers = append(a.Numbers, Measured(k.String()+": parent on disk", "MiB", field(runs, func(r splitRun) float64 { return r.ParentMiB })...),
-			Measured(k.String()+": slowest child's creation (flush, checkpoint, open, excise)", "ms", field(runs, func(r splitRun) float64 { return r.ChildMaxMs })...),
-			Measured(k.String()+": the parent's flush before its checkpoint", "ms", field(runs, func(r splitRun) float64 { return r.FlushMs })...),
-			Measured(k.String()+": flushes not forced (the parent's L0 at the stop-writes depth)", "children", field(runs, func(r splitRun) float64 { return r.SkippedFlushes })...))
-		a.Numbers = append(a.Numbers,
-			Measured(k.String()+": longest stall in a steady second (median over the steady window's seconds)", "ms", field(runs, func(r splitRun) float64 { return r.Steady1sStallMs })...),
-			Measured(k.String()+": longest stall in the second after the handoff", "ms", field(runs, func(r splitRun) float64 { return r.AfterHandoffStallMs })...))
-		for i := range k.Ways {
-			a.Numbers = append(a.Numbers, Measured(fmt.Sprintf("%s: child %d's creation (the first pays the parent's flush)", k, i+1), "ms",
-				field(runs, func(r splitRun) float64 { return at(r.ChildMs, i) })...))
-		}
-		a.Numbers = append(a.Numbers,
-			Measured(k.String()+": the parent's retirement: its store's close", "ms", field(runs, func(r splitRun) float64 { return r.RetireCloseMs })...),
-			Measured(k.String()+": the parent's retirement: removing its directory", "ms", field(runs, func(r splitRun) float64 { return r.RetireRemoveMs })...))
-		rows = append(rows, scaleRowOf(k, runs))
 	}
-	t := Table{Header: []string{"parent", "on disk (MiB)", "split time (ms)", "clone (ms)", "catch-up (ms)", "handoff (ms)", "stall (ms)", "steady stall (ms)", "apply lock (ms)", "copied (MiB)",
+	t := Table{Header: []string{"parent", "split begins", "on disk (MiB)", "wait (ms)", "split time (ms)", "clone (ms)", "catch-up (ms)", "handoff (ms)", "stall (ms)", "steady stall (ms)", "apply lock (ms)", "copied (MiB)",
 		"slowest child (ms)", "parent's flush (ms)", "retirement: close / remove (ms)"}}
-	var split, stall, steady line
-	split.Name, stall.Name, steady.Name = "split time (request to end of handoff)", "longest write stall in the split window", "longest stall in steady windows"
-	for _, r := range rows {
-		t.Rows = append(t.Rows, []string{r.Case.Size.Name, num(r.ParentMiB), num(r.Window), num(r.Clone), num(r.CatchUp), num(r.Handoff),
-			num(r.Stall), num(r.Steady), num(r.Node), num(r.Copied), num(r.ChildMax), num(r.Flush), num(r.RetireClose) + " / " + num(r.RetireRemove)})
-		split.XYs = append(split.XYs, plotter.XY{X: r.ParentMiB, Y: r.Window})
-		stall.XYs = append(stall.XYs, plotter.XY{X: r.ParentMiB, Y: r.Stall})
+	var lns []line
+	for _, v := range []struct {
+		name string
+		rows []scaleRow
+	}{{"at the request", forced}, {"after the parent's own flush", aligned}} {
+		split, stall := line{Name: "split time, " + v.name}, line{Name: "longest write stall, " + v.name}
+		for _, r := range v.rows {
+			t.Rows = append(t.Rows, []string{r.Case.Size.Name, v.name, num(r.ParentMiB), num(r.Wait), num(r.Window), num(r.Clone), num(r.CatchUp), num(r.Handoff),
+				num(r.Stall), num(r.Steady), num(r.Node), num(r.Copied), num(r.ChildMax), num(r.Flush), num(r.RetireClose) + " / " + num(r.RetireRemove)})
+			split.XYs = append(split.XYs, plotter.XY{X: r.ParentMiB, Y: r.Window})
+			stall.XYs = append(stall.XYs, plotter.XY{X: r.ParentMiB, Y: r.Stall})
+		}
+		lns = append(lns, split, stall)
+	}
+	steady := line{Name: "longest stall in steady windows as long (aligned runs)"}
+	for _, r := range aligned {
 		steady.XYs = append(steady.XYs, plotter.XY{X: r.ParentMiB, Y: r.Steady})
 	}
+	lns = append(lns, steady)
 	a.Tables = []Table{t}
-	a.Answer = scaleAnswer(rows)
-	a.Goals = scaleGoals(rows, cfg.Quick)
+	a.Answer = scaleAnswer(forced) + " Aligned with the parent's own flush: " + scaleAnswer(aligned)
+	a.Goals = append(scaleGoals(forced, cfg.Quick, "at the request"), scaleGoals(aligned, cfg.Quick, "after the parent's own flush")...)
 	if err := lines(cfg.Out, "q11-scale.png", "Split under 5,000 fsync'd writes/s against parent size (per-shard, medians)",
-		"parent on disk (MiB, log scale)", "ms", true, []line{split, stall, steady}); err != nil {
+		"parent on disk (MiB, log scale)", "ms", true, lns); err != nil {
 		return a, err
 	}
 	a.Charts = []string{"q11-scale.png"}
@@ -103,6 +107,30 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 		a.NotMeasured = "4 GiB: not measured in this run (it takes ~15 more minutes; rerun with --big). " + a.NotMeasured
 	}
 	return a, nil
+}
+
+// scaleNumbers are every number question 11 reports of one case.
+func scaleNumbers(k splitCase, runs []splitRun) []Number {
+	ns := caseNumbers(k, runs)
+	if k.Align {
+		ns = append(ns, Measured(k.String()+": the wait for the parent's own flush before the split began (not in the window)", "ms", field(runs, func(r splitRun) float64 { return r.AlignWaitMs })...))
+	}
+	for _, p := range []string{"clone", "catch-up", "handoff"} {
+		ns = append(ns, Measured(fmt.Sprintf("%s: %s phase", k, p), "ms", field(runs, func(r splitRun) float64 { return r.PhaseMs[p] })...))
+	}
+	ns = append(ns, Measured(k.String()+": parent on disk", "MiB", field(runs, func(r splitRun) float64 { return r.ParentMiB })...),
+		Measured(k.String()+": slowest child's creation (flush, checkpoint, open, excise)", "ms", field(runs, func(r splitRun) float64 { return r.ChildMaxMs })...),
+		Measured(k.String()+": the parent's flush before its checkpoint", "ms", field(runs, func(r splitRun) float64 { return r.FlushMs })...),
+		Measured(k.String()+": flushes not forced (the parent's L0 at the stop-writes depth)", "children", field(runs, func(r splitRun) float64 { return r.SkippedFlushes })...),
+		Measured(k.String()+": longest stall in a steady second (median over the steady window's seconds)", "ms", field(runs, func(r splitRun) float64 { return r.Steady1sStallMs })...),
+		Measured(k.String()+": longest stall in the second after the handoff", "ms", field(runs, func(r splitRun) float64 { return r.AfterHandoffStallMs })...))
+	for i := range k.Ways {
+		ns = append(ns, Measured(fmt.Sprintf("%s: child %d's creation (the first pays the parent's flush)", k, i+1), "ms",
+			field(runs, func(r splitRun) float64 { return at(r.ChildMs, i) })...))
+	}
+	return append(ns,
+		Measured(k.String()+": the parent's retirement: its store's close", "ms", field(runs, func(r splitRun) float64 { return r.RetireCloseMs })...),
+		Measured(k.String()+": the parent's retirement: removing its directory", "ms", field(runs, func(r splitRun) float64 { return r.RetireRemoveMs })...))
 }
 
 // scaleAnswer writes question 11's answer from the medians.
@@ -125,20 +153,28 @@ func scaleAnswer(rows []scaleRow) string {
 		num(first.Stall), num(last.Stall), num(first.Steady), num(last.Steady), verdict)
 }
 
-// scaleGoals evaluates issue 14's goal: a 4 GiB split ≤ 1.5× the 100 MiB
-// split, on the largest size measured.
-func scaleGoals(rows []scaleRow, quick bool) []Goal {
+// scaleGoals evaluates issue 15's goals on the largest size measured: its
+// split ≤ 1.5× the smallest's, and at every size a longest stall ≤ 20 ms
+// and ≤ 1.25× the steady windows as long.
+func scaleGoals(rows []scaleRow, quick bool, variant string) []Goal {
 	if len(rows) < 2 {
 		return nil
 	}
 	first, last := rows[0], rows[len(rows)-1]
-	g := ratioGoal("4 GiB parent: split time ≤ 1.5× the 100 MiB split", last.Window/nonzero(first.Window), 1.5, true,
+	g := ratioGoal("4 GiB parent, split "+variant+": split time ≤ 1.5× the 100 MiB split", last.Window/nonzero(first.Window), 1.5, true,
 		fmt.Sprintf("%s / %s ms, medians, %s against %s", num(last.Window), num(first.Window), last.Case.Size.Name, first.Case.Size.Name))
 	if last.Case.Size.Docs != 4<<20 {
 		g.Met = false
 		g.Why = fmt.Sprintf("not measured at 4 GiB (largest parent %s%s; --big adds it)", last.Case.Size.Name, map[bool]string{true: ", quick run", false: ""}[quick])
 	}
-	return []Goal{g}
+	gs := []Goal{g}
+	for _, r := range rows {
+		gs = append(gs,
+			ratioGoal(fmt.Sprintf("%s parent, split %s: longest stall ≤ 20 ms", r.Case.Size.Name, variant), r.Stall, 20, true, "ms, median"),
+			ratioGoal(fmt.Sprintf("%s parent, split %s: longest stall ≤ 1.25× the steady windows as long", r.Case.Size.Name, variant), r.Stall/nonzero(r.Steady), 1.25, true,
+				fmt.Sprintf("%s / %s ms, medians", num(r.Stall), num(r.Steady))))
+	}
+	return gs
 }
 
 // at is xs[i], or 0 when a run made fewer children.

@@ -153,7 +153,8 @@ func (d *Driver) alignFlush(parent routing.ShardID) (time.Duration, bool) {
 	}
 	wait, aligned, err := d.n.Engine().AwaitOwnFlush(sh, d.cfg.AlignFlush)
 	if err != nil {
-		d.cfg.Logger.Warn("split begins without waiting for the parent's own flush", zap.Uint32("parent", uint32(parent)), zap.Error(err))
+		d.cfg.Logger.Warn("the wait for the parent's own flush failed; the split begins anyway", zap.Uint32("parent", uint32(parent)),
+			zap.Duration("waited", wait), zap.Error(err))
 	} else {
 		d.cfg.Logger.Info("split waited for the parent's own flush", zap.Uint32("parent", uint32(parent)),
 			zap.Duration("waited", wait), zap.Bool("aligned", aligned))

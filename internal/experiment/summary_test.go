@@ -87,3 +87,37 @@ func TestSummarizeDerivedKeys(t *testing.T) {
 		t.Errorf("Summarize (-want +got):\n%s", diff)
 	}
 }
+
+// A split that waited for its parent's own flush: the steady measures end
+// at its request, so the wait (which holds that flush's stall) counts in
+// neither the steady nor the split window.
+func TestSummarizeAlignedSplitSteadyEndsAtTheRequest(t *testing.T) {
+	ms := time.Millisecond
+	var recs []loadgen.Record
+	// A write every 10 ms from 0 to 5 s; the store's own flush at 2.6 s,
+	// during the wait, holds every write for 80 ms.
+	for at := time.Duration(0); at < 5*time.Second; at += 10 * ms {
+		end := at + ms
+		if at >= 2600*ms && at < 2680*ms {
+			end = 2680 * ms
+		}
+		recs = append(recs, loadgen.Record{Start: at, End: end, OK: true, Moving: true})
+	}
+	o := &Outcome{Load: &loadgen.Result{Records: recs}, Requested: 2500 * ms, AlignWait: 900 * ms,
+		WindowStart: 3400 * ms, WindowEnd: 3500 * ms, End: 5 * time.Second}
+	m := Summarize(o)
+	if m.Steady1sStallMs > 20 || m.MaxWriteStallMs > 20 {
+		t.Errorf("steady second's stall %.1f ms, window's %.1f ms: the wait's 80 ms stall leaked into a window", m.Steady1sStallMs, m.MaxWriteStallMs)
+	}
+	if m.ThroughputSteadyOps < 95 || m.ThroughputSteadyOps > 105 {
+		t.Errorf("steady throughput %.1f/s, want ~100", m.ThroughputSteadyOps)
+	}
+	if got := o.SteadyEnd(); got != o.Requested {
+		t.Errorf("SteadyEnd = %v, want the request %v", got, o.Requested)
+	}
+	// Without the wait recorded, the steady window runs to the split's start.
+	o.Requested = 0
+	if got := o.SteadyEnd(); got != o.WindowStart {
+		t.Errorf("SteadyEnd without a request = %v, want WindowStart %v", got, o.WindowStart)
+	}
+}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
 // AwaitOwnFlush waits, at most max, for the moment just after shard s's
@@ -74,7 +76,7 @@ const walDeleteGrace = 50 * time.Millisecond
 
 // flushedJustNow reports whether the store is in the state AwaitOwnFlush
 // waits for.
-func (st *store) flushedJustNow(c interface{ Now() time.Time }) (bool, error) {
+func (st *store) flushedJustNow(c clock.Clock) (bool, error) {
 	if !st.enter() {
 		return false, fmt.Errorf("storage: store %s is closed", st.dir)
 	}

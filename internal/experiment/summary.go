@@ -100,9 +100,10 @@ var SummaryKeyDocs = [][2]string{
 const AfterWindow = 10 * time.Second
 
 // Windows are the spans of a run the summary measures in, since the
-// load's start. Steady is [SteadyFrom, Outcome.WindowStart): the load
+// load's start. Steady is [SteadyFrom, Outcome.SteadyEnd()): the load
 // before the split request after a warm-up of a second (or half of it
-// when shorter); the split window is [WindowStart, WindowEnd); After is
+// when shorter; an aligned split's wait for its parent's own flush is in
+// neither window); the split window is [WindowStart, WindowEnd); After is
 // [WindowEnd, AfterEnd): up to AfterWindow, or to the load's end; the
 // second after the handoff is [WindowEnd, HandoffEnd).
 type Windows struct {
@@ -162,10 +163,10 @@ func Summarize(o *Outcome) Summary {
 	}
 	if r := o.Reads; r != nil {
 		gets, searches := r.Of(loadgen.ReadGet), r.Of(loadgen.ReadSearch)
-		m.GetP99SteadyMs = ms(loadgen.Summarize(gets, steadyFrom, o.WindowStart).P99)
+		m.GetP99SteadyMs = ms(loadgen.Summarize(gets, steadyFrom, o.SteadyEnd()).P99)
 		m.GetP99DuringMs = ms(loadgen.SummarizeOverlap(gets, o.WindowStart, o.WindowEnd).P99)
 		m.GetP99AfterMs = ms(loadgen.Summarize(gets, o.WindowEnd, afterEnd).P99)
-		m.SearchP99SteadyMs = ms(loadgen.Summarize(searches, steadyFrom, o.WindowStart).P99)
+		m.SearchP99SteadyMs = ms(loadgen.Summarize(searches, steadyFrom, o.SteadyEnd()).P99)
 		m.SearchP99DuringMs = ms(loadgen.SummarizeOverlap(searches, o.WindowStart, o.WindowEnd).P99)
 		m.SearchP99AfterMs = ms(loadgen.Summarize(searches, o.WindowEnd, afterEnd).P99)
 		m.CountP99Ms = ms(loadgen.Summarize(r.Of(loadgen.ReadCount), 0, o.End+time.Hour).P99)

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -34,5 +35,27 @@ func TestSummarizeSteadyReadsEndAtTheRequest(t *testing.T) {
 	if m.GetP99SteadyMs > 10 || m.SearchP99SteadyMs > 10 {
 		t.Errorf("steady p99 get %.1f ms, search %.1f ms: the steady read window runs into the 3 s wait after the request (want ~2 ms, like the steady writes' window, which ends at %v)",
 			m.GetP99SteadyMs, m.SearchP99SteadyMs, o.SteadyEnd())
+	}
+}
+
+// splitdemo compare --align-flush: summary.json must say how long the
+// in-place split waited for its parent's own flush and whether it came in
+// time; past the bound the split forced a flush like an unaligned one, and
+// nothing else in the summary tells the two apart.
+func TestSummaryRecordsTheAlignment(t *testing.T) {
+	o := &Outcome{Strategy: "inplace", Load: &loadgen.Result{},
+		Requested: 4 * time.Second, AlignWait: 5 * time.Second, Aligned: false,
+		WindowStart: 9 * time.Second, WindowEnd: 9100 * time.Millisecond, End: 10 * time.Second}
+	js, err := json.Marshal(Summarize(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(js, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["align_wait_ms"] != 5000.0 || m["aligned"] != false {
+		t.Errorf("summary of a split that waited 5 s and did not align: align_wait_ms %v, aligned %v (keys %d); want 5000 and false",
+			m["align_wait_ms"], m["aligned"], len(m))
 	}
 }

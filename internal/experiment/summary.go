@@ -51,6 +51,9 @@ type Summary struct {
 	CleanupWriteP99Ms   float64 `json:"cleanup_write_p99_ms"`
 	CleanupSearchP99Ms  float64 `json:"cleanup_search_p99_ms"`
 	ReclaimMs           float64 `json:"reclaim_ms"`
+
+	AlignWaitMs float64 `json:"align_wait_ms"`
+	Aligned     bool    `json:"aligned"`
 }
 
 // SummaryKeyDocs defines every Summary key, in the struct's order:
@@ -93,6 +96,8 @@ var SummaryKeyDocs = [][2]string{
 	{"cleanup_write_p99_ms", "99th percentile latency of the writes in flight while the cleanup ran"},
 	{"cleanup_search_p99_ms", "99th percentile latency of the searches in flight while the cleanup ran"},
 	{"reclaim_ms", "time from the split request until the space is reclaimed: the disk sample after which unique bytes on disk stay within 10 % of the settled size (disk_after_bytes); 10 % because the writers' own flushes and compactions move the total by a few percent"},
+	{"align_wait_ms", "in-place with --align-flush: how long the split waited, after its request and before its window, for the parent's store to flush its memtable on its own (in neither the steady nor the split window); 0 otherwise"},
+	{"aligned", "in-place with --align-flush: whether that flush came within the bound; false past it (the split then forced the flush itself, as without the flag) and without the flag"},
 }
 
 // AfterWindow is how long after the split window the "after" measures
@@ -157,6 +162,8 @@ func Summarize(o *Outcome) Summary {
 		CleanupDocsDeleted:  o.CleanupDeleted,
 		CleanupWriteP99Ms:   ms(loadgen.SummarizeOverlap(recs, o.CleanupStart, o.CleanupEnd).P99),
 		ReclaimMs:           ms(Reclaimed(o)),
+		AlignWaitMs:         ms(o.AlignWait),
+		Aligned:             o.Aligned,
 	}
 	if o.CleanupEnd <= o.CleanupStart {
 		m.CleanupWriteP99Ms = 0

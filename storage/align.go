@@ -52,8 +52,11 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 			err = s.st.settle(e.opts.FS)
 		}
 		waited := e.opts.Clock.Since(start)
-		if err != nil || ready {
-			return waited, ready, err
+		if err != nil {
+			return waited, false, err // not settled: the split may still pay for the flush
+		}
+		if ready {
+			return waited, true, nil
 		}
 		left := max - waited
 		if left <= 0 {

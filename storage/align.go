@@ -37,6 +37,11 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 	}
 	start := e.opts.Clock.Now()
 	deletes := s.st.flushes.deletes()
+	// One ticker, stopped on return: an After per poll stays registered
+	// with a manual clock until it is advanced past it (a simulation
+	// would count it as a waiter).
+	poll := e.opts.Clock.NewTicker(alignPoll)
+	defer poll.Stop()
 	for {
 		changed := s.st.flushes.changed()
 		ready, err := s.st.flushedJustNow(e.opts.Clock)
@@ -49,8 +54,11 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 			err = s.st.settle(e.opts.FS)
 		}
 		waited := e.opts.Clock.Since(start)
-		if err != nil || ready {
-			return waited, ready, err
+		if err != nil {
+			return waited, false, err // not settled: the split may still pay for the flush
+		}
+		if ready {
+			return waited, true, nil
 		}
 		left := max - waited
 		if left <= 0 {
@@ -58,13 +66,14 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 		}
 		select {
 		case <-changed:
-		case <-e.opts.Clock.After(min(left, alignPoll)):
+		case <-poll.C():
 		}
 	}
 }
 
 // alignPoll is how often AwaitOwnFlush looks at the store between its
-// flush events (the memtable's size has no event).
+// flush events (the memtable's size has no event); a wait past its
+// bound ends at the next poll, up to alignPoll late.
 const alignPoll = 20 * time.Millisecond
 
 // walDeleteGrace bounds how long after a flush's end AwaitOwnFlush waits

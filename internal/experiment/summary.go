@@ -51,6 +51,9 @@ type Summary struct {
 	CleanupWriteP99Ms   float64 `json:"cleanup_write_p99_ms"`
 	CleanupSearchP99Ms  float64 `json:"cleanup_search_p99_ms"`
 	ReclaimMs           float64 `json:"reclaim_ms"`
+
+	AlignWaitMs float64 `json:"align_wait_ms"`
+	Aligned     bool    `json:"aligned"`
 }
 
 // SummaryKeyDocs defines every Summary key, in the struct's order:
@@ -93,6 +96,8 @@ var SummaryKeyDocs = [][2]string{
 	{"cleanup_write_p99_ms", "99th percentile latency of the writes in flight while the cleanup ran"},
 	{"cleanup_search_p99_ms", "99th percentile latency of the searches in flight while the cleanup ran"},
 	{"reclaim_ms", "time from the split request until the space is reclaimed: the disk sample after which unique bytes on disk stay within 10 % of the settled size (disk_after_bytes); 10 % because the writers' own flushes and compactions move the total by a few percent"},
+	{"align_wait_ms", "in-place with --align-flush: how long the split waited, after its request and before its window, for the parent's store to flush its memtable on its own (in neither the steady nor the split window); 0 otherwise"},
+	{"aligned", "in-place with --align-flush: whether that flush came within the bound; false past it (the split then forced the flush itself, as without the flag) and without the flag"},
 }
 
 // AfterWindow is how long after the split window the "after" measures
@@ -100,9 +105,10 @@ var SummaryKeyDocs = [][2]string{
 const AfterWindow = 10 * time.Second
 
 // Windows are the spans of a run the summary measures in, since the
-// load's start. Steady is [SteadyFrom, Outcome.WindowStart): the load
+// load's start. Steady is [SteadyFrom, Outcome.SteadyEnd()): the load
 // before the split request after a warm-up of a second (or half of it
-// when shorter); the split window is [WindowStart, WindowEnd); After is
+// when shorter; an aligned split's wait for its parent's own flush is in
+// neither window); the split window is [WindowStart, WindowEnd); After is
 // [WindowEnd, AfterEnd): up to AfterWindow, or to the load's end; the
 // second after the handoff is [WindowEnd, HandoffEnd).
 type Windows struct {
@@ -156,16 +162,18 @@ func Summarize(o *Outcome) Summary {
 		CleanupDocsDeleted:  o.CleanupDeleted,
 		CleanupWriteP99Ms:   ms(loadgen.SummarizeOverlap(recs, o.CleanupStart, o.CleanupEnd).P99),
 		ReclaimMs:           ms(Reclaimed(o)),
+		AlignWaitMs:         ms(o.AlignWait),
+		Aligned:             o.Aligned,
 	}
 	if o.CleanupEnd <= o.CleanupStart {
 		m.CleanupWriteP99Ms = 0
 	}
 	if r := o.Reads; r != nil {
 		gets, searches := r.Of(loadgen.ReadGet), r.Of(loadgen.ReadSearch)
-		m.GetP99SteadyMs = ms(loadgen.Summarize(gets, steadyFrom, o.WindowStart).P99)
+		m.GetP99SteadyMs = ms(loadgen.Summarize(gets, steadyFrom, o.SteadyEnd()).P99)
 		m.GetP99DuringMs = ms(loadgen.SummarizeOverlap(gets, o.WindowStart, o.WindowEnd).P99)
 		m.GetP99AfterMs = ms(loadgen.Summarize(gets, o.WindowEnd, afterEnd).P99)
-		m.SearchP99SteadyMs = ms(loadgen.Summarize(searches, steadyFrom, o.WindowStart).P99)
+		m.SearchP99SteadyMs = ms(loadgen.Summarize(searches, steadyFrom, o.SteadyEnd()).P99)
 		m.SearchP99DuringMs = ms(loadgen.SummarizeOverlap(searches, o.WindowStart, o.WindowEnd).P99)
 		m.SearchP99AfterMs = ms(loadgen.Summarize(searches, o.WindowEnd, afterEnd).P99)
 		m.CountP99Ms = ms(loadgen.Summarize(r.Of(loadgen.ReadCount), 0, o.End+time.Hour).P99)

@@ -12,10 +12,11 @@ import (
 )
 
 // AwaitOwnFlush waits, at most max, for the moment just after shard s's
-// store has flushed on its own: at most flushBeforeCheckpoint of
-// unflushed WAL, no flush running, and the flushed memtable's
-// WAL deleted. A split that begins then (splitter.Config.AlignFlush) finds
-// almost nothing to flush and forces no flush of its own.
+// store has flushed on its own: no flush running, at most
+// flushBeforeCheckpoint of unflushed WAL or a flush ended since the wait
+// began (writes that came in during that flush are all a split can then
+// avoid), and the flushed memtable's WAL deleted. A split that begins
+// then (splitter.Config.AlignFlush) has little or nothing to flush.
 //
 // Why (issue 15): a forced flush puts a memtable rotation (the commit
 // pipeline held across a new WAL and a directory fsync), up to 16 MiB of
@@ -36,7 +37,7 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 		return 0, true, nil
 	}
 	start := e.opts.Clock.Now()
-	deletes := s.st.flushes.deletes()
+	deletes, flushed := s.st.flushes.counts()
 	// One ticker, stopped on return: an After per poll stays registered
 	// with a manual clock until it is advanced past it (a simulation
 	// would count it as a waiter).
@@ -44,8 +45,8 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 	defer poll.Stop()
 	for {
 		changed := s.st.flushes.changed()
-		ready, err := s.st.flushedJustNow(e.opts.Clock)
-		if ready && s.st.flushes.deletes() != deletes {
+		ready, err := s.st.flushedJustNow(e.opts.Clock, flushed)
+		if d, _ := s.st.flushes.counts(); ready && d != deletes {
 			// The deleted WAL's blocks are freed (and, on a filesystem
 			// mounted with discard, trimmed) at the next journal commit,
 			// which a writer's fsync would otherwise pay inside the
@@ -84,17 +85,23 @@ const alignPoll = 20 * time.Millisecond
 const walDeleteGrace = 50 * time.Millisecond
 
 // flushedJustNow reports whether the store is in the state AwaitOwnFlush
-// waits for.
-func (st *store) flushedJustNow(c clock.Clock) (bool, error) {
+// waits for; flushed is the count of flushes seen when the wait began.
+func (st *store) flushedJustNow(c clock.Clock, flushed uint64) (bool, error) {
 	if !st.enter() {
 		return false, fmt.Errorf("storage: store %s is closed", st.dir)
 	}
 	m := st.db.Metrics()
 	st.exit()
-	// The first test is CreateChild's: at most this much unflushed and
-	// the split forces no flush. (Pebble may hold it in several small
-	// memtables: a young store's grow from 256 KiB.)
-	if m.WAL.Size > flushBeforeCheckpoint || m.Flush.NumInProgress > 0 {
+	if m.Flush.NumInProgress > 0 {
+		return false, nil
+	}
+	// CreateChild's test: at most this much unflushed and the split
+	// forces no flush (Pebble may hold it in several small memtables: a
+	// young store's grow from 256 KiB). Or the store has flushed since the
+	// wait began: what came in during that flush is all a split can
+	// avoid, and a wait that asked for less could outlast every flush
+	// when writes outpace them (a slow disk, a race build).
+	if _, n := st.flushes.counts(); m.WAL.Size > flushBeforeCheckpoint && n == flushed {
 		return false, nil
 	}
 	pending, at := st.flushes.walPending()
@@ -127,6 +134,7 @@ func (st *store) settle(fs vfs.FS) error {
 type flushEvents struct {
 	mu       sync.Mutex
 	deleted  uint64        // WAL deletions seen
+	flushed  uint64        // flushes ended
 	ch       chan struct{} // closed and replaced at each event
 	pending  bool          // a flush ended and no WAL was deleted since
 	flushEnd time.Time
@@ -142,10 +150,11 @@ func (f *flushEvents) changed() <-chan struct{} {
 	return f.ch
 }
 
-func (f *flushEvents) deletes() uint64 {
+// counts returns the WAL deletions and the flushes seen so far.
+func (f *flushEvents) counts() (deleted, flushed uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.deleted
+	return f.deleted, f.flushed
 }
 
 func (f *flushEvents) walPending() (bool, time.Time) {
@@ -159,6 +168,7 @@ func (f *flushEvents) event(flushEnded bool, now time.Time) {
 	defer f.mu.Unlock()
 	if flushEnded {
 		f.pending, f.flushEnd = true, now
+		f.flushed++
 	} else {
 		f.pending = false
 		f.deleted++

@@ -103,6 +103,7 @@ type splitRun struct {
 	NodeStallMs   float64 // the longest the parent's (a source's) apply lock was held
 	WindowMs      float64 // split request (or, aligned, its start after the wait) to the end of the handoff
 	AlignWaitMs   float64 // an aligned split's wait for the parent's own flush before it began
+	Aligned       float64 // 1 if that wait ended after the flush, 0 if it hit its bound
 	SteadyOps     float64
 	DuringOps     float64 // in the window (at least its first 100 ms)
 	CopiedMiB     float64
@@ -237,6 +238,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 		StallMs:       msOf(loadgen.MaxStall(recs, ws, we)),
 		SteadyStallMs: msOf(steadyStall(recs, req-measure, req, we-ws)),
 		AlignWaitMs:   msOf(out.AlignWait),
+		Aligned:       map[bool]float64{true: 1}[out.Aligned],
 		NodeStallMs:   msOf(out.NodeStall),
 		WindowMs:      msOf(we - ws),
 		SteadyOps:     steady.OpsPerS,

@@ -117,7 +117,8 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 func scaleNumbers(k splitCase, runs []splitRun) []Number {
 	ns := caseNumbers(k, runs)
 	if k.Align {
-		ns = append(ns, Measured(k.String()+": the wait for the parent's own flush before the split began (not in the window)", "ms", field(runs, func(r splitRun) float64 { return r.AlignWaitMs })...))
+		ns = append(ns, Measured(k.String()+": the wait for the parent's own flush before the split began (not in the window)", "ms", field(runs, func(r splitRun) float64 { return r.AlignWaitMs })...),
+			Measured(k.String()+": the wait ended after the flush (1) or at its 5 s bound (0, the split then flushed)", "aligned", field(runs, func(r splitRun) float64 { return r.Aligned })...))
 	}
 	for _, p := range []string{"clone", "catch-up", "handoff"} {
 		ns = append(ns, Measured(fmt.Sprintf("%s: %s phase", k, p), "ms", field(runs, func(r splitRun) float64 { return r.PhaseMs[p] })...))

@@ -4,22 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/shardsplit/shardsplit/internal/clock"
-	"github.com/shardsplit/shardsplit/routing"
 )
 
 // Engine.Close while AwaitOwnFlush waits: the wait ends within a poll
 // with an error, not at its bound, and nothing deadlocks.
 func TestAwaitOwnFlushEndsWhenTheEngineCloses(t *testing.T) {
-	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRandomDocs(t, parent, "big", 4000, 1024) // ~4 MiB unflushed: not ready
+	e, parent := alignParent(t, Options{}) // not ready
 	type res struct {
 		waited time.Duration
 		ready  bool
@@ -49,16 +40,7 @@ func TestAwaitOwnFlushEndsWhenTheEngineCloses(t *testing.T) {
 // test waits (Manual.BlockUntil), and a leaked After would count as one.
 func TestAwaitOwnFlushLeavesNoWaiter(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Layout: LayoutPerShard, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRandomDocs(t, parent, "big", 4000, 1024) // ~4 MiB unflushed: not ready
+	e, parent := alignParent(t, Options{Clock: clk}) // not ready
 	before := clk.Waiters()
 	type res struct {
 		ready bool

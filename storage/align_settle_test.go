@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/shardsplit/shardsplit/routing"
 )
 
 // failDirSyncFS fails the Sync of directories opened while fail is set.
@@ -32,20 +29,10 @@ func (failSyncFile) Sync() error { return errors.New("injected: directory fsync 
 
 // A settle that fails (here, the store directory's fsync after the WAL's
 // deletion) must not be reported as a wait that reached its state: the
-// splitter logs any error as "the split begins without waiting" and
-// reports Aligned from ready.
+// splitter reports Aligned from ready.
 func TestAwaitOwnFlushSettleErrorIsNotReady(t *testing.T) {
 	fs := &failDirSyncFS{FS: vfs.NewMem()}
-	e, err := Open(Options{Dir: "/data", FS: fs, Layout: LayoutPerShard, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRandomDocs(t, parent, "big", 4000, 1024) // ~4 MiB unflushed: not ready
+	e, parent := alignParent(t, Options{FS: fs}) // not ready
 	type res struct {
 		ready bool
 		err   error

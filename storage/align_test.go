@@ -6,22 +6,40 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
+
+// alignParent opens an engine with opts (directory, logger and cache
+// filled in; a memory filesystem unless opts has one) and root 2's shard
+// with ~4 MiB unflushed, far from a full 16 MiB memtable: a parent whose
+// split would force a flush. The engine is closed at the test's end.
+func alignParent(t *testing.T, opts Options) (*Engine, *Shard) {
+	t.Helper()
+	opts.Dir, opts.Logger, opts.CacheBytes = "/data", zaptest.NewLogger(t), 8<<20
+	if opts.FS == nil {
+		opts.FS = vfs.NewMem()
+	}
+	e, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRandomDocs(t, parent, "big", 4000, 1024)
+	return e, parent
+}
 
 // AwaitOwnFlush does not return ready while the parent holds more than
 // flushBeforeCheckpoint unflushed, says so past its bound, and returns
 // once the store has flushed on its own; a child made then forces no
 // flush of the parent.
 func TestAwaitOwnFlush(t *testing.T) {
-	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
-	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRandomDocs(t, parent, "big", 4000, 1024) // ~4 MiB unflushed, far from a full 16 MiB memtable
+	e, parent := alignParent(t, Options{})
 	const bound = 100 * time.Millisecond
 	waited, ready, err := e.AwaitOwnFlush(parent, bound)
 	if err != nil || ready || waited < bound {
@@ -83,13 +101,7 @@ func TestAwaitOwnFlush(t *testing.T) {
 // came in meanwhile left more than 2 MiB unflushed: otherwise a wait
 // could outlast every flush of a store whose writes outpace its flushes.
 func TestAwaitOwnFlushEndsAfterAFlushEvenWithMoreBehindIt(t *testing.T) {
-	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
-	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRandomDocs(t, parent, "before", 4000, 1024)
+	e, parent := alignParent(t, Options{})
 	deleted, flushed := parent.st.flushes.counts()
 	if err := parent.st.db.Flush(); err != nil {
 		t.Fatal(err)

@@ -183,7 +183,7 @@ func BenchmarkIngest(b *testing.B) {
 	b.Run("store=raw-pebble", func(b *testing.B) {
 		opts := storeOptions{fs: vfs.Default, cache: pebble.NewCache(64 << 20), fileCache: pebble.NewFileCache(16, 1000),
 			durability: DurabilityRequest}.withNopLogger()
-		db, err := pebble.Open(b.TempDir(), opts.pebbleOptions(nil, false))
+		db, err := pebble.Open(b.TempDir(), opts.pebbleOptions(nil, nil))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -48,19 +49,90 @@ const compactionWriteCategory vfs.DiskWriteCategory = "pebble-compaction"
 // being destroyed has no readers left, so retire also fails every read,
 // and the compaction stops at its next block.
 //
-// It also paces the flushes a split starts (pace, pacefs.go).
+// It can also pause them (pause): a parent being split keeps its running
+// compaction, parked at its next output write, until the split ends. And
+// it paces the flushes a split starts (pace, pacefs.go).
 type cancelFS struct {
 	vfs.FS
 	epoch   atomic.Uint64 // incremented by each cancel
 	retired atomic.Bool
+
+	paused   atomic.Pointer[pauseGate] // non-nil: compaction outputs wait
+	maxPause time.Duration             // a pause's bound; 0: maxCompactionPause
 
 	flushRate  int64        // bytes a second of a paced flush; <= 0: never paced
 	paced      atomic.Int32 // > 0: new flush outputs are paced
 	pacedBytes atomic.Int64 // bytes written through paced flush outputs
 }
 
-// cancel fails every compaction output file open now.
-func (c *cancelFS) cancel() { c.epoch.Add(1) }
+// cancel fails every compaction output file open now (and wakes the
+// paused ones, which then fail).
+func (c *cancelFS) cancel() {
+	c.epoch.Add(1)
+	c.resume()
+}
+
+// maxCompactionPause bounds a pause: past it, paused compaction writes go
+// on as if resumed. A split's clone, catch-up and handoff take well under a
+// second even at 8 GiB; the bound only matters if a split is stuck.
+const maxCompactionPause = 2 * time.Second
+
+// pauseGate is one pause: closed when it ends.
+type pauseGate struct {
+	open     chan struct{}
+	deadline time.Time
+}
+
+// pause parks every compaction of the store at its next output write (or
+// sync) until resume, cancel or maxPause. Flushes, the WAL and the
+// MANIFEST are never paused. A paused compaction holds no lock writers
+// need: Pebble writes outputs without its mutex.
+//
+// It replaces cancelling a split parent's running compaction (issue 15). A
+// cancelled compaction deletes its partial outputs at once: on a 4 GiB
+// parent an L5→L6 compaction had written ~200 MB when the split began, and
+// their unlink on this machine's discard mount held the writers 99 and
+// 109 ms and made the second child's checkpoint take 163 ms (probe pairs,
+// design/2026-11-30-split-scale.md). Left running it competes with the
+// split's fsyncs for the disk. Paused, it writes nothing until the split
+// ends: a retiring parent then cancels it (cancel wakes it to fail), a
+// cancelled split resumes it.
+//
+// NB: the bound is wall-clock time, not the store's clock: it is a
+// liveness guard and must fire under a manual clock too.
+func (c *cancelFS) pause() {
+	bound := c.maxPause
+	if bound <= 0 {
+		bound = maxCompactionPause
+	}
+	c.paused.CompareAndSwap(nil, &pauseGate{open: make(chan struct{}), deadline: time.Now().Add(bound)})
+}
+
+// resume ends the pause, if any: paused compaction writes go on.
+func (c *cancelFS) resume() {
+	if g := c.paused.Swap(nil); g != nil {
+		close(g.open)
+	}
+}
+
+// awaitResume blocks a compaction write while the store is paused, up to
+// the pause's bound.
+func (c *cancelFS) awaitResume() {
+	g := c.paused.Load()
+	if g == nil {
+		return
+	}
+	d := time.Until(g.deadline)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-g.open:
+	case <-t.C:
+	}
+}
 
 // retire cancels the compactions and fails every read from now on: for a
 // store whose readers are gone and which is about to be closed and removed.
@@ -114,8 +186,8 @@ func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 // Unwrap returns the wrapped filesystem.
 func (c *cancelFS) Unwrap() vfs.FS { return c.FS }
 
-// cancelFile is a compaction output; its writes fail once its store
-// cancelled its compactions.
+// cancelFile is a compaction output; its writes wait while its store is
+// paused and fail once its store cancelled its compactions.
 type cancelFile struct {
 	vfs.File
 	fs    *cancelFS
@@ -125,6 +197,7 @@ type cancelFile struct {
 func (f *cancelFile) cancelled() bool { return f.fs.epoch.Load() != f.epoch }
 
 func (f *cancelFile) Write(p []byte) (int, error) {
+	f.fs.awaitResume()
 	if f.cancelled() {
 		return 0, errCompactionCancelled
 	}
@@ -132,6 +205,7 @@ func (f *cancelFile) Write(p []byte) (int, error) {
 }
 
 func (f *cancelFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.awaitResume()
 	if f.cancelled() {
 		return 0, errCompactionCancelled
 	}
@@ -139,6 +213,7 @@ func (f *cancelFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *cancelFile) Sync() error {
+	f.fs.awaitResume()
 	if f.cancelled() {
 		return errCompactionCancelled
 	}
@@ -146,6 +221,7 @@ func (f *cancelFile) Sync() error {
 }
 
 func (f *cancelFile) SyncData() error {
+	f.fs.awaitResume()
 	if f.cancelled() {
 		return errCompactionCancelled
 	}
@@ -153,6 +229,7 @@ func (f *cancelFile) SyncData() error {
 }
 
 func (f *cancelFile) SyncTo(length int64) (bool, error) {
+	f.fs.awaitResume()
 	if f.cancelled() {
 		return false, errCompactionCancelled
 	}

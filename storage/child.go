@@ -329,20 +329,23 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 
 // HoldCompactions is for a parent whose split begins (per-shard layout):
 // its store starts no compaction unless Pebble calls it urgent, and the
-// compactions it is running are abandoned (see cancelFS). Once the children
-// exist, compacting the parent is wasted work that competes with the
-// children and the writers for the disk and the cores, and the parent's
-// close after the handoff would wait for it. A cancelled split gives the
-// store back its compactions with ReleaseCompactions; a cancelled
-// compaction is simply picked again. In the shared layout the store is the
-// node's: nothing is held.
+// compactions it runs are paused at their next output write (see
+// cancelFS.pause). Once the children exist, compacting the parent is
+// wasted work that competes with the split's checkpoints, opens and
+// excises, and with the writers, for the disk and the cores. A cancelled
+// split gives the store back its compactions with ReleaseCompactions (a
+// paused one goes on where it stopped); a split that hands off retires the
+// parent, which cancels them. In the shared layout the store is the node's:
+// nothing is held.
 //
-// A store Pebble says is under pressure (L0 or compaction debt: it allows
-// more than the normal concurrency) keeps its running compaction: Pebble
-// would pick it again at once as urgent work, and the store's writes may
-// be stalled until its L0 drains. A 4 GiB parent fresh from a bulk load
-// lost 2.1 s that way (design/findings.md, question 11). Its close does not
-// wait for it either way: DestroyShard abandons what is running then.
+// NB: pausing, not cancelling. A cancelled compaction deletes its partial
+// outputs at once, and at 4 GiB those are hundreds of MB whose unlink
+// stalls the writers (cancelFS.pause). It is also why a store under
+// pressure (L0 or compaction debt: Pebble allows more than the normal
+// concurrency) used to keep its running compaction, which then competed
+// with the split at every 4 GiB split measured. A pause stops it without
+// either cost. A write stall ends the pause (store.go): a parent whose L0
+// fills during the split compacts at once, as it would without the split.
 func (e *Engine) HoldCompactions(s *Shard) {
 	if e.opts.Layout == LayoutShared {
 		return
@@ -350,15 +353,10 @@ func (e *Engine) HoldCompactions(s *Shard) {
 	holdCompactions(s.st.sched, s.st.cfs)
 }
 
-// holdCompactions holds sched and abandons cfs's running compactions unless
-// the store is under pressure. It reports whether it abandoned them.
-func holdCompactions(sched *holdScheduler, cfs *cancelFS) bool {
+// holdCompactions holds sched and pauses cfs's compactions.
+func holdCompactions(sched *holdScheduler, cfs *cancelFS) {
 	sched.hold()
-	if sched.underPressure() {
-		return false
-	}
-	cfs.cancel()
-	return true
+	cfs.pause()
 }
 
 // RetireStats measures the destruction of an open shard's store.

@@ -227,7 +227,7 @@ func (e *Engine) ingestSources(sources []*Shard, skip int, t *Shard, dir string,
 	if err := e.opts.FS.MkdirAll(tmp, 0o755); err != nil {
 		return 0, 0, 0, fmt.Errorf("storage: create %s: %w", tmp, err)
 	}
-	opts := e.so.pebbleOptions(nil, false)
+	opts := e.so.pebbleOptions(nil, nil)
 	b := &tableBuilder{
 		fs: e.opts.FS, dir: tmp, limit: mergeTableSize,
 		// The lowest level's options: that is where the tables land.

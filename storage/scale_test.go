@@ -99,6 +99,7 @@ type slowCompactionFS struct {
 	vfs.FS
 	delay     time.Duration
 	readDelay *atomic.Int64 // nanoseconds
+	written   *atomic.Int64 // if set: bytes written to compaction outputs
 }
 
 func (s slowCompactionFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -106,7 +107,7 @@ func (s slowCompactionFS) Create(name string, category vfs.DiskWriteCategory) (v
 	if err != nil || category != compactionWriteCategory {
 		return f, err
 	}
-	return slowFile{File: f, delay: s.delay}, nil
+	return slowFile{File: f, delay: s.delay, written: s.written}, nil
 }
 
 func (s slowCompactionFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
@@ -119,11 +120,15 @@ func (s slowCompactionFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, e
 
 type slowFile struct {
 	vfs.File
-	delay time.Duration
+	delay   time.Duration
+	written *atomic.Int64
 }
 
 func (f slowFile) Write(p []byte) (int, error) {
 	time.Sleep(f.delay)
+	if f.written != nil {
+		f.written.Add(int64(len(p)))
+	}
 	return f.File.Write(p)
 }
 
@@ -196,10 +201,13 @@ func TestDestroyShardAbandonsItsCompaction(t *testing.T) {
 	}
 }
 
-// A held store starts no compaction that is not urgent, and holding a
-// parent abandons its running one; releasing gives compactions back.
-func TestHoldCompactionsAbandonsTheRunningOne(t *testing.T) {
-	fs := slowCompactionFS{FS: vfs.NewMem(), delay: 100 * time.Millisecond}
+// A held parent's running compaction is paused, not abandoned: it stays in
+// progress and writes nothing while held; releasing the hold (a cancelled
+// split) lets it finish where it stopped. On the old code (cancel at the
+// hold) the compaction was gone within the first wait.
+func TestHoldCompactionsPausesTheRunningOne(t *testing.T) {
+	var written atomic.Int64
+	fs := slowCompactionFS{FS: vfs.NewMem(), delay: 20 * time.Millisecond, written: &written}
 	e := openTestEngine(t, fs, LayoutPerShard)
 	defer e.Close()
 	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
@@ -211,67 +219,112 @@ func TestHoldCompactionsAbandonsTheRunningOne(t *testing.T) {
 	if !s.CompactionsHeld() {
 		t.Fatal("HoldCompactions: store not held")
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for s.st.db.Metrics().Compact.NumInProgress > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the running compaction was not abandoned within 2 s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a write in flight when the pause began ends
+	m := s.st.db.Metrics()
+	if m.Compact.NumInProgress == 0 || s.st.cfs.epoch.Load() != 0 {
+		t.Fatalf("held: %d compactions in progress (%d done), cancel epoch %d: want the running one kept, paused",
+			m.Compact.NumInProgress, m.Compact.Count, s.st.cfs.epoch.Load())
+	}
+	before := written.Load()
+	done := m.Compact.Count
+	time.Sleep(300 * time.Millisecond) // ~15 slow writes if it were not paused
+	if m := s.st.db.Metrics(); m.Compact.Count != done || m.Compact.NumInProgress == 0 {
+		t.Fatalf("held: the compaction went on: %d done (was %d), %d in progress", m.Compact.Count, done, m.Compact.NumInProgress)
+	}
+	if got := written.Load(); got != before {
+		t.Fatalf("held: the paused compaction wrote %d bytes in 300 ms", got-before)
 	}
 	s.ReleaseCompactions()
 	if s.CompactionsHeld() {
 		t.Fatal("ReleaseCompactions: store still held")
 	}
-	// Unheld, the abandoned compaction is picked again.
-	deadline = time.Now().Add(5 * time.Second)
-	for s.st.db.Metrics().Compact.Count == 0 && s.st.db.Metrics().Compact.NumInProgress == 0 {
+	// It writes again at once, not at the pause's 2 s bound (~1.6 s away).
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for written.Load() == before {
 		if time.Now().After(deadline) {
-			t.Fatal("no compaction after the release")
+			t.Fatal("the paused compaction wrote nothing within 500 ms of the release")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for s.st.db.Metrics().Compact.Count == done {
+		if time.Now().After(deadline) {
+			t.Fatal("the paused compaction did not finish within 10 s of the release")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// pressedDB is a DBForCompaction that allows a fixed concurrency.
-type pressedDB struct{ allowed int }
-
-func (d pressedDB) GetAllowedWithoutPermission() int { return d.allowed }
-func (d pressedDB) GetWaitingCompaction() (bool, pebble.WaitingCompaction) {
-	return false, pebble.WaitingCompaction{}
-}
-func (d pressedDB) Schedule(pebble.CompactionGrantHandle) bool { return false }
-
-// Holding a store under pressure leaves its running compaction alone:
-// Pebble would rerun it as urgent work before the L0 compaction its
-// stalled writes wait for (question 11 of design/findings.md).
-func TestHoldKeepsTheRunningCompactionUnderPressure(t *testing.T) {
+// A pause parks compaction writes until resume, cancel or its bound, and
+// leaves flushes alone.
+func TestCancelFSPause(t *testing.T) {
 	for _, c := range []struct {
-		allowed       int
-		wantAbandoned bool
-	}{{allowed: 1, wantAbandoned: true}, {allowed: 2, wantAbandoned: false}} {
-		sched := newHoldScheduler(false, clock.Real{})
-		sched.db = pressedDB{c.allowed} // registered by hand: no ticker
-		cfs := &cancelFS{FS: vfs.NewMem()}
-		abandoned := holdCompactions(sched, cfs)
-		if abandoned != c.wantAbandoned || (cfs.epoch.Load() > 0) != c.wantAbandoned {
-			t.Errorf("allowed %d: abandoned %v (cancel epoch %d), want %v", c.allowed, abandoned, cfs.epoch.Load(), c.wantAbandoned)
-		}
-		if !sched.held {
-			t.Errorf("allowed %d: not held", c.allowed)
-		}
+		name string
+		end  func(*cancelFS)
+		want error
+	}{
+		{"resume", (*cancelFS).resume, nil},
+		{"cancel", (*cancelFS).cancel, errCompactionCancelled},
+		{"bound", func(*cancelFS) {}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfs := &cancelFS{FS: vfs.NewMem(), maxPause: 200 * time.Millisecond}
+			out, err := cfs.Create("000001.sst", compactionWriteCategory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flush, err := cfs.Create("000002.sst", flushWriteCategory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfs.pause()
+			if _, err := flush.Write([]byte("x")); err != nil {
+				t.Fatalf("a flush write while paused: %v", err)
+			}
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() { _, err := out.Write([]byte("x")); done <- err }()
+			select {
+			case err := <-done:
+				t.Fatalf("a compaction write returned while paused (err %v)", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			c.end(cfs)
+			select {
+			case err := <-done:
+				if !errors.Is(err, c.want) && err != c.want {
+					t.Fatalf("write after %s: err %v, want %v", c.name, err, c.want)
+				}
+				if c.name == "bound" && time.Since(start) < 150*time.Millisecond {
+					t.Fatalf("write returned after %v, before the 200 ms bound", time.Since(start))
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatalf("the compaction write still waits 2 s after %s", c.name)
+			}
+			if _, err := out.Write([]byte("y")); !errors.Is(err, c.want) && err != c.want {
+				t.Fatalf("a later write: err %v, want %v", err, c.want)
+			}
+		})
 	}
 }
 
-// pressured reports Pebble's urgency signal (two compactions allowed) for
-// a real DB: what a store fresh from a bulk load, with a deep L0, says.
-type pressured struct{ pebble.DBForCompaction }
+// A write stall ends a pause: a parent whose L0 fills during its split
+// compacts at once. The store's listener is what Pebble calls.
+func TestWriteStallResumesPausedCompactions(t *testing.T) {
+	sched := newHoldScheduler(false, clock.Real{})
+	cfs := &cancelFS{FS: vfs.NewMem()}
+	opts := storeOptions{fs: cfs, logger: zap.NewNop()}.pebbleOptions(sched, cfs)
+	cfs.pause()
+	opts.EventListener.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "L0 file count limit exceeded"})
+	if g := cfs.paused.Load(); g != nil {
+		t.Fatal("a write stall left the compactions paused")
+	}
+}
 
-func (pressured) GetAllowedWithoutPermission() int { return 2 }
-
-// A parent held under pressure keeps its running compaction, but its
-// retirement still does not wait for it: DestroyShard abandons it then. A
-// cancelled split's release leaves it running too.
-func TestDestroyShardAbandonsAKeptCompaction(t *testing.T) {
+// A parent held (its compaction paused) is destroyed without waiting for
+// the compaction, and so is one whose split was cancelled (released: the
+// compaction runs again).
+func TestDestroyShardAbandonsAPausedCompaction(t *testing.T) {
 	for _, cancelled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cancelled=%v", cancelled), func(t *testing.T) {
 			fs := slowCompactionFS{FS: vfs.NewMem(), delay: 100 * time.Millisecond}
@@ -282,9 +335,6 @@ func TestDestroyShardAbandonsAKeptCompaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			startSlowCompaction(t, s)
-			s.st.sched.mu.Lock()
-			s.st.sched.db = pressured{s.st.sched.db}
-			s.st.sched.mu.Unlock()
 			e.HoldCompactions(s)
 			if !s.CompactionsHeld() {
 				t.Fatal("HoldCompactions: store not held")
@@ -303,8 +353,8 @@ func TestDestroyShardAbandonsAKeptCompaction(t *testing.T) {
 			if err := e.DestroyShard(2); err != nil {
 				t.Fatal(err)
 			}
-			if took := time.Since(start); took > 2*time.Second {
-				t.Errorf("DestroyShard took %v: it waited for the kept compaction", took)
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("DestroyShard took %v: it waited for the compaction (or the pause's 2 s bound)", took)
 			}
 		})
 	}

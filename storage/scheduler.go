@@ -195,15 +195,6 @@ func (s *holdScheduler) Done() {
 	go s.grant()
 }
 
-// underPressure reports whether Pebble asks for more than the normal
-// compaction concurrency: its L0 or its compaction debt is high.
-func (s *holdScheduler) underPressure() bool {
-	s.mu.Lock()
-	db := s.db
-	s.mu.Unlock()
-	return db != nil && db.GetAllowedWithoutPermission() > normalConcurrency
-}
-
 // hold stops new compactions except urgent ones (running ones go on).
 func (s *holdScheduler) hold() {
 	s.mu.Lock()

@@ -420,8 +420,13 @@ func (s *Shard) RaiseSeq(seq uint64) error {
 
 // ReleaseCompactions lets a child's store pay the compaction debt it
 // inherited (its compactions are held from creation until the split hands
-// off; see holdScheduler). Harmless on any other shard.
-func (s *Shard) ReleaseCompactions() { s.st.sched.release() }
+// off; see holdScheduler), and gives a parent whose split was cancelled its
+// compactions back, the paused ones where they stopped. Harmless on any
+// other shard.
+func (s *Shard) ReleaseCompactions() {
+	s.st.sched.release()
+	s.st.cfs.resume()
+}
 
 // CompactionsHeld reports whether the shard's store runs only urgent
 // compactions (a child before its handoff, a parent being split).

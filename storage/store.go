@@ -107,10 +107,10 @@ func (o storeOptions) withNopLogger() storeOptions {
 // a new store defaults to 13.
 //
 // Every store with a scheduler gets the 1–2 concurrency range (an unheld
-// scheduler still runs one compaction at a time), so the second argument,
-// whether the store opens held, no longer changes the options; the
-// scheduler carries the hold.
-func (o storeOptions) pebbleOptions(sched *holdScheduler, _ bool) *pebble.Options {
+// scheduler still runs one compaction at a time); the scheduler carries the
+// hold. A store with a cancelFS (cfs, nil for none) ends its compactions'
+// pause when a write stalls.
+func (o storeOptions) pebbleOptions(sched *holdScheduler, cfs *cancelFS) *pebble.Options {
 	opts := &pebble.Options{
 		FS:                 o.fs,
 		Cache:              o.cache,
@@ -145,6 +145,9 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, _ bool) *pebble.Option
 		stallBegin := el.WriteStallBegin
 		el.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
 			sched.unseal() // a sealed child must not stall its own writes
+			if cfs != nil {
+				cfs.resume() // nor a parent being split (HoldCompactions)
+			}
 			if stallBegin != nil {
 				stallBegin(info)
 			}
@@ -180,7 +183,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 		// parent's.
 		defer cfs.pace()()
 	}
-	popts := o.pebbleOptions(sched, held)
+	popts := o.pebbleOptions(sched, cfs)
 	var flushes flushEvents
 	flushes.listen(popts.EventListener, o.clock.Now)
 	db, err := pebble.Open(dir, popts)
@@ -253,6 +256,7 @@ func (s *store) closeThen(shut func()) error {
 	if shut != nil {
 		shut()
 	}
+	s.cfs.resume() // Close waits for running compactions: none may stay paused
 	if s.stopSync != nil {
 		close(s.stopSync)
 		s.syncDone.Wait()

@@ -105,7 +105,21 @@ func (c *cancelFS) pause() {
 	if bound <= 0 {
 		bound = maxCompactionPause
 	}
-	c.paused.CompareAndSwap(nil, &pauseGate{open: make(chan struct{}), deadline: time.Now().Add(bound)})
+	g := &pauseGate{open: make(chan struct{}), deadline: time.Now().Add(bound)}
+	for {
+		old := c.paused.Load()
+		if old != nil && time.Now().Before(old.deadline) {
+			return // paused already
+		}
+		// None, or one past its bound that nothing resumed (a split that
+		// failed without releasing): a new pause replaces it.
+		if c.paused.CompareAndSwap(old, g) {
+			if old != nil {
+				close(old.open)
+			}
+			return
+		}
+	}
 }
 
 // resume ends the pause, if any: paused compaction writes go on.

@@ -304,6 +304,23 @@ func TestCancelFSPause(t *testing.T) {
 			if _, err := out.Write([]byte("y")); !errors.Is(err, c.want) && err != c.want {
 				t.Fatalf("a later write: err %v, want %v", err, c.want)
 			}
+			// A new pause pauses again, even after one that ended at its
+			// bound without a resume.
+			cfs.pause()
+			out2, err := cfs.Create("000003.sst", compactionWriteCategory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _, err := out2.Write([]byte("z")); done <- err }()
+			select {
+			case err := <-done:
+				t.Fatalf("after %s, a new pause did not pause (write returned, err %v)", c.name, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			cfs.resume()
+			if err := <-done; err != nil {
+				t.Fatalf("the write after the second pause: %v", err)
+			}
 		})
 	}
 }

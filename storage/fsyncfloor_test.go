@@ -1,0 +1,200 @@
+package storage
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestFsyncFloorProbe is a manual probe (skipped unless
+// SHARDSPLIT_FSYNC_FLOOR names a scratch directory on the disk to measure):
+// how long do fsync'd writers go without an acknowledgement while one
+// metadata operation of the kind a split makes (a directory fsync, a new
+// file synced with its directory, a hard link) runs beside them?
+//
+// 64 writers put 1 KiB values with pebble.Sync at 5,000 writes/s in total
+// (issue 15's load) into one Pebble store; every 250 ms, in turn, one
+// operation runs in a side directory of the same file system. For each
+// operation the probe takes the longest interval between two consecutive
+// acknowledgements that overlaps it; "none" marks an instant and does
+// nothing, the steady baseline. A split makes dozens of these operations
+// (Pebble's checkpoint, open and excise, the journal): whatever one costs
+// the writers is a floor under the split's longest stall.
+func TestFsyncFloorProbe(t *testing.T) {
+	root := os.Getenv("SHARDSPLIT_FSYNC_FLOOR")
+	if root == "" {
+		t.Skip("SHARDSPLIT_FSYNC_FLOOR not set")
+	}
+	dir, err := os.MkdirTemp(root, "floor-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := pebble.Open(filepath.Join(dir, "db"), &pebble.Options{FS: vfs.Default, MemTableSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	side := filepath.Join(dir, "side")
+	if err := os.Mkdir(side, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(side, "big")
+	if err := os.WriteFile(big, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	syncDirOS := func(d string) error {
+		f, err := os.Open(d)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.Sync()
+	}
+	ops := []struct {
+		name string
+		do   func(i int) error
+	}{
+		{"none", func(int) error { return nil }},
+		{"directory fsync", func(int) error { return syncDirOS(side) }},
+		{"new 4 KiB file, fsync it and its directory", func(i int) error {
+			if err := writeSynced(filepath.Join(side, fmt.Sprintf("f%d", i)), 4096); err != nil {
+				return err
+			}
+			return syncDirOS(side)
+		}},
+		{"new 1 MiB file (a copied WAL), fsync it and its directory", func(i int) error {
+			if err := writeSynced(filepath.Join(side, fmt.Sprintf("m%d", i)), 1<<20); err != nil {
+				return err
+			}
+			return syncDirOS(side)
+		}},
+		{"the same in 128 KiB steps, each fsynced, 1 ms apart", func(i int) error {
+			f, err := os.Create(filepath.Join(side, fmt.Sprintf("s%d", i)))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			for range 8 {
+				if _, err := f.Write(make([]byte, 128<<10)); err != nil {
+					return err
+				}
+				if err := f.Sync(); err != nil {
+					return err
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return syncDirOS(side)
+		}},
+		{"hard link, fsync its directory", func(i int) error {
+			if err := os.Link(big, filepath.Join(side, fmt.Sprintf("l%d", i))); err != nil {
+				return err
+			}
+			return syncDirOS(side)
+		}},
+	}
+
+	const writers, rate, run = 64, 5000, 20 * time.Second
+	start := time.Now()
+	var mu sync.Mutex
+	var acks []time.Duration
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			every := time.Second * writers / rate
+			next := time.Now().Add(every * time.Duration(w) / writers)
+			val := make([]byte, 1024)
+			for i := 0; ; i++ {
+				time.Sleep(time.Until(next))
+				next = next.Add(every)
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := db.Set([]byte(fmt.Sprintf("w%02d-%08d", w, i)), val, pebble.Sync); err != nil {
+					t.Error(err)
+					return
+				}
+				at := time.Since(start)
+				mu.Lock()
+				acks = append(acks, at)
+				mu.Unlock()
+			}
+		}()
+	}
+	type span struct{ op, from, to time.Duration }
+	spans := make([][]span, len(ops))
+	time.Sleep(time.Second)
+	for i := 0; time.Since(start) < run-time.Second; i++ {
+		k := i % len(ops)
+		from := time.Since(start)
+		if err := ops[k].do(i); err != nil {
+			t.Fatal(err)
+		}
+		to := time.Since(start)
+		spans[k] = append(spans[k], span{to - from, from, to})
+		time.Sleep(250 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(acks)
+	// longestGap is the longest interval between consecutive
+	// acknowledgements that overlaps [from, to].
+	longestGap := func(from, to time.Duration) time.Duration {
+		i, _ := slices.BinarySearch(acks, from)
+		if i > 0 {
+			i--
+		}
+		var g time.Duration
+		for ; i+1 < len(acks) && acks[i] <= to; i++ {
+			g = max(g, acks[i+1]-acks[i])
+		}
+		return g
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	t.Logf("%d acknowledgements in %s (%.0f/s)", len(acks), run, float64(len(acks))/run.Seconds())
+	for k, op := range ops {
+		var gaps, took []time.Duration
+		for _, s := range spans[k] {
+			gaps = append(gaps, longestGap(s.from, s.to))
+			took = append(took, s.op)
+		}
+		slices.Sort(gaps)
+		slices.Sort(took)
+		if len(gaps) == 0 {
+			continue
+		}
+		t.Logf("%-58s %2d times: took median %.2f ms; longest writer gap over it median %.2f ms, range %.2f-%.2f ms",
+			op.name, len(gaps), ms(took[len(took)/2]), ms(gaps[len(gaps)/2]), ms(gaps[0]), ms(gaps[len(gaps)-1]))
+	}
+}
+
+// writeSynced creates name with size zero bytes and fsyncs it.
+func writeSynced(name string, size int) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(make([]byte, size)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

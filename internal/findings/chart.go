@@ -68,6 +68,7 @@ func lines(dir, file, title, xlabel, ylabel string, logX bool, series []line) er
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
+	var ymax float64
 	for i, s := range series {
 		l, pts, err := plotter.NewLinePoints(s.XYs)
 		if err != nil {
@@ -77,9 +78,17 @@ func lines(dir, file, title, xlabel, ylabel string, logX bool, series []line) er
 		l.Width = vg.Points(1.5)
 		p.Add(l, pts)
 		p.Legend.Add(s.Name, l, pts)
+		for _, xy := range s.XYs {
+			ymax = max(ymax, xy.Y)
+		}
 	}
 	p.Legend.Top = true
 	p.Y.Min = 0
+	// Room above the data for the legend (a line per series): it sits
+	// over the top right, where the largest parent's point often is.
+	if ymax > 0 {
+		p.Y.Max = ymax * (1.1 + 0.09*float64(len(series)))
+	}
 	if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, file)); err != nil {
 		return fmt.Errorf("chart %s: %w", file, err)
 	}

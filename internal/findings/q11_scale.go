@@ -102,7 +102,7 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 		return a, err
 	}
 	a.Charts = []string{"q11-scale.png", "q11-stall.png"}
-	a.NotMeasured = "parents above 4 GiB (8 GiB: not attempted in the time budget; BenchmarkSplitUnderLoad runs it with SHARDSPLIT_BENCH_8GIB=1); " +
+	a.NotMeasured = "parents above 4 GiB in this command (8 GiB: alternated probe pairs, TestScaleProbe with SHARDSPLIT_SCALE_DOCS=8388608, in design/2026-11-30-split-scale.md; BenchmarkSplitUnderLoad runs it with SHARDSPLIT_BENCH_8GIB=1); " +
 		"the shared layout (its split links no files: see question 1); the cost after the handoff (question 5)."
 	switch {
 	case cfg.Quick:

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
 // errCompactionCancelled fails the writes of a compaction the store
@@ -77,6 +79,10 @@ func (c *cancelFS) cancel() {
 // second even at 8 GiB; the bound only matters if a split is stuck.
 const maxCompactionPause = 2 * time.Second
 
+// pauseClock is the wall clock, as paceClock is: a paused writer is one of
+// Pebble's compactions, which no simulated clock drives.
+var pauseClock clock.Clock = clock.Real{}
+
 // pauseGate is one pause: closed when it ends.
 type pauseGate struct {
 	open     chan struct{}
@@ -98,17 +104,17 @@ type pauseGate struct {
 // ends: a retiring parent then cancels it (cancel wakes it to fail), a
 // cancelled split resumes it.
 //
-// NB: the bound is wall-clock time, not the store's clock: it is a
-// liveness guard and must fire under a manual clock too.
+// NB: the bound is wall-clock time (pauseClock), not the store's clock: it
+// is a liveness guard and must fire under a manual clock too.
 func (c *cancelFS) pause() {
 	bound := c.maxPause
 	if bound <= 0 {
 		bound = maxCompactionPause
 	}
-	g := &pauseGate{open: make(chan struct{}), deadline: time.Now().Add(bound)}
+	g := &pauseGate{open: make(chan struct{}), deadline: pauseClock.Now().Add(bound)}
 	for {
 		old := c.paused.Load()
-		if old != nil && time.Now().Before(old.deadline) {
+		if old != nil && pauseClock.Now().Before(old.deadline) {
 			return // paused already
 		}
 		// None, or one past its bound that nothing resumed (a split that
@@ -136,15 +142,13 @@ func (c *cancelFS) awaitResume() {
 	if g == nil {
 		return
 	}
-	d := time.Until(g.deadline)
+	d := g.deadline.Sub(pauseClock.Now())
 	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-g.open:
-	case <-t.C:
+	case <-pauseClock.After(d):
 	}
 }
 

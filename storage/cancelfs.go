@@ -61,6 +61,7 @@ type cancelFS struct {
 
 	paused   atomic.Pointer[pauseGate] // non-nil: compaction outputs wait
 	maxPause time.Duration             // a pause's bound; 0: maxCompactionPause
+	stalls   atomic.Int32              // writes Pebble holds in a write stall now (stallBegan)
 
 	flushRate  int64        // bytes a second of a paced flush; <= 0: never paced
 	paced      atomic.Int32 // > 0: new flush outputs are paced
@@ -90,7 +91,8 @@ type pauseGate struct {
 }
 
 // pause parks every compaction of the store at its next output write (or
-// sync) until resume, cancel or maxPause. Flushes, the WAL and the
+// sync) until resume, cancel or maxPause; a pause asked for during a
+// write stall ends at once (stallBegan). Flushes, the WAL and the
 // MANIFEST are never paused. A paused compaction holds no lock writers
 // need: Pebble writes outputs without its mutex.
 //
@@ -123,10 +125,35 @@ func (c *cancelFS) pause() {
 			if old != nil {
 				close(old.open)
 			}
+			// A write stall in progress ends the pause at once: its
+			// WriteStallBegin came before the pause (stallBegan).
+			// Checked after the swap, so a stall that begins meanwhile
+			// either sees the gate (and resumes it) or is seen here.
+			if c.stalls.Load() > 0 {
+				c.resume()
+			}
 			return
 		}
 	}
 }
+
+// stallBegan is Pebble's WriteStallBegin: a write stalled. It ends the
+// pause, and until stallEnded no pause takes effect.
+//
+// NB: Pebble reports a stall once, when it begins, and the writers behind
+// the stalled one wait on its commit pipeline without reporting anything.
+// A pause that begins during a stall (a split of a parent whose L0 is at
+// the stop-writes depth, the compaction that ends the stall running) would
+// otherwise park that compaction with nothing to resume it, and the
+// writers stayed stalled until the pause's bound
+// (TestPauseDuringAWriteStallDoesNotProlongIt).
+func (c *cancelFS) stallBegan() {
+	c.stalls.Add(1)
+	c.resume()
+}
+
+// stallEnded is Pebble's WriteStallEnd.
+func (c *cancelFS) stallEnded() { c.stalls.Add(-1) }
 
 // resume ends the pause, if any: paused compaction writes go on.
 func (c *cancelFS) resume() {

@@ -146,10 +146,19 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, cfs *cancelFS) *pebble
 		el.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
 			sched.unseal() // a sealed child must not stall its own writes
 			if cfs != nil {
-				cfs.resume() // nor a parent being split (HoldCompactions)
+				cfs.stallBegan() // nor a parent being split (HoldCompactions)
 			}
 			if stallBegin != nil {
 				stallBegin(info)
+			}
+		}
+		if cfs != nil {
+			stallEnd := el.WriteStallEnd
+			el.WriteStallEnd = func() {
+				cfs.stallEnded()
+				if stallEnd != nil {
+					stallEnd()
+				}
 			}
 		}
 	}

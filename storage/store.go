@@ -241,8 +241,14 @@ func (s *store) applySynced(b *pebble.Batch) error {
 	return b.SyncWait()
 }
 
-// sync makes every write applied so far durable.
+// sync makes every write applied so far durable. A store closed meanwhile
+// answers ErrShardClosed (its shard's check alone left a window in which
+// the close could finish first; Pebble then panics).
 func (s *store) sync() error {
+	if !s.enter() {
+		return fmt.Errorf("storage: sync %s: %w", s.dir, ErrShardClosed)
+	}
+	defer s.exit()
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("storage: sync %s: %w", s.dir, err)
 	}

@@ -12,23 +12,6 @@ import (
 	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
-// gatedCreateFS blocks the creation of every compaction output until gate
-// is closed: a compaction that starts waits there, before its first write.
-type gatedCreateFS struct {
-	vfs.FS
-	gate    chan struct{}
-	created chan struct{} // closed at the first blocked creation
-	once    *sync.Once
-}
-
-func (g gatedCreateFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	if category == compactionWriteCategory {
-		g.once.Do(func() { close(g.created) })
-		<-g.gate
-	}
-	return g.FS.Create(name, category)
-}
-
 // A split that begins while its parent's writes are already stalled (L0
 // at Pebble's stop-writes depth, the compaction that ends the stall
 // running) must not prolong the stall. Pebble reports a stall once, when
@@ -38,7 +21,7 @@ func (g gatedCreateFS) Create(name string, category vfs.DiskWriteCategory) (vfs.
 // pause's bound (2 s). A freshly bulk-loaded parent (design/findings.md,
 // question 11) is the store this happens to.
 func TestPauseDuringAWriteStallDoesNotProlongIt(t *testing.T) {
-	g := gatedCreateFS{FS: vfs.NewMem(), gate: make(chan struct{}), created: make(chan struct{}), once: &sync.Once{}}
+	g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
 	deepL0Store(t, g.FS, "/data/shard-5")
 	core, logs := observer.New(zap.DebugLevel) // Pebble's events, WriteStallBegin among them
 	st, err := openStore("/data/shard-5", storeOptions{fs: g, logger: zap.New(core), clock: clock.Real{}}, false)
@@ -53,9 +36,9 @@ func TestPauseDuringAWriteStallDoesNotProlongIt(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	// The store's urgent L0 compaction starts and waits at its output.
+	// The store's urgent L0 compaction starts and waits at its first write.
 	select {
-	case <-g.created:
+	case <-g.started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no compaction started on a store at the stop-writes depth")
 	}

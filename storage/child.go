@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -62,9 +63,108 @@ func (e *Engine) CreateChild(parent *Shard, child routing.ShardID, span routing.
 	return e.createChild(parent, child, span, ChildExcise)
 }
 
+// ChildSpec is one child of a split: its shard and the span of the
+// parent's keyspace it will own.
+type ChildSpec struct {
+	Shard routing.ShardID
+	Span  routing.Span
+}
+
+// CreateChildren makes the children of one split from the live parent,
+// each as CreateChildWith makes one, and returns them in specs' order,
+// with their stats. On a failure it returns the children it did make (the
+// failed ones are nil) with the error: the caller cleans them up as it
+// would any child of a cancelled split.
+//
+// With concurrent (per-shard layout), the children are made at the same
+// time: the parent is flushed once first if it needs it (the flush is
+// counted in the first child's stats), and then each child's checkpoint,
+// open and excise run on a goroutine of their own, the opens outside the
+// engine's lock; every child is attempted and the errors are joined.
+// Otherwise one after another, each deciding for itself whether to flush
+// the parent, stopping at the first failure.
+//
+// Why (issue 15): a child's creation waits mostly on fsyncs, and the file
+// system commits fsyncs that wait at the same time together, so two
+// children made at once take little longer than one; both children's
+// checkpoints also copy the same short stretch of WAL, where the second
+// child made after the first copies what came in meanwhile.
+func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBuild, concurrent bool) ([]*Shard, []ChildStats, error) {
+	children := make([]*Shard, len(specs))
+	stats := make([]ChildStats, len(specs))
+	if !concurrent || e.opts.Layout == LayoutShared || len(specs) < 2 {
+		for i, c := range specs {
+			var err error
+			children[i], stats[i], err = e.createChild(parent, c.Shard, c.Span, build)
+			if err != nil {
+				return children, stats, err
+			}
+		}
+		return children, stats, nil
+	}
+	flushed, skipped, err := e.flushForCheckpoint(parent)
+	if err != nil {
+		return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
+	}
+	errs := make([]error, len(specs))
+	panics := make([]any, len(specs))
+	var wg sync.WaitGroup
+	for i, c := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { panics[i] = recover() }()
+			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, false)
+			stats[i].SkippedFlush = skipped
+		}()
+	}
+	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			// As if the children had been made on the caller's goroutine
+			// (Pebble panics on an fsync error it cannot recover from):
+			// the caller sees the panic, with its value, after the
+			// siblings are done.
+			panic(p)
+		}
+	}
+	stats[0].Flush = flushed
+	return children, stats, errors.Join(errs...)
+}
+
 // createChild is CreateChild with a choice of build (ChildKeepAll: see
 // foreign.go).
 func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild) (*Shard, ChildStats, error) {
+	return e.makeChild(parent, child, span, build, true)
+}
+
+// flushForCheckpoint flushes parent's memtable before its checkpoints if
+// it holds more than flushBeforeCheckpoint of unflushed WAL, and returns
+// how long the flush took; skipped says a flush was needed but not made
+// (flushWouldStall).
+func (e *Engine) flushForCheckpoint(parent *Shard) (took time.Duration, skipped bool, err error) {
+	m := parent.st.db.Metrics()
+	if m.WAL.Size <= flushBeforeCheckpoint {
+		return 0, false, nil
+	}
+	if parent.st.flushWouldStall(m) {
+		// Flushing would hold every writer of the parent until its L0
+		// compaction: copy the WAL instead (issue 15).
+		return 0, true, nil
+	}
+	start := e.opts.Clock.Now()
+	unpace := parent.st.cfs.pace()
+	err = parent.st.db.Flush()
+	unpace()
+	if err != nil {
+		return 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)
+	}
+	return e.opts.Clock.Since(start), false, nil
+}
+
+// makeChild is createChild; flushFirst decides whether it may flush the
+// parent before its checkpoint (CreateChildren flushes once for all).
+func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild, flushFirst bool) (*Shard, ChildStats, error) {
 	if e.opts.Layout == LayoutShared {
 		return e.createSharedChild(parent, child, span)
 	}
@@ -85,21 +185,13 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 		docs = pebble.CheckpointSpan{Start: allDocs[0], End: allDocs[1]}
 	}
 	start := e.opts.Clock.Now()
-	if m := parent.st.db.Metrics(); m.WAL.Size > flushBeforeCheckpoint {
-		if parent.st.flushWouldStall(m) {
-			// Flushing would hold every writer of the parent until its
-			// L0 compaction: copy the WAL instead (issue 15).
-			stats.SkippedFlush = true
-		} else {
-			unpace := parent.st.cfs.pace()
-			err := parent.st.db.Flush()
-			unpace()
-			if err != nil {
-				return nil, stats, fmt.Errorf("storage: create child %d: flush shard %d: %w", child, parent.id, err)
-			}
-			stats.Flush = e.opts.Clock.Since(start)
-			start = e.opts.Clock.Now()
+	if flushFirst {
+		flushed, skipped, err := e.flushForCheckpoint(parent)
+		if err != nil {
+			return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
 		}
+		stats.Flush, stats.SkippedFlush = flushed, skipped
+		start = e.opts.Clock.Now()
 	}
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
@@ -113,9 +205,7 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 	stats.Linked, stats.Copied = e.linkedBytes(dir)
 
 	start = e.opts.Clock.Now()
-	e.mu.Lock()
-	st, err := e.storeLockedHeld(dir, true) // compactions held until the handoff
-	e.mu.Unlock()
+	st, err := e.openChildStore(dir) // compactions held until the handoff
 	stats.Open = e.opts.Clock.Since(start)
 	if err != nil {
 		return fail(err)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -157,11 +158,45 @@ func (e *Engine) storeDir(id routing.ShardID) string {
 	return e.ShardDir(id)
 }
 
-// storeLocked returns the open store in dir, opening it if needed.
-func (e *Engine) storeLocked(dir string) (*store, error) { return e.storeLockedHeld(dir, false) }
+// openChildStore opens and registers the store a child's checkpoint made
+// in dir, with its compactions held. Unlike storeLocked it runs
+// Pebble's Open outside e.mu, so that the children of one split open at
+// the same time (CreateChildren); the engine's caches are referenced
+// across the open so that a concurrent Close cannot free them under it,
+// and a store that finishes opening after Close is closed again.
+func (e *Engine) openChildStore(dir string) (*store, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("storage: open store %s: engine closed", dir)
+	}
+	if _, ok := e.stores[dir]; ok {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("storage: open store %s: already open", dir)
+	}
+	e.cache.Ref()
+	e.fileCache.Ref()
+	e.mu.Unlock()
+	defer e.cache.Unref()
+	defer e.fileCache.Unref()
+	st, err := openStore(dir, e.so, true)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errors.Join(fmt.Errorf("storage: open store %s: engine closed while it opened", dir), st.close())
+	}
+	if _, ok := e.stores[dir]; ok {
+		return nil, errors.Join(fmt.Errorf("storage: open store %s: opened twice", dir), st.close())
+	}
+	e.stores[dir] = st
+	return st, nil
+}
 
-// storeLockedHeld is storeLocked for a store whose compactions start held.
-func (e *Engine) storeLockedHeld(dir string, held bool) (*store, error) {
+// storeLocked returns the open store in dir, opening it if needed.
+func (e *Engine) storeLocked(dir string) (*store, error) {
 	if st, ok := e.stores[dir]; ok {
 		return st, nil
 	}
@@ -169,7 +204,7 @@ func (e *Engine) storeLockedHeld(dir string, held bool) (*store, error) {
 		return nil, fmt.Errorf("storage: open store %s: engine closed", dir)
 	}
 	_, statErr := e.opts.FS.Stat(dir)
-	st, err := openStore(dir, e.so, held)
+	st, err := openStore(dir, e.so, false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,241 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// childrenParent opens shard 2 on e with n documents, the first half
+// flushed and the rest in the WAL, and holds its log, as a split does
+// before it makes children. It returns the parent and the two halves of
+// its span.
+func childrenParent(t *testing.T, e *Engine, n int) (*Shard, []ChildSpec) {
+	t.Helper()
+	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("v", 1024)
+	for i, id := range idsInRoot(2, n) {
+		if _, err := parent.Write([]Op{opFor(id, OpIndex, value)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if i == n/2 {
+			if err := parent.st.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	parent.HoldLog()
+	root := rootSpan(2)
+	mid := root.Start + (root.End-root.Start)/2
+	return parent, []ChildSpec{{Shard: 3, Span: routing.Span{Start: root.Start, End: mid}}, {Shard: 4, Span: routing.Span{Start: mid, End: root.End}}}
+}
+
+// Children made at the same time hold what children made one after
+// another hold, and the parent is flushed once for both: two goroutines
+// each deciding on their own would both see the unflushed WAL and flush
+// it twice.
+func TestCreateChildrenConcurrentlyMatchesSerial(t *testing.T) {
+	for _, concurrent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
+			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+			defer e.Close()
+			// 2×flushBeforeCheckpoint of 1 KiB documents: the WAL holds
+			// more than flushBeforeCheckpoint when the children are made.
+			parent, specs := childrenParent(t, e, 2*(flushBeforeCheckpoint>>10)*2)
+			flushesBefore := parent.st.db.Metrics().Flush.Count
+			children, stats, err := e.CreateChildren(parent, specs, ChildExcise, concurrent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := parent.st.db.Metrics().Flush.Count - flushesBefore; n != 1 {
+				t.Errorf("the parent was flushed %d times for its children, want once", n)
+			}
+			if stats[0].Flush == 0 || stats[1].Flush != 0 {
+				t.Errorf("flush times %v, %v: want the one flush counted in the first child's stats", stats[0].Flush, stats[1].Flush)
+			}
+			for i, c := range children {
+				if c == nil || c.ID() != specs[i].Shard {
+					t.Fatalf("child %d is %v, want shard %d", i, c, specs[i].Shard)
+				}
+				want, err := parent.CountKeys(specs[i].Span)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := c.CountKeys(specs[i].Span); err != nil || got != want {
+					t.Errorf("child %d holds %d documents of its span (%v), the parent %d", c.ID(), got, err, want)
+				}
+				other := specs[1-i].Span
+				if got, err := c.CountKeys(other); err != nil || got != 0 {
+					t.Errorf("child %d holds %d documents of its sibling's span (%v), want none", c.ID(), got, err)
+				}
+				if stats[i].Seq != parent.Seq() {
+					t.Errorf("child %d starts from sequence number %d, the parent is at %d (no write ran meanwhile)", c.ID(), stats[i].Seq, parent.Seq())
+				}
+			}
+		})
+	}
+}
+
+// rendezvous blocks the lock of each store directory it names until every
+// one of them has reached its lock, or until a bound passes, which it
+// records: Pebble's Open locks its directory first, so the stores' opens
+// overlap only if every one of them gets there while the others wait.
+type rendezvous struct {
+	dirs    []string
+	bound   time.Duration
+	mu      sync.Mutex
+	arrived int
+	all     chan struct{}
+	missed  []string
+}
+
+func (r *rendezvous) String() string { return "rendezvous" }
+
+func (r *rendezvous) MaybeError(op errorfs.Op) error {
+	if op.Kind != errorfs.OpLock {
+		return nil
+	}
+	for _, d := range r.dirs {
+		if strings.HasPrefix(op.Path, d+"/") {
+			r.mu.Lock()
+			r.arrived++
+			if r.arrived == len(r.dirs) {
+				close(r.all)
+			}
+			r.mu.Unlock()
+			select {
+			case <-r.all:
+			case <-time.After(r.bound):
+				r.mu.Lock()
+				r.missed = append(r.missed, d)
+				r.mu.Unlock()
+			}
+		}
+	}
+	return nil
+}
+
+// The children's stores open at the same time: the engine's lock is not
+// held across Pebble's Open. With the lock held, the first child's open
+// waits at the rendezvous for a sibling that waits for the lock.
+func TestCreateChildrenOpensOverlap(t *testing.T) {
+	r := &rendezvous{dirs: []string{"/data/shard-3", "/data/shard-4"}, bound: 3 * time.Second, all: make(chan struct{})}
+	e := openTestEngine(t, errorfs.Wrap(vfs.NewMem(), r), LayoutPerShard)
+	defer e.Close()
+	parent, specs := childrenParent(t, e, 200)
+	if _, _, err := e.CreateChildren(parent, specs, ChildExcise, true); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.missed) > 0 {
+		t.Fatalf("the open of %v waited %s for its sibling's and gave up: the children's stores did not open at the same time", r.missed, r.bound)
+	}
+}
+
+// A child that fails leaves no directory, and its sibling, made at the
+// same time, is returned for the caller to clean up with the rest of the
+// cancelled split. Made one after another, a failure stops the rest.
+func TestCreateChildrenReturnsTheChildrenMadeWhenOneFails(t *testing.T) {
+	for _, tc := range []struct {
+		concurrent bool
+		fail       string // the child whose store's lock fails
+		made       []bool // which children come back
+		dirs       []string
+	}{
+		{concurrent: true, fail: "/data/shard-3/", made: []bool{false, true}, dirs: []string{"/data/shard-4"}},
+		{concurrent: true, fail: "/data/shard-4/", made: []bool{true, false}, dirs: []string{"/data/shard-3"}},
+		{concurrent: false, fail: "/data/shard-3/", made: []bool{false, false}, dirs: nil},
+		{concurrent: false, fail: "/data/shard-4/", made: []bool{true, false}, dirs: []string{"/data/shard-3"}},
+	} {
+		t.Run(fmt.Sprintf("concurrent=%v/fail=%s", tc.concurrent, tc.fail), func(t *testing.T) {
+			inj := &failOnce{match: func(op errorfs.Op) bool { return op.Kind == errorfs.OpLock && strings.HasPrefix(op.Path, tc.fail) }}
+			fs := errorfs.Wrap(vfs.NewMem(), inj)
+			e := openTestEngine(t, fs, LayoutPerShard)
+			defer e.Close()
+			parent, specs := childrenParent(t, e, 200)
+			inj.armed.Store(true)
+			children, _, err := e.CreateChildren(parent, specs, ChildExcise, tc.concurrent)
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("CreateChildren = %v, want the injected error", err)
+			}
+			for i, c := range children {
+				if (c != nil) != tc.made[i] {
+					t.Errorf("child %d returned: %v, want %v", specs[i].Shard, c != nil, tc.made[i])
+				}
+			}
+			var dirs []string
+			for _, s := range specs {
+				if _, err := fs.Stat(e.ShardDir(s.Shard)); err == nil {
+					dirs = append(dirs, e.ShardDir(s.Shard))
+				}
+			}
+			if strings.Join(dirs, ",") != strings.Join(tc.dirs, ",") {
+				t.Errorf("store directories left: %v, want %v (the made children's only)", dirs, tc.dirs)
+			}
+			for _, c := range children {
+				if c != nil {
+					if err := e.DestroyShard(c.ID()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := parent.Write([]Op{opFor(idsInRoot(2, 201)[200], OpIndex, "after")}, nil); err != nil {
+				t.Fatalf("the parent no longer takes writes: %v", err)
+			}
+		})
+	}
+}
+
+// panicOn panics, once, with value in the operation match accepts.
+type panicOn struct {
+	match func(errorfs.Op) bool
+	value any
+	done  sync.Once
+}
+
+func (p *panicOn) String() string { return "panicOn" }
+
+func (p *panicOn) MaybeError(op errorfs.Op) error {
+	if p.match(op) {
+		p.done.Do(func() { panic(p.value) })
+	}
+	return nil
+}
+
+// A panic in one child's creation (Pebble panics on an fsync error it
+// cannot recover from) reaches CreateChildren's caller with its value, as
+// it would if the children were made on the caller's goroutine, and only
+// after the sibling is done: without the hand-back it would kill the
+// process from a goroutine no caller can recover on.
+func TestCreateChildrenHandsAPanicBack(t *testing.T) {
+	boom := errors.New("injected panic")
+	inj := &panicOn{value: boom, match: func(op errorfs.Op) bool {
+		return op.Kind == errorfs.OpLock && strings.HasPrefix(op.Path, "/data/shard-4/")
+	}}
+	e := openTestEngine(t, errorfs.Wrap(vfs.NewMem(), inj), LayoutPerShard)
+	defer e.Close()
+	parent, specs := childrenParent(t, e, 200)
+	defer func() {
+		r := recover()
+		if r != boom {
+			t.Fatalf("CreateChildren's caller recovered %v, want the child's panic %v", r, boom)
+		}
+		if _, ok := e.Shard(3); !ok {
+			t.Errorf("the sibling (shard 3) was not finished when the panic reached the caller")
+		}
+	}()
+	_, _, _ = e.CreateChildren(parent, specs, ChildExcise, true)
+	t.Fatal("CreateChildren returned; want the child's panic")
+}

@@ -222,6 +222,12 @@
 //     armed for "the k-th operation from now" (or by probability) can hit a
 //     different operation in a rerun, and what a crash clone keeps of
 //     unsynced data depends on which writes were in flight.
+//   - A split's children are made at the same time on goroutines of their
+//     own (storage.Engine.CreateChildren) in even seeds; odd seeds make
+//     them one after another (splitter.Config.SerialChildren, decided by
+//     the seed's parity so that no other draw moves). In even seeds a
+//     fault armed for the k-th operation can hit either child's, and
+//     which one varies between reruns.
 //   - When simulated time passes: storage, node, the routers and the
 //     splitter all read one clock.Manual (internal/clock). Each step
 //     advances it 1 ms; while a call has not returned after 2 ms of real

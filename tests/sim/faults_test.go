@@ -173,7 +173,8 @@ var openFaults = os.Getenv("SHARDSPLIT_SIM_OPENFAULTS") != ""
 //
 //   - inside pebble.Open (see openFaults);
 //   - in atomicfs.Marker.Move on a goroutine that is not one the simulator
-//     started: Pebble panics on a failed directory fsync there ("fsync
+//     started (or a child's creation that hands its panic back to one):
+//     Pebble panics on a failed directory fsync there ("fsync
 //     errors are unrecoverable"), which in a flush or compaction goroutine
 //     no recover can catch. The same panic on the simulator's own call is
 //     caught and becomes a crash (see world.do).
@@ -190,7 +191,10 @@ func unsurvivableHere() bool {
 			}
 		case strings.HasSuffix(f.Function, "atomicfs.(*Marker).Move"):
 			marker = true
-		case strings.Contains(f.Function, "tests/sim.(*world)."):
+		case strings.Contains(f.Function, "tests/sim.(*world)."),
+			strings.Contains(f.Function, "storage.(*Engine).CreateChildren.func"):
+			// A split's children made at the same time run on goroutines
+			// of their own, which hand a panic back to the caller's.
 			ours = true
 		}
 		if !more {

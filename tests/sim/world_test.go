@@ -69,14 +69,21 @@ type swarm struct {
 	pOpenFault float64 // a recovery first opens once under an I/O fault
 	pebbleLogs bool    // faults may hit Pebble's WAL and MANIFEST files
 	pPoints    float64 // explicit split points (partition mode)
+
+	// serialChildren makes a split's children one after another
+	// (splitter.Config.SerialChildren). Not drawn from the rng, so that the
+	// rest of a seed's draws stay as they were: odd seeds make them
+	// serially, even seeds concurrently, whose goroutines race for the
+	// filesystem (see Determinism).
+	serialChildren bool
 }
 
 func (s swarm) String() string {
 	return fmt.Sprintf("mode=%s layout=%s shards=%d R=%d P=%d clients=%d stale=%d ids=%d steps=%d "+
-		"w[client=%d split=%d merge=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f badmerge=%.2f points=%.2f openfault=%.1f pebblelogs=%v",
+		"w[client=%d split=%d merge=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f badmerge=%.2f points=%.2f openfault=%.1f pebblelogs=%v serialchildren=%v",
 		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
 		s.wClient, s.wSplitStart, s.wMergeStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
-		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs)
+		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs, s.serialChildren)
 }
 
 func drawSwarm(rng *rand.Rand) swarm {
@@ -299,6 +306,7 @@ func runSeed(seed uint64) (res result) {
 		res.stats.steps = w.step
 	}()
 	w.sw = drawSwarm(w.rng)
+	w.sw.serialChildren = w.seed%2 == 1
 	off.apply(&w.sw)
 	res.swarm = w.sw
 	w.tracef("swarm", "%s", w.sw)
@@ -1485,7 +1493,7 @@ func (w *world) openNode(action string) {
 	}
 	w.n, w.j = n, j
 	w.drv = splitter.NewDriver(n, splitter.Config{DrainTimeout: drainTimeout, RetireWait: retireWait,
-		Clock: w.clk, Journal: j, Hook: w.hook})
+		Clock: w.clk, Journal: j, Hook: w.hook, SerialChildren: w.sw.serialChildren})
 	var decisions []string
 	for _, d := range rep.Decisions {
 		if d.Kind == splitter.KindMerge {

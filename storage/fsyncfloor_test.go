@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
 )
 
 // TestFsyncFloorProbe is a manual probe (skipped unless
@@ -58,11 +59,29 @@ func TestFsyncFloorProbe(t *testing.T) {
 		defer f.Close()
 		return f.Sync()
 	}
+	var opened []*pebble.DB
+	defer func() {
+		for _, st := range opened {
+			_ = st.Close()
+		}
+	}()
 	ops := []struct {
 		name string
 		do   func(i int) error
 	}{
 		{"none", func(int) error { return nil }},
+		{"nothing for 60 ms (an aligned 100 MiB split's length)", func(int) error {
+			time.Sleep(60 * time.Millisecond)
+			return nil
+		}},
+		{"open a new, empty Pebble store (closed at the end)", func(i int) error {
+			st, err := pebble.Open(filepath.Join(side, fmt.Sprintf("db%d", i)), &pebble.Options{FS: vfs.Default, Logger: zapPebbleLogger{zap.NewNop().Sugar()}})
+			if err != nil {
+				return err
+			}
+			opened = append(opened, st)
+			return nil
+		}},
 		{"directory fsync", func(int) error { return syncDirOS(side) }},
 		{"new 4 KiB file, fsync it and its directory", func(i int) error {
 			if err := writeSynced(filepath.Join(side, fmt.Sprintf("f%d", i)), 4096); err != nil {
@@ -101,7 +120,7 @@ func TestFsyncFloorProbe(t *testing.T) {
 		}},
 	}
 
-	const writers, rate, run = 64, 5000, 20 * time.Second
+	const writers, rate, run = 64, 5000, 40 * time.Second
 	start := time.Now()
 	var mu sync.Mutex
 	var acks []time.Duration

@@ -84,10 +84,11 @@ type ChildSpec struct {
 // Otherwise one after another, each deciding for itself whether to flush
 // the parent, stopping at the first failure.
 //
-// Why (issue 15): a child's creation waits mostly on fsyncs, and the file
-// system commits fsyncs that wait at the same time together, so two
-// children made at once take little longer than one; both children's
-// checkpoints also copy the same short stretch of WAL, where the second
+// Why (issue 15): a child's creation waits mostly on fsyncs, not on the
+// CPU, and made together the two children's waits overlap: in alternated
+// probes the clone phase of an aligned 4 GiB split went from 120 to 58 ms
+// (medians of 5; design/2026-11-30-split-scale.md). Both children's
+// checkpoints also copy the same short stretch of WAL, where a second
 // child made after the first copies what came in meanwhile.
 func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBuild, concurrent bool) ([]*Shard, []ChildStats, error) {
 	children := make([]*Shard, len(specs))

@@ -64,6 +64,7 @@ type cancelFS struct {
 	stalls   atomic.Int32              // writes Pebble holds in a write stall now (stallBegan)
 
 	flushRate  int64        // bytes a second of a paced flush; <= 0: never paced
+	pacer      *flushPacer  // paces the flushes at flushRate; shared by a split's children made together
 	paced      atomic.Int32 // > 0: new flush outputs are paced
 	pacedBytes atomic.Int64 // bytes written through paced flush outputs
 }
@@ -220,7 +221,7 @@ func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
 func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := c.FS.Create(name, category)
 	if err == nil && category == flushWriteCategory && c.paced.Load() > 0 {
-		return &pacedFile{File: f, rate: float64(c.flushRate), written: &c.pacedBytes}, nil
+		return &pacedFile{File: f, pacer: c.pacer, written: &c.pacedBytes}, nil
 	}
 	if err != nil || category != compactionWriteCategory {
 		return f, err

@@ -107,6 +107,9 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	if err != nil {
 		return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
 	}
+	// Each child's open flushes the WAL its checkpoint copied, all at the
+	// same time: one pacer holds them to the split's rate together.
+	pacer := newFlushPacer(e.so.flushRate)
 	errs := make([]error, len(specs))
 	panics := make([]any, len(specs))
 	var wg sync.WaitGroup
@@ -115,7 +118,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 		go func() {
 			defer wg.Done()
 			defer func() { panics[i] = recover() }()
-			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, false)
+			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, false, pacer)
 			stats[i].SkippedFlush = skipped
 		}()
 	}
@@ -136,7 +139,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 // createChild is CreateChild with a choice of build (ChildKeepAll: see
 // foreign.go).
 func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild) (*Shard, ChildStats, error) {
-	return e.makeChild(parent, child, span, build, true)
+	return e.makeChild(parent, child, span, build, true, nil)
 }
 
 // flushForCheckpoint flushes parent's memtable before its checkpoints if
@@ -164,8 +167,10 @@ func (e *Engine) flushForCheckpoint(parent *Shard) (took time.Duration, skipped 
 }
 
 // makeChild is createChild; flushFirst decides whether it may flush the
-// parent before its checkpoint (CreateChildren flushes once for all).
-func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild, flushFirst bool) (*Shard, ChildStats, error) {
+// parent before its checkpoint (CreateChildren flushes once for all), and
+// pacer, if set, is the flush pacer the child's open shares with its
+// siblings.
+func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild, flushFirst bool, pacer *flushPacer) (*Shard, ChildStats, error) {
 	if e.opts.Layout == LayoutShared {
 		return e.createSharedChild(parent, child, span)
 	}
@@ -206,7 +211,7 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	stats.Linked, stats.Copied = e.linkedBytes(dir)
 
 	start = e.opts.Clock.Now()
-	st, err := e.openChildStore(dir) // compactions held until the handoff
+	st, err := e.openChildStore(dir, pacer) // compactions held until the handoff
 	stats.Open = e.opts.Clock.Since(start)
 	if err != nil {
 		return fail(err)

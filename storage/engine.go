@@ -163,8 +163,10 @@ func (e *Engine) storeDir(id routing.ShardID) string {
 // Pebble's Open outside e.mu, so that the children of one split open at
 // the same time (CreateChildren); the engine's caches are referenced
 // across the open so that a concurrent Close cannot free them under it,
-// and a store that finishes opening after Close is closed again.
-func (e *Engine) openChildStore(dir string) (*store, error) {
+// and a store that finishes opening after Close is closed again. The
+// flush of the WAL the checkpoint copied is paced by pacer if it is set
+// (shared by the children of one split), else by the store's own.
+func (e *Engine) openChildStore(dir string, pacer *flushPacer) (*store, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -179,7 +181,9 @@ func (e *Engine) openChildStore(dir string) (*store, error) {
 	e.mu.Unlock()
 	defer e.cache.Unref()
 	defer e.fileCache.Unref()
-	st, err := openStore(dir, e.so, true)
+	so := e.so
+	so.pacer = pacer
+	st, err := openStore(dir, so, true)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,17 +44,49 @@ func (c *cancelFS) pace() (done func()) {
 	}
 }
 
+// flushPacer holds the flush outputs that share it to one rate: each write
+// is due when the bytes written before it at rate allow, and a writer ahead
+// of its due time by pacingSlack or more sleeps until then. Time a writer
+// spends behind (a slow disk, no flush running) is not saved up: the rate
+// bounds every stretch longer than the slack.
+//
+// A store's flushes share its own pacer; the children of one split made at
+// the same time (CreateChildren) share one, so the split's flush writes
+// stay within SplitFlushRate together (two children's opens flushing side
+// by side wrote at twice the rate with a pacer each).
+type flushPacer struct {
+	rate float64 // bytes a second
+	mu   sync.Mutex
+	next time.Time // when the bytes accounted so far are due
+}
+
+func newFlushPacer(rate int64) *flushPacer { return &flushPacer{rate: float64(rate)} }
+
+// wrote accounts n bytes just written and returns how long the writer
+// should sleep.
+func (p *flushPacer) wrote(n int) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := paceClock.Now()
+	if p.next.Before(now) {
+		p.next = now
+	}
+	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	if ahead := p.next.Sub(now); ahead >= pacingSlack {
+		return ahead
+	}
+	return 0
+}
+
 // pacedFile is a flush output written while its store was paced: each
-// write returns no sooner than the file's bytes at rate allow.
+// write returns no sooner than its pacer allows.
 //
 // NB: only Write is paced. Pebble writes tables sequentially through Write
 // (objstorageprovider's file writable); WriteAt is for other files.
 type pacedFile struct {
 	vfs.File
-	rate    float64 // bytes a second
+	pacer   *flushPacer
 	written *atomic.Int64
-	start   time.Time
-	n       int64
 }
 
 // paceClock is the wall clock, not the engine's: the paced writer is
@@ -63,15 +96,10 @@ type pacedFile struct {
 var paceClock clock.Clock = clock.Real{}
 
 func (f *pacedFile) Write(p []byte) (int, error) {
-	if f.start.IsZero() {
-		f.start = paceClock.Now()
-	}
 	n, err := f.File.Write(p)
-	f.n += int64(n)
 	f.written.Add(int64(n))
-	due := time.Duration(float64(f.n) / f.rate * float64(time.Second))
-	if ahead := due - paceClock.Since(f.start); ahead >= pacingSlack {
-		paceClock.Sleep(ahead)
+	if d := f.pacer.wrote(n); d > 0 {
+		paceClock.Sleep(d)
 	}
 	return n, err
 }

@@ -94,6 +94,9 @@ type storeOptions struct {
 	logger       *zap.Logger
 	clock        clock.Clock
 	flushRate    int64 // bytes a second of the flushes a split starts (cancelFS.pace)
+	// pacer, if set, is the flush pacer the store shares with the other
+	// children of its split (CreateChildren); nil: a pacer of its own.
+	pacer *flushPacer
 }
 
 func (o storeOptions) withNopLogger() storeOptions {
@@ -184,7 +187,11 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.clock = clock.Or(o.clock)
 	o.logger = o.logger.With(zap.String("store", filepath.Base(dir)))
 	sched := newHoldScheduler(held, o.clock)
-	cfs := &cancelFS{FS: o.fs, flushRate: o.flushRate}
+	pacer := o.pacer
+	if pacer == nil {
+		pacer = newFlushPacer(o.flushRate)
+	}
+	cfs := &cancelFS{FS: o.fs, flushRate: o.flushRate, pacer: pacer}
 	o.fs = cfs
 	if held {
 		// A held store is a new child (CreateChild): the flush of the WAL

@@ -22,14 +22,9 @@ type lockGate struct {
 func (g *lockGate) String() string { return "lockGate" }
 
 func (g *lockGate) MaybeError(op errorfs.Op) error {
-	if op.Kind != errorfs.OpLock {
-		return nil
-	}
-	for _, d := range g.dirs {
-		if strings.HasPrefix(op.Path, d+"/") {
-			g.parked.Done()
-			<-g.release
-		}
+	if _, ok := lockIn(op, g.dirs); ok {
+		g.parked.Done()
+		<-g.release
 	}
 	return nil
 }

@@ -102,26 +102,37 @@ type rendezvous struct {
 
 func (r *rendezvous) String() string { return "rendezvous" }
 
-func (r *rendezvous) MaybeError(op errorfs.Op) error {
+// lockIn reports which of dirs op locks (Pebble's Open locks its
+// directory first), if any.
+func lockIn(op errorfs.Op, dirs []string) (string, bool) {
 	if op.Kind != errorfs.OpLock {
+		return "", false
+	}
+	for _, d := range dirs {
+		if strings.HasPrefix(op.Path, d+"/") {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+func (r *rendezvous) MaybeError(op errorfs.Op) error {
+	d, ok := lockIn(op, r.dirs)
+	if !ok {
 		return nil
 	}
-	for _, d := range r.dirs {
-		if strings.HasPrefix(op.Path, d+"/") {
-			r.mu.Lock()
-			r.arrived++
-			if r.arrived == len(r.dirs) {
-				close(r.all)
-			}
-			r.mu.Unlock()
-			select {
-			case <-r.all:
-			case <-time.After(r.bound):
-				r.mu.Lock()
-				r.missed = append(r.missed, d)
-				r.mu.Unlock()
-			}
-		}
+	r.mu.Lock()
+	r.arrived++
+	if r.arrived == len(r.dirs) {
+		close(r.all)
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.all:
+	case <-time.After(r.bound):
+		r.mu.Lock()
+		r.missed = append(r.missed, d)
+		r.mu.Unlock()
 	}
 	return nil
 }

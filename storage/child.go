@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -112,23 +113,31 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	pacer := newFlushPacer(e.so.flushRate)
 	errs := make([]error, len(specs))
 	panics := make([]any, len(specs))
+	stacks := make([][]byte, len(specs))
 	var wg sync.WaitGroup
 	for i, c := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { panics[i] = recover() }()
+			defer func() {
+				if r := recover(); r != nil {
+					panics[i], stacks[i] = r, debug.Stack()
+				}
+			}()
 			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, false, pacer)
 			stats[i].SkippedFlush = skipped
 		}()
 	}
 	wg.Wait()
-	for _, p := range panics {
+	for i, p := range panics {
 		if p != nil {
 			// As if the children had been made on the caller's goroutine
 			// (Pebble panics on an fsync error it cannot recover from):
 			// the caller sees the panic, with its value, after the
-			// siblings are done.
+			// siblings are done. The stack where it happened is logged,
+			// since the re-panic's own is CreateChildren's.
+			e.logger.Error("a child's creation panicked; handing the panic to the caller",
+				zap.Uint32("shard", uint32(specs[i].Shard)), zap.Any("panic", p), zap.ByteString("stack", stacks[i]))
 			panic(p)
 		}
 	}

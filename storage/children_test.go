@@ -10,6 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -235,7 +237,11 @@ func TestCreateChildrenHandsAPanicBack(t *testing.T) {
 	inj := &panicOn{value: boom, match: func(op errorfs.Op) bool {
 		return op.Kind == errorfs.OpLock && strings.HasPrefix(op.Path, "/data/shard-4/")
 	}}
-	e := openTestEngine(t, errorfs.Wrap(vfs.NewMem(), inj), LayoutPerShard)
+	core, logs := observer.New(zap.ErrorLevel)
+	e, err := Open(Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), Logger: zap.New(core), CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer e.Close()
 	parent, specs := childrenParent(t, e, 200)
 	defer func() {
@@ -245,6 +251,17 @@ func TestCreateChildrenHandsAPanicBack(t *testing.T) {
 		}
 		if _, ok := e.Shard(3); !ok {
 			t.Errorf("the sibling (shard 3) was not finished when the panic reached the caller")
+		}
+		// The re-panic's stack is CreateChildren's: where it happened is
+		// logged.
+		var stack string
+		for _, entry := range logs.All() {
+			if v, ok := entry.ContextMap()["stack"].(string); ok {
+				stack = v
+			}
+		}
+		if !strings.Contains(stack, "makeChild") {
+			t.Errorf("no logged stack names the child's creation (makeChild); logged: %v", logs.All())
 		}
 	}()
 	_, _, _ = e.CreateChildren(parent, specs, ChildExcise, true)

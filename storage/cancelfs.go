@@ -63,8 +63,7 @@ type cancelFS struct {
 	maxPause time.Duration             // a pause's bound; 0: maxCompactionPause
 	stalls   atomic.Int32              // writes Pebble holds in a write stall now (stallBegan)
 
-	flushRate  int64        // bytes a second of a paced flush; <= 0: never paced
-	pacer      *flushPacer  // paces the flushes at flushRate; shared by a split's children made together
+	pacer      *flushPacer  // paces the split's flushes (pace); shared by a split's children made together; nil: never paced
 	paced      atomic.Int32 // > 0: new flush outputs are paced
 	pacedBytes atomic.Int64 // bytes written through paced flush outputs
 }

@@ -72,7 +72,7 @@ type ChildSpec struct {
 }
 
 // CreateChildren makes the children of one split from the live parent,
-// each as CreateChildWith makes one, and returns them in specs' order,
+// each as CreateChild makes one (with build), and returns them in specs' order,
 // with their stats. On a failure it returns the children it did make (the
 // failed ones are nil) with the error: the caller cleans them up as it
 // would any child of a cancelled split.
@@ -146,7 +146,9 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 }
 
 // createChild is CreateChild with a choice of build (ChildKeepAll: see
-// foreign.go).
+// foreign.go). A merge target is always built with ChildExcise: documents
+// of a merged sibling kept in it would come back after the sibling deleted
+// them.
 func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild) (*Shard, ChildStats, error) {
 	return e.makeChild(parent, child, span, build, true, nil)
 }

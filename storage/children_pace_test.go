@@ -65,3 +65,27 @@ func TestChildrenFlushesShareTheSplitFlushRate(t *testing.T) {
 		})
 	}
 }
+
+// SplitFlushRate < 0 paces nothing: no child's open writes through a
+// pacer, made one after another or at the same time.
+func TestChildrenFlushesUnpacedWhenTheRateIsOff(t *testing.T) {
+	for _, concurrent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
+			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			parent, specs := childrenParent(t, e, 400)
+			children, _, err := e.CreateChildren(parent, specs, ChildExcise, concurrent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range children {
+				if n := c.st.cfs.pacedBytes.Load(); n != 0 {
+					t.Errorf("child %d's open wrote %d bytes through a pacer with SplitFlushRate < 0", c.ID(), n)
+				}
+			}
+		})
+	}
+}

@@ -17,7 +17,8 @@
 // all stores share one block cache; a child is a hard-linked checkpoint of
 // its parent's store, excised to its span. In the shared layout every shard
 // of the node lives in one store and a child is metadata only. The splitter
-// drives both through the same calls: CreateChild, CatchUp, DestroyShard.
+// drives both through the same calls: CreateChildren (CreateChild, one
+// after another or at the same time), CatchUp, DestroyShard.
 // DropSpans drops a span from a live shard in place (Excise, or a range
 // deletion and compaction); no protocol uses it yet, its benchmarks compare
 // the two ways.

@@ -80,13 +80,6 @@ func ParseChildBuild(s string) (ChildBuild, error) {
 	return 0, fmt.Errorf("storage: unknown child build %q (want excise or keep-all)", s)
 }
 
-// CreateChildWith is CreateChild with a choice of build. A merge target
-// is always built with ChildExcise: documents of a merged sibling kept in
-// it would come back after the sibling deleted them.
-func (e *Engine) CreateChildWith(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild) (*Shard, ChildStats, error) {
-	return e.createChild(parent, child, span, build)
-}
-
 // metaForeign marks a store whose foreign documents are not all deleted
 // yet; its value is the span the shard owned when it was made.
 const metaForeign byte = 'f'

@@ -76,7 +76,7 @@ func keepAllSplit(t *testing.T, e *Engine, n int) (children []*Shard, want [][]s
 	}
 	parent.HoldLog()
 	for i, sp := range spans {
-		c, stats, err := e.CreateChildWith(parent, routing.ShardID(9+i), sp, ChildKeepAll)
+		c, stats, err := e.createChild(parent, routing.ShardID(9+i), sp, ChildKeepAll)
 		if err != nil {
 			t.Fatal(err)
 		}

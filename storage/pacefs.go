@@ -28,11 +28,12 @@ const flushWriteCategory vfs.DiskWriteCategory = "pebble-memtable-flush"
 // flush of a full memtable takes about 120 ms instead of 50.
 const DefaultSplitFlushRate = 128 << 20
 
-// pace makes the flushes the store starts from now on write at most
-// c.flushRate bytes a second, until the returned function is called.
-// Flushes already running are not affected. Calls nest.
+// pace makes the flushes the store starts from now on write at its pacer's
+// rate, until the returned function is called. Flushes already running are
+// not affected. Calls nest. A store without a pacer (SplitFlushRate < 0)
+// is never paced.
 func (c *cancelFS) pace() (done func()) {
-	if c.flushRate <= 0 {
+	if c.pacer == nil {
 		return func() {}
 	}
 	c.paced.Add(1)
@@ -60,7 +61,14 @@ type flushPacer struct {
 	next time.Time // when the bytes accounted so far are due
 }
 
-func newFlushPacer(rate int64) *flushPacer { return &flushPacer{rate: float64(rate)} }
+// newFlushPacer returns a pacer at rate bytes a second, or nil (never
+// paced) if rate is not positive.
+func newFlushPacer(rate int64) *flushPacer {
+	if rate <= 0 {
+		return nil
+	}
+	return &flushPacer{rate: float64(rate)}
+}
 
 // wrote accounts n bytes just written and returns how long the writer
 // should sleep.

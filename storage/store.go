@@ -191,7 +191,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	if pacer == nil {
 		pacer = newFlushPacer(o.flushRate)
 	}
-	cfs := &cancelFS{FS: o.fs, flushRate: o.flushRate, pacer: pacer}
+	cfs := &cancelFS{FS: o.fs, pacer: pacer}
 	o.fs = cfs
 	if held {
 		// A held store is a new child (CreateChild): the flush of the WAL

@@ -91,13 +91,19 @@ type ChildSpec struct {
 // (medians of 5; design/2026-11-30-split-scale.md). Both children's
 // checkpoints also copy the same short stretch of WAL, where a second
 // child made after the first copies what came in meanwhile.
+//
+// Serial or concurrent, the children take turns at the compaction debt
+// they inherit once the split releases them: one compaction at a time
+// among them, as their parent ran, until each has none waiting
+// (compactionTurns).
 func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBuild, concurrent bool) ([]*Shard, []ChildStats, error) {
 	children := make([]*Shard, len(specs))
 	stats := make([]ChildStats, len(specs))
+	turns := &compactionTurns{} // made together, they pay their debt in turns
 	if !concurrent || e.opts.Layout == LayoutShared || len(specs) < 2 {
 		for i, c := range specs {
 			var err error
-			children[i], stats[i], err = e.createChild(parent, c.Shard, c.Span, build)
+			children[i], stats[i], err = e.makeChild(parent, c.Shard, c.Span, build, true, siblings{turns: turns})
 			if err != nil {
 				return children, stats, err
 			}
@@ -110,7 +116,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	}
 	// Each child's open flushes the WAL its checkpoint copied, all at the
 	// same time: one pacer holds them to the split's rate together.
-	pacer := newFlushPacer(e.so.flushRate)
+	sib := siblings{pacer: newFlushPacer(e.so.flushRate), turns: turns}
 	errs := make([]error, len(specs))
 	panics := make([]any, len(specs))
 	stacks := make([][]byte, len(specs))
@@ -124,7 +130,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 					panics[i], stacks[i] = r, debug.Stack()
 				}
 			}()
-			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, false, pacer)
+			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, false, sib)
 			stats[i].SkippedFlush = skipped
 		}()
 	}
@@ -150,7 +156,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 // of a merged sibling kept in it would come back after the sibling deleted
 // them.
 func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild) (*Shard, ChildStats, error) {
-	return e.makeChild(parent, child, span, build, true, nil)
+	return e.makeChild(parent, child, span, build, true, siblings{})
 }
 
 // flushForCheckpoint flushes parent's memtable before its checkpoints if
@@ -177,11 +183,16 @@ func (e *Engine) flushForCheckpoint(parent *Shard) (took time.Duration, skipped 
 	return e.opts.Clock.Since(start), false, nil
 }
 
+// siblings is what the children of one split made together share.
+type siblings struct {
+	pacer *flushPacer      // the split's flush budget (concurrent children); nil: a pacer each
+	turns *compactionTurns // their turns at the compaction debt they inherit; nil: none
+}
+
 // makeChild is createChild; flushFirst decides whether it may flush the
 // parent before its checkpoint (CreateChildren flushes once for all), and
-// pacer, if set, is the flush pacer the child's open shares with its
-// siblings.
-func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild, flushFirst bool, pacer *flushPacer) (*Shard, ChildStats, error) {
+// sib is what the child shares with its siblings.
+func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild, flushFirst bool, sib siblings) (*Shard, ChildStats, error) {
 	if e.opts.Layout == LayoutShared {
 		return e.createSharedChild(parent, child, span)
 	}
@@ -222,7 +233,7 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	stats.Linked, stats.Copied = e.linkedBytes(dir)
 
 	start = e.opts.Clock.Now()
-	st, err := e.openChildStore(dir, pacer) // compactions held until the handoff
+	st, err := e.openChildStore(dir, sib) // compactions held until the handoff
 	stats.Open = e.opts.Clock.Since(start)
 	if err != nil {
 		return fail(err)

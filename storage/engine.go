@@ -163,10 +163,9 @@ func (e *Engine) storeDir(id routing.ShardID) string {
 // Pebble's Open outside e.mu, so that the children of one split open at
 // the same time (CreateChildren); the engine's caches are referenced
 // across the open so that a concurrent Close cannot free them under it,
-// and a store that finishes opening after Close is closed again. The
-// flush of the WAL the checkpoint copied is paced by pacer if it is set
-// (shared by the children of one split), else by the store's own.
-func (e *Engine) openChildStore(dir string, pacer *flushPacer) (*store, error) {
+// and a store that finishes opening after Close is closed again. What the
+// store shares with its siblings is in sib (the zero value: nothing).
+func (e *Engine) openChildStore(dir string, sib siblings) (*store, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -182,7 +181,7 @@ func (e *Engine) openChildStore(dir string, pacer *flushPacer) (*store, error) {
 	defer e.cache.Unref()
 	defer e.fileCache.Unref()
 	so := e.so
-	so.pacer = pacer
+	so.pacer, so.turns = sib.pacer, sib.turns
 	st, err := openStore(dir, so, true)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 // runs only if Pebble says it is urgent (it raises the allowed concurrency
 // above the normal 1 when L0 read amplification or compaction debt is
 // high), so a held store can never stall its own writes for good. Release
-// lifts both and lets the debt be paid. A parent being split is held too
-// (its compactions are wasted work once the children exist; see
+// lifts both and lets the debt be paid; the children of one split pay it
+// in turns (compactionTurns). A parent being split is held too (its
+// compactions are wasted work once the children exist; see
 // Engine.HoldCompactions).
 type holdScheduler struct {
 	mu      sync.Mutex
@@ -31,6 +33,7 @@ type holdScheduler struct {
 	manual  int  // manual compactions being waited for (store.compact)
 	opening bool // pebble.Open has not returned: no compaction may start
 	closed  bool
+	turns   *compactionTurns // shared with the children made with this one; nil once left
 
 	grantMu sync.Mutex // one granting loop at a time
 	stop    chan struct{}
@@ -62,10 +65,14 @@ func newHoldScheduler(held bool, c clock.Clock) *holdScheduler {
 // do stall (its memtable fills over a deep L0), Pebble's WriteStallBegin
 // unseals it and the held rule applies: urgent work runs, so the stall
 // ends and a split can never wait on its own child.
+//
+// A store whose writes stall also leaves its turns (compactionTurns): its
+// own compactions end the stall and must not wait for a sibling's.
 func (s *holdScheduler) unseal() {
 	s.mu.Lock()
-	was := s.sealed
+	was := s.sealed || s.turns != nil
 	s.sealed = false
+	s.leaveTurnsLocked()
 	s.mu.Unlock()
 	if was {
 		go s.grant()
@@ -127,6 +134,7 @@ func (s *holdScheduler) opened() {
 func (s *holdScheduler) abandon() {
 	s.mu.Lock()
 	registered := s.db != nil && !s.closed
+	s.leaveTurnsLocked()
 	s.mu.Unlock()
 	if registered {
 		s.Unregister()
@@ -149,6 +157,7 @@ func (s *holdScheduler) Unregister() {
 	s.grantMu.Lock() // wait out a grant in progress
 	s.mu.Lock()
 	s.closed = true
+	s.leaveTurnsLocked()
 	s.mu.Unlock()
 	s.grantMu.Unlock()
 }
@@ -172,7 +181,7 @@ func (s *holdScheduler) permitLocked() bool {
 func (s *holdScheduler) TrySchedule() (bool, pebble.CompactionGrantHandle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.permitLocked() {
+	if !s.permitLocked() || !s.takeTurnLocked() {
 		return false, nil
 	}
 	s.running++
@@ -191,6 +200,7 @@ func (s *holdScheduler) CumulativeStats(pebble.CompactionGrantHandleStats) {}
 func (s *holdScheduler) Done() {
 	s.mu.Lock()
 	s.running--
+	s.endTurnLocked()
 	s.mu.Unlock()
 	go s.grant()
 }
@@ -223,14 +233,26 @@ func (s *holdScheduler) grant() {
 			return
 		}
 		if waiting, _ := db.GetWaitingCompaction(); !waiting {
+			s.mu.Lock()
+			if !s.held && s.running == 0 {
+				// Its inherited debt is paid (or there was none): the
+				// siblings no longer wait for it.
+				s.leaveTurnsLocked()
+			}
+			s.mu.Unlock()
 			return
 		}
 		s.mu.Lock()
+		if !s.takeTurnLocked() {
+			s.mu.Unlock()
+			return // a sibling's compaction ends with a grant of ours
+		}
 		s.running++
 		s.mu.Unlock()
 		if !db.Schedule(s) {
 			s.mu.Lock()
 			s.running--
+			s.endTurnLocked()
 			s.mu.Unlock()
 			return
 		}
@@ -247,6 +269,106 @@ func (s *holdScheduler) tick(t clock.Ticker) {
 			return
 		case <-t.C():
 			s.grant()
+		}
+	}
+}
+
+// takeTurnLocked reports whether s may start a compaction as far as its
+// siblings are concerned, and if so holds the turn until its compactions
+// end (endTurnLocked). s.mu is held.
+func (s *holdScheduler) takeTurnLocked() bool {
+	return s.turns == nil || s.turns.take(s)
+}
+
+// endTurnLocked gives the turn back once s runs no compaction, and lets
+// the siblings that were refused try again. s.mu is held.
+func (s *holdScheduler) endTurnLocked() {
+	if s.turns != nil && s.running == 0 {
+		s.turns.put(s)
+	}
+}
+
+// leaveTurnsLocked takes s out of its turns for good. s.mu is held.
+func (s *holdScheduler) leaveTurnsLocked() {
+	if s.turns != nil {
+		s.turns.leave(s)
+		s.turns = nil
+	}
+}
+
+// compactionTurns makes the children of one split take turns paying the
+// compaction debt they inherited from their parent: while one runs a
+// compaction, its siblings start none. A child leaves the turns when it
+// has no compaction waiting (its debt is paid), when its writes stall
+// (unseal) and when its store closes; the last one left runs as any store
+// does.
+//
+// Why (issue 15): the split releases its children's compactions together
+// (splitter's cleanup), and each child of a parent with L0 tables starts
+// at once an L0 → L5 compaction of tens of MB: two such, side by side on
+// two cores and one disk, beside the writers' fsyncs, put 7–20 ms gaps
+// between acknowledgements in the 100 ms after a 100 MiB parent's
+// handoff. The parent compacted one at a time; its children, together,
+// keep to that until their debt is paid.
+//
+// Lock order: a scheduler's mu, then its turns' mu; the turns never take a
+// scheduler's mu, and wake the siblings on goroutines of their own.
+type compactionTurns struct {
+	mu      sync.Mutex
+	members []*holdScheduler
+	busy    *holdScheduler // the member whose compactions are running, or nil
+}
+
+// join adds s to t. Call before s is registered with Pebble.
+func (t *compactionTurns) join(s *holdScheduler) {
+	s.mu.Lock()
+	s.turns = t
+	s.mu.Unlock()
+	t.mu.Lock()
+	t.members = append(t.members, s)
+	t.mu.Unlock()
+}
+
+// take gives s the turn if no sibling holds it.
+func (t *compactionTurns) take(s *holdScheduler) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy != nil && t.busy != s {
+		return false
+	}
+	t.busy = s
+	return true
+}
+
+// put frees the turn s held, if it held it, and wakes the siblings.
+func (t *compactionTurns) put(s *holdScheduler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy != s {
+		return
+	}
+	t.busy = nil
+	t.wakeLocked(s)
+}
+
+// leave takes s out of t and wakes the siblings.
+func (t *compactionTurns) leave(s *holdScheduler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i := slices.Index(t.members, s); i >= 0 {
+		t.members = slices.Delete(t.members, i, i+1)
+	}
+	if t.busy == s {
+		t.busy = nil
+	}
+	t.wakeLocked(s)
+}
+
+// wakeLocked asks every member but s to grant again.
+func (t *compactionTurns) wakeLocked(s *holdScheduler) {
+	for _, m := range t.members {
+		if m != s {
+			go m.grant()
 		}
 	}
 }

@@ -97,6 +97,9 @@ type storeOptions struct {
 	// pacer, if set, is the flush pacer the store shares with the other
 	// children of its split (CreateChildren); nil: a pacer of its own.
 	pacer *flushPacer
+	// turns, if set, are the compaction turns the store takes with the
+	// other children of its split (CreateChildren).
+	turns *compactionTurns
 }
 
 func (o storeOptions) withNopLogger() storeOptions {
@@ -187,6 +190,9 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.clock = clock.Or(o.clock)
 	o.logger = o.logger.With(zap.String("store", filepath.Base(dir)))
 	sched := newHoldScheduler(held, o.clock)
+	if o.turns != nil {
+		o.turns.join(sched)
+	}
 	pacer := o.pacer
 	if pacer == nil {
 		pacer = newFlushPacer(o.flushRate)

@@ -1,0 +1,184 @@
+package storage
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
+)
+
+// turnsFS records which stores started writing a compaction's output, and
+// holds the writes of the stores in gated until gate is closed.
+type turnsFS struct {
+	vfs.FS
+	gate  chan struct{}
+	gated map[string]bool // store directories whose compactions wait for gate
+
+	mu      sync.Mutex
+	started []string // store directories, in the order their first compaction write came
+}
+
+func (f *turnsFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.Create(name, category)
+	if err != nil || category != compactionWriteCategory {
+		return file, err
+	}
+	return &turnsFile{File: file, fs: f, dir: filepath.Dir(name)}, nil
+}
+
+// startedIn returns the stores that started a compaction so far.
+func (f *turnsFS) startedIn() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.started)
+}
+
+// waitFor waits up to 10 s until n stores have started a compaction.
+func (f *turnsFS) waitFor(n int) []string {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && len(f.startedIn()) < n {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return f.startedIn()
+}
+
+type turnsFile struct {
+	vfs.File
+	fs  *turnsFS
+	dir string
+}
+
+func (f *turnsFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	if !slices.Contains(f.fs.started, f.dir) {
+		f.fs.started = append(f.fs.started, f.dir)
+	}
+	f.fs.mu.Unlock()
+	if f.fs.gated[f.dir] {
+		<-f.fs.gate
+	}
+	return f.File.Write(p)
+}
+
+// openSiblings opens a deep-L0 store (urgent inherited debt) in each of
+// dirs, held as new children are, taking compaction turns together.
+func openSiblings(t *testing.T, fs *turnsFS, dirs ...string) ([]*store, *compactionTurns) {
+	t.Helper()
+	turns := &compactionTurns{}
+	var stores []*store
+	for _, dir := range dirs {
+		deepL0Store(t, fs.FS, dir)
+		st, err := openStore(dir, storeOptions{fs: fs, logger: zaptest.NewLogger(t), clock: clock.Real{}, turns: turns}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, st)
+	}
+	return stores, turns
+}
+
+// The children of one split pay their inherited compaction debt one
+// compaction at a time, not all at once the moment the split releases
+// them (issue 15: two children's L0 compactions, side by side with the
+// writers' fsyncs, left 7–20 ms gaps after the handoff); the second's
+// starts when the first's ends; and once their debt is paid they take no
+// turns any more.
+func TestChildrenTakeTurnsAtTheirDebt(t *testing.T) {
+	a, b := "/data/shard-5", "/data/shard-6"
+	fs := &turnsFS{FS: vfs.NewMem(), gate: make(chan struct{}), gated: map[string]bool{a: true, b: true}}
+	stores, turns := openSiblings(t, fs, a, b)
+	opened := true
+	defer func() {
+		if opened {
+			close(fs.gate)
+		}
+		for _, st := range stores {
+			if err := st.close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for _, st := range stores {
+		st.sched.release()
+	}
+	if got := fs.waitFor(1); len(got) == 0 {
+		t.Fatal("no child compacted within 10 s of its release")
+	}
+	time.Sleep(350 * time.Millisecond) // the schedulers grant every 100 ms
+	if got := fs.startedIn(); len(got) > 1 {
+		t.Fatalf("children %v compacted at the same time: one of them should have waited for the other's compaction to end", got)
+	}
+	close(fs.gate)
+	opened = false
+	if got := fs.waitFor(2); len(got) < 2 {
+		t.Fatalf("only %v compacted: the other child never got its turn", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		turns.mu.Lock()
+		left := len(turns.members)
+		turns.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d children still take turns 10 s after their debt could be paid", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A child whose writes stall does not wait for its sibling's compaction:
+// it leaves the turns and compacts at once, so its writers are held no
+// longer than its own compaction takes.
+func TestAStalledChildDoesNotWaitForItsTurn(t *testing.T) {
+	a, b := "/data/shard-5", "/data/shard-6"
+	fs := &turnsFS{FS: vfs.NewMem(), gate: make(chan struct{}), gated: map[string]bool{a: true}}
+	stores, _ := openSiblings(t, fs, a, b)
+	gateOpen := false
+	defer func() {
+		if !gateOpen {
+			close(fs.gate)
+		}
+		for _, st := range stores {
+			if err := st.close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	stores[0].sched.release()
+	if got := fs.waitFor(1); len(got) == 0 || got[0] != a {
+		t.Fatalf("compactions started in %v, want %s's first", got, a)
+	}
+	stores[1].sched.release() // its turn comes when a's compaction ends: never, here
+	done := make(chan error, 1)
+	go func() { // two memtables' worth: the second rotation meets L0 at its limit
+		v := make([]byte, 4<<10)
+		for i := range 10_000 {
+			if err := stores[1].db.Set(fmt.Appendf(nil, "w%06d", i), v, pebble.NoSync); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		close(fs.gate) // let the sibling's compaction, and the stall, end
+		gateOpen = true
+		<-done
+		t.Fatal("a child's writes stalled for 20 s behind its sibling's compaction")
+	}
+}

@@ -126,6 +126,21 @@ func TestScaleProbe(t *testing.T) {
 		slices.Sort(steady)
 		t.Logf("steady windows as long: median %.1f ms of %d", ms(steady[len(steady)/2]), len(steady))
 	}
+	// Throughput as question 11 reads it: acknowledgements in the window,
+	// at least 100 ms long, against the 2.5 s before the request; and how
+	// they fall in 10 ms buckets.
+	recs, ws := out.Load.Records, out.WindowStart
+	we := max(out.WindowEnd, ws+100*time.Millisecond)
+	during := loadgen.Summarize(recs, ws, we).OpsPerS
+	steadyOps := loadgen.Summarize(recs, out.Requested-2500*time.Millisecond, out.Requested).OpsPerS
+	var buckets []string
+	for at := ws; at < we; at += 10 * time.Millisecond {
+		buckets = append(buckets, strconv.Itoa(loadgen.Summarize(recs, at, at+10*time.Millisecond).Acked))
+	}
+	after := min(out.WindowEnd+time.Second, out.End)
+	t.Logf("after the handoff: longest stall %.1f ms, throughput %.2f of steady over %.0f ms", ms(loadgen.MaxStall(recs, out.WindowEnd, after)),
+		loadgen.Summarize(recs, out.WindowEnd, after).OpsPerS/max(1, steadyOps), ms(after-out.WindowEnd))
+	t.Logf("throughput %.2f of steady (%.0f / %.0f writes/s over %.0f ms); acks per 10 ms: %s", during/max(1, steadyOps), during, steadyOps, ms(we-ws), strings.Join(buckets, " "))
 	for _, q := range loadgen.QuietIntervals(out.Load.Records, out.Requested-time.Second, out.WindowEnd+time.Second, 4*time.Millisecond) {
 		t.Logf("quiet %.1f ms from %+.1f ms", ms(q.Len), ms(q.At-out.WindowStart))
 	}

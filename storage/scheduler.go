@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/internal/invariants"
 )
 
 // holdScheduler is a store's compaction scheduler: one compaction at a time,
@@ -199,6 +200,11 @@ func (s *holdScheduler) CumulativeStats(pebble.CompactionGrantHandleStats) {}
 // Done implements pebble.CompactionGrantHandle.
 func (s *holdScheduler) Done() {
 	s.mu.Lock()
+	if s.running <= 0 {
+		// A Done without its grant: the count would let one compaction
+		// too many run, or a turn be held for good. Loud in tests.
+		_ = invariants.AssertionFailedf("storage: compaction done with %d running", s.running)
+	}
 	s.running--
 	s.endTurnLocked()
 	s.mu.Unlock()
@@ -333,6 +339,11 @@ func (t *compactionTurns) join(s *holdScheduler) {
 func (t *compactionTurns) take(s *holdScheduler) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.busy != nil && !slices.Contains(t.members, t.busy) {
+		// A member that left still holding the turn would keep its
+		// siblings from compacting for good.
+		_ = invariants.AssertionFailedf("storage: compaction turn held by a scheduler that left")
+	}
 	if t.busy != nil && t.busy != s {
 		return false
 	}

@@ -35,6 +35,10 @@ type holdScheduler struct {
 	opening bool // pebble.Open has not returned: no compaction may start
 	closed  bool
 	turns   *compactionTurns // shared with the children made with this one; nil once left
+	// l0Urgent is the L0 read amplification at which Pebble runs a second
+	// compaction (Options.Experimental.L0CompactionConcurrency): a member
+	// of turns that deep leaves them (urgentL0).
+	l0Urgent int32
 
 	grantMu sync.Mutex // one granting loop at a time
 	stop    chan struct{}
@@ -182,7 +186,14 @@ func (s *holdScheduler) permitLocked() bool {
 func (s *holdScheduler) TrySchedule() (bool, pebble.CompactionGrantHandle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.permitLocked() || !s.takeTurnLocked() {
+	if !s.permitLocked() {
+		return false, nil
+	}
+	if !s.takeTurnLocked() {
+		// Pebble holds its DB's mutex here, so the depth of L0 is read
+		// by a grant of its own (urgentL0): this may be a flush that took
+		// it to Pebble's urgency.
+		go s.grant()
 		return false, nil
 	}
 	s.running++
@@ -251,7 +262,13 @@ func (s *holdScheduler) grant() {
 		s.mu.Lock()
 		if !s.takeTurnLocked() {
 			s.mu.Unlock()
-			return // a sibling's compaction ends with a grant of ours
+			if !s.urgentL0(db) {
+				return // a sibling's compaction ends with a grant of ours
+			}
+			s.mu.Lock()
+			s.leaveTurnsLocked()
+			s.mu.Unlock()
+			continue
 		}
 		s.running++
 		s.mu.Unlock()
@@ -277,6 +294,18 @@ func (s *holdScheduler) tick(t clock.Ticker) {
 			s.grant()
 		}
 	}
+}
+
+// urgentL0 reports whether db's L0 is as deep as Pebble's own urgency
+// (l0Urgent): its writes are a flush or two from stopping, and its
+// compaction must not wait for a sibling's. Called without s.mu: Metrics
+// takes the DB's mutex.
+func (s *holdScheduler) urgentL0(db pebble.DBForCompaction) bool {
+	d, ok := db.(*pebble.DB)
+	if !ok || s.l0Urgent <= 0 {
+		return false
+	}
+	return d.Metrics().Levels[0].Sublevels >= s.l0Urgent
 }
 
 // takeTurnLocked reports whether s may start a compaction as far as its
@@ -305,9 +334,12 @@ func (s *holdScheduler) leaveTurnsLocked() {
 // compactionTurns makes the children of one split take turns paying the
 // compaction debt they inherited from their parent: while one runs a
 // compaction, its siblings start none. A child leaves the turns when it
-// has no compaction waiting (its debt is paid), when its writes stall
-// (unseal) and when its store closes; the last one left runs as any store
-// does.
+// has no compaction waiting (its debt is paid), when its L0 is as deep as
+// Pebble's urgency (urgentL0: urgent work always runs, as for a held
+// store, so that a store never stalls its own writes; the review of the
+// turns found a child waiting there until its writes stopped), when its
+// writes stall all the same (unseal) and when its store closes; the last
+// one left runs as any store does.
 //
 // Why (issue 15): the split releases its children's compactions together
 // (splitter's cleanup), and each child of a parent with L0 tables starts

@@ -206,6 +206,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 		defer cfs.pace()()
 	}
 	popts := o.pebbleOptions(sched, cfs)
+	sched.l0Urgent = int32(popts.Experimental.L0CompactionConcurrency)
 	var flushes flushEvents
 	flushes.listen(popts.EventListener, o.clock.Now)
 	db, err := pebble.Open(dir, popts)

@@ -1,14 +1,12 @@
 package storage
 
 import (
-	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
 
@@ -68,14 +66,15 @@ func (f *turnsFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
-// openSiblings opens a deep-L0 store (urgent inherited debt) in each of
-// dirs, held as new children are, taking compaction turns together.
+// openSiblings opens a store with seven L0 sublevels in each of dirs (an
+// L0 compaction waiting, not urgent: Pebble's urgency is at 10), held as
+// new children are, taking compaction turns together.
 func openSiblings(t *testing.T, fs *turnsFS, dirs ...string) ([]*store, *compactionTurns) {
 	t.Helper()
 	turns := &compactionTurns{}
 	var stores []*store
 	for _, dir := range dirs {
-		deepL0Store(t, fs.FS, dir)
+		l0Store(t, fs.FS, dir, 6, true)
 		st, err := openStore(dir, storeOptions{fs: fs, logger: zaptest.NewLogger(t), clock: clock.Real{}, turns: turns}, true)
 		if err != nil {
 			t.Fatal(err)
@@ -138,16 +137,16 @@ func TestChildrenTakeTurnsAtTheirDebt(t *testing.T) {
 
 // A child whose writes stall does not wait for its sibling's compaction:
 // it leaves the turns and compacts at once, so its writers are held no
-// longer than its own compaction takes.
+// longer than its own compaction takes. (A deepening L0 makes it leave
+// before its writes stop, TestAnUrgentChildIsNotMadeToStallByItsTurn; this
+// is the stall that comes all the same, on L0 or on the memtable count,
+// which Pebble reports with WriteStallBegin, whose listener calls unseal.)
 func TestAStalledChildDoesNotWaitForItsTurn(t *testing.T) {
 	a, b := "/data/shard-5", "/data/shard-6"
 	fs := &turnsFS{FS: vfs.NewMem(), gate: make(chan struct{}), gated: map[string]bool{a: true}}
 	stores, _ := openSiblings(t, fs, a, b)
-	gateOpen := false
 	defer func() {
-		if !gateOpen {
-			close(fs.gate)
-		}
+		close(fs.gate)
 		for _, st := range stores {
 			if err := st.close(); err != nil {
 				t.Error(err)
@@ -159,26 +158,12 @@ func TestAStalledChildDoesNotWaitForItsTurn(t *testing.T) {
 		t.Fatalf("compactions started in %v, want %s's first", got, a)
 	}
 	stores[1].sched.release() // its turn comes when a's compaction ends: never, here
-	done := make(chan error, 1)
-	go func() { // two memtables' worth: the second rotation meets L0 at its limit
-		v := make([]byte, 4<<10)
-		for i := range 10_000 {
-			if err := stores[1].db.Set(fmt.Appendf(nil, "w%06d", i), v, pebble.NoSync); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		close(fs.gate) // let the sibling's compaction, and the stall, end
-		gateOpen = true
-		<-done
-		t.Fatal("a child's writes stalled for 20 s behind its sibling's compaction")
+	time.Sleep(350 * time.Millisecond)
+	if got := fs.startedIn(); len(got) > 1 {
+		t.Fatalf("compactions started in %v before any stall: %s should have waited for its turn", got, b)
+	}
+	stores[1].sched.unseal() // Pebble's WriteStallBegin
+	if got := fs.waitFor(2); len(got) < 2 {
+		t.Fatalf("%s's writes stalled and it still waits for its sibling's compaction (compactions started in %v)", b, got)
 	}
 }

@@ -96,10 +96,16 @@ func (s *holdScheduler) unseal() {
 // clock, nothing did). Counting the manual compaction here, before Pebble
 // enqueues it, makes the grant that follows see it. The compactions run
 // one at a time, as Pebble's backlog signal would allow a held store.
+//
+// A store compacted by hand also leaves its turns (compactionTurns): its
+// caller waits for the compaction, as the foreign-document cleanup of
+// keep-all children does on both children at once (question 2's RFC data
+// path, measured before the turns existed).
 func (s *holdScheduler) beginManual() {
 	s.mu.Lock()
 	s.sealed = false
 	s.manual++
+	s.leaveTurnsLocked()
 	s.mu.Unlock()
 	go s.grant()
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -165,5 +166,37 @@ func TestAStalledChildDoesNotWaitForItsTurn(t *testing.T) {
 	stores[1].sched.unseal() // Pebble's WriteStallBegin
 	if got := fs.waitFor(2); len(got) < 2 {
 		t.Fatalf("%s's writes stalled and it still waits for its sibling's compaction (compactions started in %v)", b, got)
+	}
+}
+
+// A child compacted by hand does not wait for its sibling's turn: its
+// caller waits for the compaction (the keep-all children's foreign cleanup
+// compacts both children at once, and question 2 measures it so).
+func TestAManualCompactionDoesNotWaitForItsTurn(t *testing.T) {
+	a, b := "/data/shard-5", "/data/shard-6"
+	fs := &turnsFS{FS: vfs.NewMem(), gate: make(chan struct{}), gated: map[string]bool{a: true}}
+	stores, _ := openSiblings(t, fs, a, b)
+	defer func() {
+		close(fs.gate)
+		for _, st := range stores {
+			if err := st.close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	stores[0].sched.release()
+	if got := fs.waitFor(1); len(got) == 0 || got[0] != a {
+		t.Fatalf("compactions started in %v, want %s's first", got, a)
+	}
+	stores[1].sched.release()
+	done := make(chan error, 1)
+	go func() { done <- stores[1].compact(context.Background(), []byte("a"), []byte("z"), true) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a manual compaction of %s waited 10 s for its sibling's turn (compactions started in %v)", b, fs.startedIn())
 	}
 }

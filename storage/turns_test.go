@@ -136,6 +136,31 @@ func TestChildrenTakeTurnsAtTheirDebt(t *testing.T) {
 	}
 }
 
+// behindAGatedSibling opens two siblings in turns, releases the first and
+// waits until its compaction holds the turn (its writes gated until the
+// test ends), then releases the second: its turn comes when the first's
+// compaction ends, never while the test runs.
+func behindAGatedSibling(t *testing.T) (*turnsFS, []*store) {
+	t.Helper()
+	a, b := "/data/shard-5", "/data/shard-6"
+	fs := &turnsFS{FS: vfs.NewMem(), gate: make(chan struct{}), gated: map[string]bool{a: true}}
+	stores, _ := openSiblings(t, fs, a, b)
+	t.Cleanup(func() {
+		close(fs.gate)
+		for _, st := range stores {
+			if err := st.close(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	stores[0].sched.release()
+	if got := fs.waitFor(1); len(got) == 0 || got[0] != a {
+		t.Fatalf("compactions started in %v, want %s's first", got, a)
+	}
+	stores[1].sched.release()
+	return fs, stores
+}
+
 // A child whose writes stall does not wait for its sibling's compaction:
 // it leaves the turns and compacts at once, so its writers are held no
 // longer than its own compaction takes. (A deepening L0 makes it leave
@@ -143,22 +168,8 @@ func TestChildrenTakeTurnsAtTheirDebt(t *testing.T) {
 // is the stall that comes all the same, on L0 or on the memtable count,
 // which Pebble reports with WriteStallBegin, whose listener calls unseal.)
 func TestAStalledChildDoesNotWaitForItsTurn(t *testing.T) {
-	a, b := "/data/shard-5", "/data/shard-6"
-	fs := &turnsFS{FS: vfs.NewMem(), gate: make(chan struct{}), gated: map[string]bool{a: true}}
-	stores, _ := openSiblings(t, fs, a, b)
-	defer func() {
-		close(fs.gate)
-		for _, st := range stores {
-			if err := st.close(); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	stores[0].sched.release()
-	if got := fs.waitFor(1); len(got) == 0 || got[0] != a {
-		t.Fatalf("compactions started in %v, want %s's first", got, a)
-	}
-	stores[1].sched.release() // its turn comes when a's compaction ends: never, here
+	fs, stores := behindAGatedSibling(t)
+	b := stores[1].dir
 	time.Sleep(350 * time.Millisecond)
 	if got := fs.startedIn(); len(got) > 1 {
 		t.Fatalf("compactions started in %v before any stall: %s should have waited for its turn", got, b)
@@ -173,22 +184,8 @@ func TestAStalledChildDoesNotWaitForItsTurn(t *testing.T) {
 // caller waits for the compaction (the keep-all children's foreign cleanup
 // compacts both children at once, and question 2 measures it so).
 func TestAManualCompactionDoesNotWaitForItsTurn(t *testing.T) {
-	a, b := "/data/shard-5", "/data/shard-6"
-	fs := &turnsFS{FS: vfs.NewMem(), gate: make(chan struct{}), gated: map[string]bool{a: true}}
-	stores, _ := openSiblings(t, fs, a, b)
-	defer func() {
-		close(fs.gate)
-		for _, st := range stores {
-			if err := st.close(); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	stores[0].sched.release()
-	if got := fs.waitFor(1); len(got) == 0 || got[0] != a {
-		t.Fatalf("compactions started in %v, want %s's first", got, a)
-	}
-	stores[1].sched.release()
+	fs, stores := behindAGatedSibling(t)
+	b := stores[1].dir
 	done := make(chan error, 1)
 	go func() { done <- stores[1].compact(context.Background(), []byte("a"), []byte("z"), true) }()
 	select {

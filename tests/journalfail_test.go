@@ -46,11 +46,18 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 			failAt.Store(int32(k))
 			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2})
 			mu.Lock()
-			defer mu.Unlock()
 			t.Logf("split ended %s (%v), run error %v, journal dirty %v, %d images", rep.Phase, rep.Err, err, j.Dirty(), len(images))
 			images = append(images, mem.CrashClone(vfs.CrashCloneCfg{}))
 			failAt.Store(0)
+			mu.Unlock()
+			// Not under mu: an injector call that read failAt before the
+			// store may still take an image, and the close waits for
+			// Pebble's file deletions, which call the injector (holding mu
+			// across the close hung .ci/run once, 2026-12-01: the cleanup
+			// manager's Remove waiting for mu, the test for the cleanup).
 			_ = n.Close()
+			mu.Lock() // the close has ended every Pebble goroutine
+			defer mu.Unlock()
 			for i, img := range images {
 				t.Run(fmt.Sprint(i), func(t *testing.T) { reopen(t, img, tab).Close() })
 			}

@@ -181,7 +181,7 @@ func (e *Engine) openChildStore(dir string, sib siblings) (*store, error) {
 	defer e.cache.Unref()
 	defer e.fileCache.Unref()
 	so := e.so
-	so.pacer, so.turns = sib.pacer, sib.turns
+	so.sib = sib
 	st, err := openStore(dir, so, true)
 	if err != nil {
 		return nil, err

@@ -94,12 +94,10 @@ type storeOptions struct {
 	logger       *zap.Logger
 	clock        clock.Clock
 	flushRate    int64 // bytes a second of the flushes a split starts (cancelFS.pace)
-	// pacer, if set, is the flush pacer the store shares with the other
-	// children of its split (CreateChildren); nil: a pacer of its own.
-	pacer *flushPacer
-	// turns, if set, are the compaction turns the store takes with the
-	// other children of its split (CreateChildren).
-	turns *compactionTurns
+	// sib is what the store shares with the other children of its split
+	// (CreateChildren): a nil pacer gives it one of its own, nil turns
+	// none.
+	sib siblings
 }
 
 func (o storeOptions) withNopLogger() storeOptions {
@@ -190,10 +188,10 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	o.clock = clock.Or(o.clock)
 	o.logger = o.logger.With(zap.String("store", filepath.Base(dir)))
 	sched := newHoldScheduler(held, o.clock)
-	if o.turns != nil {
-		o.turns.join(sched)
+	if o.sib.turns != nil {
+		o.sib.turns.join(sched)
 	}
-	pacer := o.pacer
+	pacer := o.sib.pacer
 	if pacer == nil {
 		pacer = newFlushPacer(o.flushRate)
 	}

@@ -27,7 +27,7 @@ import (
 // among them).
 func openMember(t *testing.T, fs vfs.FS, dir string, turns *compactionTurns, logger *zap.Logger) *store {
 	t.Helper()
-	st, err := openStore(dir, storeOptions{fs: fs, logger: logger, clock: clock.Real{}, turns: turns}, true)
+	st, err := openStore(dir, storeOptions{fs: fs, logger: logger, clock: clock.Real{}, sib: siblings{turns: turns}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestAChildThatFailsToOpenLeavesTheTurns(t *testing.T) {
 		}
 	}()
 	inj.armed.Store(true)
-	if _, err := openStore(b, storeOptions{fs: fs, logger: zap.NewNop(), clock: clock.Real{}, turns: turns}, true); !errors.Is(err, errInjected) {
+	if _, err := openStore(b, storeOptions{fs: fs, logger: zap.NewNop(), clock: clock.Real{}, sib: siblings{turns: turns}}, true); !errors.Is(err, errInjected) {
 		t.Fatalf("open of %s = %v, want the injected error", b, err)
 	}
 	if n := membersOf(turns); n != 1 {

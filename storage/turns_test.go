@@ -76,7 +76,7 @@ func openSiblings(t *testing.T, fs *turnsFS, dirs ...string) ([]*store, *compact
 	var stores []*store
 	for _, dir := range dirs {
 		l0Store(t, fs.FS, dir, 6, true)
-		st, err := openStore(dir, storeOptions{fs: fs, logger: zaptest.NewLogger(t), clock: clock.Real{}, turns: turns}, true)
+		st, err := openStore(dir, storeOptions{fs: fs, logger: zaptest.NewLogger(t), clock: clock.Real{}, sib: siblings{turns: turns}}, true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +68,9 @@ type cancelFS struct {
 	pacer      *flushPacer  // paces the split's flushes (pace); shared by a split's children made together; nil: never paced
 	paced      atomic.Int32 // > 0: new flush outputs are paced
 	pacedBytes atomic.Int64 // bytes written through paced flush outputs
+
+	walMu    sync.Mutex
+	emptyWAL map[string]int // checkpoint directories whose WAL copies are made empty (omitWAL); under walMu
 }
 
 // cancel fails every compaction output file open now (and wakes the
@@ -219,6 +224,9 @@ func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
 // Create implements vfs.FS.
 func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := c.FS.Create(name, category)
+	if err == nil && c.omitsWAL(name) {
+		return emptyWALFile{f}, nil
+	}
 	if err == nil && category == flushWriteCategory && c.paced.Load() > 0 {
 		return &pacedFile{File: f, pacer: c.pacer, written: &c.pacedBytes}, nil
 	}
@@ -227,6 +235,54 @@ func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 	}
 	return &cancelFile{File: f, fs: c, epoch: c.epoch.Load()}, nil
 }
+
+// omitWAL makes the WAL files a checkpoint of the store into dir copies
+// empty, until the returned function is called: the checkpoint then holds
+// only what the store had flushed. Calls nest.
+//
+// Why (issue 15): Pebble's Checkpoint always copies the live WAL, and
+// opening the copy replays it and flushes all of it before Open returns,
+// both halves of the keyspace, once per child. A split whose parent
+// holds its operation log from before a flush needs none of it: the log
+// has every write the flushed tables lack (Engine.CreateChildren).
+// Pebble opens an empty WAL as a log with no records.
+func (c *cancelFS) omitWAL(dir string) (done func()) {
+	dir = c.FS.PathJoin(dir, "") // one spelling for omitsWAL's PathDir
+	c.walMu.Lock()
+	defer c.walMu.Unlock()
+	if c.emptyWAL == nil {
+		c.emptyWAL = map[string]int{}
+	}
+	c.emptyWAL[dir]++
+	var once atomic.Bool
+	return func() {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		c.walMu.Lock()
+		defer c.walMu.Unlock()
+		if c.emptyWAL[dir]--; c.emptyWAL[dir] == 0 {
+			delete(c.emptyWAL, dir)
+		}
+	}
+}
+
+// omitsWAL says whether name is a WAL file in a directory of omitWAL.
+func (c *cancelFS) omitsWAL(name string) bool {
+	if !strings.HasSuffix(name, ".log") {
+		return false
+	}
+	c.walMu.Lock()
+	defer c.walMu.Unlock()
+	return c.emptyWAL[c.FS.PathDir(name)] > 0
+}
+
+// emptyWALFile is a WAL copy left empty (omitWAL): its writes are dropped.
+// Its syncs, close and everything else are the file's own.
+type emptyWALFile struct{ vfs.File }
+
+func (emptyWALFile) Write(p []byte) (int, error)            { return len(p), nil }
+func (emptyWALFile) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
 
 // Unwrap returns the wrapped filesystem.
 func (c *cancelFS) Unwrap() vfs.FS { return c.FS }

@@ -22,12 +22,16 @@ type ChildStats struct {
 	// SkippedFlush: the parent needed a flush but its L0 was at Pebble's
 	// stop-writes depth, so the child copied its WAL instead.
 	SkippedFlush bool
-	Checkpoint   time.Duration // hard-linked checkpoint of the parent
-	Open         time.Duration // opening the child's store
-	Excise       time.Duration // dropping the foreign keys from the child
-	Seq          uint64        // the parent's sequence number the child starts from (S)
-	Linked       int64         // bytes hard-linked from the parent
-	Copied       int64         // bytes copied (MANIFEST, OPTIONS, WAL)
+	// OmittedWAL: the checkpoint copied none of the parent's WAL (the
+	// parent was flushed after its log hold began; the catch-up replays
+	// the rest).
+	OmittedWAL bool
+	Checkpoint time.Duration // hard-linked checkpoint of the parent
+	Open       time.Duration // opening the child's store
+	Excise     time.Duration // dropping the foreign keys from the child
+	Seq        uint64        // the parent's sequence number the child starts from (S)
+	Linked     int64         // bytes hard-linked from the parent
+	Copied     int64         // bytes copied (MANIFEST, OPTIONS, WAL)
 }
 
 // Total is the whole creation time.
@@ -100,22 +104,41 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	children := make([]*Shard, len(specs))
 	stats := make([]ChildStats, len(specs))
 	turns := &compactionTurns{} // made together, they pay their debt in turns
-	if !concurrent || e.opts.Layout == LayoutShared || len(specs) < 2 {
+	concurrent = concurrent && e.opts.Layout != LayoutShared && len(specs) > 1
+	omit := !e.opts.CopyChildWAL && e.opts.Layout != LayoutShared
+	how := childFlush{first: true} // one after another, copying the WAL: each child decides
+	var flushed time.Duration
+	var skipped bool
+	if concurrent || omit {
+		// One flush for all: goroutines deciding on their own would each
+		// flush the parent, and a child without WAL needs the flush.
+		var err error
+		if flushed, skipped, err = e.flushForCheckpoint(parent, omit); err != nil {
+			return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
+		}
+		how = childFlush{omitWAL: omit && !skipped}
+	}
+	made := func(i int) {
+		if !how.first {
+			stats[i].SkippedFlush = skipped
+		}
+	}
+	if len(specs) > 0 {
+		defer func() { stats[0].Flush += flushed }() // counted in the first child's stats
+	}
+	if !concurrent {
 		for i, c := range specs {
 			var err error
-			children[i], stats[i], err = e.makeChild(parent, c.Shard, c.Span, build, true, siblings{turns: turns})
+			children[i], stats[i], err = e.makeChild(parent, c.Shard, c.Span, build, how, siblings{turns: turns})
+			made(i)
 			if err != nil {
 				return children, stats, err
 			}
 		}
 		return children, stats, nil
 	}
-	flushed, skipped, err := e.flushForCheckpoint(parent)
-	if err != nil {
-		return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
-	}
-	// Each child's open flushes the WAL its checkpoint copied, all at the
-	// same time: one pacer holds them to the split's rate together.
+	// Each child's open flushes the WAL its checkpoint copied, if any, all
+	// at the same time: one pacer holds them to the split's rate together.
 	sib := siblings{pacer: newFlushPacer(e.so.flushRate), turns: turns}
 	errs := make([]error, len(specs))
 	panics := make([]any, len(specs))
@@ -130,8 +153,8 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 					panics[i], stacks[i] = r, debug.Stack()
 				}
 			}()
-			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, false, sib)
-			stats[i].SkippedFlush = skipped
+			children[i], stats[i], errs[i] = e.makeChild(parent, c.Shard, c.Span, build, how, sib)
+			made(i)
 		}()
 	}
 	wg.Wait()
@@ -147,7 +170,6 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 			panic(p)
 		}
 	}
-	stats[0].Flush = flushed
 	return children, stats, errors.Join(errs...)
 }
 
@@ -156,16 +178,16 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 // of a merged sibling kept in it would come back after the sibling deleted
 // them.
 func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild) (*Shard, ChildStats, error) {
-	return e.makeChild(parent, child, span, build, true, siblings{})
+	return e.makeChild(parent, child, span, build, childFlush{first: true}, siblings{})
 }
 
 // flushForCheckpoint flushes parent's memtable before its checkpoints if
-// it holds more than flushBeforeCheckpoint of unflushed WAL, and returns
-// how long the flush took; skipped says a flush was needed but not made
-// (flushWouldStall).
-func (e *Engine) flushForCheckpoint(parent *Shard) (took time.Duration, skipped bool, err error) {
+// it holds more than flushBeforeCheckpoint of unflushed WAL, or whatever it
+// holds with always, and returns how long the flush took; skipped says a
+// flush was needed but not made (flushWouldStall).
+func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took time.Duration, skipped bool, err error) {
 	m := parent.st.db.Metrics()
-	if m.WAL.Size <= flushBeforeCheckpoint {
+	if !always && m.WAL.Size <= flushBeforeCheckpoint {
 		return 0, false, nil
 	}
 	if parent.st.flushWouldStall(m) {
@@ -189,10 +211,22 @@ type siblings struct {
 	turns *compactionTurns // their turns at the compaction debt they inherit; nil: none
 }
 
-// makeChild is createChild; flushFirst decides whether it may flush the
-// parent before its checkpoint (CreateChildren flushes once for all), and
-// sib is what the child shares with its siblings.
-func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild, flushFirst bool, sib siblings) (*Shard, ChildStats, error) {
+// childFlush says how a child's checkpoint deals with the parent's
+// unflushed writes.
+type childFlush struct {
+	// first: the child may flush the parent before its checkpoint
+	// (CreateChildren's concurrent children are flushed for once, before).
+	first bool
+	// omitWAL: the checkpoint copies no WAL (with first, the parent is
+	// flushed whatever its memtable holds). The parent flushed after its
+	// log hold began, so the log has every write the flushed tables lack,
+	// and the catch-up replays them.
+	omitWAL bool
+}
+
+// makeChild is createChild; how says what it does with the parent's
+// unflushed writes, and sib is what the child shares with its siblings.
+func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Span, build ChildBuild, how childFlush, sib siblings) (*Shard, ChildStats, error) {
 	if e.opts.Layout == LayoutShared {
 		return e.createSharedChild(parent, child, span)
 	}
@@ -212,17 +246,28 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	if build == ChildKeepAll {
 		docs = pebble.CheckpointSpan{Start: allDocs[0], End: allDocs[1]}
 	}
+	logged, held := parent.loggedAfter()
+	if how.omitWAL && !held {
+		return nil, stats, fmt.Errorf("storage: create child %d: shard %d's operation log is not held, so a checkpoint without its WAL would lose writes", child, parent.id)
+	}
 	start := e.opts.Clock.Now()
-	if flushFirst {
-		flushed, skipped, err := e.flushForCheckpoint(parent)
+	if how.first {
+		flushed, skipped, err := e.flushForCheckpoint(parent, how.omitWAL)
 		if err != nil {
 			return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
 		}
 		stats.Flush, stats.SkippedFlush = flushed, skipped
+		how.omitWAL = how.omitWAL && !skipped
 		start = e.opts.Clock.Now()
+	}
+	stats.OmittedWAL = how.omitWAL
+	copyWAL := func() {}
+	if how.omitWAL {
+		copyWAL = parent.st.cfs.omitWAL(dir)
 	}
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
+	copyWAL()
 	if err == nil {
 		err = syncDir(e.opts.FS, e.opts.Dir) // the checkpoint directory's entry
 	}
@@ -246,6 +291,11 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 		seq, err = trimChildStore(st, parent.id, child, lo, hi)
 	}
 	stats.Excise, stats.Seq = e.opts.Clock.Since(start), seq
+	if err == nil && how.omitWAL && seq < logged {
+		// The flushed tables end before the log begins: the writes
+		// between are in neither (a flush made before the hold).
+		err = fmt.Errorf("checkpoint without WAL reflects shard %d up to sequence number %d, but its operation log holds only writes after %d: writes (%d, %d] are in neither", parent.id, seq, logged, seq, logged)
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -27,7 +27,7 @@ func TestChildrenFlushesShareTheSplitFlushRate(t *testing.T) {
 	const rate = 4 << 20
 	for _, concurrent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
-			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: rate})
+			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: rate, CopyChildWAL: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestChildrenFlushesShareTheSplitFlushRate(t *testing.T) {
 func TestChildrenFlushesUnpacedWhenTheRateIsOff(t *testing.T) {
 	for _, concurrent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
-			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: -1})
+			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: -1, CopyChildWAL: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -71,6 +71,11 @@ type Options struct {
 	// child's of the WAL it copied (pacefs.go); 0 = DefaultSplitFlushRate,
 	// negative = as fast as the disk goes.
 	SplitFlushRate int64
+	// CopyChildWAL makes a split's children copy the parent's unflushed
+	// WAL into their checkpoints and flush it at open, as Pebble's
+	// Checkpoint does, instead of flushing the parent after its log hold
+	// and leaving the WAL out (CreateChildren). For comparison.
+	CopyChildWAL bool
 }
 
 // Engine holds a node's shard stores. Its methods are safe for concurrent

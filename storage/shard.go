@@ -52,6 +52,7 @@ type Shard struct {
 	mu      sync.Mutex    // the apply lock: commits happen under it, in sequence order
 	seq     atomic.Uint64 // last sequence number applied; written under mu
 	logHold int           // splits that need the operation log (> 0: log every write); under mu
+	logFrom uint64        // while logHold > 0: every write after this sequence number is in the log; under mu
 	closed  atomic.Bool   // retired or engine closed
 
 	ownMu sync.RWMutex // guards owned; never held while waiting for mu
@@ -275,7 +276,18 @@ func (s *Shard) CountKeys(sp routing.Span) (int, error) {
 func (s *Shard) HoldLog() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.logHold == 0 {
+		s.logFrom = s.seq.Load()
+	}
 	s.logHold++
+}
+
+// loggedAfter returns the sequence number after which every write of the
+// shard is in its operation log, and false if no one holds the log.
+func (s *Shard) loggedAfter() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logFrom, s.logHold > 0
 }
 
 // ReleaseLog drops a hold; when none remain the log is trimmed, because no

@@ -76,14 +76,20 @@ type swarm struct {
 	// serially, even seeds concurrently, whose goroutines race for the
 	// filesystem (see Determinism).
 	serialChildren bool
+	// copyChildWAL makes the children copy the parent's WAL into their
+	// checkpoints (storage.Options.CopyChildWAL) instead of flushing the
+	// parent after the log hold and leaving it out. Not drawn either: a
+	// quarter of the seeds (seed%4 is 2 or 3) copy, so both builds meet
+	// serial and concurrent children.
+	copyChildWAL bool
 }
 
 func (s swarm) String() string {
 	return fmt.Sprintf("mode=%s layout=%s shards=%d R=%d P=%d clients=%d stale=%d ids=%d steps=%d "+
-		"w[client=%d split=%d merge=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f badmerge=%.2f points=%.2f openfault=%.1f pebblelogs=%v serialchildren=%v",
+		"w[client=%d split=%d merge=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f badmerge=%.2f points=%.2f openfault=%.1f pebblelogs=%v serialchildren=%v copychildwal=%v",
 		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
 		s.wClient, s.wSplitStart, s.wMergeStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
-		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs, s.serialChildren)
+		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs, s.serialChildren, s.copyChildWAL)
 }
 
 func drawSwarm(rng *rand.Rand) swarm {
@@ -307,6 +313,7 @@ func runSeed(seed uint64) (res result) {
 	}()
 	w.sw = drawSwarm(w.rng)
 	w.sw.serialChildren = w.seed%2 == 1
+	w.sw.copyChildWAL = w.seed%4 >= 2
 	off.apply(&w.sw)
 	res.swarm = w.sw
 	w.tracef("swarm", "%s", w.sw)
@@ -540,8 +547,10 @@ func (w *world) tick() {
 	// to unfence) or, once published, for the commit before its
 	// acknowledgement (INV-9). This single-threaded simulator would never
 	// take that step: no client operation in that window (six steps).
-	inHandoff := sp && w.sp.Machine().Phase() == splitter.PhaseHandoff &&
-		w.sp.Machine().Ready().Intent.Kind != splitter.IntentFence
+	// A handoff that failed while fenced is aborting with the fence still
+	// held, until its next step unfences: that is in the window too.
+	inHandoff := sp && (w.sp.Machine().Fenced() || w.sp.Machine().Phase() == splitter.PhaseHandoff &&
+		w.sp.Machine().Ready().Intent.Kind != splitter.IntentFence)
 	add(w.sw.wClient, !inHandoff, w.clientOp)
 	// In that window a write is parked instead: it runs on its own
 	// goroutine (waiting on the fence or for the commit) and is joined
@@ -1481,7 +1490,7 @@ func (w *world) openNode(action string) {
 	if !w.noFault && w.rng.Float64() < w.sw.pOpenFault {
 		w.faultyOpen()
 	}
-	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs}
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs, noWALFaults: !w.sw.copyChildWAL}
 	logger, fatal := newIncarnationLogger()
 	w.fatal, w.fatalMsg, w.dead = fatal, "", false
 	n, j, rep, err, alive := w.tryOpen(logger)
@@ -1536,7 +1545,7 @@ func (w *world) journalDump() string {
 // tryOpen runs recovery.Open on the current filesystem through w.inj.
 func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, recovery.Report, error, bool) {
 	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, w.inj), Layout: w.sw.layout,
-		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: w.clk}
+		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: w.clk, CopyChildWAL: w.sw.copyChildWAL}
 	var n *node.Node
 	var j *splitter.Journal
 	var rep recovery.Report
@@ -1555,7 +1564,7 @@ func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, reco
 // and pass every check: whatever the faulty open did must not cost an
 // acknowledged write or leave the directory unopenable.
 func (w *world) faultyOpen() {
-	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs}
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs, noWALFaults: !w.sw.copyChildWAL}
 	// NB: not classAny or classShard: Pebble opens a store's tables
 	// concurrently, so which read a probabilistic fault hits varies
 	// between reruns (it cost 8 of 50 seeds their determinism).

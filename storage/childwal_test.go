@@ -120,7 +120,7 @@ func TestAChildWithoutWALRefusesAGapBeforeTheLog(t *testing.T) {
 	spec := halves()[0]
 	c, _, err := e.makeChild(parent, spec.Shard, spec.Span, ChildExcise, childFlush{omitWAL: true}, siblings{})
 	if err == nil || !strings.Contains(err.Error(), "are in neither") {
-		t.Fatalf("a child without the writes between the flush and the hold: %v, err %v; want a refusal", c, err)
+		t.Fatalf("a child without the writes between the flush and the hold: made %v, err %v; want a refusal", c != nil, err)
 	}
 	if _, err := e.opts.FS.Stat(e.ShardDir(spec.Shard)); err == nil {
 		t.Errorf("%s left behind", e.ShardDir(spec.Shard))

@@ -97,10 +97,13 @@
 //     step or in the background. Pebble's WAL and MANIFEST files are
 //     fault targets in a third of the seeds only (a fault there kills the
 //     process, and a dead process's engine cannot be fully closed, so each
-//     one leaks memory). Never injected: inside pebble.Open, and in
-//     atomicfs.Marker.Move on Pebble's own goroutines (there Pebble's
-//     panic would kill the test binary, not the simulated process; see
-//     unsurvivableHere). A disk can fill up or fail at any
+//     one leaks memory), and the WAL only in those whose children copy it
+//     (below: every other split forces a flush, and a flush after a
+//     failed WAL write dies in Pebble's WAL rotation, which no recover
+//     catches). Never injected: inside pebble.Open, inside DB.rotateWAL,
+//     and in atomicfs.Marker.Move on Pebble's own goroutines (there
+//     Pebble's panic would kill the test binary, not the simulated
+//     process; see unsurvivableHere). A disk can fill up or fail at any
 //     instant; the promise is that the failure fails the operation that hit
 //     it (an unacknowledged write, an aborted split) and never the next
 //     open, never an acknowledged write.
@@ -227,7 +230,11 @@
 //     them one after another (splitter.Config.SerialChildren, decided by
 //     the seed's parity so that no other draw moves). In even seeds a
 //     fault armed for the k-th operation can hit either child's, and
-//     which one varies between reruns.
+//     which one varies between reruns. A quarter of the seeds (seed%4 is 2
+//     or 3) copy the parent's WAL into the children's checkpoints
+//     (storage.Options.CopyChildWAL); the rest flush the parent after the
+//     log hold and copy none, so both builds meet serial and concurrent
+//     children.
 //   - When simulated time passes: storage, node, the routers and the
 //     splitter all read one clock.Manual (internal/clock). Each step
 //     advances it 1 ms; while a call has not returned after 2 ms of real

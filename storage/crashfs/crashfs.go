@@ -18,8 +18,8 @@ import (
 // Disk is a crashable in-memory disk.
 type Disk struct {
 	mem *vfs.MemFS
-	// locking is held for reading by every FS.Lock and for writing by
-	// Crash (see lockGuarded).
+	// locking is held for reading by every FS.Lock and FS.Link and for
+	// writing by Crash (see lockGuarded).
 	locking sync.RWMutex
 }
 
@@ -66,7 +66,11 @@ func (d *Disk) Crash(keepPercent int, seed uint64) *Disk {
 // point fired by the parent's WAL sync. With locking, no CrashClone can be
 // waiting while a Lock is between its two read locks. (A Lock never
 // crashes the disk itself: errorfs consults the crash hook before it, and
-// MemFS.Lock's Create is MemFS's own, not errorfs's.)
+// MemFS.Lock's Create is MemFS's own, not errorfs's.) MemFS.Link nests its
+// read locks the same way (the old name, then the new one's directory):
+// TestCrashPointEnumeration hung so once every split flushed its parent
+// (2026-12-01, eighth session), a child's checkpoint linking the parent's
+// tables beside a crash point; Link is guarded too.
 type lockGuarded struct {
 	*vfs.MemFS
 	d *Disk
@@ -77,6 +81,13 @@ func (g lockGuarded) Lock(name string) (io.Closer, error) {
 	g.d.locking.RLock()
 	defer g.d.locking.RUnlock()
 	return g.MemFS.Lock(name)
+}
+
+// Link implements vfs.FS.
+func (g lockGuarded) Link(oldname, newname string) error {
+	g.d.locking.RLock()
+	defer g.d.locking.RUnlock()
+	return g.MemFS.Link(oldname, newname)
 }
 
 // IsDurableOp reports whether an operation can change what survives a

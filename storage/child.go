@@ -126,6 +126,11 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	how := childFlush{first: true} // one after another, copying the WAL: each child decides
 	var flushed time.Duration
 	var skipped bool
+	if omit {
+		if _, held := parent.loggedAfter(); !held {
+			return children, stats, fmt.Errorf("storage: create children of shard %d: its operation log is not held, so a checkpoint without its WAL would lose writes", parent.id)
+		}
+	}
 	if concurrent || omit {
 		// One flush for all: goroutines deciding on their own would each
 		// flush the parent, and a child without WAL needs the flush.
@@ -211,6 +216,15 @@ func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took time.Durat
 		// Flushing would hold every writer of the parent until its L0
 		// compaction: copy the WAL instead (issue 15).
 		return 0, true, nil
+	}
+	if err := parent.st.probeCreate(); err != nil {
+		// The flush rotates the WAL, and Pebble panics when it cannot
+		// create the new log, with its mutex released: under
+		// DB.AsyncFlush's deferred unlock that is a fatal error no
+		// recover catches. A split that cannot create a file fails here
+		// instead and leaves the parent serving (it meets the same wall
+		// at its own next rotation: Pebble's model).
+		return 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)
 	}
 	start := e.opts.Clock.Now()
 	unpace := parent.st.cfs.pace()

@@ -375,3 +375,26 @@ func (l zapPebbleLogger) Fatalf(format string, args ...any) { l.s.Fatalf(format,
 func (s *store) flushWouldStall(m *pebble.Metrics) bool {
 	return int(m.Levels[0].Sublevels) >= s.l0StopWrites-1
 }
+
+// splitProbeFile is the file probeCreate creates and removes.
+const splitProbeFile = "SPLIT-PROBE"
+
+// probeCreate creates a file in the store's directory, through the store's
+// filesystem as Pebble would, and removes it: an error says Pebble could
+// not create a new WAL either. Nothing is synced; a crash may leave the
+// file, which no one reads (the next probe truncates it, a store's
+// removal takes it).
+func (s *store) probeCreate() error {
+	name := s.cfs.PathJoin(s.dir, splitProbeFile)
+	f, err := s.cfs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("storage: %s: cannot create a file: %w", s.dir, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("storage: %s: close %s: %w", s.dir, name, err)
+	}
+	if err := s.cfs.Remove(name); err != nil {
+		return fmt.Errorf("storage: %s: remove %s: %w", s.dir, name, err)
+	}
+	return nil
+}

@@ -99,10 +99,7 @@ func TestReviewWritesBetweenTheFlushAndTheCheckpointAreNotCopiedButCaughtUp(t *t
 						t.Fatal(err)
 					}
 					defer e.Close()
-					parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-					if err != nil {
-						t.Fatal(err)
-					}
+					parent := openRoot2(t, e)
 					writeDocs(t, parent, "before", 300, 512)
 					parent.HoldLog()
 					writeDocs(t, parent, "held", 300, 512)
@@ -185,10 +182,7 @@ func racingRound(t *testing.T, round uint64, concurrent bool, build ChildBuild, 
 		t.Fatal(err)
 	}
 	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openRoot2(t, e)
 	writeDocs(t, parent, "pre", 400, 256)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -386,10 +380,7 @@ func splitWithNoNewFiles(t *testing.T, copyWAL bool) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openRoot2(t, e)
 	writeDocs(t, parent, "d", 200, 512) // ~100 KiB unflushed: the copying build would not flush
 	parent.HoldLog()
 	inj.armed.Store(true)

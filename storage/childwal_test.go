@@ -10,6 +10,16 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
+// openRoot2 opens shard 2, root 2's whole span, on e.
+func openRoot2(t *testing.T, e *Engine) *Shard {
+	t.Helper()
+	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // halves returns the two halves of root 2's span as the specs of a split
 // into shards 3 and 4.
 func halves() []ChildSpec {
@@ -47,10 +57,7 @@ func TestChildrenCopyNoWAL(t *testing.T) {
 		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
 			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 			defer e.Close()
-			parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			parent := openRoot2(t, e)
 			// ~1.5 MiB unflushed, below flushBeforeCheckpoint: copying
 			// children would not have flushed the parent first.
 			writeRandomDocs(t, parent, "before", 1500, 1024)
@@ -84,12 +91,9 @@ func TestChildrenCopyNoWAL(t *testing.T) {
 func TestAChildWithoutWALNeedsTheLogHeld(t *testing.T) {
 	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openRoot2(t, e)
 	writeDocs(t, parent, "d", 200, 512)
-	_, _, err = e.CreateChildren(parent, halves(), ChildExcise, true)
+	_, _, err := e.CreateChildren(parent, halves(), ChildExcise, true)
 	if err == nil || !strings.Contains(err.Error(), "operation log is not held") {
 		t.Fatalf("children of a parent whose log is not held: err %v, want a refusal", err)
 	}
@@ -107,10 +111,7 @@ func TestAChildWithoutWALNeedsTheLogHeld(t *testing.T) {
 func TestAChildWithoutWALRefusesAGapBeforeTheLog(t *testing.T) {
 	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openRoot2(t, e)
 	writeDocs(t, parent, "flushed", 100, 512)
 	if err := parent.st.db.Flush(); err != nil {
 		t.Fatal(err)

@@ -26,10 +26,10 @@ func shrinkFixture(t *testing.T, retired bool) (*cancelFS, string, []byte) {
 	return c, name, data
 }
 
-// A retired store's file is freed in steps before its unlink: a reader
-// that still holds it open sees it shortened to at most one step.
-func TestARetiredStoreFreesLargeFilesInSteps(t *testing.T) {
-	c, name, _ := shrinkFixture(t, true)
+// removedSize removes name through c while holding it open, checks that
+// it is gone, and returns the size the open file had at its unlink.
+func removedSize(t *testing.T, c *cancelFS, name string) int64 {
+	t.Helper()
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +45,15 @@ func TestARetiredStoreFreesLargeFilesInSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Size() > shrinkStep {
-		t.Errorf("the removed file was unlinked at %d bytes, want at most %d (freed in steps)", info.Size(), shrinkStep)
+	return info.Size()
+}
+
+// A retired store's file is freed in steps before its unlink: a reader
+// that still holds it open sees it shortened to at most one step.
+func TestARetiredStoreFreesLargeFilesInSteps(t *testing.T) {
+	c, name, _ := shrinkFixture(t, true)
+	if size := removedSize(t, c, name); size > shrinkStep {
+		t.Errorf("the removed file was unlinked at %d bytes, want at most %d (freed in steps)", size, shrinkStep)
 	}
 }
 
@@ -73,19 +80,7 @@ func TestARetiredStoreKeepsFilesLinkedElsewhere(t *testing.T) {
 // A store that is not retired unlinks its files at once, as Pebble asks.
 func TestALiveStoreUnlinksAtOnce(t *testing.T) {
 	c, name, data := shrinkFixture(t, false)
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := c.Remove(name); err != nil {
-		t.Fatal(err)
-	}
-	info, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Size() != int64(len(data)) {
-		t.Errorf("a live store's removed file was shortened to %d bytes before its unlink", info.Size())
+	if size := removedSize(t, c, name); size != int64(len(data)) {
+		t.Errorf("a live store's removed file was shortened to %d bytes before its unlink", size)
 	}
 }

@@ -245,13 +245,13 @@ type siblings struct {
 // childFlush says how a child's checkpoint deals with the parent's
 // unflushed writes.
 type childFlush struct {
-	// first: the child may flush the parent before its checkpoint
-	// (CreateChildren's concurrent children are flushed for once, before).
+	// first: the child decides whether to flush the parent before its
+	// checkpoint, and copies its WAL (CreateChild; children made one after
+	// another with Options.CopyChildWAL).
 	first bool
-	// omitWAL: the checkpoint copies no WAL (with first, the parent is
-	// flushed whatever its memtable holds). The parent flushed after its
-	// log hold began, so the log has every write the flushed tables lack,
-	// and the catch-up replays them.
+	// omitWAL: the checkpoint copies no WAL. The caller flushed the parent
+	// after its log hold began, so the log has every write the flushed
+	// tables lack, and the catch-up replays them.
 	omitWAL bool
 }
 
@@ -283,22 +283,21 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	}
 	start := e.opts.Clock.Now()
 	if how.first {
-		flushed, skipped, err := e.flushForCheckpoint(parent, how.omitWAL)
+		flushed, skipped, err := e.flushForCheckpoint(parent, false)
 		if err != nil {
 			return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
 		}
 		stats.Flush, stats.SkippedFlush = flushed, skipped
-		how.omitWAL = how.omitWAL && !skipped
 		start = e.opts.Clock.Now()
 	}
 	stats.OmittedWAL = how.omitWAL
-	copyWAL := func() {}
+	endOmit := func() {}
 	if how.omitWAL {
-		copyWAL = parent.st.cfs.omitWAL(dir)
+		endOmit = parent.st.cfs.omitWAL(dir)
 	}
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
-	copyWAL()
+	endOmit()
 	if err == nil {
 		err = syncDir(e.opts.FS, e.opts.Dir) // the checkpoint directory's entry
 	}

@@ -8,10 +8,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/splitter"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
 )
 
 // A journal write that fails (ENOSPC on the SPLITLOG rename), the process
@@ -20,11 +20,11 @@ import (
 func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 	for k := 1; k <= 8; k++ {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
-			mem := vfs.NewCrashableMem()
+			disk := crashfs.New() // crashed inside the injector: crashfs's guard (crashclone_test.go)
 			var failAt, renames atomic.Int32
 			var after atomic.Bool
 			var mu sync.Mutex // Pebble calls the injector concurrently
-			var images []*vfs.MemFS
+			var images []*crashfs.Disk
 			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 				if failAt.Load() == 0 {
 					return nil
@@ -37,17 +37,17 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 				}
 				if after.Load() && isDurableOp(op.Kind) {
 					mu.Lock()
-					images = append(images, mem.CrashClone(vfs.CrashCloneCfg{}))
+					images = append(images, disk.Crash(0, 0))
 					mu.Unlock()
 				}
 				return nil
 			})
-			n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
+			n, j, tab := openFailpath(t, errorfs.Wrap(disk.FS(nil), inj))
 			failAt.Store(int32(k))
 			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2})
 			mu.Lock()
 			t.Logf("split ended %s (%v), run error %v, journal dirty %v, %d images", rep.Phase, rep.Err, err, j.Dirty(), len(images))
-			images = append(images, mem.CrashClone(vfs.CrashCloneCfg{}))
+			images = append(images, disk.Crash(0, 0))
 			failAt.Store(0)
 			mu.Unlock()
 			// Not under mu: an injector call that read failAt before the
@@ -59,7 +59,7 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 			mu.Lock() // the close has ended every Pebble goroutine
 			defer mu.Unlock()
 			for i, img := range images {
-				t.Run(fmt.Sprint(i), func(t *testing.T) { reopen(t, img, tab).Close() })
+				t.Run(fmt.Sprint(i), func(t *testing.T) { reopen(t, img.FS(nil), tab).Close() })
 			}
 		})
 	}

@@ -6,12 +6,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
 )
 
 // Recovery crashing half-way is just another crash: for a disk left by a
@@ -22,8 +22,10 @@ func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
 	for _, stop := range []splitter.IntentKind{splitter.IntentCreateChildren, splitter.IntentFence,
 		splitter.IntentPublish, splitter.IntentSyncChildren, splitter.IntentCommitTable} {
 		t.Run(stop.String(), func(t *testing.T) {
-			mem := vfs.NewCrashableMem()
-			n, j, tab := openFailpath(t, mem)
+			// Crashed inside the injector, beside recovery's opens:
+			// crashfs's guard (crashclone_test.go).
+			mem := crashfs.New()
+			n, j, tab := openFailpath(t, mem.FS(nil))
 			sp := splitter.NewDriver(n, splitter.Config{Journal: j}).Start(splitter.Plan{Parent: 0, Ways: 2})
 			for {
 				in, _, err := sp.Next()
@@ -34,22 +36,22 @@ func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
 					break
 				}
 			}
-			disk := mem.CrashClone(vfs.CrashCloneCfg{})
+			disk := mem.Crash(0, 0)
 			_ = n.Close()
 			for k := 1; ; k++ {
-				img := disk.CrashClone(vfs.CrashCloneCfg{})
+				img := disk.Crash(0, 0)
 				var ops atomic.Int32
 				var mu sync.Mutex // Pebble calls the injector concurrently
-				var crashed *vfs.MemFS
+				var crashed *crashfs.Disk
 				inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 					if isDurableOp(op.Kind) && int(ops.Add(1)) == k {
 						mu.Lock()
-						crashed = img.CrashClone(vfs.CrashCloneCfg{})
+						crashed = img.Crash(0, 0)
 						mu.Unlock()
 					}
 					return nil
 				})
-				n2, _, _, err := recovery.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(img, inj), CacheBytes: 1 << 20}, tab, nil)
+				n2, _, _, err := recovery.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(img.FS(nil), inj), CacheBytes: 1 << 20}, tab, nil)
 				if err != nil {
 					t.Fatalf("first recovery: %v", err)
 				}
@@ -60,7 +62,7 @@ func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
 					t.Logf("%d crash points in recovery", k-1)
 					break
 				}
-				t.Run(fmt.Sprint(k), func(t *testing.T) { reopen(t, crashed, tab).Close() })
+				t.Run(fmt.Sprint(k), func(t *testing.T) { reopen(t, crashed.FS(nil), tab).Close() })
 			}
 		})
 	}

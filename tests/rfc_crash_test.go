@@ -19,15 +19,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-
 	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
 )
 
 // rfcCleanupPace makes the cleanup take many small batches, so crashes
@@ -41,12 +39,11 @@ func TestRFCCleanupCrashPoints(t *testing.T) {
 }
 
 func rfcCrashRun(t *testing.T, mode routing.Mode, seed uint64) {
-	mem := vfs.NewCrashableMem()
 	m := model.New(model.Options{})
-	cc := newCrashCloner(mem, m, rand.New(rand.NewPCG(seed, 7)))
+	cc := newCrashCloner(crashfs.New(), m, rand.New(rand.NewPCG(seed, 7)))
 	clones := cc.clones
 	tab, _ := routing.NewTable(mode, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
-	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(mem, cc.inj), Durability: storage.DurabilityRequest,
+	opts := storage.Options{Dir: "/data", FS: cc.fs, Durability: storage.DurabilityRequest,
 		CacheBytes: 1 << 20, ForeignCleanup: rfcCleanupPace}
 	n, j, _, err := recovery.Open(opts, tab, nil)
 	if err != nil {

@@ -130,11 +130,13 @@ func (st *store) settle(fs vfs.FS) error {
 }
 
 // flushEvents follows a store's flushes and WAL deletions (Pebble's event
-// listener) for AwaitOwnFlush.
+// listener) for AwaitOwnFlush and store.flush.
 type flushEvents struct {
 	mu       sync.Mutex
 	deleted  uint64        // WAL deletions seen
 	flushed  uint64        // flushes ended
+	failed   uint64        // flushes failed
+	failErr  error         // the last failure's error
 	ch       chan struct{} // closed and replaced at each event
 	pending  bool          // a flush ended and no WAL was deleted since
 	flushEnd time.Time
@@ -157,6 +159,13 @@ func (f *flushEvents) counts() (deleted, flushed uint64) {
 	return f.deleted, f.flushed
 }
 
+// failures returns the count of failed flushes and the last one's error.
+func (f *flushEvents) failures() (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed, f.failErr
+}
+
 func (f *flushEvents) walPending() (bool, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -173,11 +182,29 @@ func (f *flushEvents) event(flushEnded bool, now time.Time) {
 		f.pending = false
 		f.deleted++
 	}
+	f.notifyLocked()
+}
+
+// flushFailed records a failed flush.
+func (f *flushEvents) flushFailed(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed++
+	f.failErr = err
+	f.notifyLocked()
+}
+
+func (f *flushEvents) notifyLocked() {
 	if f.ch != nil {
 		close(f.ch)
 		f.ch = nil
 	}
 }
+
+// emptyFlush reports whether a flush "failed" only in that it wrote no
+// table (Pebble v2.1.7 reports such a flush's end with its unexported
+// errEmptyTable, compaction.go; the memtable is flushed all the same).
+func emptyFlush(err error) bool { return err.Error() == "pebble: empty table" }
 
 // listen adds f to the store's event listener.
 func (f *flushEvents) listen(el *pebble.EventListener, now func() time.Time) {
@@ -186,8 +213,11 @@ func (f *flushEvents) listen(el *pebble.EventListener, now func() time.Time) {
 		if flushEnd != nil {
 			flushEnd(info)
 		}
-		if info.Err == nil {
+		switch {
+		case info.Err == nil:
 			f.event(true, now())
+		case !emptyFlush(info.Err):
+			f.flushFailed(info.Err)
 		}
 	}
 	el.WALDeleted = func(info pebble.WALDeleteInfo) {

@@ -228,7 +228,7 @@ func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took time.Durat
 	}
 	start := e.opts.Clock.Now()
 	unpace := parent.st.cfs.pace()
-	err = parent.st.db.Flush()
+	err = parent.st.flush()
 	unpace()
 	if err != nil {
 		return 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)

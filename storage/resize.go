@@ -43,7 +43,7 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	// The source is write-blocked: flush it, so the target links tables
 	// instead of copying and replaying the WAL (OpenSearch resizes from the
 	// source's last commit, too).
-	if err := src.st.db.Flush(); err != nil {
+	if err := src.st.flush(); err != nil {
 		return nil, stats, fmt.Errorf("storage: link shard %d: flush source %d: %w", id, src.id, err)
 	}
 	if err := src.st.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(restrict)); err != nil {

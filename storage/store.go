@@ -376,6 +376,39 @@ func (s *store) flushWouldStall(m *pebble.Metrics) bool {
 	return int(m.Levels[0].Sublevels) >= s.l0StopWrites-1
 }
 
+// flush flushes the store's memtable and waits for it, as DB.Flush does,
+// but a failed attempt ends the wait with its error.
+//
+// Why: Pebble retries a failed flush at once and without a limit
+// (DB.flush, v2.1.7), and DB.Flush waits until one succeeds, so a store
+// whose table writes fail for good held the caller for good: a split, in
+// its forced flush, with the parent's log and compactions held
+// (TestAFailedForcedFlushFailsTheSplit). Pebble goes on retrying in the
+// background; the caller gets the error and can give up cleanly.
+func (s *store) flush() error {
+	failed, _ := s.flushes.failures()
+	flushed, err := s.db.AsyncFlush()
+	if err != nil {
+		return err
+	}
+	for {
+		changed := s.flushes.changed()
+		select {
+		case <-flushed:
+			return nil
+		default:
+		}
+		if n, err := s.flushes.failures(); n != failed {
+			return err // the callers say which store
+		}
+		select {
+		case <-flushed:
+			return nil
+		case <-changed:
+		}
+	}
+}
+
 // splitProbeFile is the file probeCreate creates and removes.
 const splitProbeFile = "SPLIT-PROBE"
 

@@ -263,7 +263,7 @@
 //	bug2  log hold before a refused reserve      seed 2   (186/300)  a write logged with no split holding the log
 //	bug3  refused reserve leaves begin, no end   seed 2   (252/300)  no split runs but the journal leaves one unfinished
 //	bug4  lost end record, superseded acted on   seed 6    (62/300)  the same
-//	bug5  failed child keeps its directory       seed 170   (2/300)  liveness: create child N: already exists
+//	bug5  failed child keeps its directory       seed 1262 (1/1500)  liveness: split aborted: remove the store left behind by shard N
 //	bug6  cancel accepted after the fence        seed 1   (7 of the first 15)  hang: the cancel waits for the uncommitted table
 //
 // (bug 6 on seeds 1-15 only, since each of its hangs costs the 20 s hang
@@ -290,7 +290,11 @@
 // while the journal has an unfinished one, so ids are not reused before a
 // restart; the mutations are found by what they still break. Bug 5 is
 // found rarely because every recovery removes orphan stores: only a
-// liveness split in the same process meets the poisoned id.
+// liveness split in the same process meets the poisoned id. Its patch had
+// stopped applying when the children's creation moved to makeChild; it
+// was regenerated on 2026-12-02 (seeds 1-1500 at 2ea68f1: only 1262 fails,
+// which passes without the mutation), and TestMutationsApply now checks
+// that every patch applies.
 //
 // TestSimDeterminism measures the boundary: how many of the first 50 seeds
 // produce the identical step trace twice. Measured before the children were

@@ -94,12 +94,7 @@ func TestReviewWritesBetweenTheFlushAndTheCheckpointAreNotCopiedButCaughtUp(t *t
 				t.Run(fmt.Sprintf("fs=%s/copy=%v/concurrent=%v", fc.name, copyWAL, concurrent), func(t *testing.T) {
 					base, dir := fc.fs(t)
 					w := &windowWriter{docs: 400}
-					e, err := Open(Options{Dir: dir, FS: errorfs.Wrap(base, w), Logger: zap.NewNop(), CacheBytes: 8 << 20, CopyChildWAL: copyWAL})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer e.Close()
-					parent := openRoot2(t, e)
+					e, parent := openParentOn(t, dir, errorfs.Wrap(base, w), copyWAL)
 					writeDocs(t, parent, "before", 300, 512)
 					parent.HoldLog()
 					writeDocs(t, parent, "held", 300, 512)
@@ -312,19 +307,11 @@ func racingRound(t *testing.T, round uint64, concurrent bool, build ChildBuild, 
 // noNewFiles fails, once armed, every file creation: a disk with no room
 // for a new file (the store's live WAL, already allocated, still takes
 // writes), or a process out of file descriptors.
-type noNewFiles struct {
-	armed atomic.Bool
-	hits  atomic.Int64
-}
-
-func (f *noNewFiles) String() string { return "noNewFiles" }
-
-func (f *noNewFiles) MaybeError(op errorfs.Op) error {
-	if f.armed.Load() && op.Kind == errorfs.OpCreate {
-		f.hits.Add(1)
-		return fmt.Errorf("injected: create %s: %w", op.Path, syscall.ENOSPC)
+func noNewFiles() *failAlways {
+	return &failAlways{
+		match: func(op errorfs.Op) bool { return op.Kind == errorfs.OpCreate },
+		fail:  func(op errorfs.Op) error { return fmt.Errorf("injected: create %s: %w", op.Path, syscall.ENOSPC) },
 	}
-	return nil
 }
 
 const reviewSubprocessEnv = "SHARDSPLIT_REVIEW_SUBPROCESS"
@@ -374,13 +361,8 @@ func TestReviewASplitOnADiskWithNoRoomForANewFileLeavesTheParentServing(t *testi
 }
 
 func splitWithNoNewFiles(t *testing.T, copyWAL bool) {
-	inj := &noNewFiles{}
-	e, err := Open(Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), Logger: zap.NewNop(), CacheBytes: 8 << 20, CopyChildWAL: copyWAL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	parent := openRoot2(t, e)
+	inj := noNewFiles()
+	e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), copyWAL)
 	writeDocs(t, parent, "d", 200, 512) // ~100 KiB unflushed: the copying build would not flush
 	parent.HoldLog()
 	inj.armed.Store(true)

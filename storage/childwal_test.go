@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -18,6 +19,18 @@ func openRoot2(t *testing.T, e *Engine) *Shard {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// openParentOn opens an engine in dir on fs (an 8 MiB cache, no logs;
+// closed when the test ends) and shard 2 on it, root 2's whole span.
+func openParentOn(t *testing.T, dir string, fs vfs.FS, copyWAL bool) (*Engine, *Shard) {
+	t.Helper()
+	e, err := Open(Options{Dir: dir, FS: fs, Logger: zap.NewNop(), CacheBytes: 8 << 20, CopyChildWAL: copyWAL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e, openRoot2(t, e)
 }
 
 // halves returns the two halves of root 2's span as the specs of a split

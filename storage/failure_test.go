@@ -32,6 +32,25 @@ func (f *failOnce) MaybeError(op errorfs.Op) error {
 	return nil
 }
 
+// failAlways is an error injector that, once armed, fails every operation
+// match accepts with the error fail makes of it.
+type failAlways struct {
+	armed atomic.Bool
+	match func(errorfs.Op) bool
+	fail  func(errorfs.Op) error
+	hits  atomic.Int64
+}
+
+func (f *failAlways) String() string { return "failAlways" }
+
+func (f *failAlways) MaybeError(op errorfs.Op) error {
+	if f.armed.Load() && f.match(op) {
+		f.hits.Add(1)
+		return f.fail(op)
+	}
+	return nil
+}
+
 func isWALSync(op errorfs.Op) bool {
 	switch op.Kind {
 	case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:

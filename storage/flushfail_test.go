@@ -3,32 +3,22 @@ package storage
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"go.uber.org/zap"
 )
 
 // noNewTables fails, once armed, every creation of a table file: a disk
 // whose table writes fail for good while its WAL, already allocated, still
 // takes writes.
-type noNewTables struct {
-	armed atomic.Bool
-	hits  atomic.Int64
-}
-
-func (f *noNewTables) String() string { return "noNewTables" }
-
-func (f *noNewTables) MaybeError(op errorfs.Op) error {
-	if f.armed.Load() && op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".sst") {
-		f.hits.Add(1)
-		return fmt.Errorf("injected: create %s: %w", op.Path, syscall.EIO)
+func noNewTables() *failAlways {
+	return &failAlways{
+		match: func(op errorfs.Op) bool { return op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".sst") },
+		fail:  func(op errorfs.Op) error { return fmt.Errorf("injected: create %s: %w", op.Path, syscall.EIO) },
 	}
-	return nil
 }
 
 // A split whose parent cannot write a table must fail, not wait: Pebble's
@@ -42,13 +32,8 @@ func (f *noNewTables) MaybeError(op errorfs.Op) error {
 func TestAFailedForcedFlushFailsTheSplit(t *testing.T) {
 	for _, copyWAL := range []bool{false, true} {
 		t.Run(fmt.Sprintf("copyWAL=%v", copyWAL), func(t *testing.T) {
-			inj := &noNewTables{}
-			e, err := Open(Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), Logger: zap.NewNop(), CacheBytes: 8 << 20, CopyChildWAL: copyWAL})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			parent := openRoot2(t, e)
+			inj := noNewTables()
+			e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), copyWAL)
 			// Above flushBeforeCheckpoint, so the copying build flushes too.
 			writeDocs(t, parent, "d", 3000, 1024)
 			parent.HoldLog()

@@ -137,6 +137,7 @@ type flushEvents struct {
 	flushed  uint64        // flushes ended
 	failed   uint64        // flushes failed
 	failErr  error         // the last failure's error
+	failing  bool          // the last flush to end failed (Pebble is retrying it)
 	ch       chan struct{} // closed and replaced at each event
 	pending  bool          // a flush ended and no WAL was deleted since
 	flushEnd time.Time
@@ -166,6 +167,24 @@ func (f *flushEvents) failures() (uint64, error) {
 	return f.failed, f.failErr
 }
 
+// failingNow returns the last failure's error if the last flush to end
+// failed: Pebble is retrying it, and no later memtable flushes first.
+func (f *flushEvents) failingNow() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.failing {
+		return nil
+	}
+	return f.failErr
+}
+
+// flushOK records a flush that ended without an error (or wrote no table).
+func (f *flushEvents) flushOK() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing = false
+}
+
 func (f *flushEvents) walPending() (bool, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -190,7 +209,7 @@ func (f *flushEvents) flushFailed(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failed++
-	f.failErr = err
+	f.failErr, f.failing = err, true
 	f.notifyLocked()
 }
 
@@ -215,9 +234,12 @@ func (f *flushEvents) listen(el *pebble.EventListener, now func() time.Time) {
 		}
 		switch {
 		case info.Err == nil:
+			f.flushOK()
 			f.event(true, now())
 		case !emptyFlush(info.Err):
 			f.flushFailed(info.Err)
+		default:
+			f.flushOK()
 		}
 	}
 	el.WALDeleted = func(info pebble.WALDeleteInfo) {

@@ -386,6 +386,15 @@ func (s *store) flushWouldStall(m *pebble.Metrics) bool {
 // (TestAFailedForcedFlushFailsTheSplit). Pebble goes on retrying in the
 // background; the caller gets the error and can give up cleanly.
 func (s *store) flush() error {
+	// While the store's flushes fail, AsyncFlush may never return: its
+	// memtable rotation waits, holding the commit pipeline, until the
+	// queued memtables are below Pebble's stop-writes size, which only a
+	// successful flush brings about (TestAFailedForcedFlushFailsTheSplit-
+	// AtTheMemtableLimit). Our memtable cannot flush before the one
+	// Pebble is retrying anyway: fail now.
+	if err := s.flushes.failingNow(); err != nil {
+		return err
+	}
 	failed, _ := s.flushes.failures()
 	flushed, err := s.db.AsyncFlush()
 	if err != nil {

@@ -50,6 +50,12 @@ func (d *Disk) Crash(keepPercent int, seed uint64) *Disk {
 	if keepPercent > 0 {
 		cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: rand.New(rand.NewPCG(seed, 1))}
 	}
+	return d.CrashWith(cfg)
+}
+
+// CrashWith is Crash with Pebble's clone configuration given whole (the
+// simulation draws its own RNG for what survives).
+func (d *Disk) CrashWith(cfg vfs.CrashCloneCfg) *Disk {
 	d.locking.Lock()
 	defer d.locking.Unlock()
 	return &Disk{mem: d.mem.CrashClone(cfg)}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
@@ -18,6 +17,7 @@ import (
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
 )
 
 // manifestFault fails every MANIFEST write and sync once armed: a flush
@@ -42,7 +42,7 @@ func (m *manifestFault) String() string { return "manifest" }
 func dyingWorld(t *testing.T, hold bool) *world {
 	t.Helper()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	w := &world{seed: 1, rng: rand.New(rand.NewPCG(1, 0x5eed)), clk: clk, model: newSharedModel(), mem: vfs.NewCrashableMem()}
+	w := &world{seed: 1, rng: rand.New(rand.NewPCG(1, 0x5eed)), clk: clk, model: newSharedModel(), mem: crashfs.New()}
 	w.sw.layout = storage.LayoutPerShard
 	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 2, PartitionSize: 1})
 	if err != nil {
@@ -51,7 +51,7 @@ func dyingWorld(t *testing.T, hold bool) *world {
 	w.initial = tab
 	fault := &manifestFault{}
 	logger, fatal := newIncarnationLogger()
-	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, fault), Layout: storage.LayoutPerShard,
+	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem.FS(nil), fault), Layout: storage.LayoutPerShard,
 		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: clk}
 	n, j, _, err := recovery.Open(opts, tab, logger)
 	if err != nil {

@@ -120,8 +120,11 @@
 //     that could not be made durable) makes the simulator restart the node,
 //     as an operator would; recovery decides.
 //   - Crash (power loss): vfs.MemFS.CrashClone of the filesystem at this
-//     instant — everything synced, and with probability 1/2 a random 1–100 %
-//     of what was not (vfs.CrashCloneCfg{UnsyncedDataPercent, RNG}) — then
+//     instant, through crashfs.Disk.CrashWith (a dead process's step may
+//     still be linking or locking beside it: see crashfs and
+//     TestCrashBesideADeadProcessStep) — everything synced, and with
+//     probability 1/2 a random 1–100 % of what was not
+//     (vfs.CrashCloneCfg{UnsyncedDataPercent, RNG}) — then
 //     recovery.Open on the clone with faults off, and the run continues on
 //     the recovered node. The old node's readers end, its injector dies and
 //     it is closed (or, if its Pebble died, every store that can still be

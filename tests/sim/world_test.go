@@ -26,6 +26,7 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
 )
 
 // Timeouts of the simulated node. Tiny on purpose: a held reader or lock
@@ -230,7 +231,7 @@ type world struct {
 	step  int
 	clk   *clock.Manual // the simulated time of storage, node, routers and the splitter
 
-	mem      *vfs.MemFS
+	mem      *crashfs.Disk // crashed only through crashfs's guard (crash)
 	inj      *injector
 	fatal    chan string
 	fatalMsg string
@@ -374,7 +375,7 @@ func (w *world) setup() {
 	for _, i := range w.rng.Perm(len(w.ids))[:4] {
 		w.hist.sample = append(w.hist.sample, w.ids[i].id)
 	}
-	w.mem = vfs.NewCrashableMem()
+	w.mem = crashfs.New()
 	w.openNode("open")
 	for i := range w.sw.clients {
 		w.clients = append(w.clients, &client{idx: i, stale: i < w.sw.stale,
@@ -1385,7 +1386,7 @@ func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
 	w.endEpoch()
 	w.releaseAll()
 	w.inj.kill()
-	clone := w.mem.CrashClone(cfg)
+	clone := w.mem.CrashWith(cfg)
 	w.tracef(action, "unsynced data kept: %d%%", cfg.UnsyncedDataPercent)
 	old := w.n
 	w.n, w.sp = nil, nil
@@ -1425,7 +1426,7 @@ func (w *world) restart() {
 		w.tracef("pebble-fatal", "while closing: %s", firstLine(w.fatalMsg))
 		w.fatalMsg, w.dead = "", true
 		cfg := w.drawCrashCfg()
-		w.mem = w.mem.CrashClone(cfg)
+		w.mem = w.mem.CrashWith(cfg)
 		w.tracef("crash", "unsynced data kept: %d%%", cfg.UnsyncedDataPercent)
 		w.openNode("recover")
 		return
@@ -1522,7 +1523,7 @@ func (w *world) openNode(action string) {
 // journalDump reads the split journal straight from the filesystem, for a
 // finding's text.
 func (w *world) journalDump() string {
-	f, err := w.mem.Open("/data/" + splitter.JournalFile)
+	f, err := w.mem.FS(nil).Open("/data/" + splitter.JournalFile)
 	if err != nil {
 		return err.Error()
 	}
@@ -1544,7 +1545,7 @@ func (w *world) journalDump() string {
 
 // tryOpen runs recovery.Open on the current filesystem through w.inj.
 func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, recovery.Report, error, bool) {
-	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem, w.inj), Layout: w.sw.layout,
+	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem.FS(nil), w.inj), Layout: w.sw.layout,
 		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: w.clk, CopyChildWAL: w.sw.copyChildWAL}
 	var n *node.Node
 	var j *splitter.Journal
@@ -1580,7 +1581,7 @@ func (w *world) faultyOpen() {
 		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> process died: %s", class, p, firstLine(w.fatalMsg))
 		// The dead process's files stay as the OS has them (its locks go
 		// with it): continue on a clone that keeps every written byte.
-		w.mem = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 1))})
+		w.mem = w.mem.CrashWith(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 1))})
 		w.stats.fatals++
 	case err != nil:
 		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> %v", class, p, err)
@@ -1592,7 +1593,7 @@ func (w *world) faultyOpen() {
 			// stores' locks go with the process, not with a close that
 			// never ends. Continue on a clone, as for a death in the open.
 			w.tracef("open-fault", "process died in the close: %s", firstLine(w.fatalMsg))
-			w.mem = w.mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 2))})
+			w.mem = w.mem.CrashWith(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 2))})
 			w.stats.fatals++
 		case err != nil:
 			w.tracef("close", "%v", err)

@@ -296,8 +296,12 @@
 // liveness split in the same process meets the poisoned id. Its patch had
 // stopped applying when the children's creation moved to makeChild; it
 // was regenerated on 2026-12-02 (seeds 1-1500 at 2ea68f1: only 1262 fails,
-// which passes without the mutation), and TestMutationsApply now checks
-// that every patch applies.
+// which passes without the mutation; a split's store left behind is now
+// removed before the id is reused, so the old "already exists" cannot
+// show), and TestMutationsApply now checks that every patch applies (not
+// that anything still finds it). tests/children_failpath_test.go's
+// TestConcurrentChildFailureRetiresTheSibling fails on the mutation at once
+// ("store directories after the abort").
 //
 // TestSimDeterminism measures the boundary: how many of the first 50 seeds
 // produce the identical step trace twice. Measured before the children were

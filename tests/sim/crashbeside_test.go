@@ -25,9 +25,9 @@ import (
 // checkpoint linking the parent's tables (MemFS.Link), its open locking its
 // directory (MemFS.Lock). Pebble v2.1.7's MemFS.Link and MemFS.Lock nest
 // read locks of the clone mutex that a CrashClone between them deadlocks
-// (storage/crashfs), and the simulator clones a bare MemFS, not a
-// crashfs.Disk: 8a56d3b moved the three injector crashes of tests/ to
-// crashfs, not this one.
+// (storage/crashfs), and the simulator cloned a bare MemFS, not a
+// crashfs.Disk, until 7063744 (8a56d3b had moved the three injector
+// crashes of tests/ to crashfs, not this one).
 //
 // This test makes that moment: the split's create-children step goes on
 // on its own goroutine (the dead process's), and the simulator crashes as
@@ -35,6 +35,14 @@ import (
 // appears. A crash that has not returned after 20 s is the deadlock.
 // SHARDSPLIT_CRASHBESIDE_ITERS sets the iterations (default 60).
 func TestCrashBesideADeadProcessStep(t *testing.T) {
+	if raceEnabled {
+		// The dead process's step goes on beside the reclaim's
+		// Engine.Close, which closes Pebble's file cache under the step's
+		// excise: the race detector reports it (CI, 2026-12-02). That is
+		// this test's deliberate misuse, not the deadlock it looks for,
+		// which needs no race build: the plain pass runs it.
+		t.Skip("needs a build without -race: the dead process's step races the reclaim's close by design")
+	}
 	iters := 60
 	if s := os.Getenv("SHARDSPLIT_CRASHBESIDE_ITERS"); s != "" {
 		v, err := strconv.Atoi(s)

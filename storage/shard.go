@@ -12,7 +12,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
-	"github.com/shardsplit/shardsplit/internal/invariants"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -335,14 +334,6 @@ func (s *Shard) LogSince(after, upTo uint64, spans []routing.Span, fn func(LogEn
 	}
 	if cur := s.Seq(); upTo > cur {
 		return fmt.Errorf("storage: shard %d: log read up to %d beyond last sequence number %d", s.id, upTo, cur)
-	}
-	if from, held := s.loggedAfter(); held && after < from {
-		// The reader reflects the shard only up to after, and the log
-		// holds only the writes after from: the writes between are in
-		// neither, and a catch-up from here would lose them silently. No
-		// caller should get here (a child or merge target is made after
-		// the hold, so it reflects at least from); fail loudly if one does.
-		return invariants.AssertionFailedf("storage: shard %d: log read after sequence number %d, but the log holds only the writes after %d: writes (%d, %d] are in neither", s.id, after, from, after, from)
 	}
 	lo, hi := logKey(nil, s.id, after+1), logKey(nil, s.id, upTo+1)
 	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})

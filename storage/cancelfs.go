@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,11 @@ type cancelFS struct {
 
 	walMu    sync.Mutex
 	emptyWAL map[string]int // checkpoint directories whose WAL copies are made empty (omitWAL); under walMu
+
+	// readFailures counts the store's failed reads (an error other than
+	// io.EOF) and the corruption Pebble reported: store.excise refuses an
+	// excise during which one happened.
+	readFailures atomic.Uint64
 }
 
 // cancel fails every compaction output file open now (and wakes the
@@ -211,14 +217,24 @@ func (f *retirableFile) Read(p []byte) (int, error) {
 	if f.fs.retired.Load() {
 		return 0, errStoreRetired
 	}
-	return f.File.Read(p)
+	n, err := f.File.Read(p)
+	f.fs.countReadFailure(err)
+	return n, err
 }
 
 func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
 	if f.fs.retired.Load() {
 		return 0, errStoreRetired
 	}
-	return f.File.ReadAt(p, off)
+	n, err := f.File.ReadAt(p, off)
+	f.fs.countReadFailure(err)
+	return n, err
+}
+
+func (c *cancelFS) countReadFailure(err error) {
+	if err != nil && err != io.EOF {
+		c.readFailures.Add(1)
+	}
 }
 
 // Create implements vfs.FS.

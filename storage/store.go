@@ -169,6 +169,15 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, cfs *cancelFS) *pebble
 			}
 		}
 	}
+	if cfs != nil {
+		corruption := el.DataCorruption
+		el.DataCorruption = func(info pebble.DataCorruptionInfo) {
+			cfs.readFailures.Add(1) // a read that returned no data (store.excise)
+			if corruption != nil {
+				corruption(info)
+			}
+		}
+	}
 	el.BackgroundError = func(err error) {
 		if errors.Is(err, errStoreRetired) { // a store being destroyed: expected
 			logger.Debug("background work of a retired store stopped", zap.Error(err))
@@ -301,12 +310,44 @@ func (s *store) closeThen(shut func()) error {
 
 // excise removes a key range in O(metadata): whole files leave the
 // manifest, boundary files become virtual.
+//
+// An excise during which a read of the store failed is an error
+// (ErrExciseUnverified), though Pebble returned nil: to cut a table that
+// straddles the range, Pebble seeks in it for the last key before the range
+// and the first key after, and a seek that fails reads as "no key on this
+// side" (v2.1.7 excise.go, determineLeftTableBounds and
+// determineRightTableBounds check the range-deletion seek's error but not
+// the point seek's). That side of the table is then dropped with the range,
+// and the documents the excise should keep are gone from this store
+// (simulation seed 274; TestAReadErrorDuringAnExciseFailsIt). Every caller
+// excises a store that serves no one yet (a split's child, a merge target,
+// a resize's target), so failing throws the store away and its source
+// still has every document. A read that failed on another goroutine during
+// the excise fails it too: safe, and only on a failing disk.
+//
+// An excise that overlaps unflushed writes is queued behind them (a
+// flushable ingest) and cuts the tables when it is flushed: then the
+// excise flushes, so that the cut happens inside the window watched.
 func (s *store) excise(start, end []byte) error {
+	failed := s.cfs.readFailures.Load()
 	if err := s.db.Excise(context.Background(), pebble.KeyRange{Start: start, End: end}); err != nil {
 		return fmt.Errorf("storage: excise [%x, %x) from %s: %w", start, end, s.dir, err)
 	}
+	if s.db.Metrics().MemTable.Count > 1 { // queued: the excise among them, maybe
+		if err := s.flush(); err != nil {
+			return fmt.Errorf("storage: excise [%x, %x) from %s: flush it: %w", start, end, s.dir, err)
+		}
+	}
+	if n := s.cfs.readFailures.Load() - failed; n > 0 {
+		return fmt.Errorf("storage: excise [%x, %x) from %s: %d reads failed while it ran: %w", start, end, s.dir, n, ErrExciseUnverified)
+	}
 	return nil
 }
+
+// ErrExciseUnverified says a read of the store failed while an excise ran,
+// so the excise may have dropped documents outside its range: the store
+// must be discarded (see store.excise).
+var ErrExciseUnverified = errors.New("storage: a read failed during the excise, which may have dropped documents it keeps; the store must be rebuilt")
 
 // compact runs a manual compaction of [start, end). A sealed child is
 // unsealed first: someone waits for this compaction, and a sealed

@@ -73,10 +73,13 @@ type cancelFS struct {
 	walMu    sync.Mutex
 	emptyWAL map[string]int // checkpoint directories whose WAL copies are made empty (omitWAL); under walMu
 
+	wals walLengths // the written length of each WAL the store writes (walfs.go)
+
 	// readFailures counts the store's failed reads (an error other than
 	// io.EOF) and the corruption Pebble reported: store.excise refuses an
 	// excise during which one happened.
 	readFailures atomic.Uint64
+	lastFailure  atomic.Pointer[error] // the last of them
 }
 
 // cancel fails every compaction output file open now (and wakes the
@@ -203,21 +206,47 @@ func (c *cancelFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	if err != nil {
 		return f, err
 	}
-	return &retirableFile{File: f, fs: c}, nil
+	return &retirableFile{File: f, fs: c, cap: capped{n: c.wals.length(name)}}, nil
+}
+
+// ReuseForWrite implements vfs.FS: Pebble recycling a WAL.
+func (c *cancelFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	c.wals.forget(oldname)
+	f, err := c.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil {
+		return f, err
+	}
+	return c.wals.track(newname, f, c.FS), nil
+}
+
+// Rename implements vfs.FS.
+func (c *cancelFS) Rename(oldname, newname string) error {
+	c.wals.forget(oldname)
+	c.wals.forget(newname)
+	return c.FS.Rename(oldname, newname)
 }
 
 // retirableFile is a file opened for reading; its reads fail once its
 // store retired.
+//
+// A WAL the store wrote in this process reads as ending where its writes
+// end (walLengths).
 type retirableFile struct {
 	vfs.File
-	fs *cancelFS
+	fs  *cancelFS
+	cap capped
 }
 
 func (f *retirableFile) Read(p []byte) (int, error) {
 	if f.fs.retired.Load() {
 		return 0, errStoreRetired
 	}
+	p, done := f.cap.read(p)
+	if done {
+		return 0, io.EOF
+	}
 	n, err := f.File.Read(p)
+	f.cap.pos += int64(n)
 	f.fs.countReadFailure(err)
 	return n, err
 }
@@ -226,20 +255,44 @@ func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
 	if f.fs.retired.Load() {
 		return 0, errStoreRetired
 	}
-	n, err := f.File.ReadAt(p, off)
+	q, done := f.cap.readAt(p, off)
+	if done {
+		return 0, io.EOF
+	}
+	n, err := f.File.ReadAt(q, off)
 	f.fs.countReadFailure(err)
+	if err == nil && n < len(p) {
+		err = io.EOF // clipped at the written length
+	}
 	return n, err
 }
 
 func (c *cancelFS) countReadFailure(err error) {
 	if err != nil && err != io.EOF {
-		c.readFailures.Add(1)
+		c.readFailed(err)
 	}
+}
+
+// readFailed counts a failed read (or a corruption Pebble found).
+func (c *cancelFS) readFailed(err error) {
+	c.lastFailure.Store(&err)
+	c.readFailures.Add(1)
+}
+
+// lastReadFailure returns the last failed read's error, or nil.
+func (c *cancelFS) lastReadFailure() error {
+	if p := c.lastFailure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Create implements vfs.FS.
 func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := c.FS.Create(name, category)
+	if err == nil {
+		f = c.wals.track(name, f, c.FS)
+	}
 	if err == nil && c.omitsWAL(name) {
 		return emptyWALFile{f}, nil
 	}

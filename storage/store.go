@@ -125,7 +125,9 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, cfs *cancelFS) *pebble
 		FormatMajorVersion: pebble.FormatNewest,
 		MemTableSize:       16 << 20,
 		Logger:             zapPebbleLogger{o.logger.Sugar()},
-		Cleaner:            noRecycleCleaner{},
+		// WALs are recycled (Pebble's default), not unlinked; a
+		// checkpoint copies only what was written to them (walfs.go).
+		Cleaner: pebble.DeleteCleaner{},
 	}
 	// Few, large files: a checkpoint costs one link per file, so the time
 	// to make a child grows with the file count, not the data size.
@@ -172,7 +174,7 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, cfs *cancelFS) *pebble
 	if cfs != nil {
 		corruption := el.DataCorruption
 		el.DataCorruption = func(info pebble.DataCorruptionInfo) {
-			cfs.readFailures.Add(1) // a read that returned no data (store.excise)
+			cfs.readFailed(fmt.Errorf("pebble: corruption in %s: %w", info.Path, info.Details)) // a read that returned no data (store.excise)
 			if corruption != nil {
 				corruption(info)
 			}
@@ -207,7 +209,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	if pacer == nil {
 		pacer = newFlushPacer(o.flushRate)
 	}
-	cfs := &cancelFS{FS: o.fs, pacer: pacer}
+	cfs := &cancelFS{FS: o.fs, pacer: pacer, wals: walLengths{dir: o.fs.PathJoin(dir, "")}}
 	o.fs = cfs
 	if held {
 		// A held store is a new child (CreateChild): the flush of the WAL
@@ -339,7 +341,7 @@ func (s *store) excise(start, end []byte) error {
 		}
 	}
 	if n := s.cfs.readFailures.Load() - failed; n > 0 {
-		return fmt.Errorf("storage: excise [%x, %x) from %s: %d reads failed while it ran: %w", start, end, s.dir, n, ErrExciseUnverified)
+		return fmt.Errorf("storage: excise [%x, %x) from %s: %d reads failed while it ran (the last: %w): %w", start, end, s.dir, n, s.cfs.lastReadFailure(), ErrExciseUnverified)
 	}
 	return nil
 }
@@ -379,26 +381,6 @@ func (s *store) bytesWritten() uint64 {
 	t := m.Total()
 	return t.TableBytesFlushed + t.TableBytesCompacted + t.TableBytesIngested + t.BlobBytesFlushed + t.BlobBytesCompacted
 }
-
-// noRecycleCleaner deletes obsolete files like Pebble's default cleaner,
-// and by claiming to need file contents it turns off WAL recycling.
-//
-// NB: a checkpoint copies the store's live WAL files whole. A recycled WAL
-// keeps the length of the file it replaced, so after a bulk load the copy
-// was a 15 MiB file holding a few KiB of records (11 % of a 134 MiB parent,
-// measured). Without recycling the live WAL is only as long as what was
-// written to it since the last flush.
-//
-// The embedding does it without naming Pebble's internal FileType: Clean
-// comes from DeleteCleaner at depth one and shadows ArchiveCleaner's, and
-// the unexported marker method Pebble checks for comes from ArchiveCleaner
-// at depth two.
-type noRecycleCleaner struct {
-	pebble.DeleteCleaner
-	needsContents
-}
-
-type needsContents struct{ pebble.ArchiveCleaner }
 
 // zapPebbleLogger routes Pebble's own log lines to zap.
 type zapPebbleLogger struct{ s *zap.SugaredLogger }

@@ -260,6 +260,14 @@ func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := f.File.ReadAt(q, off)
+	if err == io.EOF && n < len(q) {
+		// A short read of the file itself (not a WAL clipped at its
+		// written length): Pebble's readable passes io.EOF up as the
+		// read's error (objstorageprovider fileReadable.ReadAt), so it
+		// fails a seek as EIO does (TestAShortTableReadDuringAnExciseFailsIt).
+		f.fs.readFailed(fmt.Errorf("short read of %d bytes at %d: %w", len(q), off, err))
+		return n, err
+	}
 	f.fs.countReadFailure(err)
 	if err == nil && n < len(p) {
 		err = io.EOF // clipped at the written length

@@ -1,0 +1,88 @@
+package storage
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// A table read that comes up short fails Pebble's seek as surely as EIO:
+// the file returns the bytes it has and io.EOF, and Pebble's readable
+// (objstorageprovider fileReadable.ReadAt) passes io.EOF up as the block
+// read's error. The excise's point seek then reads as "no key on this
+// side", and that half of the table is dropped (the same path as
+// TestAReadErrorDuringAnExciseFailsIt). retirableFile.ReadAt must count
+// it: io.EOF from ReadAt is a failure unless the buffer was filled.
+//
+// The table is truncated on a real disk after the store opened it (its
+// reader, with the size it had, is in the file cache): the next block
+// reads past the new end get (n < len(p), io.EOF).
+func TestAShortTableReadDuringAnExciseFailsIt(t *testing.T) {
+	for _, side := range []string{"left", "right"} {
+		t.Run("keeps the "+side+" half", func(t *testing.T) {
+			dir := t.TempDir()
+			_, s := openParentOn(t, filepath.Join(dir, "data"), vfs.Default, false)
+			writeRandomDocs(t, s, "d", 3000, 1024)
+			root := rootSpan(2)
+			mid := root.Start + (root.End-root.Start)/2
+			kept, cut := routing.Span{Start: root.Start, End: mid}, routing.Span{Start: mid, End: root.End}
+			if side == "right" {
+				kept, cut = cut, kept
+			}
+			want, err := s.CountKeys(kept)
+			if err != nil || want == 0 {
+				t.Fatalf("documents in the kept half before the excise: %d, %v", want, err)
+			}
+			if err := s.st.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := readSeq(s.st.db, 2); err != nil {
+				t.Fatal(err)
+			}
+			names, err := os.ReadDir(s.st.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tables int
+			for _, n := range names {
+				if !strings.HasSuffix(n.Name(), ".sst") {
+					continue
+				}
+				p := filepath.Join(s.st.dir, n.Name())
+				fi, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Keep the first 4 KiB: every data block near the
+				// excise's bounds now lies past the end of the file.
+				if err := os.Truncate(p, min(fi.Size(), 4096)); err != nil {
+					t.Fatal(err)
+				}
+				tables++
+			}
+			if tables == 0 {
+				t.Fatal("no table to truncate")
+			}
+			lo, hi := SpanBounds(2, cut)
+			before := s.st.cfs.readFailures.Load()
+			exciseErr := s.st.excise(lo, hi)
+			counted := s.st.cfs.readFailures.Load() - before
+			if exciseErr != nil {
+				t.Logf("excise with truncated tables (%d failed reads counted): %v", counted, exciseErr)
+				return
+			}
+			// The excise says it kept the other half: it must still be
+			// there. Reading it needs the truncated table; a table the
+			// excise dropped is not read at all.
+			got, err := s.CountKeys(kept)
+			t.Logf("excise with truncated tables returned nil (%d failed reads counted); kept half: %d of %d documents, %v", counted, got, want, err)
+			if err == nil && got != want {
+				t.Fatalf("the excise returned nil after reading a truncated table, and the half it keeps lost %d of %d documents", want-got, want)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/shardsplit/shardsplit/routing"
+	"go.uber.org/zap"
 )
 
 // A table read that comes up short fails Pebble's seek as surely as EIO:
@@ -163,5 +164,24 @@ func TestACorruptTableDuringAnExciseFailsIt(t *testing.T) {
 				t.Fatalf("the excise returned nil over a corrupt table, and the half it keeps lost %d of %d documents", want-got, want)
 			}
 		})
+	}
+}
+
+// store.excise watches only the excises it makes (and the flush of one it
+// queued). Pebble cuts tables with the same unchecked seeks in two more
+// places, which must stay off for that to hold: a delete-only compaction
+// that excises part of a table under a range deletion (compaction.go,
+// applyHintOnFile; the stores write range deletions: the log trim,
+// destroySharedShard, LinkShard), and an ingest that splits a table around
+// the ingested one (ingest.go, ingestSplit; merges ingest). Either would cut
+// a serving store's tables in the background, where a failed seek loses
+// documents with no one to tell.
+func TestNoBackgroundExciseIsEnabled(t *testing.T) {
+	opts := storeOptions{logger: zap.NewNop(), fs: vfs.NewMem()}.pebbleOptions(newHoldScheduler(false, nil), &cancelFS{FS: vfs.NewMem()})
+	if f := opts.Experimental.EnableDeleteOnlyCompactionExcises; f != nil && f() {
+		t.Error("delete-only compactions excise tables (Experimental.EnableDeleteOnlyCompactionExcises)")
+	}
+	if f := opts.Experimental.IngestSplit; f != nil && f() {
+		t.Error("ingests split tables (Experimental.IngestSplit)")
 	}
 }

@@ -502,7 +502,9 @@ func (d DropMethod) String() string {
 
 // DropSpans removes the documents of spans from shard's store. In the
 // shared layout the keys now belong to other shards of the same store, so
-// nothing is removed.
+// nothing is removed. After an ErrExciseUnverified the store may have lost
+// documents outside spans and must be discarded (store.excise); only the
+// storage benchmarks drop spans from a live store.
 func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error {
 	if e.opts.Layout == LayoutShared {
 		return nil

@@ -73,8 +73,6 @@ type cancelFS struct {
 	walMu    sync.Mutex
 	emptyWAL map[string]int // checkpoint directories whose WAL copies are made empty (omitWAL); under walMu
 
-	wals walLengths // the written length of each WAL the store writes (walfs.go)
-
 	// readFailures counts the store's failed reads (an error other than
 	// io.EOF) and the corruption Pebble reported: store.excise refuses an
 	// excise during which one happened.
@@ -206,47 +204,21 @@ func (c *cancelFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	if err != nil {
 		return f, err
 	}
-	return &retirableFile{File: f, fs: c, cap: capped{n: c.wals.length(name)}}, nil
-}
-
-// ReuseForWrite implements vfs.FS: Pebble recycling a WAL.
-func (c *cancelFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	c.wals.forget(oldname)
-	f, err := c.FS.ReuseForWrite(oldname, newname, category)
-	if err != nil {
-		return f, err
-	}
-	return c.wals.track(newname, f, c.FS), nil
-}
-
-// Rename implements vfs.FS.
-func (c *cancelFS) Rename(oldname, newname string) error {
-	c.wals.forget(oldname)
-	c.wals.forget(newname)
-	return c.FS.Rename(oldname, newname)
+	return &retirableFile{File: f, fs: c}, nil
 }
 
 // retirableFile is a file opened for reading; its reads fail once its
 // store retired.
-//
-// A WAL the store wrote in this process reads as ending where its writes
-// end (walLengths).
 type retirableFile struct {
 	vfs.File
-	fs  *cancelFS
-	cap capped
+	fs *cancelFS
 }
 
 func (f *retirableFile) Read(p []byte) (int, error) {
 	if f.fs.retired.Load() {
 		return 0, errStoreRetired
 	}
-	p, done := f.cap.read(p)
-	if done {
-		return 0, io.EOF
-	}
 	n, err := f.File.Read(p)
-	f.cap.pos += int64(n)
 	f.fs.countReadFailure(err)
 	return n, err
 }
@@ -255,23 +227,15 @@ func (f *retirableFile) ReadAt(p []byte, off int64) (int, error) {
 	if f.fs.retired.Load() {
 		return 0, errStoreRetired
 	}
-	q, done := f.cap.readAt(p, off)
-	if done {
-		return 0, io.EOF
-	}
-	n, err := f.File.ReadAt(q, off)
-	if err == io.EOF && n < len(q) {
-		// A short read of the file itself (not a WAL clipped at its
-		// written length): Pebble's readable passes io.EOF up as the
-		// read's error (objstorageprovider fileReadable.ReadAt), so it
-		// fails a seek as EIO does (TestAShortTableReadDuringAnExciseFailsIt).
-		f.fs.readFailed(fmt.Errorf("short read of %d bytes at %d: %w", len(q), off, err))
+	n, err := f.File.ReadAt(p, off)
+	if err == io.EOF && n < len(p) {
+		// A short read: Pebble's readable passes io.EOF up as the read's
+		// error (objstorageprovider fileReadable.ReadAt), so it fails a
+		// seek as EIO does (TestAShortTableReadDuringAnExciseFailsIt).
+		f.fs.readFailed(fmt.Errorf("short read of %d bytes at %d: %w", len(p), off, err))
 		return n, err
 	}
 	f.fs.countReadFailure(err)
-	if err == nil && n < len(p) {
-		err = io.EOF // clipped at the written length
-	}
 	return n, err
 }
 
@@ -298,9 +262,6 @@ func (c *cancelFS) lastReadFailure() error {
 // Create implements vfs.FS.
 func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := c.FS.Create(name, category)
-	if err == nil {
-		f = c.wals.track(name, f, c.FS)
-	}
 	if err == nil && c.omitsWAL(name) {
 		return emptyWALFile{f}, nil
 	}

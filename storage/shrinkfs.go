@@ -30,7 +30,6 @@ const (
 // commit carries at most a step. A filesystem without file descriptors
 // (vfs.MemFS) is unlinked at once.
 func (c *cancelFS) Remove(name string) error {
-	c.wals.forget(name)
 	if c.retired.Load() {
 		c.shrink(name)
 	}

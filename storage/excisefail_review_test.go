@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/shardsplit/shardsplit/routing"
 	"go.uber.org/zap"
 )
 
@@ -25,65 +24,15 @@ import (
 func TestAShortTableReadDuringAnExciseFailsIt(t *testing.T) {
 	for _, side := range []string{"left", "right"} {
 		t.Run("keeps the "+side+" half", func(t *testing.T) {
-			dir := t.TempDir()
-			_, s := openParentOn(t, filepath.Join(dir, "data"), vfs.Default, false)
-			writeRandomDocs(t, s, "d", 3000, 1024)
-			root := rootSpan(2)
-			mid := root.Start + (root.End-root.Start)/2
-			kept, cut := routing.Span{Start: root.Start, End: mid}, routing.Span{Start: mid, End: root.End}
-			if side == "right" {
-				kept, cut = cut, kept
-			}
-			want, err := s.CountKeys(kept)
-			if err != nil || want == 0 {
-				t.Fatalf("documents in the kept half before the excise: %d, %v", want, err)
-			}
-			if err := s.st.db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := readSeq(s.st.db, 2); err != nil {
-				t.Fatal(err)
-			}
-			names, err := os.ReadDir(s.st.dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tables int
-			for _, n := range names {
-				if !strings.HasSuffix(n.Name(), ".sst") {
-					continue
-				}
-				p := filepath.Join(s.st.dir, n.Name())
-				fi, err := os.Stat(p)
-				if err != nil {
-					t.Fatal(err)
-				}
+			h := newHalfExcise(t, filepath.Join(t.TempDir(), "data"), vfs.Default, side, writeRandomDocs)
+			eachTable(t, h.s.st.dir, func(p string, f *os.File, size int64) {
 				// Keep the first 4 KiB: every data block near the
 				// excise's bounds now lies past the end of the file.
-				if err := os.Truncate(p, min(fi.Size(), 4096)); err != nil {
+				if err := f.Truncate(min(size, 4096)); err != nil {
 					t.Fatal(err)
 				}
-				tables++
-			}
-			if tables == 0 {
-				t.Fatal("no table to truncate")
-			}
-			lo, hi := SpanBounds(2, cut)
-			before := s.st.cfs.readFailures.Load()
-			exciseErr := s.st.excise(lo, hi)
-			counted := s.st.cfs.readFailures.Load() - before
-			if exciseErr != nil {
-				t.Logf("excise with truncated tables (%d failed reads counted): %v", counted, exciseErr)
-				return
-			}
-			// The excise says it kept the other half: it must still be
-			// there. Reading it needs the truncated table; a table the
-			// excise dropped is not read at all.
-			got, err := s.CountKeys(kept)
-			t.Logf("excise with truncated tables returned nil (%d failed reads counted); kept half: %d of %d documents, %v", counted, got, want, err)
-			if err == nil && got != want {
-				t.Fatalf("the excise returned nil after reading a truncated table, and the half it keeps lost %d of %d documents", want-got, want)
-			}
+			})
+			h.excise(t, "truncated tables", func() {})
 		})
 	}
 }
@@ -96,74 +45,53 @@ func TestAShortTableReadDuringAnExciseFailsIt(t *testing.T) {
 func TestACorruptTableDuringAnExciseFailsIt(t *testing.T) {
 	for _, side := range []string{"left", "right"} {
 		t.Run("keeps the "+side+" half", func(t *testing.T) {
-			dir := t.TempDir()
-			_, s := openParentOn(t, filepath.Join(dir, "data"), vfs.Default, false)
-			writeRandomDocs(t, s, "d", 3000, 1024)
-			root := rootSpan(2)
-			mid := root.Start + (root.End-root.Start)/2
-			kept, cut := routing.Span{Start: root.Start, End: mid}, routing.Span{Start: mid, End: root.End}
-			if side == "right" {
-				kept, cut = cut, kept
-			}
-			want, err := s.CountKeys(kept)
-			if err != nil || want == 0 {
-				t.Fatalf("documents in the kept half before the excise: %d, %v", want, err)
-			}
-			if err := s.st.db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := readSeq(s.st.db, 2); err != nil {
-				t.Fatal(err)
-			}
-			names, err := os.ReadDir(s.st.dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tables int
-			for _, n := range names {
-				if !strings.HasSuffix(n.Name(), ".sst") {
-					continue
-				}
-				p := filepath.Join(s.st.dir, n.Name())
-				f, err := os.OpenFile(p, os.O_RDWR, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				fi, err := f.Stat()
-				if err != nil {
-					t.Fatal(err)
-				}
+			h := newHalfExcise(t, filepath.Join(t.TempDir(), "data"), vfs.Default, side, writeRandomDocs)
+			eachTable(t, h.s.st.dir, func(p string, f *os.File, size int64) {
 				// Garbage over the middle half: the data blocks near the
 				// excise's bounds, not the footer and index at the end.
-				junk := make([]byte, fi.Size()/2)
+				junk := make([]byte, size/2)
 				for i := range junk {
 					junk[i] = byte(i*7 + 1)
 				}
-				if _, err := f.WriteAt(junk, fi.Size()/4); err != nil {
+				if _, err := f.WriteAt(junk, size/4); err != nil {
 					t.Fatal(err)
 				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
-				tables++
-			}
-			if tables == 0 {
-				t.Fatal("no table to corrupt")
-			}
-			lo, hi := SpanBounds(2, cut)
-			before := s.st.cfs.readFailures.Load()
-			exciseErr := s.st.excise(lo, hi)
-			counted := s.st.cfs.readFailures.Load() - before
-			if exciseErr != nil {
-				t.Logf("excise with corrupt tables (%d failures counted): %v", counted, exciseErr)
-				return
-			}
-			got, err := s.CountKeys(kept)
-			t.Logf("excise with corrupt tables returned nil (%d failures counted); kept half: %d of %d documents, %v", counted, got, want, err)
-			if err == nil && got != want {
-				t.Fatalf("the excise returned nil over a corrupt table, and the half it keeps lost %d of %d documents", want-got, want)
-			}
+			})
+			h.excise(t, "corrupt tables", func() {})
 		})
+	}
+}
+
+// eachTable calls damage with every table file in dir, opened for
+// writing, and fails t if there is none.
+func eachTable(t *testing.T, dir string, damage func(path string, f *os.File, size int64)) {
+	t.Helper()
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := 0
+	for _, n := range names {
+		if !strings.HasSuffix(n.Name(), ".sst") {
+			continue
+		}
+		p := filepath.Join(dir, n.Name())
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		damage(p, f, fi.Size())
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tables++
+	}
+	if tables == 0 {
+		t.Fatal("no table to damage")
 	}
 }
 

@@ -40,52 +40,78 @@ func TestAReadErrorDuringAnExciseFailsIt(t *testing.T) {
 			var tables []string
 			inj := tableReadsFail(&tables)
 			fs := vfs.NewMem()
-			_, s := openParentOn(t, "/data", errorfs.Wrap(fs, inj), false)
-			writeDocs(t, s, "d", 3000, 1024)
-			root := rootSpan(2)
-			mid := root.Start + (root.End-root.Start)/2
-			kept, cut := routing.Span{Start: root.Start, End: mid}, routing.Span{Start: mid, End: root.End}
-			if side == "right" {
-				kept, cut = cut, kept
-			}
-			// Counted in the memtable, so no table block is cached yet.
-			want, err := s.CountKeys(kept)
-			if err != nil || want == 0 {
-				t.Fatalf("documents in the kept half before the excise: %d, %v", want, err)
-			}
-			if err := s.st.db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			// As trimChildStore does: read the sequence number first, which
-			// opens the table (its index now cached) and reads one block.
-			if _, err := readSeq(s.st.db, 2); err != nil {
-				t.Fatal(err)
-			}
-			names, err := fs.List(s.st.dir)
+			h := newHalfExcise(t, "/data", errorfs.Wrap(fs, inj), side, writeDocs)
+			names, err := fs.List(h.s.st.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, n := range names {
 				if strings.HasSuffix(n, ".sst") {
-					tables = append(tables, fs.PathJoin(s.st.dir, n))
+					tables = append(tables, fs.PathJoin(h.s.st.dir, n))
 				}
 			}
-			lo, hi := SpanBounds(2, cut)
 			inj.armed.Store(true)
-			exciseErr := s.st.excise(lo, hi)
-			inj.armed.Store(false)
-			got, err := s.CountKeys(kept)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("excise with failing table reads (%d failed reads): %v; kept half holds %d of %d documents", inj.hits.Load(), exciseErr, got, want)
-			if exciseErr == nil && got != want {
-				t.Fatalf("the excise returned nil after %d failed table reads, and the half it keeps lost %d of %d documents", inj.hits.Load(), want-got, want)
-			}
+			h.excise(t, "failing table reads", func() { inj.armed.Store(false) })
 			if inj.hits.Load() == 0 {
 				t.Fatalf("no table read failed: the test no longer reaches the excise's reads")
 			}
 		})
+	}
+}
+
+// halfExcise is the excise tests' store: shard 2 with 3000 documents
+// flushed into one table and its sequence number read (the table open,
+// its index cached, as trimChildStore's readSeq leaves it); the excise
+// cuts one half of its span and keeps the other, which held want
+// documents.
+type halfExcise struct {
+	s         *Shard
+	kept, cut routing.Span
+	want      int
+}
+
+// newHalfExcise writes the documents with write; side names the half kept.
+func newHalfExcise(t *testing.T, dir string, fs vfs.FS, side string, write func(*testing.T, *Shard, string, int, int)) halfExcise {
+	t.Helper()
+	_, s := openParentOn(t, dir, fs, false)
+	write(t, s, "d", 3000, 1024)
+	root := rootSpan(2)
+	mid := root.Start + (root.End-root.Start)/2
+	h := halfExcise{s: s, kept: routing.Span{Start: root.Start, End: mid}, cut: routing.Span{Start: mid, End: root.End}}
+	if side == "right" {
+		h.kept, h.cut = h.cut, h.kept
+	}
+	// Counted in the memtable, so no table block is cached yet.
+	var err error
+	if h.want, err = s.CountKeys(h.kept); err != nil || h.want == 0 {
+		t.Fatalf("documents in the kept half before the excise: %d, %v", h.want, err)
+	}
+	if err := s.st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readSeq(s.st.db, 2); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// excise cuts the cut half, calls after, and fails t if the excise
+// returned nil while the kept half, still readable, lost documents; what
+// names the damage done to the store.
+func (h halfExcise) excise(t *testing.T, what string, after func()) {
+	t.Helper()
+	lo, hi := SpanBounds(2, h.cut)
+	before := h.s.st.cfs.readFailures.Load()
+	exciseErr := h.s.st.excise(lo, hi)
+	counted := h.s.st.cfs.readFailures.Load() - before
+	after()
+	// A table the excise dropped is not read at all; one it kept is,
+	// and may fail to read (the damage): then only the excise's answer
+	// can be judged.
+	got, err := h.s.CountKeys(h.kept)
+	t.Logf("excise with %s (%d failed reads counted): %v; kept half holds %d of %d documents (%v)", what, counted, exciseErr, got, h.want, err)
+	if exciseErr == nil && err == nil && got != h.want {
+		t.Fatalf("the excise returned nil with %s, and the half it keeps lost %d of %d documents", what, h.want-got, h.want)
 	}
 }
 

@@ -73,9 +73,9 @@ type cancelFS struct {
 	walMu    sync.Mutex
 	emptyWAL map[string]int // checkpoint directories whose WAL copies are made empty (omitWAL); under walMu
 
-	// readFailures counts the store's failed reads (an error other than
-	// io.EOF) and the corruption Pebble reported: store.excise refuses an
-	// excise during which one happened.
+	// readFailures counts the store's failed reads (an error, or a ReadAt
+	// cut short by io.EOF) and the corruption Pebble reported:
+	// store.excise refuses an excise during which one happened.
 	readFailures atomic.Uint64
 	lastFailure  atomic.Pointer[error] // the last of them
 }

@@ -320,9 +320,9 @@ func (s *store) closeThen(shut func()) error {
 // the point seek's). That side of the table is then dropped with the range,
 // and the documents the excise should keep are gone from this store
 // (simulation seed 274; TestAReadErrorDuringAnExciseFailsIt). Every caller
-// excises a store that serves no one yet (a split's child, a resize's
-// target; merge targets ingest), so failing throws the store away and its
-// source still has every document. A read that failed on another goroutine during
+// excises a store that serves no one yet (a split's child, a merge target
+// made from its largest source's checkpoint, a resize's target), so
+// failing throws the store away and its source still has every document. A read that failed on another goroutine during
 // the excise fails it too: safe, and only on a failing disk.
 //
 // An excise that overlaps unflushed writes is queued behind them (a

@@ -322,8 +322,9 @@ func (s *store) closeThen(shut func()) error {
 // (simulation seed 274; TestAReadErrorDuringAnExciseFailsIt). Every caller
 // excises a store that serves no one yet (a split's child, a merge target
 // made from its largest source's checkpoint, a resize's target), so
-// failing throws the store away and its source still has every document. A read that failed on another goroutine during
-// the excise fails it too: safe, and only on a failing disk.
+// failing throws the store away and its source still has every document.
+// A read that failed on another goroutine during the excise fails it too:
+// safe, and only on a failing disk.
 //
 // An excise that overlaps unflushed writes is queued behind them (a
 // flushable ingest) and cuts the tables when it is flushed: then the

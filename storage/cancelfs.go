@@ -78,6 +78,9 @@ type cancelFS struct {
 	// store.excise refuses an excise during which one happened.
 	readFailures atomic.Uint64
 	lastFailure  atomic.Pointer[error] // the last of them
+
+	dir    string     // the store's directory; "" parks no WAL deletion
+	walDel walDeletes // WAL deletions parked while the store is split (waldefer.go)
 }
 
 // cancel fails every compaction output file open now (and wakes the

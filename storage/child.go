@@ -550,10 +550,12 @@ func (e *Engine) HoldCompactions(s *Shard) {
 	holdCompactions(s.st.sched, s.st.cfs)
 }
 
-// holdCompactions holds sched and pauses cfs's compactions.
+// holdCompactions holds sched, pauses cfs's compactions and parks its WAL
+// deletions (waldefer.go).
 func holdCompactions(sched *holdScheduler, cfs *cancelFS) {
 	sched.hold()
 	cfs.pause()
+	cfs.holdWALDeletes()
 }
 
 // RetireStats measures the destruction of an open shard's store.

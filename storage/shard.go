@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
@@ -438,6 +439,9 @@ func (s *Shard) RaiseSeq(seq uint64) error {
 func (s *Shard) ReleaseCompactions() {
 	s.st.sched.release()
 	s.st.cfs.resume()
+	if err := s.st.cfs.releaseWALDeletes(); err != nil {
+		s.st.logger.Warn("obsolete WALs left for the next open to delete", zap.Uint32("shard", uint32(s.id)), zap.Error(err))
+	}
 }
 
 // CompactionsHeld reports whether the shard's store runs only urgent

@@ -29,7 +29,12 @@ const (
 // the cancellation and the unlink of a 256 MB output. Freed in steps, each
 // commit carries at most a step. A filesystem without file descriptors
 // (vfs.MemFS) is unlinked at once.
+//
+// A WAL deletion during a split is parked instead (parkWALDelete).
 func (c *cancelFS) Remove(name string) error {
+	if c.parkWALDelete(name) {
+		return nil
+	}
 	if c.retired.Load() {
 		c.shrink(name)
 	}

@@ -207,7 +207,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	if pacer == nil {
 		pacer = newFlushPacer(o.flushRate)
 	}
-	cfs := &cancelFS{FS: o.fs, pacer: pacer}
+	cfs := &cancelFS{FS: o.fs, pacer: pacer, dir: dir}
 	o.fs = cfs
 	if held {
 		// A held store is a new child (CreateChild): the flush of the WAL
@@ -304,6 +304,11 @@ func (s *store) closeThen(shut func()) error {
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: close %s: %w", s.dir, err)
+	}
+	// The WAL deletions parked during a split (waldefer.go), also a
+	// retired store's (its directory's removal would free them too).
+	if err := s.cfs.releaseWALDeletes(); err != nil {
+		s.logger.Warn("obsolete WALs left for the next open to delete", zap.Error(err))
 	}
 	return nil
 }

@@ -99,6 +99,8 @@ func (k splitCase) String() string {
 type splitRun struct {
 	ParentMiB     float64
 	StallMs       float64 // longest write stall of the moved keys in the split (merge) window
+	StallAtMs     float64 // when it began, since the window's start
+	StallPhase    string  // the phase it began in ("" before the first phase began)
 	SteadyStallMs float64 // the same measure over steady windows as long (the disk's noise)
 	NodeStallMs   float64 // the longest the parent's (a source's) apply lock was held
 	WindowMs      float64 // split request (or, aligned, its start after the wait) to the end of the handoff
@@ -215,8 +217,8 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		}
 		r := summarize(out, window)
 		r.ParentMiB = float64(d.Bytes) / (1 << 20)
-		c.Progressf("%s: %s: run %d/%d: stall %.1f ms (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady (run took %.0f s, %.0f s of it load)",
-			label, k, i+1, n, r.StallMs, r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps),
+		c.Progressf("%s: %s: run %d/%d: stall %.1f ms at +%.0f ms%s (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady (run took %.0f s, %.0f s of it load)",
+			label, k, i+1, n, r.StallMs, r.StallAtMs, phaseNote(r.StallPhase), r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps),
 			time.Since(began).Seconds(), out.End.Seconds())
 		runs = append(runs, r)
 	}
@@ -234,8 +236,10 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	steady := loadgen.Summarize(recs, req-measure, req)
 	// A window under 100 ms holds too few writes for a rate.
 	during := loadgen.Summarize(recs, ws, max(we, ws+100*time.Millisecond))
+	stall, at := loadgen.LongestStall(recs, ws, we)
 	r := splitRun{
-		StallMs:       msOf(loadgen.MaxStall(recs, ws, we)),
+		StallMs:       msOf(stall),
+		StallAtMs:     msOf(at - ws),
 		SteadyStallMs: msOf(steadyStall(recs, req-measure, req, we-ws)),
 		AlignWaitMs:   msOf(out.AlignWait),
 		Aligned:       map[bool]float64{true: 1}[out.Aligned],
@@ -249,6 +253,9 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	}
 	for _, p := range out.Phases {
 		r.PhaseMs[p.Name] += msOf(p.End - p.Start)
+		if stall > 0 && at >= p.Start && at < p.End {
+			r.StallPhase = p.Name
+		}
 	}
 	for _, c := range out.Children {
 		r.ChildMaxMs = max(r.ChildMaxMs, msOf(c.Total()))
@@ -286,6 +293,14 @@ func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration
 		return 0
 	}
 	return time.Duration(Measured("", "", stalls...).Median)
+}
+
+// phaseNote names the phase a stall began in, for a progress line.
+func phaseNote(phase string) string {
+	if phase == "" {
+		return ""
+	}
+	return " in " + phase
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -3,7 +3,11 @@ package baseline
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
@@ -198,14 +202,27 @@ func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
 	if err != nil {
 		return nil, rep, err
 	}
-	eng, err := storage.Open(storage.Options{Dir: c.IndexDir(req.Target), Durability: c.cfg.Durability, Logger: c.cfg.Logger})
+	dir := c.IndexDir(req.Target)
+	_, statErr := os.Stat(dir)
+	made := errors.Is(statErr, fs.ErrNotExist)
+	eng, err := storage.Open(storage.Options{Dir: dir, Durability: c.cfg.Durability, Logger: c.cfg.Logger})
 	if err != nil {
 		return nil, rep, err
 	}
 	ok := false
 	defer func() {
-		if !ok {
-			_ = eng.Close()
+		if ok {
+			return
+		}
+		_ = eng.Close()
+		// The target is no index yet: what its build left would be
+		// opened by the next index of that name (a retry failed on its
+		// first shard's directory, a new index held the linked
+		// documents). A directory that was there before is not ours.
+		if made {
+			if rmErr := os.RemoveAll(dir); rmErr != nil {
+				c.cfg.Logger.Warn("a failed resize left its target's directory", zap.String("dir", dir), zap.Error(rmErr))
+			}
 		}
 	}()
 	tab, err := Build(req, src.Node, eng, target, &rep)

@@ -450,7 +450,14 @@ func (s *store) flush() error {
 		return err
 	}
 	failed, _ := s.flushes.failures()
+	// A closed Pebble panics in AsyncFlush: a store closed under its
+	// caller (a resize's source shard destroyed behind its node,
+	// TestAFailedResizeLeavesNoTarget) is an error.
+	if !s.enter() {
+		return fmt.Errorf("storage: flush %s: %w", s.dir, ErrShardClosed)
+	}
 	flushed, err := s.db.AsyncFlush()
+	s.exit()
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -161,6 +165,138 @@ func TestAClosedStoreDeletesItsParkedWALs(t *testing.T) {
 	for _, p := range parked {
 		if _, err := fs.Stat(p); err == nil {
 			t.Errorf("closed: the parked WAL %s is still there (WALs %v)", p, walFiles(t, fs, dir))
+		}
+	}
+}
+
+// From the review of ccb2565 (eleventh session): waldefer.go says that freeing a
+// parked WAL's blocks in steps before its unlink, as shrink frees a retired
+// store's large files, "moved that time into the close without shortening
+// the writers' gaps after the handoff, and was not kept". But a committed
+// split's parent is retired before its close (closeThen(retire)), and
+// closeThen's releaseWALDeletes deletes the parked files through
+// cancelFS.Remove, which shrinks every file of a retired store: a parked
+// WAL above shrinkStep is truncated in steps, shrinkPause apart, inside the
+// parent's close, which is the variant the comment says was dropped.
+//
+// The sequence is the real one of a split that hands off: the hold
+// (holdCompactions), Pebble's cleaner removing the flushed WAL (parked),
+// the retirement (closeThen's shut), then the release after db.Close.
+func TestARetiredParentsParkedWALIsUnlinkedWhole(t *testing.T) {
+	dir := t.TempDir()
+	c := &cancelFS{FS: vfs.Default, dir: dir}
+	name := filepath.Join(dir, "000005.log")
+	data := bytes.Repeat([]byte("0123456789abcdef"), (3*shrinkStep+shrinkStep/2)/16) // a WAL of 28 MiB
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	c.holdWALDeletes() // HoldCompactions, at the split's createChildren
+	if err := c.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(name); err != nil {
+		t.Fatalf("the WAL was not parked: %v", err)
+	}
+	c.retire() // the parent's retirement: closeThen's shut
+
+	// A reader holding the file open sees the size it had at its unlink.
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := c.releaseWALDeletes(); err != nil { // closeThen, after db.Close
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(name); !os.IsNotExist(err) {
+		t.Fatalf("the parked WAL is still there after the release (%v)", err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size() != int64(len(data)) {
+		t.Fatalf("the retired parent's parked WAL was freed in steps before its unlink (%d bytes at the unlink, %d written): "+
+			"waldefer.go says this variant was measured and not kept", info.Size(), len(data))
+	}
+}
+
+// The same through the engine: a held parent (HoldCompactions) whose
+// flushed WAL is larger than shrinkStep is destroyed (its split's cleanup
+// retires it with DestroyShard). Its parked WAL goes through shrink in
+// the close.
+func TestADestroyedHeldParentUnlinksItsParkedWALWhole(t *testing.T) {
+	e, err := Open(Options{Dir: t.TempDir(), FS: vfs.Default, Layout: LayoutPerShard, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pebble's first memtables are small (256 KiB, doubling up to
+	// MemTableSize) and each has its WAL: write until the live WAL holds
+	// more than shrinkStep.
+	src := string(bytes.Repeat([]byte("x"), 4096))
+	dir := e.ShardDir(2)
+	liveWAL := func() int64 { // the newest WAL's size
+		wals := walFiles(t, vfs.Default, dir)
+		info, err := os.Stat(filepath.Join(dir, wals[len(wals)-1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Size()
+	}
+	ids := idsInRoot(2, 256)
+	for i := 0; liveWAL() < shrinkStep+(1<<20); i++ {
+		if i >= 256 {
+			t.Fatalf("the live WAL holds %d bytes after %d MiB of writes", liveWAL(), i)
+		}
+		var ops []Op
+		for _, id := range ids { // overwrites: every write goes to the WAL
+			ops = append(ops, opFor(id, OpIndex, src))
+		}
+		if _, err := s.Write(ops, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.HoldCompactions(s) // the split begins
+	if err := s.st.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool { return len(s.st.cfs.parkedWALDeletes()) > 0 }) {
+		t.Fatal("no WAL deletion parked after the flush")
+	}
+	var files []*os.File
+	var sizes []int64
+	for _, p := range s.st.cfs.parkedWALDeletes() {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		info, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, sizes = append(files, f), append(sizes, info.Size())
+	}
+	if slices.Max(sizes) <= shrinkStep {
+		t.Fatalf("parked WALs of %v bytes: none above shrinkStep, the test proves nothing", sizes)
+	}
+	if err := e.DestroyShard(2); err != nil { // the split's cleanup retires the parent
+		t.Fatal(err)
+	}
+	for i, f := range files {
+		info, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size() != sizes[i] {
+			t.Errorf("parked WAL %s: %d bytes at its unlink, %d when parked: freed in steps in the retired parent's close "+
+				"(waldefer.go: measured and not kept)", f.Name(), info.Size(), sizes[i])
 		}
 	}
 }

@@ -106,22 +106,29 @@ func TestASplitParentKeepsItsObsoleteWALUntilReleased(t *testing.T) {
 	}
 }
 
-// A crash while a WAL deletion is parked leaves a store that opens with
-// every document, and the open deletes the obsolete WAL: Pebble treats a
-// WAL below the MANIFEST's oldest unflushed one as obsolete.
-func TestACrashWithAParkedWALDeletionRecovers(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	e := openTestEngine(t, mem, LayoutPerShard)
+// parkedWALStore opens an engine on fs with shard 2 held as a split's
+// parent, written and flushed until a WAL deletion is parked.
+func parkedWALStore(t *testing.T, fs vfs.FS) (*Engine, *Shard, string) {
+	t.Helper()
+	e := openTestEngine(t, fs, LayoutPerShard)
 	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := e.ShardDir(2)
 	e.HoldCompactions(s)
 	writeAndFlush(t, s, 40)
 	if !eventually(func() bool { return len(s.st.cfs.parkedWALDeletes()) > 0 }) {
 		t.Fatal("no WAL deletion parked after a flush")
 	}
+	return e, s, e.ShardDir(2)
+}
+
+// A crash while a WAL deletion is parked leaves a store that opens with
+// every document, and the open deletes the obsolete WAL: Pebble treats a
+// WAL below the MANIFEST's oldest unflushed one as obsolete.
+func TestACrashWithAParkedWALDeletionRecovers(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	e, s, dir := parkedWALStore(t, mem)
 	want := scanState(t, s)
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 	if got := walFiles(t, crashed, dir); len(got) < 2 {
@@ -147,17 +154,7 @@ func TestACrashWithAParkedWALDeletionRecovers(t *testing.T) {
 // middle of its split: the engine's close).
 func TestAClosedStoreDeletesItsParkedWALs(t *testing.T) {
 	fs := vfs.NewMem()
-	e := openTestEngine(t, fs, LayoutPerShard)
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := e.ShardDir(2)
-	e.HoldCompactions(s)
-	writeAndFlush(t, s, 40)
-	if !eventually(func() bool { return len(s.st.cfs.parkedWALDeletes()) > 0 }) {
-		t.Fatal("no WAL deletion parked after a flush")
-	}
+	e, s, dir := parkedWALStore(t, fs)
 	parked := s.st.cfs.parkedWALDeletes()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -169,15 +166,11 @@ func TestAClosedStoreDeletesItsParkedWALs(t *testing.T) {
 	}
 }
 
-// From the review of ccb2565 (eleventh session): waldefer.go says that freeing a
-// parked WAL's blocks in steps before its unlink, as shrink frees a retired
-// store's large files, "moved that time into the close without shortening
-// the writers' gaps after the handoff, and was not kept". But a committed
-// split's parent is retired before its close (closeThen(retire)), and
-// closeThen's releaseWALDeletes deletes the parked files through
-// cancelFS.Remove, which shrinks every file of a retired store: a parked
-// WAL above shrinkStep is truncated in steps, shrinkPause apart, inside the
-// parent's close, which is the variant the comment says was dropped.
+// A committed split's parent releases its parked WALs in its retirement's
+// close, after the store is retired, and there cancelFS.Remove would free
+// a large file in steps (shrink): the variant waldefer.go says was
+// measured and not kept. The release unlinks each whole (found by the
+// eleventh session's review).
 //
 // The sequence is the real one of a split that hands off: the hold
 // (holdCompactions), Pebble's cleaner removing the flushed WAL (parked),
@@ -224,8 +217,7 @@ func TestARetiredParentsParkedWALIsUnlinkedWhole(t *testing.T) {
 
 // The same through the engine: a held parent (HoldCompactions) whose
 // flushed WAL is larger than shrinkStep is destroyed (its split's cleanup
-// retires it with DestroyShard). Its parked WAL goes through shrink in
-// the close.
+// retires it with DestroyShard), and its parked WAL is unlinked whole.
 func TestADestroyedHeldParentUnlinksItsParkedWALWhole(t *testing.T) {
 	e, err := Open(Options{Dir: t.TempDir(), FS: vfs.Default, Layout: LayoutPerShard, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
 	if err != nil {

@@ -7,67 +7,75 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
-// AwaitOwnFlush waits, at most max, for the moment just after shard s's
-// store has flushed on its own: no flush running, at most
-// flushBeforeCheckpoint of unflushed WAL or a flush ended since the wait
-// began (writes that came in during that flush are all a split can then
-// avoid), and the flushed memtable's WAL deleted. A split that begins
-// then (splitter.Config.AlignFlush) has little or nothing to flush.
+// AwaitOwnFlush waits, at most max, for shard s's store to flush on its
+// own past the hold of s's operation log that the caller took (HoldLog)
+// before the call: until the WAL that was the store's newest when the hold
+// began is obsolete (logCoversUnflushed). Every write the store's tables
+// then lack came after the hold and is in the log, so a split that begins
+// then forces no flush of s: its children link the tables, and the
+// catch-up replays the rest from the log (CreateChildren).
 //
 // Why (issue 15): a forced flush puts a memtable rotation (the commit
-// pipeline held across a new WAL and a directory fsync), up to 16 MiB of
-// table writes and the old WAL's unlink inside the split's window, and on
-// this project's machines each of them delays the writers' WAL fsyncs
-// (probes of 100 MiB and 4 GiB splits: 5–12 ms with no acknowledgement,
-// against 1.5–5 ms in steady windows as long). The store flushes its
-// memtable anyway every MemTableSize bytes of writes (about every 3 s at
-// 5,000 writes/s of 1 KiB); waiting for that flush moves no work and adds
-// none, where forcing one adds a flush to the writers' cycle.
+// pipeline held across the old WAL's sync, a new WAL and a directory
+// fsync), the table writes and the old WAL's unlink inside the split's
+// window, and on this project's machines each of them delays the writers'
+// WAL fsyncs (probes of 100 MiB and 4 GiB splits: 5–12 ms with no
+// acknowledgement, against 1.5–5 ms in steady windows as long). The store
+// flushes its memtable anyway every MemTableSize bytes of writes (about
+// every 1.5 s at 5,000 writes/s of 1 KiB while the log doubles them);
+// waiting for that flush moves no work and adds none, where forcing one
+// adds a flush to the writers' cycle. Until the twelfth session the wait
+// held nothing, and the split still forced a flush of what had come in
+// since the store's own one (8–16 ms, with its rotation).
 //
-// It returns how long it waited and whether the store reached that state;
-// on false (max passed: a store written to slowly may take minutes to
-// fill its memtable) the split goes on and flushes as before. In the
-// shared layout a child copies nothing, and it returns at once.
+// It returns how long it waited and whether s's log covers its unflushed
+// writes; on false the split flushes s as before. It gives up at once if
+// s is not holding its log, and early if no write reached s for alignIdle
+// with no flush running: an idle store does not flush on its own, and forcing its flush
+// delays no writer. In the shared layout a child copies nothing, and it
+// returns at once.
 func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool, error) {
 	if e.opts.Layout == LayoutShared {
 		return 0, true, nil
 	}
 	start := e.opts.Clock.Now()
-	deletes, flushed := s.st.flushes.counts()
+	if _, held := s.loggedAfter(); !held {
+		return 0, false, fmt.Errorf("storage: wait for shard %d's own flush: its operation log is not held, so no flush of its can make a split's flush unneeded", s.id)
+	}
 	// One ticker, stopped on return: an After per poll stays registered
 	// with a manual clock until it is advanced past it (a simulation
 	// would count it as a waiter).
 	poll := e.opts.Clock.NewTicker(alignPoll)
 	defer poll.Stop()
+	seq, lastWrite := s.Seq(), start
 	for {
 		changed := s.st.flushes.changed()
-		ready, err := s.st.flushedJustNow(e.opts.Clock, flushed)
-		if d, _ := s.st.flushes.counts(); ready && d != deletes {
+		if !s.st.enter() {
+			return e.opts.Clock.Since(start), false, fmt.Errorf("storage: wait for shard %d's own flush: %w", s.id, ErrShardClosed)
+		}
+		s.st.exit()
+		if s.logCoversUnflushed() {
 			// The deleted WAL's blocks are freed (and, on a filesystem
 			// mounted with discard, trimmed) at the next journal commit,
 			// which a writer's fsync would otherwise pay inside the
 			// split: commit it now, as the end of the store's own flush,
 			// then sync the WAL behind every write queued meanwhile.
-			err = s.st.settle(e.opts.FS)
+			err := s.st.settle(e.opts.FS)
+			return e.opts.Clock.Since(start), err == nil, err // not settled: the split may still pay for the flush
 		}
-		waited := e.opts.Clock.Since(start)
-		if err != nil {
-			return waited, false, err // not settled: the split may still pay for the flush
-		}
-		if ready {
-			return waited, true, nil
-		}
-		left := max - waited
-		if left <= 0 {
-			return waited, false, nil
+		if e.opts.Clock.Since(start) >= max {
+			return e.opts.Clock.Since(start), false, nil
 		}
 		select {
 		case <-changed:
 		case <-poll.C():
+			if now := s.Seq(); now != seq {
+				seq, lastWrite = now, e.opts.Clock.Now()
+			} else if e.opts.Clock.Since(lastWrite) >= alignIdle && !s.st.flushing() {
+				return e.opts.Clock.Since(start), false, nil // idle: no flush of its own is coming
+			}
 		}
 	}
 }
@@ -77,35 +85,20 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 // bound ends at the next poll, up to alignPoll late.
 const alignPoll = 20 * time.Millisecond
 
-// walDeleteGrace bounds how long after a flush's end AwaitOwnFlush waits
-// for the flushed memtable's WAL to be deleted (Pebble deletes it in the
-// background, ~10 ms after the flush in the issue 15 probes; an unlink on
-// a filesystem mounted with discard delayed the writers' fsyncs by 6–12
-// ms there).
-const walDeleteGrace = 50 * time.Millisecond
+// alignIdle is how long AwaitOwnFlush waits for a write, with no flush
+// running, before it calls the store idle. Not one poll: writers held in
+// Pebble's write stall (a full memtable waiting for its flush) apply
+// nothing for tens of milliseconds.
+const alignIdle = 100 * time.Millisecond
 
-// flushedJustNow reports whether the store is in the state AwaitOwnFlush
-// waits for; flushed is the count of flushes seen when the wait began.
-func (st *store) flushedJustNow(c clock.Clock, flushed uint64) (bool, error) {
+// flushing reports whether the store is flushing a memtable (false if it
+// is closed).
+func (st *store) flushing() bool {
 	if !st.enter() {
-		return false, fmt.Errorf("storage: store %s is closed", st.dir)
+		return false
 	}
-	m := st.db.Metrics()
-	st.exit()
-	if m.Flush.NumInProgress > 0 {
-		return false, nil
-	}
-	// CreateChild's test: at most this much unflushed and the split
-	// forces no flush (Pebble may hold it in several small memtables: a
-	// young store's grow from 256 KiB). Or the store has flushed since the
-	// wait began: what came in during that flush is all a split can
-	// avoid, and a wait that asked for less could outlast every flush
-	// when writes outpace them (a slow disk, a race build).
-	if _, n := st.flushes.counts(); m.WAL.Size > flushBeforeCheckpoint && n == flushed {
-		return false, nil
-	}
-	pending, at := st.flushes.walPending()
-	return !pending || c.Now().Sub(at) >= walDeleteGrace, nil
+	defer st.exit()
+	return st.db.Metrics().Flush.NumInProgress > 0
 }
 
 // settle makes the store directory's changes durable, then waits for WAL
@@ -132,15 +125,21 @@ func (st *store) settle(fs vfs.FS) error {
 // flushEvents follows a store's flushes and WAL deletions (Pebble's event
 // listener) for AwaitOwnFlush and store.flush.
 type flushEvents struct {
-	mu       sync.Mutex
-	deleted  uint64        // WAL deletions seen
-	flushed  uint64        // flushes ended
-	failed   uint64        // flushes failed
-	failErr  error         // the last failure's error
-	failing  bool          // the last flush to end failed (Pebble is retrying it)
-	ch       chan struct{} // closed and replaced at each event
-	pending  bool          // a flush ended and no WAL was deleted since
-	flushEnd time.Time
+	mu      sync.Mutex
+	deleted uint64        // WAL deletions seen
+	flushed uint64        // flushes ended
+	failed  uint64        // flushes failed
+	failErr error         // the last failure's error
+	failing bool          // the last flush to end failed (Pebble is retrying it)
+	ch      chan struct{} // closed and replaced at each event
+	// newestWAL is the number of the newest WAL Pebble created, and
+	// obsoleteWAL the highest it deleted (logCoversUnflushed). Pebble
+	// deletes a WAL only once every memtable written to it is flushed and
+	// the MANIFEST says so, and every WAL below the lowest one a memtable
+	// still needs with it: a deleted number says all WALs up to it are
+	// flushed. Its numbers are never reused, and recycling is off
+	// (noRecycleCleaner), so each one is created and deleted once.
+	newestWAL, obsoleteWAL uint64
 }
 
 // changed returns a channel closed at the next event.
@@ -185,22 +184,33 @@ func (f *flushEvents) flushOK() {
 	f.failing = false
 }
 
-func (f *flushEvents) walPending() (bool, time.Time) {
+// wals returns the newest WAL created and the highest deleted.
+func (f *flushEvents) wals() (newest, obsolete uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.pending, f.flushEnd
+	return f.newestWAL, f.obsoleteWAL
 }
 
-func (f *flushEvents) event(flushEnded bool, now time.Time) {
+func (f *flushEvents) walCreated(num uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if flushEnded {
-		f.pending, f.flushEnd = true, now
-		f.flushed++
-	} else {
-		f.pending = false
-		f.deleted++
-	}
+	f.newestWAL = max(f.newestWAL, num)
+}
+
+// flushEnded records a flush that ended; walDeleted a WAL Pebble deleted
+// (or tried to: a failed unlink is still an obsolete WAL).
+func (f *flushEvents) flushEnded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushed++
+	f.notifyLocked()
+}
+
+func (f *flushEvents) walDeleted(num uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted++
+	f.obsoleteWAL = max(f.obsoleteWAL, num)
 	f.notifyLocked()
 }
 
@@ -226,8 +236,8 @@ func (f *flushEvents) notifyLocked() {
 func emptyFlush(err error) bool { return err.Error() == "pebble: empty table" }
 
 // listen adds f to the store's event listener.
-func (f *flushEvents) listen(el *pebble.EventListener, now func() time.Time) {
-	flushEnd, walDeleted := el.FlushEnd, el.WALDeleted
+func (f *flushEvents) listen(el *pebble.EventListener) {
+	flushEnd, walCreated, walDeleted := el.FlushEnd, el.WALCreated, el.WALDeleted
 	el.FlushEnd = func(info pebble.FlushInfo) {
 		if flushEnd != nil {
 			flushEnd(info)
@@ -235,17 +245,25 @@ func (f *flushEvents) listen(el *pebble.EventListener, now func() time.Time) {
 		switch {
 		case info.Err == nil:
 			f.flushOK()
-			f.event(true, now())
+			f.flushEnded()
 		case !emptyFlush(info.Err):
 			f.flushFailed(info.Err)
 		default:
 			f.flushOK()
 		}
 	}
+	el.WALCreated = func(info pebble.WALCreateInfo) {
+		// Before any write reaches the new WAL: Pebble calls this while
+		// it rotates, with its commit pipeline held (DB.rotateWAL).
+		f.walCreated(uint64(info.FileNum))
+		if walCreated != nil {
+			walCreated(info)
+		}
+	}
 	el.WALDeleted = func(info pebble.WALDeleteInfo) {
 		if walDeleted != nil {
 			walDeleted(info)
 		}
-		f.event(false, now())
+		f.walDeleted(uint64(info.FileNum))
 	}
 }

@@ -2,10 +2,12 @@ package storage
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -34,24 +36,11 @@ func alignParent(t *testing.T, opts Options) (*Engine, *Shard) {
 	return e, parent
 }
 
-// AwaitOwnFlush does not return ready while the parent holds more than
-// flushBeforeCheckpoint unflushed, says so past its bound, and returns
-// once the store has flushed on its own; a child made then forces no
-// flush of the parent.
-func TestAwaitOwnFlush(t *testing.T) {
-	e, parent := alignParent(t, Options{})
-	const bound = 100 * time.Millisecond
-	waited, ready, err := e.AwaitOwnFlush(parent, bound)
-	if err != nil || ready || waited < bound {
-		t.Fatalf("with ~4 MiB unflushed and no writes: waited %v, ready %v, err %v; want the whole %v, not ready", waited, ready, err, bound)
-	}
-
-	// A writer fills the memtable at ~16 MiB/s (a memory filesystem
-	// would take writes far faster than any disk): the store flushes on
-	// its own, and the wait ends after that flush, with little left
-	// unflushed.
-	flushesBefore := parent.st.db.Metrics().Flush.Count
-	stop, done := make(chan struct{}), make(chan error, 1)
+// alignWriter writes batches of eight docs of size bytes to parent every
+// pause until stop is closed or a write fails; done gets the error (nil
+// after stop).
+func alignWriter(parent *Shard, size int, pause time.Duration) (stop chan struct{}, done chan error) {
+	stop, done = make(chan struct{}), make(chan error, 1)
 	go func() {
 		for i := 0; ; i++ {
 			select {
@@ -62,17 +51,45 @@ func TestAwaitOwnFlush(t *testing.T) {
 			}
 			var ops []Op
 			for j := range 8 {
-				op := opFor(fmt.Sprintf("fill-%d-%d", i, j), OpIndex, string(make([]byte, 4096)))
-				op.Root, op.Key = 2, routing.Key(256+uint64(j))
+				op := opFor(fmt.Sprintf("fill-%d-%d", i, j), OpIndex, string(make([]byte, size)))
+				op.Root, op.Key = 2, routing.Key(256+uint64(j)*8)
 				ops = append(ops, op)
 			}
 			if _, err := parent.Write(ops, nil); err != nil {
 				done <- err
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(pause)
 		}
 	}()
+	return stop, done
+}
+
+// AwaitOwnFlush needs the caller's log hold, gives up at once on an idle
+// store, and otherwise returns once the store has flushed on its own past
+// the hold. Children made then force no flush of the parent (the log has
+// every write its tables lack), and after the catch-up they hold exactly
+// the parent's documents.
+func TestAwaitOwnFlush(t *testing.T) {
+	e, parent := alignParent(t, Options{})
+	if _, ready, err := e.AwaitOwnFlush(parent, time.Second); err == nil || ready {
+		t.Fatalf("without a log hold: ready %v, err %v; want an error", ready, err)
+	}
+	parent.HoldLog()
+	defer func() { _ = parent.ReleaseLog() }()
+	if parent.logCoversUnflushed() {
+		t.Fatal("the ~4 MiB written before the hold are unflushed, yet the log is said to cover them")
+	}
+	waited, ready, err := e.AwaitOwnFlush(parent, 10*time.Second)
+	if err != nil || ready || waited > time.Second {
+		t.Fatalf("idle store: waited %v, ready %v, err %v; want not ready within a poll or so", waited, ready, err)
+	}
+
+	// A writer fills the memtable at ~16 MiB/s (a memory filesystem
+	// would take writes far faster than any disk): the store flushes on
+	// its own, and the wait ends after that flush.
+	flushesBefore := parent.st.db.Metrics().Flush.Count
+	stop, done := alignWriter(parent, 4096, 2*time.Millisecond)
 	waited, ready, err = e.AwaitOwnFlush(parent, 30*time.Second)
 	close(stop)
 	if werr := <-done; werr != nil {
@@ -84,43 +101,59 @@ func TestAwaitOwnFlush(t *testing.T) {
 	if n := parent.st.db.Metrics().Flush.Count; n <= flushesBefore {
 		t.Fatalf("the wait ended with %d flushes, as many as before it: it did not wait for the store's own flush", n)
 	}
-	unflushed := parent.st.db.Metrics().WAL.Size
-	parent.HoldLog()
-	_, stats, err := e.CreateChild(parent, 9, routing.Span{Start: 256, End: 320})
+
+	root := rootSpan(2)
+	mid := root.Start + (root.End-root.Start)/2
+	specs := []ChildSpec{{Shard: 3, Span: routing.Span{Start: root.Start, End: mid}}, {Shard: 4, Span: routing.Span{Start: mid, End: root.End}}}
+	flushesBefore = parent.st.db.Metrics().Flush.Count
+	children, stats, err := e.CreateChildren(parent, specs, ChildExcise, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The writer outpacing the flush (a race build) may leave more than
-	// 2 MiB behind it; then, and only then, the split flushes that.
-	if unflushed <= flushBeforeCheckpoint && (stats.Flush != 0 || stats.SkippedFlush || stats.Copied > 4<<20) {
-		t.Errorf("the child made after the wait (%d bytes unflushed): flush %v, skipped %v, copied %d bytes; want no flush and a small WAL", unflushed, stats.Flush, stats.SkippedFlush, stats.Copied)
+	if n := parent.st.db.Metrics().Flush.Count; n != flushesBefore || stats[0].Flush != 0 {
+		t.Errorf("children made after the parent's own flush past the hold: %d flushes of the parent (flush %v); want none", n-flushesBefore, stats[0].Flush)
+	}
+	for _, st := range stats {
+		if !st.OwnFlush || !st.OmittedWAL || st.SkippedFlush {
+			t.Errorf("child %d: own flush %v, omitted WAL %v, skipped flush %v; want true, true, false", st.Shard, st.OwnFlush, st.OmittedWAL, st.SkippedFlush)
+		}
+	}
+	after := min(stats[0].Seq, stats[1].Seq)
+	if _, _, err := e.CatchUp(parent, children, after); err != nil {
+		t.Fatal(err)
+	}
+	got := scanState(t, children[0])
+	maps.Copy(got, scanState(t, children[1]))
+	if diff := cmp.Diff(scanState(t, parent), got); diff != "" {
+		t.Errorf("the children after the catch-up against the parent (-parent +children):\n%s", diff)
 	}
 }
 
-// A flush that ended since the wait began ends it even if writes that
-// came in meanwhile left more than 2 MiB unflushed: otherwise a wait
-// could outlast every flush of a store whose writes outpace its flushes.
-func TestAwaitOwnFlushEndsAfterAFlushEvenWithMoreBehindIt(t *testing.T) {
-	e, parent := alignParent(t, Options{})
-	deleted, flushed := parent.st.flushes.counts()
-	if err := parent.st.db.Flush(); err != nil {
+// A hold that began after the parent's last flush does not cover what that
+// flush left in the memtable: the children force a flush, as before.
+// (Were the hold's WAL taken as the last one deleted rather than the
+// newest created, the log would be said to cover writes it lacks, and the
+// children's check that the log begins at or before S would fail them.)
+func TestAHoldAfterTheLastFlushStillFlushes(t *testing.T) {
+	e, parent, specs := func() (*Engine, *Shard, []ChildSpec) {
+		e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+		t.Cleanup(func() { _ = e.Close() })
+		parent, specs := childrenParent(t, e, 2000) // flushed halfway, then held
+		return e, parent, specs
+	}()
+	if _, obsolete := parent.st.flushes.wals(); obsolete == 0 {
+		t.Fatal("no WAL deleted after the parent's flush: the test needs one")
+	}
+	if parent.logCoversUnflushed() {
+		t.Fatal("the log is said to cover the writes after the last flush, which came before the hold")
+	}
+	flushesBefore := parent.st.db.Metrics().Flush.Count
+	_, stats, err := e.CreateChildren(parent, specs, ChildExcise, true)
+	if err != nil {
 		t.Fatal(err)
 	}
-	writeRandomDocs(t, parent, "during", 3000, 1024) // ~3 MiB behind the flush
-	for d, _ := parent.st.flushes.counts(); d == deleted; d, _ = parent.st.flushes.counts() {
-		time.Sleep(time.Millisecond) // the flushed WAL's deletion, in Pebble's background
-	}
-	if size := parent.st.db.Metrics().WAL.Size; size <= flushBeforeCheckpoint {
-		t.Fatalf("only %d bytes behind the flush; the test needs more than %d", size, flushBeforeCheckpoint)
-	}
-	if ready, err := parent.st.flushedJustNow(e.opts.Clock, flushed); err != nil || !ready {
-		t.Errorf("a flush ended since the wait began: ready %v, err %v; want ready", ready, err)
-	}
-	if _, now := parent.st.flushes.counts(); now == flushed {
-		t.Fatal("the flush was not counted")
-	}
-	if ready, err := parent.st.flushedJustNow(e.opts.Clock, flushed+1); err != nil || ready {
-		t.Errorf("no flush since the wait began and over 2 MiB unflushed: ready %v, err %v; want not ready", ready, err)
+	if n := parent.st.db.Metrics().Flush.Count; n == flushesBefore || stats[0].OwnFlush {
+		t.Errorf("children of a parent with writes from before the hold unflushed: %d flushes, own flush %v; want one forced flush", n-flushesBefore, stats[0].OwnFlush)
 	}
 }
 
@@ -132,6 +165,7 @@ func TestAwaitOwnFlushClosedAndShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	parent.HoldLog()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

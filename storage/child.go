@@ -26,6 +26,10 @@ type ChildStats struct {
 	// parent was flushed after its log hold began; the catch-up replays
 	// the rest).
 	OmittedWAL bool
+	// OwnFlush: the parent had flushed on its own since its log hold
+	// began (Engine.AwaitOwnFlush), so no flush was forced: the log holds
+	// every write its tables lack.
+	OwnFlush   bool
 	Checkpoint time.Duration // hard-linked checkpoint of the parent
 	Open       time.Duration // opening the child's store
 	Excise     time.Duration // dropping the foreign keys from the child
@@ -103,7 +107,9 @@ type ChildSpec struct {
 //
 // The children copy none of the parent's WAL (unless Options.CopyChildWAL):
 // the parent, whose log the caller holds, is flushed once after the hold,
-// whatever its memtable holds, and each checkpoint's WAL copies are left
+// whatever its memtable holds, unless it has flushed on its own since the
+// hold began (Engine.AwaitOwnFlush; ChildStats.OwnFlush), and each
+// checkpoint's WAL copies are left
 // empty (cancelFS.omitWAL), so a child reflects the flushed tables (S is
 // their last sequence number) and CatchUp replays the rest from the log.
 // Pebble's Checkpoint copies the live WAL, and each child's open replays
@@ -125,7 +131,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	omit := !e.opts.CopyChildWAL && e.opts.Layout != LayoutShared
 	how := childFlush{first: true} // one after another, copying the WAL: each child decides
 	var flushed time.Duration
-	var skipped bool
+	var skipped, own bool
 	if omit {
 		if _, held := parent.loggedAfter(); !held {
 			return children, stats, fmt.Errorf("storage: create children of shard %d: its operation log is not held, so a checkpoint without its WAL would lose writes", parent.id)
@@ -133,16 +139,23 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	}
 	if concurrent || omit {
 		// One flush for all: goroutines deciding on their own would each
-		// flush the parent, and a child without WAL needs the flush.
-		var err error
-		if flushed, skipped, err = e.flushForCheckpoint(parent, omit); err != nil {
-			return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
+		// flush the parent, and a child without WAL needs the flush,
+		// unless the parent flushed on its own after its log hold began
+		// (logCoversUnflushed): then its tables lack only logged writes.
+		// makeChild checks either way that the log begins at or before
+		// the child's sequence number.
+		own = omit && parent.logCoversUnflushed()
+		if !own {
+			var err error
+			if flushed, skipped, err = e.flushForCheckpoint(parent, omit); err != nil {
+				return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
+			}
 		}
 		how = childFlush{omitWAL: omit && !skipped}
 	}
 	made := func(i int) {
 		if !how.first {
-			stats[i].SkippedFlush = skipped
+			stats[i].SkippedFlush, stats[i].OwnFlush = skipped, own
 		}
 	}
 	if len(specs) > 0 {
@@ -333,7 +346,7 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
 		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("flush", stats.Flush), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
-		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied), zap.Bool("skipped_flush", stats.SkippedFlush))
+		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied), zap.Bool("skipped_flush", stats.SkippedFlush), zap.Bool("own_flush", stats.OwnFlush))
 	return s, stats, nil
 }
 

@@ -162,27 +162,26 @@ func (d *Driver) Run(plan Plan) (rep Report, err error) {
 	return sp.Report(), nil
 }
 
-// AlignWithOwnFlush holds parent's operation log, then waits at most max
-// for the parent's store to flush on its own past that hold
-// (storage.Engine.AwaitOwnFlush): a split of parent that begins then forces
-// no flush, since every write its tables lack is in the log. It returns the
-// wait, whether the parent got there, and release, which drops the hold:
-// call it once the split that follows has ended (the split holds the log
-// itself from its clone phase on, and the log must be whole from before
-// the parent's own flush until then). A parent that is not here is left
-// to the split's reservation to refuse; a store that cannot say is logged
-// and not waited for.
+// AlignWithOwnFlush waits at most max for the parent's store to flush on
+// its own past a hold of its operation log, which the wait takes itself
+// late in the memtable's fill (storage.Engine.AwaitOwnFlush): a split of
+// parent that begins then forces no flush, since every write its tables
+// lack is in the log. It returns the wait, whether the parent got there,
+// and release, which drops the hold: call it once the split that follows
+// has ended (the split holds the log itself from its clone phase on, and
+// the log must be whole from before the parent's own flush until then). A
+// parent that is not here is left to the split's reservation to refuse; a
+// store that cannot say is logged and not waited for.
 //
-// Why the hold comes first (issue 15, twelfth session): a wait that held
-// nothing ended after the parent's own flush with the writes since that
-// flush's rotation in neither the log nor a table, and the split forced a
-// flush of them, memtable rotation and all, inside its window.
+// Why the hold (issue 15, twelfth session): a wait that held nothing ended
+// after the parent's own flush with the writes since that flush's rotation
+// in neither the log nor a table, and the split forced a flush of them,
+// memtable rotation and all, inside its window.
 func AlignWithOwnFlush(n *node.Node, parent routing.ShardID, max time.Duration, logger *zap.Logger) (wait time.Duration, aligned bool, release func() error) {
 	sh, ok := n.ShardStore(parent)
 	if !ok {
 		return 0, false, func() error { return nil }
 	}
-	sh.HoldLog()
 	release = func() error {
 		if err := sh.ReleaseLog(); err != nil {
 			logger.Error("the log hold of a wait for the parent's own flush could not be released", zap.Uint32("parent", uint32(parent)), zap.Error(err))

@@ -10,12 +10,18 @@ import (
 )
 
 // AwaitOwnFlush waits, at most max, for shard s's store to flush on its
-// own past the hold of s's operation log that the caller took (HoldLog)
-// before the call: until the WAL that was the store's newest when the hold
-// began is obsolete (logCoversUnflushed). Every write the store's tables
-// then lack came after the hold and is in the log, so a split that begins
-// then forces no flush of s: its children link the tables, and the
-// catch-up replays the rest from the log (CreateChildren).
+// own past a hold of s's operation log: until the WAL that was the store's
+// newest when the hold began is obsolete (logCoversUnflushed). Every write
+// the store's tables then lack came after the hold and is in the log, so a
+// split that begins then forces no flush of s: its children link the
+// tables, and the catch-up replays the rest from the log (CreateChildren).
+//
+// It takes that hold itself (HoldLog) before it returns, whatever it
+// returns; the caller releases it (ReleaseLog) once the split that follows
+// has ended. It takes it late: once s's memtable is holdAtFill full (or at
+// once if the log is already held), so that the writes the log doubles are
+// the memtable's last ones and those its flush leaves behind, not a whole
+// memtable's.
 //
 // Why (issue 15): a forced flush puts a memtable rotation (the commit
 // pipeline held across the old WAL's sync, a new WAL and a directory
@@ -24,26 +30,35 @@ import (
 // WAL fsyncs (probes of 100 MiB and 4 GiB splits: 5–12 ms with no
 // acknowledgement, against 1.5–5 ms in steady windows as long). The store
 // flushes its memtable anyway every MemTableSize bytes of writes (about
-// every 1.5 s at 5,000 writes/s of 1 KiB while the log doubles them);
-// waiting for that flush moves no work and adds none, where forcing one
-// adds a flush to the writers' cycle. Until the twelfth session the wait
-// held nothing, and the split still forced a flush of what had come in
-// since the store's own one (8–16 ms, with its rotation).
+// every 3 s at 5,000 writes/s of 1 KiB); waiting for that flush moves no
+// work and adds none, where forcing one adds a flush to the writers'
+// cycle. Until the twelfth session the wait held nothing, and the split
+// still forced a flush of what had come in since the store's own one
+// (8–16 ms, with its rotation). A hold taken at the wait's start doubled a
+// whole memtable of writes, and in question 11 two of five 4 GiB waits
+// ended inside 15–36 ms writer stalls.
 //
 // It returns how long it waited and whether s's log covers its unflushed
-// writes; on false the split flushes s as before. It gives up at once if
-// s is not holding its log, and early if no write reached s for alignIdle
-// with no flush running: an idle store does not flush on its own, and forcing its flush
-// delays no writer. In the shared layout a child copies nothing, and it
-// returns at once.
-func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool, error) {
+// writes; on false the split flushes s as before. It gives up early if s
+// had no write in progress or applied for alignIdle with no flush running:
+// an idle store does not flush on its own, and forcing its flush delays no
+// writer. In the shared layout a child copies nothing, and it returns at
+// once (holding the log all the same).
+func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (waited time.Duration, ready bool, err error) {
+	held := false
+	if _, already := s.loggedAfter(); already {
+		s.HoldLog() // another hold is older: wait for the flush past that one
+		held = true
+	}
+	defer func() {
+		if !held {
+			s.HoldLog()
+		}
+	}()
 	if e.opts.Layout == LayoutShared {
 		return 0, true, nil
 	}
 	start := e.opts.Clock.Now()
-	if _, held := s.loggedAfter(); !held {
-		return 0, false, fmt.Errorf("storage: wait for shard %d's own flush: its operation log is not held, so no flush of its can make a split's flush unneeded", s.id)
-	}
 	// One ticker, stopped on return: an After per poll stays registered
 	// with a manual clock until it is advanced past it (a simulation
 	// would count it as a waiter).
@@ -55,8 +70,13 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 		if !s.st.enter() {
 			return e.opts.Clock.Since(start), false, fmt.Errorf("storage: wait for shard %d's own flush: %w", s.id, ErrShardClosed)
 		}
+		m := s.st.db.Metrics()
 		s.st.exit()
-		if s.logCoversUnflushed() {
+		if !held && m.MemTable.Count == 1 && float64(m.WAL.Size) >= holdAtFill*float64(m.MemTable.Size) {
+			s.HoldLog()
+			held = true
+		}
+		if held && s.logCoversUnflushed() {
 			// The deleted WAL's blocks are freed (and, on a filesystem
 			// mounted with discard, trimmed) at the next journal commit,
 			// which a writer's fsync would otherwise pay inside the
@@ -71,7 +91,7 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 		select {
 		case <-changed:
 		case <-poll.C():
-			if now := s.Seq(); now != seq {
+			if now := s.Seq(); now != seq || s.writing.Load() > 0 {
 				seq, lastWrite = now, e.opts.Clock.Now()
 			} else if e.opts.Clock.Since(lastWrite) >= alignIdle && !s.st.flushing() {
 				return e.opts.Clock.Since(start), false, nil // idle: no flush of its own is coming
@@ -80,15 +100,25 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool
 	}
 }
 
+// holdAtFill is how full (live WAL bytes against the one memtable's size)
+// AwaitOwnFlush lets the memtable get before it holds the log: short of the
+// point where Pebble rotates it (the memtable also holds its skiplist's
+// nodes) by more than a poll's writes (20 ms, ~100 KiB at 5,000 writes/s)
+// for memtables of 1 MiB and up. If the rotation comes first, the wait
+// holds at the next memtable's fill.
+const holdAtFill = 0.75
+
 // alignPoll is how often AwaitOwnFlush looks at the store between its
 // flush events (the memtable's size has no event); a wait past its
 // bound ends at the next poll, up to alignPoll late.
 const alignPoll = 20 * time.Millisecond
 
-// alignIdle is how long AwaitOwnFlush waits for a write, with no flush
-// running, before it calls the store idle. Not one poll: writers held in
-// Pebble's write stall (a full memtable waiting for its flush) apply
-// nothing for tens of milliseconds.
+// alignIdle is how long AwaitOwnFlush waits for a write, with none in
+// progress and no flush running, before it calls the store idle. Writes in
+// progress count: writers held in a WAL fsync or Pebble's write stall
+// apply nothing for up to hundreds of milliseconds at 4 GiB (a probe's
+// wait gave up after 223 ms behind a 160 ms stall when only applied
+// writes counted, issue 15, twelfth session).
 const alignIdle = 100 * time.Millisecond
 
 // flushing reports whether the store is flushing a memtable (false if it

@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,25 +74,27 @@ func alignWriter(parent *Shard, size int, pause time.Duration) (stop chan struct
 // the parent's documents.
 func TestAwaitOwnFlush(t *testing.T) {
 	e, parent := alignParent(t, Options{})
-	if _, ready, err := e.AwaitOwnFlush(parent, time.Second); err == nil || ready {
-		t.Fatalf("without a log hold: ready %v, err %v; want an error", ready, err)
-	}
-	parent.HoldLog()
-	defer func() { _ = parent.ReleaseLog() }()
-	if parent.logCoversUnflushed() {
-		t.Fatal("the ~4 MiB written before the hold are unflushed, yet the log is said to cover them")
-	}
 	waited, ready, err := e.AwaitOwnFlush(parent, 10*time.Second)
 	if err != nil || ready || waited > time.Second {
 		t.Fatalf("idle store: waited %v, ready %v, err %v; want not ready within a poll or so", waited, ready, err)
+	}
+	if n := parent.LogHolds(); n != 1 {
+		t.Fatalf("after the wait the log has %d holds; want the wait's one", n)
+	}
+	if parent.logCoversUnflushed() {
+		t.Fatal("the ~4 MiB written before the hold are unflushed, yet the log is said to cover them")
+	}
+	if err := parent.ReleaseLog(); err != nil {
+		t.Fatal(err)
 	}
 
 	// A writer fills the memtable at ~16 MiB/s (a memory filesystem
 	// would take writes far faster than any disk): the store flushes on
 	// its own, and the wait ends after that flush.
-	flushesBefore := parent.st.db.Metrics().Flush.Count
+	flushesBefore, seqBefore := parent.st.db.Metrics().Flush.Count, parent.Seq()
 	stop, done := alignWriter(parent, 4096, 2*time.Millisecond)
 	waited, ready, err = e.AwaitOwnFlush(parent, 30*time.Second)
+	defer func() { _ = parent.ReleaseLog() }()
 	close(stop)
 	if werr := <-done; werr != nil {
 		t.Fatal(werr)
@@ -100,6 +104,11 @@ func TestAwaitOwnFlush(t *testing.T) {
 	}
 	if n := parent.st.db.Metrics().Flush.Count; n <= flushesBefore {
 		t.Fatalf("the wait ended with %d flushes, as many as before it: it did not wait for the store's own flush", n)
+	}
+	// The hold came late in the memtable's fill, not at the wait's start:
+	// the writes before it are not doubled into the log.
+	if from, held := parent.loggedAfter(); !held || from <= seqBefore {
+		t.Errorf("the log is held (%v) from sequence number %d, and the wait began at %d: the hold came at the wait's start", held, from, seqBefore)
 	}
 
 	root := rootSpan(2)
@@ -126,6 +135,21 @@ func TestAwaitOwnFlush(t *testing.T) {
 	maps.Copy(got, scanState(t, children[1]))
 	if diff := cmp.Diff(scanState(t, parent), got); diff != "" {
 		t.Errorf("the children after the catch-up against the parent (-parent +children):\n%s", diff)
+	}
+}
+
+// A write in progress that applies nothing for longer than alignIdle (one
+// held in a WAL fsync or Pebble's write stall) does not make the store
+// idle: the wait goes on to its bound. (A 4 GiB probe's wait gave up
+// behind a 160 ms writer stall when only applied writes counted.)
+func TestAwaitOwnFlushIsNotIdleWhileAWriteIsInProgress(t *testing.T) {
+	e, parent := alignParent(t, Options{})
+	parent.writing.Add(1) // as Write does, for a write that has not applied yet
+	defer parent.writing.Add(-1)
+	const bound = 4 * alignIdle
+	waited, ready, err := e.AwaitOwnFlush(parent, bound)
+	if err != nil || ready || waited < bound {
+		t.Errorf("with a write in progress: waited %v, ready %v, err %v; want the whole %v (not idle)", waited, ready, err, bound)
 	}
 }
 
@@ -165,7 +189,6 @@ func TestAwaitOwnFlushClosedAndShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent.HoldLog()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +205,46 @@ func TestAwaitOwnFlushClosedAndShared(t *testing.T) {
 	writeRandomDocs(t, s, "big", 4000, 1024)
 	if waited, ready, err := shared.AwaitOwnFlush(s, time.Second); err != nil || !ready || waited > 100*time.Millisecond {
 		t.Errorf("shared layout: waited %v, ready %v, err %v; want at once", waited, ready, err)
+	}
+}
+
+// A child that cannot take the catch-up fails it with an error naming the
+// child; its sibling, replayed on a goroutine of its own, still gets every
+// entry of its span.
+func TestCatchUpFailsForAClosedChildAndStillReplaysItsSibling(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent, specs := childrenParent(t, e, 200) // held
+	children, stats, err := e.CreateChildren(parent, specs, ChildExcise, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := min(stats[0].Seq, stats[1].Seq)
+	root := rootSpan(2)
+	for i := range 400 {
+		op := opFor(fmt.Sprintf("late-%d", i), OpIndex, "v")
+		op.Root, op.Key = 2, routing.Key(root.Start+uint64(i)%(root.End-root.Start))
+		if _, err := parent.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.DestroyShard(children[0].ID()); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.CatchUp(parent, children, after)
+	if !errors.Is(err, ErrShardClosed) || !strings.Contains(err.Error(), fmt.Sprintf("child %d", children[0].ID())) {
+		t.Fatalf("catch-up into a destroyed child: %v; want ErrShardClosed naming child %d", err, children[0].ID())
+	}
+	want := state{}
+	if err := parent.Scan(func(d Doc) error {
+		if inSpans(children[1].Owned(), d.Key) {
+			want[d.ID] = string(d.Source)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, scanState(t, children[1])); diff != "" {
+		t.Errorf("child %d after the catch-up against the parent's documents of its span (-parent +child):\n%s", children[1].ID(), diff)
 	}
 }

@@ -56,6 +56,7 @@ type Shard struct {
 	logFrom uint64        // while logHold > 0: every write after this sequence number is in the log; under mu
 	logWAL  uint64        // while logHold > 0: the store's newest WAL when the hold began (logCoversUnflushed); under mu
 	closed  atomic.Bool   // retired or engine closed
+	writing atomic.Int32  // Write calls in progress (AwaitOwnFlush's idle test)
 
 	ownMu sync.RWMutex // guards owned; never held while waiting for mu
 	owned []routing.Span
@@ -120,6 +121,8 @@ func (s *Shard) outOfSpan(keyspace routing.ShardID, k routing.Key) error {
 // With DurabilityRequest Write returns after the WAL fsync; concurrent
 // writers share fsyncs, because the fsync wait happens outside the lock.
 func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
+	s.writing.Add(1)
+	defer s.writing.Add(-1)
 	// Enter the store only once the apply lock is ours: a write waiting
 	// on a fence must not hold up the store's close.
 	s.mu.Lock()

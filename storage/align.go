@@ -108,6 +108,29 @@ func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (waited time.Duratio
 // holds at the next memtable's fill.
 const holdAtFill = 0.75
 
+// FlushOwn flushes shard s's store as the store flushes on its own when
+// its memtable fills, and returns once that flush has ended (a failed
+// flush is an error; Pebble goes on retrying it, as it would its own). It
+// is the hook of tests and simulations whose stores never fill a 16 MiB
+// memtable: taken after a log hold, it is the own flush AwaitOwnFlush
+// waits for. Not paced (an own flush is not the split's), but probed like
+// the split's forced flush: Pebble dies when a WAL rotation cannot create
+// its log.
+func (e *Engine) FlushOwn(s *Shard) error {
+	if !s.st.enter() {
+		return fmt.Errorf("storage: own flush of shard %d: %w", s.id, ErrShardClosed)
+	}
+	err := s.st.probeCreate()
+	s.st.exit()
+	if err != nil {
+		return fmt.Errorf("storage: own flush of shard %d: %w", s.id, err)
+	}
+	if err := s.st.flush(); err != nil {
+		return fmt.Errorf("storage: own flush of shard %d: %w", s.id, err)
+	}
+	return nil
+}
+
 // alignPoll is how often AwaitOwnFlush looks at the store between its
 // flush events (the memtable's size has no event); a wait past its
 // bound ends at the next poll, up to alignPoll late.

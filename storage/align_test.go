@@ -248,3 +248,43 @@ func TestCatchUpFailsForAClosedChildAndStillReplaysItsSibling(t *testing.T) {
 		t.Errorf("child %d after the catch-up against the parent's documents of its span (-parent +child):\n%s", children[1].ID(), diff)
 	}
 }
+
+// FlushOwn is the own flush of a store that never fills its memtable (the
+// simulation's hook): taken before the log hold it does not make the wait
+// ready (the writes it left are not logged), taken after the hold it does,
+// and on a closed shard it is an error.
+func TestFlushOwn(t *testing.T) {
+	e, parent := alignParent(t, Options{})
+	if err := e.FlushOwn(parent); err != nil {
+		t.Fatal(err)
+	}
+	writeRandomDocs(t, parent, "more", 100, 1024)
+	parent.HoldLog()
+	defer func() { _ = parent.ReleaseLog() }()
+	// The log is held already: each wait nests a hold of its own on it
+	// and waits for the flush past the first.
+	if _, ready, err := e.AwaitOwnFlush(parent, time.Second); err != nil || ready {
+		t.Fatalf("own flush before the hold: ready %v, err %v; want not ready", ready, err)
+	}
+	if err := parent.ReleaseLog(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FlushOwn(parent); err != nil {
+		t.Fatal(err)
+	}
+	if _, ready, err := e.AwaitOwnFlush(parent, 10*time.Second); err != nil || !ready {
+		t.Fatalf("own flush after the hold: ready %v, err %v; want ready", ready, err)
+	}
+	if n := parent.LogHolds(); n != 2 {
+		t.Errorf("%d log holds after the test's and the wait's; want 2", n)
+	}
+	if err := parent.ReleaseLog(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FlushOwn(parent); !errors.Is(err, ErrShardClosed) {
+		t.Errorf("own flush of a closed shard: %v; want ErrShardClosed", err)
+	}
+}

@@ -63,6 +63,7 @@ type extraHold struct {
 	s       *storage.Shard
 	release func() error
 	split   *simSplit
+	ready   bool // its wait said the log covers every unflushed write
 }
 
 // drawAlignSwarm draws the seed's aligned-start and own-flush
@@ -143,7 +144,7 @@ func (w *world) alignStart(parent routing.ShardID, mode alignMode) (*extraHold, 
 	if ready && first && mode != alignHoldFlush && w.sw.layout == storage.LayoutPerShard {
 		w.fail("aligned start of %d (%s): the wait says the log covers every unflushed write, but no flush followed the log hold", parent, mode)
 	}
-	return &extraHold{shard: parent, s: s, release: release}, true
+	return &extraHold{shard: parent, s: s, release: release, ready: ready}, true
 }
 
 // addHold records an aligned start's hold as the split's.
@@ -202,9 +203,20 @@ func (w *world) extraHolds(shard routing.ShardID, s *storage.Shard) int {
 // countOwnFlush counts a split whose children were made with no forced
 // flush. Only a hold taken before the split's own can make that so (the
 // split's hold and its children's creation are one step, with no flush
-// between): without one it is a finding.
+// between): without one it is a finding. So is the converse: children
+// made without their WAL (the build that flushes) after an aligned wait
+// that was ready, with a forced flush all the same (the log covered what
+// the tables lacked once, and a held log goes on covering it).
 func (w *world) countOwnFlush(sp *simSplit, rep splitter.Report) {
-	if sp.merge || !slices.ContainsFunc(rep.ChildStats, func(c storage.ChildStats) bool { return c.OwnFlush }) {
+	if sp.merge {
+		return
+	}
+	if !slices.ContainsFunc(rep.ChildStats, func(c storage.ChildStats) bool { return c.OwnFlush }) {
+		for _, h := range w.holds {
+			if h.split == sp && h.ready && w.sw.layout == storage.LayoutPerShard && len(rep.ChildStats) > 0 && rep.ChildStats[0].OmittedWAL {
+				w.fail("split of %d forced a flush of its parent though its aligned wait was ready: %+v", sp.plan.Parent, rep.ChildStats)
+			}
+		}
 		return
 	}
 	w.stats.ownFlushSplits++

@@ -52,12 +52,11 @@ type Config struct {
 	// (splitdemo findings, question 1). Merges ignore it.
 	HoldUntilDurable bool
 	// AlignFlush is the longest Run waits, before a split begins, for the
-	// parent's store to flush its memtable on its own past a hold of its
-	// operation log (AlignWithOwnFlush), so that the split forces no
-	// flush of its own inside its window. 0 (the default) does not wait.
-	// Nothing is reserved while it waits; the log hold stays until Run
-	// returns. Past the bound the split begins anyway and flushes the
-	// parent as before. Merges and Start do not wait.
+	// parent's store to flush its memtable on its own
+	// (storage.Engine.AwaitOwnFlush), so that the split forces no flush
+	// of its own inside its window. 0 (the default) does not wait. Nothing
+	// is reserved or held while it waits; past it the split begins anyway
+	// and flushes the parent as before. Merges and Start do not wait.
 	AlignFlush time.Duration
 	// SerialChildren makes a split's children one after another instead of
 	// at the same time (storage.Engine.CreateChildren). Concurrent creation
@@ -132,23 +131,8 @@ const maxSteps = 10_000
 // Run carries out a split to its end and reports what it measured. The
 // returned error is non-nil only when the split could not reach a clean end
 // (Done or Aborted); an aborted split says why in Report.Err.
-//
-// With Config.AlignFlush it first waits for the parent's own flush
-// (AlignWithOwnFlush) and releases that wait's log hold when the split has
-// ended; a failed release is returned with the report (the hold stays, and
-// every write of the parent is logged until a restart's recovery trims the
-// log).
-func (d *Driver) Run(plan Plan) (rep Report, err error) {
-	wait, aligned := time.Duration(0), false
-	if d.cfg.AlignFlush > 0 {
-		var release func() error
-		wait, aligned, release = AlignWithOwnFlush(d.n, plan.Parent, d.cfg.AlignFlush, d.cfg.Logger)
-		defer func() {
-			if rerr := release(); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("splitter: split of %d: release the log hold of its wait for the parent's own flush: %w", plan.Parent, rerr))
-			}
-		}()
-	}
+func (d *Driver) Run(plan Plan) (Report, error) {
+	wait, aligned := d.alignFlush(plan.Parent)
 	sp := d.Start(plan)
 	sp.report.AlignWait, sp.report.Aligned = wait, aligned
 	for steps := 0; !sp.Done(); steps++ {
@@ -162,42 +146,26 @@ func (d *Driver) Run(plan Plan) (rep Report, err error) {
 	return sp.Report(), nil
 }
 
-// AlignWithOwnFlush waits at most max for the parent's store to flush on
-// its own past a hold of its operation log, which the wait takes itself
-// late in the memtable's fill (storage.Engine.AwaitOwnFlush): a split of
-// parent that begins then forces no flush, since every write its tables
-// lack is in the log. It returns the wait, whether the parent got there,
-// and release, which drops the hold: call it once the split that follows
-// has ended (the split holds the log itself from its clone phase on, and
-// the log must be whole from before the parent's own flush until then). A
-// parent that is not here is left to the split's reservation to refuse; a
-// store that cannot say is logged and not waited for.
-//
-// Why the hold (issue 15, twelfth session): a wait that held nothing ended
-// after the parent's own flush with the writes since that flush's rotation
-// in neither the log nor a table, and the split forced a flush of them,
-// memtable rotation and all, inside its window.
-func AlignWithOwnFlush(n *node.Node, parent routing.ShardID, max time.Duration, logger *zap.Logger) (wait time.Duration, aligned bool, release func() error) {
-	sh, ok := n.ShardStore(parent)
+// alignFlush waits, at most Config.AlignFlush, for parent's own flush.
+// A parent that is not here is left to the reservation to refuse; a store
+// that cannot say is logged and not waited for.
+func (d *Driver) alignFlush(parent routing.ShardID) (time.Duration, bool) {
+	if d.cfg.AlignFlush <= 0 {
+		return 0, false
+	}
+	sh, ok := d.n.ShardStore(parent)
 	if !ok {
-		return 0, false, func() error { return nil }
+		return 0, false
 	}
-	release = func() error {
-		if err := sh.ReleaseLog(); err != nil {
-			logger.Error("the log hold of a wait for the parent's own flush could not be released", zap.Uint32("parent", uint32(parent)), zap.Error(err))
-			return err
-		}
-		return nil
-	}
-	wait, aligned, err := n.Engine().AwaitOwnFlush(sh, max)
+	wait, aligned, err := d.n.Engine().AwaitOwnFlush(sh, d.cfg.AlignFlush)
 	if err != nil {
-		logger.Warn("the wait for the parent's own flush failed; the split begins anyway", zap.Uint32("parent", uint32(parent)),
+		d.cfg.Logger.Warn("the wait for the parent's own flush failed; the split begins anyway", zap.Uint32("parent", uint32(parent)),
 			zap.Duration("waited", wait), zap.Error(err))
 	} else {
-		logger.Info("split waited for the parent's own flush", zap.Uint32("parent", uint32(parent)),
+		d.cfg.Logger.Info("split waited for the parent's own flush", zap.Uint32("parent", uint32(parent)),
 			zap.Duration("waited", wait), zap.Bool("aligned", aligned))
 	}
-	return wait, aligned, release
+	return wait, aligned
 }
 
 // Start begins a split that the caller advances with Next, one intent at a

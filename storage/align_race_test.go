@@ -10,11 +10,7 @@ import (
 // Engine.Close while AwaitOwnFlush waits: the wait ends within a poll
 // with an error, not at its bound, and nothing deadlocks.
 func TestAwaitOwnFlushEndsWhenTheEngineCloses(t *testing.T) {
-	e, parent := alignParent(t, Options{})
-	parent.HoldLog()
-	// Slow writes keep the store from looking idle without filling its
-	// memtable: not ready; they end at the close.
-	_, writes := alignWriter(parent, 16, 5*time.Millisecond)
+	e, parent := alignParent(t, Options{}) // not ready
 	type res struct {
 		waited time.Duration
 		ready  bool
@@ -37,7 +33,6 @@ func TestAwaitOwnFlushEndsWhenTheEngineCloses(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("AwaitOwnFlush still waits 5 s after the engine closed")
 	}
-	<-writes
 }
 
 // With a manual clock AwaitOwnFlush must leave no pending waiter behind
@@ -45,8 +40,7 @@ func TestAwaitOwnFlushEndsWhenTheEngineCloses(t *testing.T) {
 // test waits (Manual.BlockUntil), and a leaked After would count as one.
 func TestAwaitOwnFlushLeavesNoWaiter(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	e, parent := alignParent(t, Options{Clock: clk})
-	parent.HoldLog() // not ready: ~4 MiB from before the hold unflushed
+	e, parent := alignParent(t, Options{Clock: clk}) // not ready
 	before := clk.Waiters()
 	type res struct {
 		ready bool
@@ -58,8 +52,8 @@ func TestAwaitOwnFlushLeavesNoWaiter(t *testing.T) {
 		done <- res{r, err}
 	}()
 	clk.BlockUntil(before + 1) // it polls
-	// The store's "own" flush past the hold: FlushEnd, then the held
-	// WAL's deletion, each an event that wakes the wait.
+	// The store's "own" flush: FlushEnd (pending, inside the grace), then
+	// the WAL's deletion, each an event that wakes the wait.
 	if err := parent.st.db.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,6 @@ type ChildStats struct {
 	// parent was flushed after its log hold began; the catch-up replays
 	// the rest).
 	OmittedWAL bool
-	// OwnFlush: the parent had flushed on its own since its log hold
-	// began (Engine.AwaitOwnFlush), so no flush was forced: the log holds
-	// every write its tables lack.
-	OwnFlush   bool
 	Checkpoint time.Duration // hard-linked checkpoint of the parent
 	Open       time.Duration // opening the child's store
 	Excise     time.Duration // dropping the foreign keys from the child
@@ -107,9 +103,7 @@ type ChildSpec struct {
 //
 // The children copy none of the parent's WAL (unless Options.CopyChildWAL):
 // the parent, whose log the caller holds, is flushed once after the hold,
-// whatever its memtable holds, unless it has flushed on its own since the
-// hold began (Engine.AwaitOwnFlush; ChildStats.OwnFlush), and each
-// checkpoint's WAL copies are left
+// whatever its memtable holds, and each checkpoint's WAL copies are left
 // empty (cancelFS.omitWAL), so a child reflects the flushed tables (S is
 // their last sequence number) and CatchUp replays the rest from the log.
 // Pebble's Checkpoint copies the live WAL, and each child's open replays
@@ -131,7 +125,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	omit := !e.opts.CopyChildWAL && e.opts.Layout != LayoutShared
 	how := childFlush{first: true} // one after another, copying the WAL: each child decides
 	var flushed time.Duration
-	var skipped, own bool
+	var skipped bool
 	if omit {
 		if _, held := parent.loggedAfter(); !held {
 			return children, stats, fmt.Errorf("storage: create children of shard %d: its operation log is not held, so a checkpoint without its WAL would lose writes", parent.id)
@@ -139,23 +133,16 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	}
 	if concurrent || omit {
 		// One flush for all: goroutines deciding on their own would each
-		// flush the parent, and a child without WAL needs the flush,
-		// unless the parent flushed on its own after its log hold began
-		// (logCoversUnflushed): then its tables lack only logged writes.
-		// makeChild checks either way that the log begins at or before
-		// the child's sequence number.
-		own = omit && parent.logCoversUnflushed()
-		if !own {
-			var err error
-			if flushed, skipped, err = e.flushForCheckpoint(parent, omit); err != nil {
-				return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
-			}
+		// flush the parent, and a child without WAL needs the flush.
+		var err error
+		if flushed, skipped, err = e.flushForCheckpoint(parent, omit); err != nil {
+			return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
 		}
 		how = childFlush{omitWAL: omit && !skipped}
 	}
 	made := func(i int) {
 		if !how.first {
-			stats[i].SkippedFlush, stats[i].OwnFlush = skipped, own
+			stats[i].SkippedFlush = skipped
 		}
 	}
 	if len(specs) > 0 {
@@ -346,7 +333,7 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
 		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("flush", stats.Flush), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
-		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied), zap.Bool("skipped_flush", stats.SkippedFlush), zap.Bool("own_flush", stats.OwnFlush))
+		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied), zap.Bool("skipped_flush", stats.SkippedFlush))
 	return s, stats, nil
 }
 
@@ -468,72 +455,29 @@ func (e *Engine) CatchUp(parent *Shard, children []*Shard, after uint64) (uint64
 	// the difference for the earlier child: acknowledged writes were lost.
 	// TestSplitUnderConcurrentWrites and TestSplitLinearizable caught it.
 	upTo := parent.Seq()
-	// One pass over the log for all children, each entry to the child
-	// whose span holds it, then each child's entries applied on a
-	// goroutine of its own. Why (issue 15, twelfth session): after an
-	// aligned wait the catch-up replays the writes since the parent's own
-	// flush (~1,000 at 4 GiB, ~1 MiB), and a child's store starts with a
-	// 256 KiB memtable (Pebble's first), so the replay rotates each
-	// child's memtable and WAL (a WAL sync, a new file, a directory fsync:
-	// ~10 ms on a busy disk, in the probes' debug logs). Made one child
-	// after another, with a pass over the log per child, the 4 GiB
-	// catch-up took 11–63 ms for 793–2,073 entries; with one pass and the
-	// children's rotations overlapping, 11–19 ms for 892–1,126 (alternated
-	// probes).
-	owned := make([][]routing.Span, len(children))
-	entries := make([][]LogEntry, len(children))
-	for i, c := range children {
-		owned[i] = c.Owned()
-	}
-	err := parent.LogSince(after, upTo, nil, func(le LogEntry) error {
-		for i := range children {
-			if inSpans(owned[i], le.Op.Key) {
-				entries[i] = append(entries[i], le)
+	applied := 0
+	for _, c := range children {
+		var batch []LogEntry
+		err := parent.LogSince(after, upTo, c.Owned(), func(le LogEntry) error {
+			batch = append(batch, le)
+			if len(batch) < 256 {
 				return nil
 			}
+			err := c.ApplyLog(batch)
+			applied += len(batch)
+			batch = batch[:0]
+			return err
+		})
+		if err == nil {
+			err = c.ApplyLog(batch)
+			applied += len(batch)
 		}
-		return nil // a key no child owns: not theirs to replay
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("storage: catch up the children of shard %d after %d: %w", parent.id, after, err)
-	}
-	errs := make([]error, len(children))
-	var wg sync.WaitGroup
-	for i, c := range children {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for es := entries[i]; len(es) > 0; {
-				n, size := 0, 0
-				for n < len(es) && (n == 0 || size < catchUpBatchBytes) {
-					size += len(es[n].Op.Source) + len(es[n].Op.ID) + 64
-					n++
-				}
-				if err := c.ApplyLog(es[:n]); err != nil {
-					errs[i] = fmt.Errorf("storage: catch up child %d from shard %d after %d: %w", c.id, parent.id, after, err)
-					return
-				}
-				es = es[n:]
-			}
-		}()
-	}
-	wg.Wait()
-	applied := 0
-	for i := range children {
-		if errs[i] == nil {
-			applied += len(entries[i])
+		if err != nil {
+			return 0, applied, fmt.Errorf("storage: catch up child %d from shard %d after %d: %w", c.id, parent.id, after, err)
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return 0, applied, err
 	}
 	return upTo, applied, nil
 }
-
-// catchUpBatchBytes is about how much CatchUp applies to a child in one
-// batch (few commits): a quarter of a 16 MiB memtable, below the half at
-// which Pebble makes a batch a flushable memtable of its own.
-const catchUpBatchBytes = 4 << 20
 
 // DropMethod says how a store drops a span it no longer owns.
 type DropMethod uint8

@@ -54,9 +54,7 @@ type Shard struct {
 	seq     atomic.Uint64 // last sequence number applied; written under mu
 	logHold int           // splits that need the operation log (> 0: log every write); under mu
 	logFrom uint64        // while logHold > 0: every write after this sequence number is in the log; under mu
-	logWAL  uint64        // while logHold > 0: the store's newest WAL when the hold began (logCoversUnflushed); under mu
 	closed  atomic.Bool   // retired or engine closed
-	writing atomic.Int32  // Write calls in progress (AwaitOwnFlush's idle test)
 
 	ownMu sync.RWMutex // guards owned; never held while waiting for mu
 	owned []routing.Span
@@ -121,8 +119,6 @@ func (s *Shard) outOfSpan(keyspace routing.ShardID, k routing.Key) error {
 // With DurabilityRequest Write returns after the WAL fsync; concurrent
 // writers share fsyncs, because the fsync wait happens outside the lock.
 func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
-	s.writing.Add(1)
-	defer s.writing.Add(-1)
 	// Enter the store only once the apply lock is ours: a write waiting
 	// on a fence must not hold up the store's close.
 	s.mu.Lock()
@@ -283,29 +279,8 @@ func (s *Shard) HoldLog() {
 	defer s.mu.Unlock()
 	if s.logHold == 0 {
 		s.logFrom = s.seq.Load()
-		s.logWAL, _ = s.st.flushes.wals()
 	}
 	s.logHold++
-}
-
-// logCoversUnflushed reports whether every write missing from the shard's
-// flushed tables is in its operation log: the log is held, and the WAL that
-// was the store's newest when the hold began is obsolete.
-//
-// Why that suffices: commits happen under the apply lock, which HoldLog
-// holds, so every write up to logFrom was in that WAL or an older one when
-// the hold began (Pebble announces a WAL before any write reaches it,
-// flushEvents.listen). Once that WAL is obsolete all of them are in flushed
-// tables, and the MANIFEST says so; every later write is logged.
-func (s *Shard) logCoversUnflushed() bool {
-	s.mu.Lock()
-	held, wal := s.logHold > 0, s.logWAL
-	s.mu.Unlock()
-	if !held || wal == 0 {
-		return false
-	}
-	_, obsolete := s.st.flushes.wals()
-	return obsolete >= wal
 }
 
 // loggedAfter returns the sequence number after which every write of the

@@ -218,7 +218,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	popts := o.pebbleOptions(sched, cfs)
 	sched.l0Urgent = int32(popts.Experimental.L0CompactionConcurrency)
 	var flushes flushEvents
-	flushes.listen(popts.EventListener)
+	flushes.listen(popts.EventListener, o.clock.Now)
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		sched.abandon()

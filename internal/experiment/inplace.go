@@ -202,8 +202,23 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 	return out, err
 }
 
+// alignFirst waits, at most max, for parent's own flush
+// (splitter.Config.AlignFlush does the same before every Run); a store
+// that cannot say is logged and not waited for.
+func alignFirst(n *node.Node, parent routing.ShardID, max time.Duration, logger *zap.Logger) (time.Duration, bool) {
+	sh, ok := n.ShardStore(parent)
+	if !ok {
+		return 0, false
+	}
+	wait, aligned, err := n.Engine().AwaitOwnFlush(sh, max)
+	if err != nil && logger != nil {
+		logger.Warn("the first split begins without waiting for its parent's own flush", zap.Uint32("parent", uint32(parent)), zap.Error(err))
+	}
+	return wait, aligned
+}
+
 // runSplits waits out the steady window, then runs each split.
-func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.Time, out *Outcome) (err error) {
+func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.Time, out *Outcome) error {
 	sleepCtx(ctx, cfg.Steady)
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -216,20 +231,8 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		// and a later split's wait (up to AlignFlush each, a driver's
 		// AlignFlush would wait before every Run) would count as split
 		// time.
-		logger := cfg.Logger
-		if logger == nil {
-			logger = zap.NewNop()
-		}
-		var release func() error
-		out.AlignWait, out.Aligned, release = splitter.AlignWithOwnFlush(n, cfg.Splits[0].Parent, cfg.AlignFlush, logger)
+		out.AlignWait, out.Aligned = alignFirst(n, cfg.Splits[0].Parent, cfg.AlignFlush, cfg.Logger)
 		out.WindowStart = time.Since(start)
-		defer func() {
-			// After every split, not the first: its parent is retired
-			// then (a no-op release) unless it aborted.
-			if rerr := release(); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("release the log hold of the wait for the parent's own flush: %w", rerr))
-			}
-		}()
 	}
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase

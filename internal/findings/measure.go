@@ -119,10 +119,6 @@ type splitRun struct {
 	// SkippedFlushes counts the children that copied the parent's WAL
 	// because its L0 was at Pebble's stop-writes depth (no flush forced).
 	SkippedFlushes float64
-	// OwnFlushes counts the children made with no flush forced because
-	// the parent had flushed on its own past its log hold (an aligned
-	// split, storage.ChildStats.OwnFlush).
-	OwnFlushes float64
 	// ChildMs is each child's creation in the order they were made (the
 	// first pays the parent's flush).
 	ChildMs []float64
@@ -267,9 +263,6 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 		r.FlushMs += msOf(c.Flush)
 		if c.SkippedFlush {
 			r.SkippedFlushes++
-		}
-		if c.OwnFlush {
-			r.OwnFlushes++
 		}
 	}
 	for _, x := range out.Retired {

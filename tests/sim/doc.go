@@ -42,12 +42,6 @@
 //     threshold, 1–4 catch-up rounds, 1–3 handoff attempts; or a plan the
 //     table must refuse (a parent that is no longer a leaf, children too
 //     narrow, zero ways). One split at a time: the journal serves one driver.
-//     With SHARDSPLIT_SIM_ALIGN=1 some starts are aligned, as Driver.Run's
-//     with Config.AlignFlush: the parent's log is held, the parent flushes
-//     on its own (Engine.FlushOwn) after the hold (or before it, or not at
-//     all: then the wait must not say ready), Engine.AwaitOwnFlush waits,
-//     and the hold is released when the split ends; and a step may begin
-//     with an own flush of a shard (align_test.go).
 //   - merge start: Driver.StartMerge of 2–3 adjacent active leaves of one
 //     root (in any order), with the split's bounds; or a plan that must be
 //     refused (leaves not adjacent, leaves of different roots, one leaf, a
@@ -164,9 +158,7 @@
 // then). After every get and search: the same against the model. After
 // every acknowledged write: the write is in its shard's operation log
 // exactly when a split (or a merge, of each source) holds that log (a log held with no split holding it
-// is a leak, and a hold that misses a write breaks INV-8). After every step outside the
-// handoff's window, every shard's hold count (Shard.LogHolds) is the
-// running operation's hold plus the aligned starts' (SHARDSPLIT_SIM_ALIGN). After every
+// is a leak, and a hold that misses a write breaks INV-8). After every
 // recovery: the open succeeded (an open failure is a finding),
 // recovery.Check reports nothing, no shard-N store directory exists that
 // the table does not name active (per-shard layout), and the scan above
@@ -214,9 +206,6 @@
 //	SHARDSPLIT_SIM_OFF=a,b        switch actions off to look past a dominant finding:
 //	                              client split merge step faultstep cancel hookcancel lock fault
 //	                              crash restart reader badplan badmerge loghold(the check)
-//	SHARDSPLIT_SIM_ALIGN=1        aligned split starts (the parent's log held, then its own flush,
-//	                              as Driver.Run with Config.AlignFlush) and own flushes of shards,
-//	                              drawn per seed from a generator of their own (align_test.go)
 //	SHARDSPLIT_SIM_DETERMINISM=1  run TestSimDeterminism: the first 50 seeds (or N) twice,
 //	                              reporting how many gave the identical trace
 //
@@ -297,23 +286,6 @@
 // Merge 1 is a bug the review found (the shared layout's split too); merge 3
 // passed 200 seeds until the simulator checked, at an operation's end, that
 // what it gave up has no store.
-//
-// mutations/alignN.patch breaks the aligned split (AlignWithOwnFlush,
-// twelfth session's review), measured over seeds 1-300 with and without
-// SHARDSPLIT_SIM_ALIGN=1:
-//
-//	align1  the hold's WAL is the last deleted    seed 2 (113/300) with, seed 4 (77/300) without
-//	        (not the newest created)              with: aligned start (flush-hold): the wait says the log covers every
-//	                                              unflushed write, but no flush followed the log hold; without: liveness:
-//	                                              split aborted: checkpoint without WAL reflects shard N up to ... (makeChild's
-//	                                              backstop), or: split made its children with no flush (OwnFlush), but nothing
-//	                                              held its log before the split's own hold
-//	align2  the wait's log hold never released    seed 1 (95/300) with, none of 300 without
-//	                                              shard N has 1 operation-log holds; the simulator expects 0
-//
-// Align 1 shows the makeChild backstop at work: the wrong WAL makes splits
-// abort, not lose writes. Align 2 is invisible without the switch, which is
-// the only caller of AlignWithOwnFlush in the simulation.
 //
 // Bug 3's original symptom (recovery cancelling one reservation twice) and
 // bug 4's (recovery deleting a shard the table names active) no longer

@@ -114,12 +114,6 @@ func TestSim(t *testing.T) {
 		"%d crashes, %d restarts, %d Pebble fatals, %d held readers, %d refused locks, %d hook cancels",
 		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.clientOps,
 		total.splitsDone, total.splitsAborted, total.mergesDone, total.mergesAborted, total.badMerges, total.refused, total.crashes, total.restarts, total.fatals, total.readers, total.locks, total.hookCancels)
-	if alignSwitch {
-		t.Logf("SHARDSPLIT_SIM_ALIGN: aligned starts %d hold-flush, %d flush-hold, %d no-flush; %d waits ready; %d own flushes (%d failed); "+
-			"%d splits made their children with no forced flush (OwnFlush), %d of them done; %d aligned holds kept after a failed release",
-			total.alignStarts[alignHoldFlush], total.alignStarts[alignFlushHold], total.alignStarts[alignNoFlush], total.alignReady,
-			total.ownFlushes, total.ownFailed, total.ownFlushSplits, total.ownFlushDone, total.holdsStuck)
-	}
 	if len(failed) > 0 {
 		t.Logf("failing seeds by finding:\n%s", summarize(failed))
 	}

@@ -83,15 +83,6 @@ type swarm struct {
 	// quarter of the seeds (seed%4 is 2 or 3) copy, so both builds meet
 	// serial and concurrent children.
 	copyChildWAL bool
-
-	// pAlign is the probability that a split start is aligned (the
-	// parent's log held and its own flush awaited first, as
-	// splitter.Driver.Run does with Config.AlignFlush), and pOwnFlush that
-	// a step begins with an own flush of a shard (storage.Engine.FlushOwn,
-	// what a full memtable does). Both 0 unless SHARDSPLIT_SIM_ALIGN is
-	// set; drawn from a generator of their own, so that every other draw
-	// of the seed stays as it was without the switch.
-	pAlign, pOwnFlush float64
 }
 
 func (s swarm) String() string {
@@ -99,14 +90,7 @@ func (s swarm) String() string {
 		"w[client=%d split=%d merge=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f badmerge=%.2f points=%.2f openfault=%.1f pebblelogs=%v serialchildren=%v copychildwal=%v",
 		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
 		s.wClient, s.wSplitStart, s.wMergeStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
-		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs, s.serialChildren, s.copyChildWAL) + s.alignString()
-}
-
-func (s swarm) alignString() string {
-	if !alignSwitch {
-		return ""
-	}
-	return fmt.Sprintf(" align=%.1f ownflush=%.2f", s.pAlign, s.pOwnFlush)
+		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs, s.serialChildren, s.copyChildWAL)
 }
 
 func drawSwarm(rng *rand.Rand) swarm {
@@ -274,29 +258,12 @@ type world struct {
 	lastAborted    routing.ShardID
 	hasLastAborted bool
 
-	// alignRng draws the aligned starts and own flushes (nil without
-	// SHARDSPLIT_SIM_ALIGN); holds are the log holds those starts took
-	// that are not released yet (see alignStart).
-	alignRng *rand.Rand
-	holds    []*extraHold
-
 	stats stats
 }
 
 // stats say what a run exercised.
 type stats struct {
 	steps, clientOps, splitsDone, splitsAborted, mergesDone, mergesAborted, badMerges, refused, crashes, restarts, faults, fatals, readers, locks, hookCancels, nextAfterEnd int
-
-	// SHARDSPLIT_SIM_ALIGN: aligned split starts (by mode: hold then own
-	// flush, own flush then hold, no flush), how many of their waits
-	// reported ready, own flushes taken (and failed), splits whose
-	// children were made with no forced flush (ChildStats.OwnFlush) and
-	// how many of those ended done, and aligned holds whose release
-	// failed (kept until a restart).
-	alignStarts                       [alignModes]int
-	alignReady, ownFlushes, ownFailed int
-	ownFlushSplits, ownFlushDone      int
-	holdsStuck                        int
 }
 
 func (s *stats) add(o stats) {
@@ -316,15 +283,6 @@ func (s *stats) add(o stats) {
 	s.locks += o.locks
 	s.hookCancels += o.hookCancels
 	s.nextAfterEnd += o.nextAfterEnd
-	for i := range s.alignStarts {
-		s.alignStarts[i] += o.alignStarts[i]
-	}
-	s.alignReady += o.alignReady
-	s.ownFlushes += o.ownFlushes
-	s.ownFailed += o.ownFailed
-	s.ownFlushSplits += o.ownFlushSplits
-	s.ownFlushDone += o.ownFlushDone
-	s.holdsStuck += o.holdsStuck
 }
 
 // result is one seed's outcome.
@@ -357,7 +315,6 @@ func runSeed(seed uint64) (res result) {
 	w.sw = drawSwarm(w.rng)
 	w.sw.serialChildren = w.seed%2 == 1
 	w.sw.copyChildWAL = w.seed%4 >= 2
-	w.drawAlignSwarm()
 	off.apply(&w.sw)
 	res.swarm = w.sw
 	w.tracef("swarm", "%s", w.sw)
@@ -574,9 +531,6 @@ func (w *world) tick() {
 		if w.faultFor--; w.faultFor == 0 {
 			w.inj.disarm()
 		}
-	}
-	if w.maybeOwnFlush() {
-		return // the process died in it: afterStep recovers
 	}
 	type choice struct {
 		weight int
@@ -835,9 +789,8 @@ func (w *world) checkLogHold(shard routing.ShardID, seq uint64) {
 		return
 	}
 	mine := w.sp != nil && slices.Contains(w.sp.logShards(), shard)
-	extra := w.extraHolds(shard, s) > 0 // an aligned start's hold: certainly held
-	held := extra || mine && w.sp.logHold == holdYes
-	if !extra && mine && w.sp.logHold == holdUnknown {
+	held := mine && w.sp.logHold == holdYes
+	if mine && w.sp.logHold == holdUnknown {
 		return // a failed step may or may not have taken or released it
 	}
 	logged := false
@@ -907,19 +860,11 @@ func (w *world) drawPlan() splitter.Plan {
 
 func (w *world) startSplit() {
 	plan := w.drawPlan()
-	var hold *extraHold
-	if mode, ok := w.drawAlign(); ok {
-		var alive bool
-		if hold, alive = w.alignStart(plan.Parent, mode); !alive {
-			return
-		}
-	}
 	var sp *splitter.Split
 	if !w.do(func() { sp = w.drv.Start(plan) }) {
 		return
 	}
 	w.sp = newSimSplit(sp, plan)
-	w.addHold(hold, w.sp)
 	w.tracef("split-start", "parent=%d ways=%d points=%v lag=%d rounds=%d handoffs=%d at v%d",
 		plan.Parent, plan.Ways, plan.Points, plan.LagThreshold, plan.MaxCatchUpRounds, plan.MaxHandoffs, w.n.Table().Version())
 }
@@ -1129,8 +1074,6 @@ func (w *world) endSplitIfDone() {
 		w.tracef("split-end", "process died reading the report")
 		return
 	}
-	w.countOwnFlush(s, rep)
-	w.releaseHolds(s) // as Run's when it returns; a death here is the next crash's
 	// The shards an ended operation gave up are gone: a done one's inputs
 	// (the parent, every source) are retired, store and directory; an
 	// aborted one's outputs (the children, the target) are no longer
@@ -1559,7 +1502,6 @@ func (w *world) openNode(action string) {
 		w.fail("recovery failed to open (a fault may fail an operation, never the next open): %v\njournal: %s", err, w.journalDump())
 	}
 	w.n, w.j = n, j
-	w.holds = nil // the old process's holds went with it; recovery trimmed every log
 	w.drv = splitter.NewDriver(n, splitter.Config{DrainTimeout: drainTimeout, RetireWait: retireWait,
 		Clock: w.clk, Journal: j, Hook: w.hook, SerialChildren: w.sw.serialChildren})
 	var decisions []string
@@ -1705,7 +1647,6 @@ func (w *world) check() {
 	if err := w.n.Table().Validate(); err != nil {
 		w.fail("table v%d: %v", w.n.Table().Version(), err)
 	}
-	w.checkHolds()
 	if w.sp == nil && w.j != nil {
 		// No split runs: the journal (what this process decided, durable or
 		// carried into its next write) must have ended every split, or the
@@ -1797,19 +1738,11 @@ func (w *world) liveness() {
 	if parent, ok := w.splittable(); ok {
 		w.step++
 		plan := splitter.Plan{Parent: parent, Ways: 2}
-		var hold *extraHold
-		if mode, ok := w.drawAlign(); ok {
-			var alive bool
-			if hold, alive = w.alignStart(parent, mode); !alive {
-				w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
-			}
-		}
 		var sp *splitter.Split
 		if !w.do(func() { sp = w.drv.Start(plan) }) {
 			w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
 		}
 		w.sp = newSimSplit(sp, plan)
-		w.addHold(hold, w.sp)
 		w.tracef("split-start", "liveness split of %d at v%d", parent, w.n.Table().Version())
 		for i := 0; w.sp != nil; i++ {
 			if i == livenessSteps {

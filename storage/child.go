@@ -19,6 +19,11 @@ import (
 type ChildStats struct {
 	Shard routing.ShardID
 	Flush time.Duration // flushing the parent's memtable before the checkpoint (0: too little to flush, or skipped)
+	// Rotate is the part of Flush until Pebble's DB.AsyncFlush returned:
+	// the memtable and WAL rotation, during which Pebble's commit pipeline
+	// admits no write of the parent (issue 15: the 4 GiB stall at the
+	// request begins at the forced flush's start).
+	Rotate time.Duration
 	// SkippedFlush: the parent needed a flush but its L0 was at Pebble's
 	// stop-writes depth, so the child copied its WAL instead.
 	SkippedFlush bool
@@ -124,7 +129,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 	concurrent = concurrent && e.opts.Layout != LayoutShared && len(specs) > 1
 	omit := !e.opts.CopyChildWAL && e.opts.Layout != LayoutShared
 	how := childFlush{first: true} // one after another, copying the WAL: each child decides
-	var flushed time.Duration
+	var flushed, rotated time.Duration
 	var skipped bool
 	if omit {
 		if _, held := parent.loggedAfter(); !held {
@@ -135,7 +140,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 		// One flush for all: goroutines deciding on their own would each
 		// flush the parent, and a child without WAL needs the flush.
 		var err error
-		if flushed, skipped, err = e.flushForCheckpoint(parent, omit); err != nil {
+		if flushed, rotated, skipped, err = e.flushForCheckpoint(parent, omit); err != nil {
 			return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
 		}
 		how = childFlush{omitWAL: omit && !skipped}
@@ -146,7 +151,7 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 		}
 	}
 	if len(specs) > 0 {
-		defer func() { stats[0].Flush += flushed }() // counted in the first child's stats
+		defer func() { stats[0].Flush, stats[0].Rotate = stats[0].Flush+flushed, stats[0].Rotate+rotated }() // counted in the first child's stats
 	}
 	if !concurrent {
 		for i, c := range specs {
@@ -205,17 +210,18 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 
 // flushForCheckpoint flushes parent's memtable before its checkpoints if
 // it holds more than flushBeforeCheckpoint of unflushed WAL, or whatever it
-// holds with always, and returns how long the flush took; skipped says a
+// holds with always, and returns how long the flush took and the part of
+// it until the memtable was rotated (ChildStats.Rotate); skipped says a
 // flush was needed but not made (flushWouldStall).
-func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took time.Duration, skipped bool, err error) {
+func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took, rotate time.Duration, skipped bool, err error) {
 	m := parent.st.db.Metrics()
 	if !always && m.WAL.Size <= flushBeforeCheckpoint {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	if parent.st.flushWouldStall(m) {
 		// Flushing would hold every writer of the parent until its L0
 		// compaction: copy the WAL instead (issue 15).
-		return 0, true, nil
+		return 0, 0, true, nil
 	}
 	if err := parent.st.probeCreate(); err != nil {
 		// The flush rotates the WAL, and Pebble panics when it cannot
@@ -224,16 +230,16 @@ func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took time.Durat
 		// recover catches. A split that cannot create a file fails here
 		// instead and leaves the parent serving (it meets the same wall
 		// at its own next rotation: Pebble's model).
-		return 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)
+		return 0, 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)
 	}
 	start := e.opts.Clock.Now()
 	unpace := parent.st.cfs.pace()
-	err = parent.st.flush()
+	err = parent.st.flushWith(func() { rotate = e.opts.Clock.Since(start) })
 	unpace()
 	if err != nil {
-		return 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)
+		return 0, 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)
 	}
-	return e.opts.Clock.Since(start), false, nil
+	return e.opts.Clock.Since(start), rotate, false, nil
 }
 
 // siblings is what the children of one split made together share.
@@ -280,11 +286,11 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	logged, _ := parent.loggedAfter() // held: CreateChildren refuses a parent whose log is not
 	start := e.opts.Clock.Now()
 	if how.first {
-		flushed, skipped, err := e.flushForCheckpoint(parent, false)
+		flushed, rotated, skipped, err := e.flushForCheckpoint(parent, false)
 		if err != nil {
 			return nil, stats, fmt.Errorf("storage: create child %d: %w", child, err)
 		}
-		stats.Flush, stats.SkippedFlush = flushed, skipped
+		stats.Flush, stats.Rotate, stats.SkippedFlush = flushed, rotated, skipped
 		start = e.opts.Clock.Now()
 	}
 	stats.OmittedWAL = how.omitWAL
@@ -331,7 +337,7 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 		return fail(err)
 	}
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
-		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("flush", stats.Flush), zap.Duration("checkpoint", stats.Checkpoint),
+		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("flush", stats.Flush), zap.Duration("rotate", stats.Rotate), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
 		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied), zap.Bool("skipped_flush", stats.SkippedFlush))
 	return s, stats, nil

@@ -267,3 +267,21 @@ func TestCreateChildrenHandsAPanicBack(t *testing.T) {
 	_, _, _ = e.CreateChildren(parent, specs, ChildExcise, true)
 	t.Fatal("CreateChildren returned; want the child's panic")
 }
+
+// The forced flush's stats say how much of it was the memtable rotation,
+// the part during which Pebble admits no write of the parent.
+func TestCreateChildrenReportsTheRotation(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent, specs := childrenParent(t, e, 400)
+	_, stats, err := e.CreateChildren(parent, specs, ChildExcise, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, r := stats[0].Flush, stats[0].Rotate; f == 0 || r <= 0 || r > f {
+		t.Errorf("first child: flush %v, rotation %v; want a flush and a rotation within it", f, r)
+	}
+	if r := stats[1].Rotate; r != 0 {
+		t.Errorf("second child: rotation %v; want 0 (the flush is counted in the first child's stats)", r)
+	}
+}

@@ -436,7 +436,12 @@ func (s *store) flushWouldStall(m *pebble.Metrics) bool {
 // its forced flush, with the parent's log and compactions held
 // (TestAFailedForcedFlushFailsTheSplit). Pebble goes on retrying in the
 // background; the caller gets the error and can give up cleanly.
-func (s *store) flush() error {
+func (s *store) flush() error { return s.flushWith(nil) }
+
+// flushWith is flush, calling rotated (if not nil) once DB.AsyncFlush has
+// returned: the memtable and its WAL are rotated then, and Pebble's commit
+// pipeline, which AsyncFlush holds throughout, admits writes again.
+func (s *store) flushWith(rotated func()) error {
 	// While the store's flushes fail, AsyncFlush may never return: its
 	// memtable rotation waits, holding the commit pipeline, until the
 	// queued memtables are below Pebble's stop-writes size, which only a
@@ -460,6 +465,9 @@ func (s *store) flush() error {
 	s.exit()
 	if err != nil {
 		return err
+	}
+	if rotated != nil {
+		rotated()
 	}
 	for {
 		changed := s.flushes.changed()

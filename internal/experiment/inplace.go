@@ -267,8 +267,8 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		out.Children = append(out.Children, r.ChildStats...)
 		out.Retired = append(out.Retired, r.Retire)
 		for _, c := range r.ChildStats {
-			out.Notes = append(out.Notes, fmt.Sprintf("child %d created in %.1f ms (flush %.1f, checkpoint %.1f, open %.1f, excise %.1f), %.3f MiB copied",
-				c.Shard, ms(c.Total()), ms(c.Flush), ms(c.Checkpoint), ms(c.Open), ms(c.Excise), float64(c.Copied)/(1<<20)))
+			out.Notes = append(out.Notes, fmt.Sprintf("child %d created in %.1f ms (flush %.1f of which rotation %.1f, checkpoint %.1f, open %.1f, excise %.1f), %.3f MiB copied",
+				c.Shard, ms(c.Total()), ms(c.Flush), ms(c.Rotate), ms(c.Checkpoint), ms(c.Open), ms(c.Excise), float64(c.Copied)/(1<<20)))
 		}
 		out.Notes = append(out.Notes, fmt.Sprintf("parent %d retired: close %.1f ms, remove %.1f ms", plan.Parent, ms(r.Retire.Close), ms(r.Retire.Remove)))
 		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s) (parent locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",

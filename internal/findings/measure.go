@@ -116,6 +116,9 @@ type splitRun struct {
 	// and the parent's retirement after the handoff (its store's close and
 	// its directory's removal).
 	ChildMaxMs, FlushMs, RetireCloseMs, RetireRemoveMs float64
+	// RotateMs is the part of FlushMs until the memtable was rotated,
+	// Pebble's commit pipeline held (storage.ChildStats.Rotate).
+	RotateMs float64
 	// SkippedFlushes counts the children that copied the parent's WAL
 	// because its L0 was at Pebble's stop-writes depth (no flush forced).
 	SkippedFlushes float64
@@ -261,6 +264,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 		r.ChildMaxMs = max(r.ChildMaxMs, msOf(c.Total()))
 		r.ChildMs = append(r.ChildMs, msOf(c.Total()))
 		r.FlushMs += msOf(c.Flush)
+		r.RotateMs += msOf(c.Rotate)
 		if c.SkippedFlush {
 			r.SkippedFlushes++
 		}

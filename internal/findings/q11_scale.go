@@ -126,6 +126,7 @@ func scaleNumbers(k splitCase, runs []splitRun) []Number {
 	ns = append(ns, Measured(k.String()+": parent on disk", "MiB", field(runs, func(r splitRun) float64 { return r.ParentMiB })...),
 		Measured(k.String()+": slowest child's creation (flush, checkpoint, open, excise)", "ms", field(runs, func(r splitRun) float64 { return r.ChildMaxMs })...),
 		Measured(k.String()+": the parent's flush before its checkpoint", "ms", field(runs, func(r splitRun) float64 { return r.FlushMs })...),
+		Measured(k.String()+": of that flush, the memtable rotation (the parent's commits held)", "ms", field(runs, func(r splitRun) float64 { return r.RotateMs })...),
 		Measured(k.String()+": flushes not forced (the parent's L0 at the stop-writes depth)", "children", field(runs, func(r splitRun) float64 { return r.SkippedFlushes })...),
 		Measured(k.String()+": longest stall in a steady second (median over the steady window's seconds)", "ms", field(runs, func(r splitRun) float64 { return r.Steady1sStallMs })...),
 		Measured(k.String()+": longest stall in the second after the handoff", "ms", field(runs, func(r splitRun) float64 { return r.AfterHandoffStallMs })...))

@@ -452,6 +452,24 @@ func (s *Shard) CompactionsHeld() bool {
 	return s.st.sched.held
 }
 
+// Backlog is a store's compaction backlog, from Pebble's metrics.
+type Backlog struct {
+	L0Sublevels int    // L0's read amplification: the sublevels a read may visit
+	Debt        uint64 // Pebble's estimated compaction debt (all of L0 counts, even below its compaction threshold)
+	Running     int    // compactions in progress
+}
+
+// Backlog returns the compaction backlog of the shard's store (shared by
+// every shard in the shared layout).
+func (s *Shard) Backlog() (Backlog, error) {
+	if s.closed.Load() || !s.st.enter() {
+		return Backlog{}, ErrShardClosed
+	}
+	defer s.st.exit()
+	m := s.st.db.Metrics()
+	return Backlog{L0Sublevels: int(m.Levels[0].Sublevels), Debt: m.Compact.EstimatedDebt, Running: int(m.Compact.NumInProgress)}, nil
+}
+
 // Sync makes every write applied to the shard's store so far durable.
 func (s *Shard) Sync() error {
 	if s.closed.Load() {

@@ -11,23 +11,28 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
 )
 
 // cachedDataset is what a dataset cache directory records beside the data:
 // enough to recognise the configuration it was built with and to rebuild
 // the Dataset without loading it again.
 type cachedDataset struct {
-	Key   string
-	Bytes int64
-	Built time.Duration
+	Key    string
+	Bytes  int64
+	Built  time.Duration
+	Settle time.Duration
+	Owed   storage.Backlog
 }
 
 // datasetKey names the parts of cfg that decide the data (the load's
-// callbacks do not).
+// callbacks do not), and how the build left it: "settled" since the build
+// waits for the load's compactions (settle), so a cache built before that
+// is built again.
 func datasetKey(cfg DatasetConfig) string {
 	l := cfg.Load
 	l.Defaults()
-	return fmt.Sprintf("mode=%s settings=%+v layout=%s docs=%d writers=%d ids=%d size=%d tenants=%d seed=%d",
+	return fmt.Sprintf("mode=%s settings=%+v layout=%s docs=%d writers=%d ids=%d size=%d tenants=%d seed=%d settled",
 		cfg.Mode, cfg.Settings, cfg.Layout, cfg.Docs, l.Writers, l.IDsPerWriter, l.DocSize, l.Tenants, l.Seed)
 }
 
@@ -47,7 +52,7 @@ func CachedDataset(dir string, cfg DatasetConfig, logger *zap.Logger) (*Dataset,
 				return nil, err
 			}
 			cfg.Load.Defaults()
-			return &Dataset{Dir: filepath.Join(dir, "data"), Config: cfg, Table: tab, Bytes: c.Bytes, Built: c.Built}, nil
+			return &Dataset{Dir: filepath.Join(dir, "data"), Config: cfg, Table: tab, Bytes: c.Bytes, Built: c.Built, Settle: c.Settle, Owed: c.Owed}, nil
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("experiment: dataset cache %s: %w", dir, err)
@@ -63,7 +68,7 @@ func CachedDataset(dir string, cfg DatasetConfig, logger *zap.Logger) (*Dataset,
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(cachedDataset{Key: key, Bytes: d.Bytes, Built: d.Built})
+	b, err := json.Marshal(cachedDataset{Key: key, Bytes: d.Bytes, Built: d.Built, Settle: d.Settle, Owed: d.Owed})
 	if err != nil {
 		return nil, err
 	}

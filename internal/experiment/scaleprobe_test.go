@@ -42,7 +42,8 @@ func TestScaleProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("dataset %s: %.0f MiB, built in %s", d.Dir, float64(d.Bytes)/(1<<20), d.Built)
+	t.Logf("dataset %s: %.0f MiB, built in %s, %s of it settling (the load left L0 %d sublevels deep, debt %.0f MiB)",
+		d.Dir, float64(d.Bytes)/(1<<20), d.Built, d.Settle, d.Owed.L0Sublevels, float64(d.Owed.Debt)/(1<<20))
 	if os.Getenv("SHARDSPLIT_SCALE_BUILD_ONLY") != "" {
 		return
 	}

@@ -165,7 +165,8 @@ func (c Config) dataset(layout storage.Layout, sz size) (*experiment.Dataset, er
 	if err != nil {
 		return nil, fmt.Errorf("build the %s %s dataset: %w", sz.Name, layout, err)
 	}
-	c.Progressf("built in %.1f s: %.0f MiB on disk", d.Built.Seconds(), float64(d.Bytes)/(1<<20))
+	c.Progressf("built in %.1f s: %.0f MiB on disk; %.1f s of it waiting for the load's compactions (L0 %d sublevels deep, %.0f MiB of debt when the load ended)",
+		d.Built.Seconds(), float64(d.Bytes)/(1<<20), d.Settle.Seconds(), d.Owed.L0Sublevels, float64(d.Owed.Debt)/(1<<20))
 	sh.datasets[key] = d
 	return d, nil
 }

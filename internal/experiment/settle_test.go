@@ -1,0 +1,60 @@
+package experiment
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// scriptedBacklog answers Backlog from a script, one entry per call,
+// repeating the last.
+type scriptedBacklog struct {
+	script []storage.Backlog
+	calls  int
+}
+
+func (s *scriptedBacklog) Backlog() (storage.Backlog, error) {
+	b := s.script[min(s.calls, len(s.script)-1)]
+	s.calls++
+	return b, nil
+}
+
+// settle waits while any store compacts, until all have been idle for the
+// idle time, and reports what the first poll found owing: the deepest L0,
+// the largest debt, every running compaction.
+func TestSettleWaitsUntilEveryStoreIsIdle(t *testing.T) {
+	busy := storage.Backlog{L0Sublevels: 9, Debt: 300 << 20, Running: 1}
+	a := &scriptedBacklog{script: []storage.Backlog{busy, busy, busy, {L0Sublevels: 2, Debt: 40 << 20}}}
+	b := &scriptedBacklog{script: []storage.Backlog{{L0Sublevels: 12, Debt: 100 << 20, Running: 1}, {L0Sublevels: 1}}}
+	idle := 40 * time.Millisecond
+	start := time.Now()
+	owed, err := settle([]backlogger{a, b}, idle, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(storage.Backlog{L0Sublevels: 12, Debt: 300 << 20, Running: 2}, owed); diff != "" {
+		t.Errorf("owed (-want +got):\n%s", diff)
+	}
+	// Store a compacts for its first three polls; then both must stay idle
+	// for idle, polled every idle/4.
+	if a.calls < 3+4 {
+		t.Errorf("settled after %d polls, want at least 7: three while a compacts, then idle/4 apart for idle", a.calls)
+	}
+	if took := time.Since(start); took < idle {
+		t.Errorf("settled in %s, want at least the idle time %s", took, idle)
+	}
+}
+
+// A store that never stops compacting fails the wait at its limit, and the
+// error says what is still owed.
+func TestSettleGivesUpAtItsLimit(t *testing.T) {
+	s := &scriptedBacklog{script: []storage.Backlog{{L0Sublevels: 14, Debt: 7, Running: 1}}}
+	_, err := settle([]backlogger{s}, 20*time.Millisecond, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "L0 14 sublevels, debt 7 bytes, 1 running") {
+		t.Fatalf("err %v, want one naming what is still owed", err)
+	}
+}

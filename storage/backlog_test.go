@@ -41,3 +41,24 @@ func TestBacklogReportsTheStoresL0(t *testing.T) {
 		t.Errorf("backlog of a destroyed shard: err %v, want ErrShardClosed", err)
 	}
 }
+
+// FlushesEnded counts every flush of the shard's store that ended, the
+// ones a split forces included.
+func TestFlushesEndedCountsTheStoresFlushes(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.FlushesEnded()
+	for range 2 {
+		writeDocs(t, s, "doc", 10, 100)
+		if err := s.st.flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.FlushesEnded() - before; got != 2 {
+		t.Errorf("%d flushes ended, want 2", got)
+	}
+}

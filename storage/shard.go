@@ -470,6 +470,13 @@ func (s *Shard) Backlog() (Backlog, error) {
 	return Backlog{L0Sublevels: int(m.Levels[0].Sublevels), Debt: m.Compact.EstimatedDebt, Running: int(m.Compact.NumInProgress)}, nil
 }
 
+// FlushesEnded counts the memtable flushes of the shard's store that have
+// ended since it opened, its own and forced ones alike.
+func (s *Shard) FlushesEnded() uint64 {
+	_, flushed := s.st.flushes.counts()
+	return flushed
+}
+
 // Sync makes every write applied to the shard's store so far durable.
 func (s *Shard) Sync() error {
 	if s.closed.Load() {

@@ -74,11 +74,19 @@ type splitCase struct {
 	// Align: the split waits up to alignFlush for the parent's own flush
 	// before it begins (splitter.Config.AlignFlush).
 	Align bool
+	// Warm: the run waits up to warmFlush, before its steady window, for
+	// the parent's first own flush under the load
+	// (experiment.InPlaceConfig.Warm).
+	Warm bool
 }
 
 // alignFlush bounds an aligned split's wait: at 5,000 writes/s of 1 KiB a
 // 16 MiB memtable fills in about 3 s.
 const alignFlush = 5 * time.Second
+
+// warmFlush bounds a warmed run's wait for the parent's first own flush:
+// a clone opened with an empty memtable fills it in about 3 s.
+const warmFlush = 10 * time.Second
 
 func (k splitCase) String() string {
 	op := fmt.Sprintf("%d-way split", k.Ways)
@@ -105,6 +113,8 @@ type splitRun struct {
 	NodeStallMs   float64 // the longest the parent's (a source's) apply lock was held
 	WindowMs      float64 // split request (or, aligned, its start after the wait) to the end of the handoff
 	AlignWaitMs   float64 // an aligned split's wait for the parent's own flush before it began
+	WarmWaitMs    float64 // a warmed run's wait for the parent's first own flush, before the steady window
+	Warmed        float64 // 1 if that flush came within warmFlush
 	Aligned       float64 // 1 if that wait ended after the flush, 0 if it hit its bound
 	SteadyOps     float64
 	DuringOps     float64 // in the window (at least its first 100 ms)
@@ -203,6 +213,7 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 			Dir: dir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
 			Steady: steady, After: after, Logger: c.Logger, HoldUntilDurable: k.Hold,
 			AlignFlush: map[bool]time.Duration{true: alignFlush}[k.Align],
+			Warm:       map[bool]time.Duration{true: warmFlush}[k.Warm],
 		}
 		if k.Merge {
 			// Root 0 split in two before the load: children 1 and 2.
@@ -246,6 +257,8 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 		StallAtMs:     msOf(at - ws),
 		SteadyStallMs: msOf(steadyStall(recs, req-measure, req, we-ws)),
 		AlignWaitMs:   msOf(out.AlignWait),
+		WarmWaitMs:    msOf(out.WarmWait),
+		Warmed:        map[bool]float64{true: 1}[out.Warmed],
 		Aligned:       map[bool]float64{true: 1}[out.Aligned],
 		NodeStallMs:   msOf(out.NodeStall),
 		WindowMs:      msOf(we - ws),

@@ -56,7 +56,7 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 	var forced, aligned []scaleRow
 	for _, sz := range cfg.scaleSizes() {
 		for _, align := range []bool{false, true} {
-			k := splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2, Align: align}
+			k := splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2, Align: align, Warm: true}
 			runs, err := cfg.measure(ctx, "q11", k, cfg.runs())
 			if err != nil {
 				return a, err
@@ -103,7 +103,9 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Charts = []string{"q11-scale.png", "q11-stall.png"}
 	a.NotMeasured = "parents above 4 GiB in this command (8 GiB: alternated probe pairs, TestScaleProbe with SHARDSPLIT_SCALE_DOCS=8388608, in design/2026-11-30-split-scale.md; BenchmarkSplitUnderLoad runs it with SHARDSPLIT_BENCH_8GIB=1); " +
-		"the shared layout (its split links no files: see question 1); the cost after the handoff (question 5)."
+		"the shared layout (its split links no files: see question 1); the cost after the handoff (question 5); " +
+		"a parent in compaction debt (each dataset settles its load's compactions before it is cloned; a parent at L0's stop-writes depth takes the copy-WAL fallback) " +
+		"and a parent opened moments before its split (each run waits for the parent's first own memtable flush under the load, then its steady window, then the split)."
 	switch {
 	case cfg.Quick:
 		a.NotMeasured = "quick run: 4 GiB not measured. " + a.NotMeasured
@@ -116,6 +118,10 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 // scaleNumbers are every number question 11 reports of one case.
 func scaleNumbers(k splitCase, runs []splitRun) []Number {
 	ns := caseNumbers(k, runs)
+	if k.Warm {
+		ns = append(ns, Measured(k.String()+": the wait for the parent's first own flush under the load, before the steady window (not in the window)", "ms", field(runs, func(r splitRun) float64 { return r.WarmWaitMs })...),
+			Measured(k.String()+": that flush came (1) or the wait reached its 10 s bound (0)", "warmed", field(runs, func(r splitRun) float64 { return r.Warmed })...))
+	}
 	if k.Align {
 		ns = append(ns, Measured(k.String()+": the wait for the parent's own flush before the split began (not in the window)", "ms", field(runs, func(r splitRun) float64 { return r.AlignWaitMs })...),
 			Measured(k.String()+": the wait ended after the flush (1) or at its 5 s bound (0, the split then flushed)", "aligned", field(runs, func(r splitRun) float64 { return r.Aligned })...))

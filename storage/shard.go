@@ -456,7 +456,8 @@ func (s *Shard) CompactionsHeld() bool {
 type Backlog struct {
 	L0Sublevels int    // L0's read amplification: the sublevels a read may visit
 	Debt        uint64 // Pebble's estimated compaction debt (all of L0 counts, even below its compaction threshold)
-	Running     int    // compactions in progress
+	Running     int    // compactions and flushes in progress
+	Ended       int64  // compactions and flushes ended since the store opened
 }
 
 // Backlog returns the compaction backlog of the shard's store (shared by
@@ -467,7 +468,8 @@ func (s *Shard) Backlog() (Backlog, error) {
 	}
 	defer s.st.exit()
 	m := s.st.db.Metrics()
-	return Backlog{L0Sublevels: int(m.Levels[0].Sublevels), Debt: m.Compact.EstimatedDebt, Running: int(m.Compact.NumInProgress)}, nil
+	return Backlog{L0Sublevels: int(m.Levels[0].Sublevels), Debt: m.Compact.EstimatedDebt,
+		Running: int(m.Compact.NumInProgress + m.Flush.NumInProgress), Ended: m.Compact.Count + m.Flush.Count}, nil
 }
 
 // FlushesEnded counts the memtable flushes of the shard's store that have

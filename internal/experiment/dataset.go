@@ -48,6 +48,9 @@ type Dataset struct {
 // documents loaded.
 func BuildDataset(dir string, cfg DatasetConfig, logger *zap.Logger, progress func(int)) (*Dataset, error) {
 	start := time.Now()
+	if logger == nil { // as storage.Open and node.Open take it (TestStaleQuick)
+		logger = zap.NewNop()
+	}
 	cfg.Load.Defaults()
 	tab, err := routing.NewTable(cfg.Mode, cfg.Settings)
 	if err != nil {
@@ -112,9 +115,11 @@ type backlogger interface {
 	Backlog() (storage.Backlog, error)
 }
 
-// settle waits until no store of the shards has run a compaction for
-// idle, and returns what the load left owing: the deepest L0 and the
-// largest debt over the shards when the wait began. Past limit it fails,
+// settle waits until no store of the shards has run a compaction or a
+// flush for idle, and returns what the load left owing: the deepest L0
+// and the largest debt over the shards when the wait began. A poll that
+// finds one running, or more ended than the last poll (one that began
+// and ended between them), restarts the idle time. Past limit it fails,
 // naming what is still owed.
 //
 // Why (issue 15): a bulk load writes far faster than one compaction at a
@@ -136,19 +141,23 @@ type backlogger interface {
 func settle(shards []backlogger, idle, limit time.Duration) (owed storage.Backlog, err error) {
 	start := time.Now()
 	idleSince := start
+	var ended int64
 	for poll := 0; ; poll++ {
-		var now storage.Backlog // the deepest L0 and largest debt, and every running compaction
+		var now storage.Backlog // the deepest L0 and largest debt; running and ended summed
 		for _, s := range shards {
 			b, err := s.Backlog()
 			if err != nil {
 				return owed, fmt.Errorf("experiment: settle the loaded dataset: %w", err)
 			}
-			now = storage.Backlog{L0Sublevels: max(now.L0Sublevels, b.L0Sublevels), Debt: max(now.Debt, b.Debt), Running: now.Running + b.Running}
+			now = storage.Backlog{L0Sublevels: max(now.L0Sublevels, b.L0Sublevels), Debt: max(now.Debt, b.Debt),
+				Running: now.Running + b.Running, Ended: now.Ended + b.Ended}
 		}
 		if poll == 0 {
 			owed = now
 		}
-		if now.Running > 0 {
+		busy := now.Running > 0 || (poll > 0 && now.Ended != ended)
+		ended = now.Ended
+		if busy {
 			idleSince = time.Now()
 		} else if time.Since(idleSince) >= idle {
 			return owed, nil

@@ -58,3 +58,17 @@ func TestSettleGivesUpAtItsLimit(t *testing.T) {
 		t.Fatalf("err %v, want one naming what is still owed", err)
 	}
 }
+
+// A compaction or flush that begins and ends between two polls is work
+// too: the idle time restarts when a poll finds more of them ended than
+// the last one did.
+func TestSettleSeesWorkThatEndedBetweenPolls(t *testing.T) {
+	s := &scriptedBacklog{script: []storage.Backlog{{Ended: 4}, {Ended: 5}, {Ended: 6}, {Ended: 6}}}
+	if _, err := settle([]backlogger{s}, 40*time.Millisecond, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Polls 2 and 3 each find one more ended; then idle/4 apart for idle.
+	if s.calls < 3+4 {
+		t.Errorf("settled after %d polls, want at least 7: the idle time restarts at polls 2 and 3", s.calls)
+	}
+}

@@ -126,10 +126,10 @@ type backlogger interface {
 // time can keep up with (a 4 GiB parent in about 130 s), so a dataset
 // closed straight after it carries that debt into every clone. Question
 // 11's 4 GiB parents were then at L0's stop-writes depth in whole sets
-// (eleventh session's set C, twelfth's set c, all five runs), and a set
-// this session met Pebble's own write stall there (430 ms, its writers
-// blocked on L0, no WAL sync for 425 ms) and a split that gave up after
-// three drain timeouts. A shard that grew to 4 GiB under the benchmark's
+// (eleventh session's set C, twelfth's set c, all five runs), and in the
+// thirteenth session one run met Pebble's own write stop there (430 ms,
+// no WAL sync for 425 ms) and the next split gave up after three drain
+// timeouts. A shard that grew to 4 GiB under the benchmark's
 // 5,000 writes/s has had hours to compact: the split should start from
 // that state, not from the end of a bulk load. A split of a parent in debt
 // is its own case (the stop-writes fallback, Engine.CreateChildren).

@@ -250,7 +250,8 @@ func awaitFirstFlush(ctx context.Context, n *node.Node, parent routing.ShardID, 
 	return time.Since(start), false
 }
 
-// runSplits waits out the steady window, then runs each split.
+// runSplits waits for the parent's first own flush (Warm), waits out the
+// steady window, then runs each split.
 func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.Time, out *Outcome) error {
 	if cfg.Warm > 0 && len(cfg.Splits) > 0 {
 		out.WarmWait, out.Warmed = awaitFirstFlush(ctx, n, cfg.Splits[0].Parent, cfg.Warm)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,6 +112,27 @@ func TestFsyncFloorProbe(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			return syncDirOS(side)
+		}},
+		{"a table's commit today: new 4 KiB file, fsync, rename over, directory fsync", func(i int) error {
+			tmp, final := filepath.Join(side, "TABLE.tmp"), filepath.Join(side, "TABLE")
+			if err := writeSynced(tmp, 4096); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp, final); err != nil {
+				return err
+			}
+			return syncDirOS(side)
+		}},
+		{"overwrite 4 KiB in place in a written file, fdatasync", func(i int) error {
+			f, err := os.OpenFile(big, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := f.WriteAt(make([]byte, 4096), int64(i%2)*4096); err != nil {
+				return err
+			}
+			return syscall.Fdatasync(int(f.Fd()))
 		}},
 		{"hard link, fsync its directory", func(i int) error {
 			if err := os.Link(big, filepath.Join(side, fmt.Sprintf("l%d", i))); err != nil {

@@ -169,6 +169,8 @@ func taskResponse(t *service.Task, snap service.TaskSnapshot) map[string]any {
 		"stall_ms":         ms(rep.Stall),
 		"commit_ms":        ms(rep.Commit),
 		"handoffs":         rep.Handoffs,
+		"stall_waits":      rep.StallWaits,
+		"stall_waited_ms":  ms(rep.StallWaited),
 		"caught_up_ops":    rep.CaughtUp,
 		"linked_bytes":     rep.Linked,
 		"copied_bytes":     rep.Copied,
@@ -215,6 +217,7 @@ func (s *Server) taskBody(t *service.Task) map[string]any {
 		"phase":            snap.Phase.String(),
 		"phase_durations":  phaseDurations(snap.Report),
 		"handoffs":         snap.Report.Handoffs,
+		"stall_waits":      snap.Report.StallWaits,
 		"cancel_requested": snap.Cancelled,
 	}
 	for k, v := range operands(t, snap.Report) {

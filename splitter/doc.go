@@ -22,8 +22,9 @@
 // write stall is the time the parent is fenced (fence to unfence); the
 // drain of in-flight writes before the fence is bounded by
 // Config.DrainTimeout, past which the handoff is abandoned and retried (at
-// most Plan.MaxHandoffs times). A cancel is an event: accepted before the
-// fence, refused after.
+// most Plan.MaxHandoffs times; if Pebble held those writes in a write
+// stall, the retry waits for the stall to end, Config.StallWait). A cancel
+// is an event: accepted before the fence, refused after.
 //
 // Concurrency: a Split's (or Merge's) Next and Cancel may be called from
 // different goroutines; a Driver runs one split or merge at a time.

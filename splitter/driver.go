@@ -64,6 +64,13 @@ type Config struct {
 	// its seeds, since goroutines racing for the filesystem make a seed's
 	// faults land on different operations in a rerun.
 	SerialChildren bool
+	// StallWait bounds, after a drain timeout at handoff while the parent
+	// (a merge's source) is in Pebble's write stall, the wait for that
+	// stall to end before the handoff is tried again (default 10 s). The
+	// writes a stall holds cannot drain until a flush or a compaction ends
+	// it, so attempts made inside it only use up Plan.MaxHandoffs. Nothing
+	// is held while it waits: the parent serves, as after any timeout.
+	StallWait time.Duration
 }
 
 // Report is what a split measured.
@@ -98,6 +105,11 @@ type Report struct {
 	// the flush came in time.
 	AlignWait time.Duration
 	Aligned   bool
+	// StallWaits counts the drain timeouts at handoff that found the parent
+	// (a merge's source) in a write stall, and StallWaited is how long the
+	// split waited in all for those stalls to end (Config.StallWait).
+	StallWaits  int
+	StallWaited time.Duration
 }
 
 // Driver carries out a Machine's intents against a node. It runs one split
@@ -115,6 +127,9 @@ func NewDriver(n *node.Node, cfg Config) *Driver {
 	}
 	if cfg.RetireWait == 0 {
 		cfg.RetireWait = 10 * time.Second
+	}
+	if cfg.StallWait == 0 {
+		cfg.StallWait = 10 * time.Second
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = n.Clock()
@@ -190,10 +205,12 @@ func (d *Driver) Start(plan Plan) *Split {
 
 // Split is one split in progress. Next and Cancel may be called from
 // different goroutines: a cancel waits for the intent being carried out,
-// then the machine accepts or refuses it, so it never races a step.
+// then the machine accepts or refuses it, so it never races a step. (A
+// handoff waiting out the parent's write stall stops waiting at once.)
 type Split struct {
-	d   *Driver
-	log *zap.Logger
+	d           *Driver
+	log         *zap.Logger
+	cancelAsked cancelSignal // asked for: ends a stall wait (awaitStall)
 
 	mu         sync.Mutex // serialises Next and Cancel; guards everything below
 	m          *Machine
@@ -322,6 +339,7 @@ func (sp *Split) finish() {
 // the parent (the split then aborts at its next step) and refused after,
 // with an error saying why.
 func (sp *Split) Cancel() error {
+	sp.cancelAsked.raise()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	from := sp.m.Phase()
@@ -502,11 +520,13 @@ func (d *Driver) catchUp(sp *Split, after uint64) (Event, error) {
 
 // fence takes the parent's apply lock: from here no parent write is
 // applied until unfence, and every earlier one is visible. Writes in flight
-// get DrainTimeout to drain; past it the handoff is retried later.
+// get DrainTimeout to drain; past it the handoff is retried later, after
+// the parent's write stall if one held them (awaitStall).
 func (d *Driver) fence(sp *Split) (Event, error) {
 	sp.report.Handoffs++
 	f, err := d.n.Fence(sp.parent.ID(), d.cfg.DrainTimeout)
 	if errors.Is(err, storage.ErrLockTimeout) {
+		d.awaitStall(sp.parent, &sp.report, sp.log, sp.cancelAsked.ch())
 		return Event{Kind: EventDrainTimedOut}, nil
 	}
 	if err != nil {
@@ -514,6 +534,41 @@ func (d *Driver) fence(sp *Split) (Event, error) {
 	}
 	sp.fence = f
 	return Event{Kind: EventFenced}, nil
+}
+
+// awaitStall waits, after a drain timeout, for the write stall of shard s
+// to end (at most Config.StallWait, or until cancel is closed), if s is in
+// one: the next attempt would find the same writes held in Pebble. The wait
+// is counted in r.
+func (d *Driver) awaitStall(s *storage.Shard, r *Report, log *zap.Logger, cancel <-chan struct{}) {
+	if !s.WriteStalled() {
+		return
+	}
+	log.Info("handoff: drain timed out with the shard's writes in a write stall; waiting for it to end",
+		zap.Uint32("shard", uint32(s.ID())), zap.Int("attempt", r.Handoffs), zap.Duration("limit", d.cfg.StallWait))
+	waited, ended := s.AwaitWriteStallEnd(d.cfg.StallWait, cancel)
+	r.StallWaits++
+	r.StallWaited += waited
+	log.Info("handoff: write stall wait over", zap.Uint32("shard", uint32(s.ID())), zap.Duration("waited", waited), zap.Bool("ended", ended))
+}
+
+// cancelSignal is closed once a cancel is asked for, before the cancel
+// waits for the intent in progress.
+type cancelSignal struct {
+	init, raised sync.Once
+	c            chan struct{}
+}
+
+func (c *cancelSignal) get() chan struct{} {
+	c.init.Do(func() { c.c = make(chan struct{}) })
+	return c.c
+}
+
+func (c *cancelSignal) ch() <-chan struct{} { return c.get() }
+
+func (c *cancelSignal) raise() {
+	ch := c.get()
+	c.raised.Do(func() { close(ch) })
 }
 
 // replayTail replays the parent's last writes under the fence (the parent's

@@ -55,8 +55,9 @@ func (d *Driver) StartMerge(plan MergePlan) *Merge {
 
 // Merge is one merge in progress; see Split for the concurrency contract.
 type Merge struct {
-	d   *Driver
-	log *zap.Logger
+	d           *Driver
+	log         *zap.Logger
+	cancelAsked cancelSignal // asked for: ends a stall wait (awaitStall)
 
 	mu         sync.Mutex
 	m          *MergeMachine
@@ -153,6 +154,7 @@ func (mg *Merge) afterStep(from Phase, ev Event) {
 // Cancel asks the merge to abort: accepted before the handoff fences the
 // sources, refused after.
 func (mg *Merge) Cancel() error {
+	mg.cancelAsked.raise()
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
 	from := mg.m.Phase()
@@ -311,7 +313,8 @@ func (mg *Merge) catchUp(afters []uint64) (Event, error) {
 
 // fence takes every source's apply lock in ascending id order, each
 // waiting at most the drain bound. If one times out, those taken are
-// released and the handoff is retried later: nothing changed.
+// released and the handoff is retried later (after that source's write
+// stall, if one held its writes): nothing changed.
 func (mg *Merge) fence() (Event, error) {
 	mg.report.Handoffs++
 	for _, s := range mg.sources { // ascending ids: the plan's order
@@ -322,6 +325,7 @@ func (mg *Merge) fence() (Event, error) {
 			}
 			mg.fences = nil
 			if errors.Is(err, storage.ErrLockTimeout) {
+				mg.d.awaitStall(s, &mg.report, mg.log, mg.cancelAsked.ch())
 				return Event{Kind: EventDrainTimedOut}, nil
 			}
 			return Event{}, err

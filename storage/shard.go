@@ -479,6 +479,37 @@ func (s *Shard) FlushesEnded() uint64 {
 	return flushed
 }
 
+// WriteStalled reports whether Pebble holds a write to the shard's store in
+// a write stall now (its memtables full, or L0 at the stop-writes depth):
+// until a flush or a compaction ends it, the writes in flight on the shard
+// cannot drain, and a handoff's fence times out.
+func (s *Shard) WriteStalled() bool { return s.st.cfs.stalls.Load() > 0 }
+
+// AwaitWriteStallEnd waits up to limit, or until stop is closed (nil:
+// never), for the shard's store to leave its write stall (WriteStalled
+// false), and returns how long it waited and whether the stall ended. The
+// bound is wall-clock time (pauseClock), a liveness guard that must fire
+// under a manual clock too.
+func (s *Shard) AwaitWriteStallEnd(limit time.Duration, stop <-chan struct{}) (waited time.Duration, ended bool) {
+	start := pauseClock.Now()
+	for s.WriteStalled() {
+		waited = pauseClock.Since(start)
+		if waited >= limit {
+			return waited, false
+		}
+		select {
+		case <-stop:
+			return waited, false
+		case <-pauseClock.After(min(stallPoll, limit-waited)):
+		}
+	}
+	return pauseClock.Since(start), true
+}
+
+// stallPoll is how often AwaitWriteStallEnd looks at the store's stall: a
+// write stall lasts a flush or a compaction (tens of milliseconds and up).
+const stallPoll = 2 * time.Millisecond
+
 // Sync makes every write applied to the shard's store so far durable.
 func (s *Shard) Sync() error {
 	if s.closed.Load() {

@@ -310,6 +310,9 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		out.Notes = append(out.Notes, fmt.Sprintf("parent %d retired: close %.1f ms, remove %.1f ms", plan.Parent, ms(r.Retire.Close), ms(r.Retire.Remove)))
 		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s) (parent locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",
 			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
+		if r.StallWaits > 0 {
+			out.Notes = append(out.Notes, fmt.Sprintf("split %d: %d drain timeout(s) found the parent in a write stall; waited %.1f ms for it to end", plan.Parent, r.StallWaits, ms(r.StallWaited)))
+		}
 		// The window ends with the handoff: no write waits on cleanup (it
 		// runs in the background and competes only for the disk).
 		for _, p := range out.Phases {

@@ -34,6 +34,10 @@ import (
 const (
 	drainTimeout = 2 * time.Millisecond
 	retireWait   = 50 * time.Millisecond
+	// stallWait bounds a handoff's wait for a write stall (wall-clock): the
+	// simulated stores, a few KiB each, do not stall, and a stall counter
+	// a fault left behind must not cost a seed 10 s per drain timeout.
+	stallWait = 50 * time.Millisecond
 	// graceReal is how long (real time) a call may make no progress before
 	// the simulator decides it waits on the clock and advances it by
 	// advanceSim.
@@ -1499,7 +1503,7 @@ func (w *world) openNode(action string) {
 		w.fail("recovery failed to open (a fault may fail an operation, never the next open): %v\njournal: %s", err, w.journalDump())
 	}
 	w.n, w.j = n, j
-	w.drv = splitter.NewDriver(n, splitter.Config{DrainTimeout: drainTimeout, RetireWait: retireWait,
+	w.drv = splitter.NewDriver(n, splitter.Config{DrainTimeout: drainTimeout, RetireWait: retireWait, StallWait: stallWait,
 		Clock: w.clk, Journal: j, Hook: w.hook, SerialChildren: w.sw.serialChildren})
 	var decisions []string
 	for _, d := range rep.Decisions {

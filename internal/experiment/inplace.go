@@ -132,6 +132,10 @@ type InPlaceConfig struct {
 	Warm time.Duration
 }
 
+// WarmFlush is the usual bound of InPlaceConfig.Warm: a clone opened with an
+// empty memtable fills its 16 MiB at 5,000 writes/s of 1 KiB in about 3 s.
+const WarmFlush = 10 * time.Second
+
 // routerSink writes through one router per writer.
 type routerSink struct {
 	routers []*node.Router

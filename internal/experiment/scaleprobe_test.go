@@ -103,7 +103,7 @@ func TestScaleProbe(t *testing.T) {
 	out, err := RunInPlace(context.Background(), InPlaceConfig{
 		Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load, Logger: logger,
 		Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: 3 * time.Second, After: 6 * time.Second,
-		AlignFlush: align,
+		AlignFlush: align, Warm: WarmFlush,
 	})
 	close(stop)
 	<-sampled
@@ -116,6 +116,7 @@ func TestScaleProbe(t *testing.T) {
 	stall, at := loadgen.LongestStall(out.Load.Records, out.WindowStart, out.WindowEnd)
 	t.Logf("split %.1f ms, stall %.1f ms from +%.1f ms, node stall %.1f ms", ms(out.WindowEnd-out.WindowStart),
 		ms(stall), ms(at-out.WindowStart), ms(out.NodeStall))
+	t.Logf("warmed: waited %.1f ms for the parent's first own flush before the steady window (it came: %v)", ms(out.WarmWait), out.Warmed)
 	t.Logf("waited %.1f ms for the parent's own flush (aligned %v)", ms(out.AlignWait), out.Aligned)
 	// The same measure over steady windows as long, before the request (the
 	// findings' "steady windows as long", without importing them).

@@ -84,9 +84,8 @@ type splitCase struct {
 // 16 MiB memtable fills in about 3 s.
 const alignFlush = 5 * time.Second
 
-// warmFlush bounds a warmed run's wait for the parent's first own flush:
-// a clone opened with an empty memtable fills it in about 3 s.
-const warmFlush = 10 * time.Second
+// warmFlush bounds a warmed run's wait for the parent's first own flush.
+const warmFlush = experiment.WarmFlush
 
 func (k splitCase) String() string {
 	op := fmt.Sprintf("%d-way split", k.Ways)

@@ -218,6 +218,7 @@ func (s *Server) taskBody(t *service.Task) map[string]any {
 		"phase_durations":  phaseDurations(snap.Report),
 		"handoffs":         snap.Report.Handoffs,
 		"stall_waits":      snap.Report.StallWaits,
+		"stall_waited_ms":  ms(snap.Report.StallWaited),
 		"cancel_requested": snap.Cancelled,
 	}
 	for k, v := range operands(t, snap.Report) {

@@ -54,6 +54,7 @@ type Task struct {
 type operation interface {
 	Next() (splitter.Intent, splitter.Event, error)
 	Cancel() error
+	Interrupt() // ends a wait for a write stall, so the loop sees a cancel or a stop at once
 	Report() splitter.Report
 	Phase() splitter.Phase
 	Done() bool
@@ -174,6 +175,7 @@ func (t *Task) halt() {
 	default:
 		close(t.stop)
 	}
+	t.op.Interrupt()
 	<-t.done
 }
 
@@ -406,6 +408,7 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 			id, t.Req.Shard, snap.Phase)
 	}
 	t.cancel.Store(true)
+	t.op.Interrupt() // the loop delivers the cancel after the step in progress
 	return t, nil
 }
 
@@ -416,6 +419,7 @@ func (ix *Index) stopSplit() {
 	ix.splitMu.Unlock()
 	if t != nil {
 		t.cancel.Store(true)
+		t.op.Interrupt()
 		<-t.done
 	}
 }

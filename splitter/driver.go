@@ -105,9 +105,10 @@ type Report struct {
 	// the flush came in time.
 	AlignWait time.Duration
 	Aligned   bool
-	// StallWaits counts the drain timeouts at handoff that found the parent
-	// (a merge's source) in a write stall, and StallWaited is how long the
-	// split waited in all for those stalls to end (Config.StallWait).
+	// StallWaits counts the waits, before a handoff's retry, for the write
+	// stall of the parent (a merge's source) that made the drain time out,
+	// and StallWaited is their total (Config.StallWait; wall-clock time,
+	// unlike the durations above under a manual clock).
 	StallWaits  int
 	StallWaited time.Duration
 }
@@ -205,12 +206,14 @@ func (d *Driver) Start(plan Plan) *Split {
 
 // Split is one split in progress. Next and Cancel may be called from
 // different goroutines: a cancel waits for the intent being carried out,
-// then the machine accepts or refuses it, so it never races a step. (A
-// handoff waiting out the parent's write stall stops waiting at once.)
+// then the machine accepts or refuses it, so it never races a step. (The
+// wait for the parent's write stall after a drain timeout runs at the start
+// of the next step without the lock, and a cancel ends it.)
 type Split struct {
 	d           *Driver
 	log         *zap.Logger
-	cancelAsked cancelSignal // asked for: ends a stall wait (awaitStall)
+	interrupted cancelSignal   // Interrupt: ends a stall wait, skips later ones
+	stallOn     *storage.Shard // a drain timeout found it in a write stall (fence); guarded by mu
 
 	mu         sync.Mutex // serialises Next and Cancel; guards everything below
 	m          *Machine
@@ -248,6 +251,7 @@ func (sp *Split) Done() bool { return sp.Phase().Terminal() }
 // ended cleanly (done or aborted, perhaps by a cancel the hook delivered)
 // it carries out nothing and returns the zero Intent and no error.
 func (sp *Split) Next() (Intent, Event, error) {
+	sp.waitOutStall()
 	if hook := sp.d.cfg.Hook; hook != nil {
 		sp.mu.Lock()
 		phase, next := sp.m.Phase(), sp.m.Ready().Intent
@@ -337,17 +341,48 @@ func (sp *Split) finish() {
 
 // Cancel asks the split to abort. It is accepted before the handoff fences
 // the parent (the split then aborts at its next step) and refused after,
-// with an error saying why.
+// with an error saying why. An accepted cancel ends a wait for the parent's
+// write stall (Interrupt): the step waiting goes on with the abort.
 func (sp *Split) Cancel() error {
-	sp.cancelAsked.raise()
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	from := sp.m.Phase()
 	if err := sp.m.Step(Event{Kind: EventCancelRequested}); err != nil {
+		sp.mu.Unlock()
 		return err
 	}
 	sp.afterStep(from, Event{Kind: EventCancelRequested})
+	sp.mu.Unlock()
+	sp.Interrupt()
 	return nil
+}
+
+// Interrupt ends a wait for the parent's write stall in progress (and skips
+// later ones), so that a caller that steps the split from one goroutine and
+// is about to cancel it, or to stop driving it, is not kept waiting by Next
+// for up to Config.StallWait. It does not stop the split: the step goes on
+// with the retry. An accepted Cancel interrupts.
+func (sp *Split) Interrupt() { sp.interrupted.raise() }
+
+// waitOutStall carries out the wait a drain timeout in the parent's write
+// stall asked for (fence), before the retry's first step and without the
+// split's lock, so that Phase, Report and Cancel answer meanwhile (a cancel
+// taken during the wait ends it, and the step carries out the abort). If
+// the next intent is not the retry's catch-up (a cancel was taken, or the
+// attempts ran out) there is nothing to wait for.
+func (sp *Split) waitOutStall() {
+	sp.mu.Lock()
+	s, retry := sp.stallOn, sp.m.Ready().Intent.Kind == IntentCatchUp
+	sp.stallOn = nil
+	sp.mu.Unlock()
+	if s == nil || !retry {
+		return
+	}
+	if waited, ok := sp.d.awaitStall(s, sp.log, sp.interrupted.ch()); ok {
+		sp.mu.Lock()
+		sp.report.StallWaits++
+		sp.report.StallWaited += waited
+		sp.mu.Unlock()
+	}
 }
 
 // Report returns what the split measured so far; complete once Done.
@@ -521,12 +556,14 @@ func (d *Driver) catchUp(sp *Split, after uint64) (Event, error) {
 // fence takes the parent's apply lock: from here no parent write is
 // applied until unfence, and every earlier one is visible. Writes in flight
 // get DrainTimeout to drain; past it the handoff is retried later, after
-// the parent's write stall if one held them (awaitStall).
+// the parent's write stall if one held them (waitOutStall).
 func (d *Driver) fence(sp *Split) (Event, error) {
 	sp.report.Handoffs++
 	f, err := d.n.Fence(sp.parent.ID(), d.cfg.DrainTimeout)
 	if errors.Is(err, storage.ErrLockTimeout) {
-		d.awaitStall(sp.parent, &sp.report, sp.log, sp.cancelAsked.ch())
+		if sp.parent.WriteStalled() {
+			sp.stallOn = sp.parent
+		}
 		return Event{Kind: EventDrainTimedOut}, nil
 	}
 	if err != nil {
@@ -536,24 +573,29 @@ func (d *Driver) fence(sp *Split) (Event, error) {
 	return Event{Kind: EventFenced}, nil
 }
 
-// awaitStall waits, after a drain timeout, for the write stall of shard s
-// to end (at most Config.StallWait, or until cancel is closed), if s is in
-// one: the next attempt would find the same writes held in Pebble. The wait
-// is counted in r.
-func (d *Driver) awaitStall(s *storage.Shard, r *Report, log *zap.Logger, cancel <-chan struct{}) {
-	if !s.WriteStalled() {
-		return
+// awaitStall waits, before a handoff's retry, for the write stall of shard
+// s to end (at most Config.StallWait, or until interrupt is closed): the
+// retry would find the same writes held in Pebble. It reports how long it
+// waited (wall-clock) and whether it waited at all: not when interrupted
+// already, nor when the stall is over.
+func (d *Driver) awaitStall(s *storage.Shard, log *zap.Logger, interrupt <-chan struct{}) (time.Duration, bool) {
+	select {
+	case <-interrupt:
+		return 0, false // a cancel, or the caller stops: no retry to wait for
+	default:
 	}
-	log.Info("handoff: drain timed out with the shard's writes in a write stall; waiting for it to end",
-		zap.Uint32("shard", uint32(s.ID())), zap.Int("attempt", r.Handoffs), zap.Duration("limit", d.cfg.StallWait))
-	waited, ended := s.AwaitWriteStallEnd(d.cfg.StallWait, cancel)
-	r.StallWaits++
-	r.StallWaited += waited
+	if !s.WriteStalled() {
+		return 0, false
+	}
+	log.Info("handoff: drain timed out with the shard's writes in a write stall; waiting for it to end before the retry",
+		zap.Uint32("shard", uint32(s.ID())), zap.Duration("limit", d.cfg.StallWait))
+	waited, ended := s.AwaitWriteStallEnd(d.cfg.StallWait, interrupt)
 	log.Info("handoff: write stall wait over", zap.Uint32("shard", uint32(s.ID())), zap.Duration("waited", waited), zap.Bool("ended", ended))
+	return waited, true
 }
 
-// cancelSignal is closed once a cancel is asked for, before the cancel
-// waits for the intent in progress.
+// cancelSignal is closed once, by Interrupt (a cancel asks first): a stall
+// wait in progress ends and no later one begins.
 type cancelSignal struct {
 	init, raised sync.Once
 	c            chan struct{}

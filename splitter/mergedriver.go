@@ -57,7 +57,8 @@ func (d *Driver) StartMerge(plan MergePlan) *Merge {
 type Merge struct {
 	d           *Driver
 	log         *zap.Logger
-	cancelAsked cancelSignal // asked for: ends a stall wait (awaitStall)
+	interrupted cancelSignal   // Interrupt: ends a stall wait, skips later ones
+	stallOn     *storage.Shard // a drain timeout found this source in a write stall (fence); guarded by mu
 
 	mu         sync.Mutex
 	m          *MergeMachine
@@ -90,6 +91,7 @@ func (mg *Merge) Done() bool { return mg.Phase().Terminal() }
 // Next writes the journal records the machine asks for, carries out its
 // next intent and feeds the outcome back, as Split.Next.
 func (mg *Merge) Next() (Intent, Event, error) {
+	mg.waitOutStall()
 	if hook := mg.d.cfg.Hook; hook != nil {
 		mg.mu.Lock()
 		phase, next := mg.m.Phase(), mg.m.Ready().Intent
@@ -154,15 +156,39 @@ func (mg *Merge) afterStep(from Phase, ev Event) {
 // Cancel asks the merge to abort: accepted before the handoff fences the
 // sources, refused after.
 func (mg *Merge) Cancel() error {
-	mg.cancelAsked.raise()
 	mg.mu.Lock()
-	defer mg.mu.Unlock()
 	from := mg.m.Phase()
 	if err := mg.m.Step(Event{Kind: EventCancelRequested}); err != nil {
+		mg.mu.Unlock()
 		return err
 	}
 	mg.afterStep(from, Event{Kind: EventCancelRequested})
+	mg.mu.Unlock()
+	mg.Interrupt()
 	return nil
+}
+
+// Interrupt ends a wait for a source's write stall in progress (and skips
+// later ones), as Split.Interrupt.
+func (mg *Merge) Interrupt() { mg.interrupted.raise() }
+
+// waitOutStall waits out the write stall a drain timeout found on a source
+// before the retry's first step, without the merge's lock, as
+// Split.waitOutStall.
+func (mg *Merge) waitOutStall() {
+	mg.mu.Lock()
+	s, retry := mg.stallOn, mg.m.Ready().Intent.Kind == IntentCatchUp
+	mg.stallOn = nil
+	mg.mu.Unlock()
+	if s == nil || !retry {
+		return
+	}
+	if waited, ok := mg.d.awaitStall(s, mg.log, mg.interrupted.ch()); ok {
+		mg.mu.Lock()
+		mg.report.StallWaits++
+		mg.report.StallWaited += waited
+		mg.mu.Unlock()
+	}
 }
 
 // Report returns what the merge measured so far; complete once Done.
@@ -325,7 +351,9 @@ func (mg *Merge) fence() (Event, error) {
 			}
 			mg.fences = nil
 			if errors.Is(err, storage.ErrLockTimeout) {
-				mg.d.awaitStall(s, &mg.report, mg.log, mg.cancelAsked.ch())
+				if s.WriteStalled() {
+					mg.stallOn = s
+				}
 				return Event{Kind: EventDrainTimedOut}, nil
 			}
 			return Event{}, err

@@ -194,11 +194,11 @@ func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 	}
 }
 
-// A cancel asked for while the handoff waits out the parent's write stall
-// ends the wait at once (it does not sit out Config.StallWait behind the
-// intent), and the split aborts cleanly. (The abort itself releases the
-// parent's log hold under its apply lock, so it ends with the stall: the
-// gate opens 1 s after the cancel.)
+// A cancel asked for while the split waits out the parent's write stall
+// is taken at once (the wait holds no lock) and ends the wait (it does not
+// sit out Config.StallWait); the split aborts. The abort itself releases
+// the parent's log hold with a synced write, which Pebble stalls like any
+// other: it ends with the stall (the gate opens 1 s after the cancel).
 func TestCancelEndsTheStallWait(t *testing.T) {
 	n, tab, g := stallNode(t, "shard-0")
 	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(Plan{Parent: 0, Ways: 2})
@@ -208,24 +208,32 @@ func TestCancelEndsTheStallWait(t *testing.T) {
 		}
 	}
 	wait := stallWrites(t, n, tab, g, 0, 200)
-	cancelled := make(chan error, 1)
-	go func() {
-		time.Sleep(300*time.Millisecond + drainInTests) // the handoff is waiting by now
-		time.AfterFunc(time.Second, g.open)
-		cancelled <- sp.Cancel()
-	}()
-	// The fence times out and waits for the stall until the cancel; the
-	// cancel is taken before the next step.
 	if in, _, err := sp.Next(); err != nil || in.Kind != IntentFence {
 		t.Fatalf("step %s: %v; want the fence", in.Kind, err)
 	}
-	if err := <-cancelled; err != nil {
-		t.Fatal(err)
+	type answer struct {
+		err  error
+		took time.Duration
 	}
+	cancelled := make(chan answer, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the next step is waiting by now
+		time.AfterFunc(time.Second, g.open)
+		start := time.Now()
+		err := sp.Cancel()
+		cancelled <- answer{err, time.Since(start)}
+	}()
 	for !sp.Done() {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	c := <-cancelled
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if c.took > 100*time.Millisecond {
+		t.Errorf("Cancel took %v during the stall wait", c.took)
 	}
 	rep := sp.Report()
 	if rep.Phase != PhaseAborted || rep.StallWaits != 1 {

@@ -34,10 +34,11 @@ import (
 const (
 	drainTimeout = 2 * time.Millisecond
 	retireWait   = 50 * time.Millisecond
-	// stallWait bounds a handoff's wait for a write stall (wall-clock): the
-	// simulated stores, a few KiB each, do not stall, and a stall counter
-	// a fault left behind must not cost a seed 10 s per drain timeout.
-	stallWait = 50 * time.Millisecond
+	// stallWait bounds a handoff's wait for a write stall: next to none.
+	// The simulated stores, a few KiB each, do not stall (32 MiB of
+	// memtables would), and a wait in real time would move the simulated
+	// clock by however long the machine took (graceReal), unreproducibly.
+	stallWait = time.Nanosecond
 	// graceReal is how long (real time) a call may make no progress before
 	// the simulator decides it waits on the clock and advances it by
 	// advanceSim.

@@ -62,9 +62,10 @@ type cancelFS struct {
 	epoch   atomic.Uint64 // incremented by each cancel
 	retired atomic.Bool
 
-	paused   atomic.Pointer[pauseGate] // non-nil: compaction outputs wait
-	maxPause time.Duration             // a pause's bound; 0: maxCompactionPause
-	stalls   atomic.Int32              // writes Pebble holds in a write stall now (stallBegan)
+	paused    atomic.Pointer[pauseGate] // non-nil: compaction outputs wait
+	maxPause  time.Duration             // a pause's bound; 0: maxCompactionPause
+	stalls    atomic.Int32              // writes Pebble holds in a write stall now (stallBegan)
+	yieldHook func()                    // tests: replaces runtime.Gosched in yield (yieldfs.go)
 
 	pacer      *flushPacer  // paces the split's flushes (pace); shared by a split's children made together; nil: never paced
 	paced      atomic.Int32 // > 0: new flush outputs are paced
@@ -264,17 +265,23 @@ func (c *cancelFS) lastReadFailure() error {
 
 // Create implements vfs.FS.
 func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if category != walWriteCategory {
+		defer c.yield() // yieldfs.go
+	}
 	f, err := c.FS.Create(name, category)
-	if err == nil && c.omitsWAL(name) {
-		return emptyWALFile{f}, nil
-	}
-	if err == nil && category == flushWriteCategory && c.paced.Load() > 0 {
-		return &pacedFile{File: f, pacer: c.pacer, written: &c.pacedBytes}, nil
-	}
-	if err != nil || category != compactionWriteCategory {
+	if err != nil {
 		return f, err
 	}
-	return &cancelFile{File: f, fs: c, epoch: c.epoch.Load()}, nil
+	if c.omitsWAL(name) {
+		return emptyWALFile{f}, nil
+	}
+	if category == flushWriteCategory && c.paced.Load() > 0 {
+		return c.yielding(&pacedFile{File: f, pacer: c.pacer, written: &c.pacedBytes}, category), nil
+	}
+	if category != compactionWriteCategory {
+		return c.yielding(f, category), nil
+	}
+	return c.yielding(&cancelFile{File: f, fs: c, epoch: c.epoch.Load()}, category), nil
 }
 
 // omitWAL makes the WAL files a checkpoint of the store into dir copies

@@ -35,6 +35,7 @@ func (c *cancelFS) Remove(name string) error {
 	if c.parkWALDelete(name) {
 		return nil
 	}
+	defer c.yield() // yieldfs.go
 	if c.retired.Load() {
 		c.shrink(name)
 	}

@@ -66,6 +66,7 @@ type cancelFS struct {
 	maxPause  time.Duration             // a pause's bound; 0: maxCompactionPause
 	stalls    atomic.Int32              // writes Pebble holds in a write stall now (stallBegan)
 	yieldHook func()                    // tests: replaces runtime.Gosched in yield (yieldfs.go)
+	onDisk    bool                      // on the OS filesystem: yield (yieldfs.go)
 
 	pacer      *flushPacer  // paces the split's flushes (pace); shared by a split's children made together; nil: never paced
 	paced      atomic.Int32 // > 0: new flush outputs are paced

@@ -207,7 +207,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	if pacer == nil {
 		pacer = newFlushPacer(o.flushRate)
 	}
-	cfs := &cancelFS{FS: o.fs, pacer: pacer, dir: dir}
+	cfs := &cancelFS{FS: o.fs, pacer: pacer, dir: dir, onDisk: vfs.Root(o.fs) == vfs.Default}
 	o.fs = cfs
 	if held {
 		// A held store is a new child (CreateChild): the flush of the WAL

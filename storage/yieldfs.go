@@ -35,12 +35,18 @@ import (
 // left alone because they serve requests. Everything else (flushes,
 // compactions, MANIFEST, checkpoints, the node's table and journal) is
 // background work that should let the foreground run.
+//
+// Only a store on the operating system's filesystem yields: an in-memory
+// one (the simulation, most tests) makes no syscalls to hold a P in, and
+// yielding there cost the 3,000-seed simulation 9m8s against 6m2s.
 func (c *cancelFS) yield() {
 	if c.yieldHook != nil {
 		c.yieldHook()
 		return
 	}
-	runtime.Gosched()
+	if c.onDisk {
+		runtime.Gosched()
+	}
 }
 
 // yieldFile yields after each write and sync of a file that is not a WAL.

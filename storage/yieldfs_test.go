@@ -5,6 +5,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
 // Every blocking file operation of a store but its WAL's (and directory
@@ -64,5 +67,30 @@ func TestBlockingFileOperationsYieldButTheWALs(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("yields per operation (-want +got):\n%s", d)
+	}
+}
+
+// Only a store on the operating system's filesystem yields: an in-memory
+// store has no syscall to hold a processor in (yieldfs.go).
+func TestOnlyAStoreOnDiskYields(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   vfs.FS
+		dir  string
+		want bool
+	}{
+		{"disk", vfs.Default, t.TempDir(), true},
+		{"memory", vfs.NewMem(), "/s", false},
+	} {
+		st, err := openStore(tc.dir, storeOptions{fs: tc.fs, logger: zap.NewNop(), clock: clock.Real{}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.cfs.onDisk != tc.want {
+			t.Errorf("%s: onDisk %v, want %v", tc.name, st.cfs.onDisk, tc.want)
+		}
+		if err := st.close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

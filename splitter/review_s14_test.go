@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -20,7 +18,7 @@ import (
 // where it used to block at most DrainTimeout. Only Cancel is exempt
 // (it raises cancelSignal before taking the mutex).
 func TestReviewS14PhaseDuringTheStallWaitDoesNotBlock(t *testing.T) {
-	n, tab, g := stallNode(t, "shard-0")
+	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
 	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(Plan{Parent: 0, Ways: 2})
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
@@ -67,7 +65,7 @@ func TestReviewS14PhaseDuringTheStallWaitDoesNotBlock(t *testing.T) {
 // wait); a cancel then ends the wait, the merge aborts, no source keeps a
 // log hold, and every write is readable.
 func TestReviewS14MergeCancelDuringAStallWait(t *testing.T) {
-	n, _, g := stallNode(t, "none")
+	n, _, g := stallNode(t, "none", storage.LayoutPerShard)
 	d := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute})
 	split, err := d.Run(Plan{Parent: 0, Ways: 2})
 	if err != nil || split.Phase != PhaseDone {
@@ -137,16 +135,9 @@ func TestReviewS14MergeCancelDuringAStallWait(t *testing.T) {
 			t.Errorf("source %d after the abort: present %v, log holds %d, stalled %v", id, ok, s.LogHolds(), s.WriteStalled())
 		}
 	}
-	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
-	for _, id := range append([]string{loID}, func() (ids []string) {
-		for i := range 300 {
-			ids = append(ids, fmt.Sprintf("big%d", i))
-		}
-		return
-	}()...) {
-		if _, ok, err := r.Get(id, ""); err != nil || !ok {
-			t.Errorf("get %s: found %v, %v", id, ok, err)
-		}
+	allReadable(t, n, 300)
+	if _, ok, err := node.NewRouter(n, n.Table(), node.RouterConfig{}).Get(loID, ""); err != nil || !ok {
+		t.Errorf("get %s: found %v, %v", loID, ok, err)
 	}
 }
 
@@ -154,28 +145,7 @@ func TestReviewS14MergeCancelDuringAStallWait(t *testing.T) {
 // shard, HoldCompactions a no-op) a handoff also waits out the store's
 // write stall, and the split completes with every write readable.
 func TestReviewS14SharedLayoutHandoffWaitsOutTheStall(t *testing.T) {
-	g := &flushGateFS{FS: vfs.NewMem()}
-	g.gate("node")
-	t.Cleanup(g.open)
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 16, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: g, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Layout: storage.LayoutShared})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	r := node.NewRouter(n, tab, node.RouterConfig{})
-	for i := range 40 {
-		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n, tab, g := stallNode(t, "node", storage.LayoutShared)
 	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Parent: 0, Ways: 2, MaxHandoffs: 2})
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
@@ -198,13 +168,7 @@ func TestReviewS14SharedLayoutHandoffWaitsOutTheStall(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	r = node.NewRouter(n, n.Table(), node.RouterConfig{})
-	for i := range 200 {
-		id := fmt.Sprintf("big%d", i)
-		if _, ok, err := r.Get(id, ""); err != nil || !ok {
-			t.Errorf("get %s: found %v, %v", id, ok, err)
-		}
-	}
+	allReadable(t, n, 200)
 }
 
 // Probe (expected to pass): a store closed in the middle of a write stall
@@ -212,7 +176,7 @@ func TestReviewS14SharedLayoutHandoffWaitsOutTheStall(t *testing.T) {
 // the stalled write (store.closeThen takes ops), the stall ends when the
 // flush gate opens, and WriteStalled is false afterwards.
 func TestReviewS14CloseMidStallLeavesNoStallCount(t *testing.T) {
-	n, tab, g := stallNode(t, "shard-0")
+	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
 	s, _ := n.ShardStore(0)
 	wait := stallWrites(t, n, tab, g, 0, 200)
 	closed := make(chan error, 1)

@@ -80,9 +80,9 @@ func (f *gatedFlushFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
-// stallNode opens a node of one root, on an FS whose gate stops the
-// flushes of shard dir, with some documents.
-func stallNode(t *testing.T, dir string) (*node.Node, *routing.Table, *flushGateFS) {
+// stallNode opens a node of one root in layout, on an FS whose gate stops
+// the flushes of the store in /data/dir, with some documents.
+func stallNode(t *testing.T, dir string, layout storage.Layout) (*node.Node, *routing.Table, *flushGateFS) {
 	t.Helper()
 	g := &flushGateFS{FS: vfs.NewMem()}
 	g.gate(dir)
@@ -91,7 +91,7 @@ func stallNode(t *testing.T, dir string) (*node.Node, *routing.Table, *flushGate
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: g, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20})
+	eng, err := storage.Open(storage.Options{Dir: "/data", FS: g, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Layout: layout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +144,19 @@ func stallWrites(t *testing.T, n *node.Node, tab *routing.Table, g *flushGateFS,
 	return func() error { return <-errc }
 }
 
+// allReadable checks that the documents big0 … big(docs-1) stallWrites
+// wrote are found where the node's current table routes them.
+func allReadable(t *testing.T, n *node.Node, docs int) {
+	t.Helper()
+	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+	for i := range docs {
+		id := fmt.Sprintf("big%d", i)
+		if _, ok, err := r.Get(id, ""); err != nil || !ok {
+			t.Errorf("get %s: found %v, %v", id, ok, err)
+		}
+	}
+}
+
 // drainInTests is the handoff's drain bound in these tests: long enough for
 // a 256 KiB write under -race, far shorter than the stall.
 const drainInTests = 200 * time.Millisecond
@@ -154,7 +167,7 @@ const drainInTests = 200 * time.Millisecond
 // ran out inside the stall: the split aborted though nothing was wrong but
 // the moment. It waits for the stall to end before it tries again.
 func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
-	n, tab, g := stallNode(t, "shard-0")
+	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
 	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Parent: 0, Ways: 2, MaxHandoffs: 2})
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
@@ -185,13 +198,7 @@ func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every write is where the new table says.
-	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
-	for i := range docs {
-		id := fmt.Sprintf("big%d", i)
-		if _, ok, err := r.Get(id, ""); err != nil || !ok {
-			t.Errorf("get %s: found %v, %v", id, ok, err)
-		}
-	}
+	allReadable(t, n, docs)
 }
 
 // A cancel asked for while the split waits out the parent's write stall
@@ -200,7 +207,7 @@ func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 // the parent's log hold with a synced write, which Pebble stalls like any
 // other: it ends with the stall (the gate opens 1 s after the cancel).
 func TestCancelEndsTheStallWait(t *testing.T) {
-	n, tab, g := stallNode(t, "shard-0")
+	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
 	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(Plan{Parent: 0, Ways: 2})
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
@@ -246,18 +253,12 @@ func TestCancelEndsTheStallWait(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
-	for i := range 200 {
-		id := fmt.Sprintf("big%d", i)
-		if _, ok, err := r.Get(id, ""); err != nil || !ok {
-			t.Errorf("get %s: found %v, %v", id, ok, err)
-		}
-	}
+	allReadable(t, n, 200)
 }
 
 // A merge's handoff waits out a source's write stall as a split's does.
 func TestMergeHandoffWaitsOutASourcesWriteStall(t *testing.T) {
-	n, _, g := stallNode(t, "none")
+	n, _, g := stallNode(t, "none", storage.LayoutPerShard)
 	d := NewDriver(n, Config{DrainTimeout: drainInTests})
 	split, err := d.Run(Plan{Parent: 0, Ways: 2})
 	if err != nil || split.Phase != PhaseDone {
@@ -293,11 +294,5 @@ func TestMergeHandoffWaitsOutASourcesWriteStall(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
-	for i := range docs {
-		id := fmt.Sprintf("big%d", i)
-		if _, ok, err := r.Get(id, ""); err != nil || !ok {
-			t.Errorf("get %s: found %v, %v", id, ok, err)
-		}
-	}
+	allReadable(t, n, docs)
 }

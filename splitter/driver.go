@@ -210,10 +210,9 @@ func (d *Driver) Start(plan Plan) *Split {
 // wait for the parent's write stall after a drain timeout runs at the start
 // of the next step without the lock, and a cancel ends it.)
 type Split struct {
-	d           *Driver
-	log         *zap.Logger
-	interrupted cancelSignal   // Interrupt: ends a stall wait, skips later ones
-	stallOn     *storage.Shard // a drain timeout found it in a write stall (fence); guarded by mu
+	d     *Driver
+	log   *zap.Logger
+	stall stallGate // a drain timeout in the parent's write stall (fence)
 
 	mu         sync.Mutex // serialises Next and Cancel; guards everything below
 	m          *Machine
@@ -361,28 +360,12 @@ func (sp *Split) Cancel() error {
 // is about to cancel it, or to stop driving it, is not kept waiting by Next
 // for up to Config.StallWait. It does not stop the split: the step goes on
 // with the retry. An accepted Cancel interrupts.
-func (sp *Split) Interrupt() { sp.interrupted.raise() }
+func (sp *Split) Interrupt() { sp.stall.interrupted.raise() }
 
 // waitOutStall carries out the wait a drain timeout in the parent's write
-// stall asked for (fence), before the retry's first step and without the
-// split's lock, so that Phase, Report and Cancel answer meanwhile (a cancel
-// taken during the wait ends it, and the step carries out the abort). If
-// the next intent is not the retry's catch-up (a cancel was taken, or the
-// attempts ran out) there is nothing to wait for.
+// stall asked for (fence); see stallGate.
 func (sp *Split) waitOutStall() {
-	sp.mu.Lock()
-	s, retry := sp.stallOn, sp.m.Ready().Intent.Kind == IntentCatchUp
-	sp.stallOn = nil
-	sp.mu.Unlock()
-	if s == nil || !retry {
-		return
-	}
-	if waited, ok := sp.d.awaitStall(s, sp.log, sp.interrupted.ch()); ok {
-		sp.mu.Lock()
-		sp.report.StallWaits++
-		sp.report.StallWaited += waited
-		sp.mu.Unlock()
-	}
+	sp.stall.wait(sp.d, sp.log, &sp.mu, func() bool { return sp.m.Ready().Intent.Kind == IntentCatchUp }, &sp.report)
 }
 
 // Report returns what the split measured so far; complete once Done.
@@ -562,7 +545,7 @@ func (d *Driver) fence(sp *Split) (Event, error) {
 	f, err := d.n.Fence(sp.parent.ID(), d.cfg.DrainTimeout)
 	if errors.Is(err, storage.ErrLockTimeout) {
 		if sp.parent.WriteStalled() {
-			sp.stallOn = sp.parent
+			sp.stall.on = sp.parent
 		}
 		return Event{Kind: EventDrainTimedOut}, nil
 	}
@@ -573,25 +556,45 @@ func (d *Driver) fence(sp *Split) (Event, error) {
 	return Event{Kind: EventFenced}, nil
 }
 
-// awaitStall waits, before a handoff's retry, for the write stall of shard
-// s to end (at most Config.StallWait, or until interrupt is closed): the
-// retry would find the same writes held in Pebble. It reports how long it
-// waited (wall-clock) and whether it waited at all: not when interrupted
-// already, nor when the stall is over.
-func (d *Driver) awaitStall(s *storage.Shard, log *zap.Logger, interrupt <-chan struct{}) (time.Duration, bool) {
+// stallGate is the wait, before a handoff's retry, for the write stall
+// that made its drain time out: the retry would find the same writes held
+// in Pebble. The fence records the stalled shard (on, guarded by the
+// operation's lock); the next step waits before it takes the lock, so that
+// Phase, Report and Cancel answer meanwhile. A cancel taken during the wait
+// (Interrupt) ends it, and the step carries out the abort.
+type stallGate struct {
+	interrupted cancelSignal   // Interrupt: ends a stall wait, skips later ones
+	on          *storage.Shard // a drain timeout found it in a write stall; guarded by the operation's lock
+}
+
+// wait waits for the recorded shard's write stall to end, at most
+// Config.StallWait, unless the operation's next intent (read under mu) is
+// not the retry's catch-up: a cancel was taken, or the attempts ran out. A
+// wait that happened is counted in r, under mu.
+func (g *stallGate) wait(d *Driver, log *zap.Logger, mu *sync.Mutex, retrying func() bool, r *Report) {
+	mu.Lock()
+	s, retry := g.on, retrying()
+	g.on = nil
+	mu.Unlock()
+	if s == nil || !retry {
+		return
+	}
 	select {
-	case <-interrupt:
-		return 0, false // a cancel, or the caller stops: no retry to wait for
+	case <-g.interrupted.ch():
+		return // a cancel, or the caller stops: no retry to wait for
 	default:
 	}
 	if !s.WriteStalled() {
-		return 0, false
+		return
 	}
 	log.Info("handoff: drain timed out with the shard's writes in a write stall; waiting for it to end before the retry",
 		zap.Uint32("shard", uint32(s.ID())), zap.Duration("limit", d.cfg.StallWait))
-	waited, ended := s.AwaitWriteStallEnd(d.cfg.StallWait, interrupt)
+	waited, ended := s.AwaitWriteStallEnd(d.cfg.StallWait, g.interrupted.ch())
 	log.Info("handoff: write stall wait over", zap.Uint32("shard", uint32(s.ID())), zap.Duration("waited", waited), zap.Bool("ended", ended))
-	return waited, true
+	mu.Lock()
+	r.StallWaits++
+	r.StallWaited += waited
+	mu.Unlock()
 }
 
 // cancelSignal is closed once, by Interrupt (a cancel asks first): a stall

@@ -55,10 +55,9 @@ func (d *Driver) StartMerge(plan MergePlan) *Merge {
 
 // Merge is one merge in progress; see Split for the concurrency contract.
 type Merge struct {
-	d           *Driver
-	log         *zap.Logger
-	interrupted cancelSignal   // Interrupt: ends a stall wait, skips later ones
-	stallOn     *storage.Shard // a drain timeout found this source in a write stall (fence); guarded by mu
+	d     *Driver
+	log   *zap.Logger
+	stall stallGate // a drain timeout in a source's write stall (fence)
 
 	mu         sync.Mutex
 	m          *MergeMachine
@@ -170,25 +169,12 @@ func (mg *Merge) Cancel() error {
 
 // Interrupt ends a wait for a source's write stall in progress (and skips
 // later ones), as Split.Interrupt.
-func (mg *Merge) Interrupt() { mg.interrupted.raise() }
+func (mg *Merge) Interrupt() { mg.stall.interrupted.raise() }
 
 // waitOutStall waits out the write stall a drain timeout found on a source
-// before the retry's first step, without the merge's lock, as
-// Split.waitOutStall.
+// (fence); see stallGate.
 func (mg *Merge) waitOutStall() {
-	mg.mu.Lock()
-	s, retry := mg.stallOn, mg.m.Ready().Intent.Kind == IntentCatchUp
-	mg.stallOn = nil
-	mg.mu.Unlock()
-	if s == nil || !retry {
-		return
-	}
-	if waited, ok := mg.d.awaitStall(s, mg.log, mg.interrupted.ch()); ok {
-		mg.mu.Lock()
-		mg.report.StallWaits++
-		mg.report.StallWaited += waited
-		mg.mu.Unlock()
-	}
+	mg.stall.wait(mg.d, mg.log, &mg.mu, func() bool { return mg.m.Ready().Intent.Kind == IntentCatchUp }, &mg.report)
 }
 
 // Report returns what the merge measured so far; complete once Done.
@@ -352,7 +338,7 @@ func (mg *Merge) fence() (Event, error) {
 			mg.fences = nil
 			if errors.Is(err, storage.ErrLockTimeout) {
 				if s.WriteStalled() {
-					mg.stallOn = s
+					mg.stall.on = s
 				}
 				return Event{Kind: EventDrainTimedOut}, nil
 			}

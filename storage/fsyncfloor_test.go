@@ -29,6 +29,13 @@ import (
 // nothing, the steady baseline. A split makes dozens of these operations
 // (Pebble's checkpoint, open and excise, the journal): whatever one costs
 // the writers is a floor under the split's longest stall.
+//
+// The fence rows ask the same of the handoff's shape: the writers hold a
+// shared lock (a node's apply lock) and the handoff takes it, so its gap
+// holds the drain of the writes in flight, what runs under the fence, and
+// the next writes' own fsync. Each runs in the middle of a 60 ms window,
+// to compare with the row that does nothing for 60 ms: a fence that does
+// nothing at all is the floor of any handoff that fences.
 func TestFsyncFloorProbe(t *testing.T) {
 	root := os.Getenv("SHARDSPLIT_FSYNC_FLOOR")
 	if root == "" {
@@ -66,6 +73,41 @@ func TestFsyncFloorProbe(t *testing.T) {
 			_ = st.Close()
 		}
 	}()
+	// fence is the writers' apply lock, as a node's (node.Fence): every
+	// write holds it shared; a handoff takes it, which waits for the writes
+	// in flight (each in its WAL fsync) and holds the new ones back.
+	var fence sync.RWMutex
+	// child stands for a split's children: a second store on the same
+	// disk, whose WAL a handoff syncs.
+	child, err := pebble.Open(filepath.Join(side, "child"), &pebble.Options{FS: vfs.Default, Logger: zapPebbleLogger{zap.NewNop().Sugar()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened = append(opened, child)
+	commitTable := func() error {
+		tmp, final := filepath.Join(side, "TABLE.tmp"), filepath.Join(side, "TABLE")
+		if err := writeSynced(tmp, 4096); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			return err
+		}
+		return syncDirOS(side)
+	}
+	// fenced runs work under the fence in the middle of a 60 ms window, so
+	// that its row compares with the 60 ms row of doing nothing: the
+	// handoff of an aligned 100 MiB split, against the steady window of
+	// the same length.
+	fenced := func(work func() error) func(int) error {
+		return func(int) error {
+			time.Sleep(30 * time.Millisecond)
+			fence.Lock()
+			err := work()
+			fence.Unlock()
+			time.Sleep(30 * time.Millisecond)
+			return err
+		}
+	}
 	ops := []struct {
 		name string
 		do   func(i int) error
@@ -113,16 +155,7 @@ func TestFsyncFloorProbe(t *testing.T) {
 			}
 			return syncDirOS(side)
 		}},
-		{"a table's commit today: new 4 KiB file, fsync, rename over, directory fsync", func(i int) error {
-			tmp, final := filepath.Join(side, "TABLE.tmp"), filepath.Join(side, "TABLE")
-			if err := writeSynced(tmp, 4096); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp, final); err != nil {
-				return err
-			}
-			return syncDirOS(side)
-		}},
+		{"a table's commit today: new 4 KiB file, fsync, rename over, directory fsync", func(int) error { return commitTable() }},
 		{"overwrite 4 KiB in place in a written file, fdatasync", func(i int) error {
 			f, err := os.OpenFile(big, os.O_WRONLY, 0)
 			if err != nil {
@@ -134,6 +167,16 @@ func TestFsyncFloorProbe(t *testing.T) {
 			}
 			return syscall.Fdatasync(int(f.Fd()))
 		}},
+		{"60 ms, a fence in its middle: drain the writes in flight, release", fenced(func() error { return nil })},
+		{"60 ms, a fence held over a synced write to a second store", fenced(func() error {
+			return child.Set([]byte("tail"), make([]byte, 1024), pebble.Sync)
+		})},
+		{"60 ms, a fence held over that and a table's commit after it", fenced(func() error {
+			if err := child.Set([]byte("tail"), make([]byte, 1024), pebble.Sync); err != nil {
+				return err
+			}
+			return commitTable()
+		})},
 		{"hard link, fsync its directory", func(i int) error {
 			if err := os.Link(big, filepath.Join(side, fmt.Sprintf("l%d", i))); err != nil {
 				return err
@@ -163,7 +206,10 @@ func TestFsyncFloorProbe(t *testing.T) {
 					return
 				default:
 				}
-				if err := db.Set([]byte(fmt.Sprintf("w%02d-%08d", w, i)), val, pebble.Sync); err != nil {
+				fence.RLock()
+				err := db.Set([]byte(fmt.Sprintf("w%02d-%08d", w, i)), val, pebble.Sync)
+				fence.RUnlock()
+				if err != nil {
 					t.Error(err)
 					return
 				}

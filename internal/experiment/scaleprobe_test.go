@@ -19,14 +19,10 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// TestScaleProbe is a manual probe (skipped unless SHARDSPLIT_SCALE_PROBE
-// names a dataset cache directory): one split of a SHARDSPLIT_SCALE_DOCS
-// parent under the benchmark's load, with a debug log.
-func TestScaleProbe(t *testing.T) {
-	cache := os.Getenv("SHARDSPLIT_SCALE_PROBE")
-	if cache == "" {
-		t.Skip("SHARDSPLIT_SCALE_PROBE not set")
-	}
+// probeDataset is the probes' dataset: one shard of SHARDSPLIT_SCALE_DOCS
+// 1 KiB documents (default 4 Mi), per-shard layout, built once in cache.
+func probeDataset(t *testing.T, cache string) (DatasetConfig, *Dataset) {
+	t.Helper()
 	docs, _ := strconv.Atoi(os.Getenv("SHARDSPLIT_SCALE_DOCS"))
 	if docs == 0 {
 		docs = 4 << 20
@@ -44,9 +40,22 @@ func TestScaleProbe(t *testing.T) {
 	}
 	t.Logf("dataset %s: %.0f MiB, built in %s, %s of it settling (the load left L0 %d sublevels deep, debt %.0f MiB)",
 		d.Dir, float64(d.Bytes)/(1<<20), d.Built, d.Settle, d.Owed.L0Sublevels, float64(d.Owed.Debt)/(1<<20))
+	return cfg, d
+}
+
+// TestScaleProbe is a manual probe (skipped unless SHARDSPLIT_SCALE_PROBE
+// names a dataset cache directory): one split of a SHARDSPLIT_SCALE_DOCS
+// parent under the benchmark's load, with a debug log.
+func TestScaleProbe(t *testing.T) {
+	cache := os.Getenv("SHARDSPLIT_SCALE_PROBE")
+	if cache == "" {
+		t.Skip("SHARDSPLIT_SCALE_PROBE not set")
+	}
+	cfg, d := probeDataset(t, cache)
 	if os.Getenv("SHARDSPLIT_SCALE_BUILD_ONLY") != "" {
 		return
 	}
+	var err error
 	logger := zap.NewNop()
 	if p := os.Getenv("SHARDSPLIT_SCALE_LOG"); p != "" {
 		zc := zap.NewDevelopmentConfig()

@@ -130,6 +130,9 @@ type InPlaceConfig struct {
 	// memtable it flushed last (issue 15, thirteenth session: 0.2–5.8 ms,
 	// and gaps of ~50 ms at the rotation on settled 4 GiB parents).
 	Warm time.Duration
+	// SerialChildren makes each split's children one after another
+	// (splitter.Config.SerialChildren); by default they are made together.
+	SerialChildren bool
 }
 
 // WarmFlush is the usual bound of InPlaceConfig.Warm: a clone opened with an
@@ -278,7 +281,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase
 	var cleanupWritten uint64
-	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, ChildBuild: cfg.ChildBuild, HoldUntilDurable: cfg.HoldUntilDurable, Hook: func(p splitter.Phase, _ splitter.Intent) {
+	drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger, ChildBuild: cfg.ChildBuild, HoldUntilDurable: cfg.HoldUntilDurable, SerialChildren: cfg.SerialChildren, Hook: func(p splitter.Phase, _ splitter.Intent) {
 		now := time.Since(start)
 		if p != lastPhase {
 			if lastPhase != 0 {

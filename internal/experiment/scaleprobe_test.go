@@ -46,6 +46,7 @@ func probeDataset(t *testing.T, cache string) (DatasetConfig, *Dataset) {
 // TestScaleProbe is a manual probe (skipped unless SHARDSPLIT_SCALE_PROBE
 // names a dataset cache directory): one split of a SHARDSPLIT_SCALE_DOCS
 // parent under the benchmark's load, with a debug log.
+// SHARDSPLIT_SCALE_SERIAL=1 makes the children one after another.
 func TestScaleProbe(t *testing.T) {
 	cache := os.Getenv("SHARDSPLIT_SCALE_PROBE")
 	if cache == "" {
@@ -122,7 +123,7 @@ func TestScaleProbe(t *testing.T) {
 	out, err := RunInPlace(context.Background(), InPlaceConfig{
 		Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load, Logger: logger,
 		Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: 3 * time.Second, After: 6 * time.Second,
-		AlignFlush: align, Warm: WarmFlush,
+		AlignFlush: align, Warm: WarmFlush, SerialChildren: os.Getenv("SHARDSPLIT_SCALE_SERIAL") != "",
 	})
 	close(stop)
 	<-sampled

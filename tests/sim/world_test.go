@@ -1894,11 +1894,23 @@ func (w *world) splittable() (routing.ShardID, bool) {
 }
 
 // teardown ends the run: readers released, the node closed.
+//
+// A process whose death is known, or pending on w.fatal (a seed's finding
+// can come before afterStep's crash), is neither waited for nor closed: its
+// readers and its close block on the dead store's mutex (see finishReader),
+// which cost every such seed hangTimeout per reader and for the close. Its
+// engine is reclaimed as crash reclaims it.
 func (w *world) teardown() {
+	dead := w.noticeFatal()
 	for _, hr := range w.readers {
 		close(hr.release)
+		if dead {
+			continue
+		}
 		select { // bounded: a reader that hangs is the finding, not a reason to hang the run
 		case <-hr.done:
+		case msg := <-w.fatal:
+			w.fatalMsg, dead = msg, true
 		case <-time.After(hangTimeout):
 		}
 	}
@@ -1906,12 +1918,15 @@ func (w *world) teardown() {
 	if w.inj != nil {
 		w.inj.kill()
 	}
-	if w.n != nil && w.fatalMsg == "" && !w.dead {
+	if w.n != nil && dead {
+		reclaim(w.n)
+	} else if w.n != nil {
 		n := w.n
 		done := make(chan struct{})
 		go func() { defer close(done); _ = n.Close() }()
 		select {
 		case <-done:
+		case <-w.fatal: // died in the close: the stuck store leaks, as in reclaim
 		case <-time.After(hangTimeout):
 		}
 	}

@@ -37,3 +37,43 @@ func TestReviewS15TeardownOfAnUnnoticedDeadProcessDoesNotWait(t *testing.T) {
 		t.Errorf("teardown of a dead process (death pending) took %v: its close waited on the dead store", took)
 	}
 }
+
+// Latent (not reachable from runSeed today: tick starts only after
+// afterStep made sure the process is alive): holdReader is a call into the
+// process that does not honour the commit's rule. On a known-dead process
+// its search blocks on the dead store's mutex before the first document,
+// the death's message was taken already, and the step waits hangTimeout
+// and reports a hang that is the simulator's, not the system's.
+func TestReviewS15HoldReaderOnAKnownDeadProcess(t *testing.T) {
+	w := dyingWorld(t, false)
+	w.fatalMsg = <-w.fatal // known
+	start := time.Now()
+	if f := catch(w.holdReader); f != "" {
+		t.Fatalf("holdReader on a known-dead process after %v: finding %q", time.Since(start), f)
+	}
+	if took := time.Since(start); took > hangTimeout/4 {
+		t.Errorf("holdReader on a known-dead process took %v", took)
+	}
+	if len(w.readers) != 0 {
+		t.Errorf("a reader was parked on a dead process")
+	}
+}
+
+// Latent too: afterStep's loop ends on w.fatalMsg == "", but w.dead with
+// no message is a known death as well (healthy leaves it so when its probe
+// meets the death; liveness crashes right after, so nothing reaches
+// afterStep in that state today). afterStep then ends the step on the dead
+// process: every later do returns false at once (the commit's guard), so
+// the run would go on checking nothing.
+func TestReviewS15AfterStepOnAProcessMarkedDead(t *testing.T) {
+	w := dyingWorld(t, false)
+	<-w.fatal
+	w.fatalMsg, w.dead = "", true // as healthy leaves a probe that met the death
+	dead := w.n
+	if f := catch(w.afterStep); f != "" {
+		t.Fatalf("afterStep: finding %q\ntrace %v", f, w.trace)
+	}
+	if w.dead || w.n == dead {
+		t.Fatalf("the step ended on the dead process (dead=%v, node replaced=%v)\ntrace %v", w.dead, w.n != dead, w.trace)
+	}
+}

@@ -630,7 +630,9 @@ func (w *world) afterStep() {
 			default:
 			}
 		}
-		if w.fatalMsg != "" {
+		if w.fatalMsg != "" || w.dead {
+			// w.dead with no message: a death whose message was taken and
+			// cleared (healthy's probe), not yet turned into a crash.
 			w.crashDead()
 		}
 		if w.nodeBad {
@@ -638,7 +640,7 @@ func (w *world) afterStep() {
 			w.crash("crash", w.drawCrashCfg())
 		}
 		w.check()
-		if w.fatalMsg == "" && !w.nodeBad {
+		if w.fatalMsg == "" && !w.dead && !w.nodeBad {
 			return
 		}
 	}
@@ -1306,6 +1308,13 @@ wait:
 // ---- readers ----
 
 func (w *world) holdReader() {
+	if w.fatalMsg != "" || w.dead {
+		// A known-dead process: the search would block on the dead store's
+		// mutex before its first document, and no second message would
+		// come to end the wait (as do).
+		w.tracef("reader-hold", "the process died, the reader with it")
+		return
+	}
 	w.stats.readers++
 	hr := &heldReader{release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{}), version: w.n.Table().Version()}
 	n := w.n

@@ -395,6 +395,11 @@ func (w *world) setup() {
 // A process already known to be dead (its death taken from w.fatal, not
 // yet turned into a crash) runs nothing: fn would wait on the dead store's
 // mutex, and no second message would come to end the wait.
+//
+// fn must not read the world's fields that a crash or recovery rewrites
+// (w.n, w.j, w.drv, a client's router): a call of a process that died goes
+// on running after do returned false, beside the crash that replaces them
+// (the race detector caught scanCheck's w.n). Callers copy them first.
 func (w *world) do(fn func()) bool {
 	if w.fatalMsg != "" || w.dead {
 		return false
@@ -706,11 +711,12 @@ func (w *world) write(c *client, name string, d docID, value string) {
 	if value == "" {
 		op = "delete"
 	}
+	r := c.r // see search: a recovery gives the client a new router
 	if !w.do(func() {
 		if value == "" {
-			res, err = c.r.Delete(d.id, d.routing)
+			res, err = r.Delete(d.id, d.routing)
 		} else {
-			res, err = c.r.Index(d.id, d.routing, []byte(value))
+			res, err = r.Index(d.id, d.routing, []byte(value))
 		}
 	}) {
 		// In flight when the process died: never ended.
@@ -735,7 +741,7 @@ func (w *world) get(c *client, name string, d docID) {
 	var doc storage.Doc
 	var found bool
 	var err error
-	if !w.do(func() { doc, found, err = c.r.Get(d.id, d.routing) }) {
+	if r := c.r; !w.do(func() { doc, found, err = r.Get(d.id, d.routing) }) { // see search
 		w.tracef(name+" get", "%s -> process died", d.id)
 		return
 	}
@@ -764,8 +770,9 @@ func (w *world) search(name, routingValue string) {
 	found := map[string]string{}
 	var problems []string
 	var err error
+	n := w.n // not w.n in the call: a crash rewrites it while a call of a dead process goes on (do)
 	if !w.do(func() {
-		_, err = w.n.Search(func(shard routing.ShardID, d storage.Doc) error {
+		_, err = n.Search(func(shard routing.ShardID, d storage.Doc) error {
 			if routingValue != "" && d.Routing != routingValue {
 				return nil
 			}
@@ -894,7 +901,7 @@ func (w *world) drawPlan() splitter.Plan {
 func (w *world) startSplit() {
 	plan := w.drawPlan()
 	var sp *splitter.Split
-	if !w.do(func() { sp = w.drv.Start(plan) }) {
+	if drv := w.drv; !w.do(func() { sp = drv.Start(plan) }) {
 		return
 	}
 	w.sp = newSimSplit(sp, plan)
@@ -982,7 +989,7 @@ func (w *world) startMerge() {
 		w.stats.badMerges++
 	}
 	var mg *splitter.Merge
-	if !w.do(func() { mg = w.drv.StartMerge(plan) }) {
+	if drv := w.drv; !w.do(func() { mg = drv.StartMerge(plan) }) {
 		return
 	}
 	w.sp = newSimMerge(mg, plan)
@@ -1650,7 +1657,8 @@ func (w *world) faultyOpen() {
 // outcomes are decided by what survived).
 func (w *world) checkRecovered() {
 	var rep recovery.CheckReport
-	if !w.do(func() { rep = recovery.Check(w.n, w.j, nil) }) {
+	n, j := w.n, w.j // see search
+	if !w.do(func() { rep = recovery.Check(n, j, nil) }) {
 		w.fail("recovery.Check: Pebble declared the process dead: %s", w.fatalMsg)
 	}
 	if !rep.OK() {
@@ -1713,8 +1721,9 @@ func (w *world) scanCheck(what string) map[string]string {
 	found := map[string]string{}
 	var problems []string
 	var err error
+	n := w.n // see search
 	if !w.do(func() {
-		_, err = w.n.Search(func(shard routing.ShardID, d storage.Doc) error {
+		_, err = n.Search(func(shard routing.ShardID, d storage.Doc) error {
 			if _, dup := found[d.ID]; dup {
 				problems = append(problems, fmt.Sprintf("%s is on two shards", d.ID))
 			}
@@ -1784,7 +1793,7 @@ func (w *world) liveness() {
 		w.step++
 		plan := splitter.Plan{Parent: parent, Ways: 2}
 		var sp *splitter.Split
-		if !w.do(func() { sp = w.drv.Start(plan) }) {
+		if drv := w.drv; !w.do(func() { sp = drv.Start(plan) }) {
 			w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
 		}
 		w.sp = newSimSplit(sp, plan)
@@ -1828,7 +1837,7 @@ func (w *world) livenessMerge() {
 	}
 	w.step++
 	var mg *splitter.Merge
-	if !w.do(func() { mg = w.drv.StartMerge(plan) }) {
+	if drv := w.drv; !w.do(func() { mg = drv.StartMerge(plan) }) {
 		w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
 	}
 	w.sp = newSimMerge(mg, plan)
@@ -1863,9 +1872,10 @@ func (w *world) healthy() bool {
 		// cleanup, which trims its log, would retry for ever.
 		ids = append(ids, w.sp.logShards()...)
 	}
+	n := w.n // see search
 	alive := w.do(func() {
 		for _, id := range ids {
-			s, ok := w.n.ShardStore(id)
+			s, ok := n.ShardStore(id)
 			if !ok {
 				err = fmt.Errorf("no store for shard %d", id)
 				return
@@ -1874,7 +1884,7 @@ func (w *world) healthy() bool {
 				return
 			}
 		}
-		_, err = w.n.Search(func(routing.ShardID, storage.Doc) error { return nil })
+		_, err = n.Search(func(routing.ShardID, storage.Doc) error { return nil })
 	})
 	w.tracef("probe", "alive=%v err=%v", alive, err)
 	if !alive {
@@ -2027,9 +2037,10 @@ func (w *world) checkHolds() {
 	var problems []string
 	// Through do: a count that cannot be read (an apply lock held for
 	// good) is a hang with every goroutine's stack, not a stuck binary.
+	n := w.n // see search
 	if !w.do(func() {
 		for _, id := range slices.Compact(ids) {
-			s, ok := w.n.ShardStore(id)
+			s, ok := n.ShardStore(id)
 			if !ok {
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/internal/loadgen"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
@@ -89,7 +90,7 @@ func BuildDataset(dir string, cfg DatasetConfig, logger *zap.Logger, progress fu
 		}
 		stores = append(stores, s)
 	}
-	owed, err := settle(stores, settleIdle, settleLimit)
+	owed, err := settle(clock.Real{}, stores, settleIdle, settleLimit)
 	if err != nil {
 		_ = n.Close()
 		return nil, err
@@ -138,8 +139,8 @@ type backlogger interface {
 // even the few files below its compaction threshold that Pebble leaves
 // there, so it need never reach zero. Pebble schedules a compaction as
 // soon as one scores, so a store idle for a second wants none.
-func settle(shards []backlogger, idle, limit time.Duration) (owed storage.Backlog, err error) {
-	start := time.Now()
+func settle(clk clock.Clock, shards []backlogger, idle, limit time.Duration) (owed storage.Backlog, err error) {
+	start := clk.Now()
 	idleSince := start
 	var ended int64
 	for poll := 0; ; poll++ {
@@ -158,15 +159,15 @@ func settle(shards []backlogger, idle, limit time.Duration) (owed storage.Backlo
 		busy := now.Running > 0 || (poll > 0 && now.Ended != ended)
 		ended = now.Ended
 		if busy {
-			idleSince = time.Now()
-		} else if time.Since(idleSince) >= idle {
+			idleSince = clk.Now()
+		} else if clk.Since(idleSince) >= idle {
 			return owed, nil
 		}
-		if time.Since(start) > limit {
+		if clk.Since(start) > limit {
 			return owed, fmt.Errorf("experiment: the loaded dataset still compacts after %s (L0 %d sublevels, debt %d bytes, %d running)",
 				limit, now.L0Sublevels, now.Debt, now.Running)
 		}
-		time.Sleep(min(idle/4, 250*time.Millisecond))
+		clk.Sleep(min(idle/4, 250*time.Millisecond))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/internal/model"
 )
 
@@ -136,7 +137,7 @@ func runWriter(ctx context.Context, cfg Config, sink Sink, m *model.Model, start
 	// Writers are staggered across one interval: started together, they
 	// would issue in lockstep bursts of Writers writes, leaving the disk idle
 	// between bursts and whole windows without a write.
-	p := newPacer(interval, w, cfg.Writers)
+	p := newPacer(clock.Real{}, interval, w, cfg.Writers)
 	src := make([]byte, cfg.DocSize)
 	for k := 0; ctx.Err() == nil; k++ {
 		if interval > 0 && !p.wait(ctx) {
@@ -193,26 +194,30 @@ func pick(cfg Config, rng *rand.Rand, w int, src []byte, elapsed time.Duration) 
 }
 
 // pacer spaces a loop's iterations interval apart, starting at slot/of of
-// an interval, so loops started together are staggered.
+// an interval, so loops started together are staggered. An iteration
+// never starts before its time; one that is late starts at once (the loop
+// catches up), unless it is more than a second late: then the schedule
+// starts again from now rather than bursting through the backlog.
 type pacer struct {
+	clk      clock.Clock
 	interval time.Duration
 	next     time.Time
 }
 
-func newPacer(interval time.Duration, slot, of int) *pacer {
-	return &pacer{interval: interval, next: time.Now().Add(time.Duration(slot) * interval / time.Duration(max(1, of)))}
+func newPacer(clk clock.Clock, interval time.Duration, slot, of int) *pacer {
+	return &pacer{clk: clk, interval: interval, next: clk.Now().Add(time.Duration(slot) * interval / time.Duration(max(1, of)))}
 }
 
 // wait waits for the next iteration's time; false if ctx ended first.
 func (p *pacer) wait(ctx context.Context) bool {
 	p.next = p.next.Add(p.interval)
-	if d := time.Until(p.next); d > 0 {
+	if d := p.next.Sub(p.clk.Now()); d > 0 {
 		select {
 		case <-ctx.Done():
-		case <-time.After(d):
+		case <-p.clk.After(d):
 		}
 	} else if d < -time.Second {
-		p.next = time.Now() // do not build an unbounded backlog
+		p.next = p.clk.Now() // do not build an unbounded backlog
 	}
 	return ctx.Err() == nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/shardsplit/shardsplit/internal/clock"
 )
 
 // The read load: while the writers write, readers issue routed gets of
@@ -202,7 +204,7 @@ func RunReads(ctx context.Context, cfg ReadConfig, load Config, r Reader, recent
 // staggered by slot/of of an interval, as the writers are), and returns
 // the records, the foreign documents seen and the first errors.
 func paced(ctx context.Context, rate float64, slot, of int, start time.Time, read func(i int) (ReadKind, ReadOutcome, error)) ([]ReadRecord, int, []error) {
-	p := newPacer(time.Duration(float64(time.Second)/rate), slot, of)
+	p := newPacer(clock.Real{}, time.Duration(float64(time.Second)/rate), slot, of)
 	var recs []ReadRecord
 	var errs []error
 	foreign := 0

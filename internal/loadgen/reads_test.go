@@ -69,12 +69,11 @@ func TestRunReads(t *testing.T) {
 			}
 			// Paced: never more than the rate allows in the time it ran (a
 			// loaded machine once fired the 300 ms deadline late and saw 75
-			// gets at 200/s), and not far fewer than 300 ms' worth.
+			// gets at 200/s). No lower bound but one get: a process stopped
+			// across the deadline makes few, and the pacer's own tests, on a
+			// manual clock, hold it to its rate.
 			if most := int(tc.cfg.GetRate*ran.Seconds()) + 2; gets > most {
 				t.Errorf("%d gets in %s at %v/s, want at most %d", gets, ran, tc.cfg.GetRate, most)
-			}
-			if want := tc.cfg.GetRate * 0.3; float64(gets) < want/3 {
-				t.Errorf("%d gets in 300 ms at %v/s, want at least %.0f", gets, tc.cfg.GetRate, want/3)
 			}
 			if tc.cfg.CountEvery > 0 {
 				all := pages + counts

@@ -2,10 +2,16 @@ package experiment
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,23 +37,39 @@ import (
 //   - fence: in the window's middle the parent's apply lock is taken (the
 //     writes in flight drain) and released at once;
 //   - fence+sync: the same, held over a synced write to the parent's WAL,
-//     as a handoff holds it over work that ends with an fsync.
+//     as a handoff holds it over work that ends with an fsync;
+//   - spin: one goroutine runs SHARDSPLIT_FENCE_SPIN (default 10 ms) of
+//     pure Go CPU work from the window's middle, and nothing else;
+//   - spin-yield: the same, calling runtime.Gosched after every
+//     SHARDSPLIT_FENCE_SPIN_CHUNK (default 50 µs) of it;
+//   - spin-paced: the same CPU time in bursts of SHARDSPLIT_FENCE_SPIN_CHUNK,
+//     each followed by a sleep four times as long;
+//   - spin-nice: the same on a locked OS thread at nice 19;
+//   - spin-proc: the same spin in another process (this binary again),
+//     so nothing of it runs in this process's Go runtime;
+//   - children: from the window's middle, a split's clone phase without
+//     the split: the parent's log and compactions held, its two halves made
+//     as children (Engine.CreateChildren, together, as the splitter makes
+//     them); after the window they are destroyed and the holds dropped.
 //
-// The probe reports each kind's median and range of the window's longest
-// stall, and the ratio to steady. The goal asks a split's longest
-// stall to be at most 1.25 times the steady windows'.
+// SHARDSPLIT_FENCE_KINDS (comma-separated) picks the kinds besides steady.
+//
+// The probe reports, for each kind, the median, 90th percentile and range of
+// the window's longest stall, its ratio to steady, and the process's CPU
+// time (user and system) in the window. The goal asks a split's
+// longest stall to be at most 1.25 times the steady windows'. The spin
+// kinds ask what CPU time alone costs the writers, and whether where it
+// runs (another goroutine, thread priority, another process) or its shape
+// (yields, idle gaps) changes that; children, what a split's clone phase
+// costs them without the split.
 func TestFenceFloorProbe(t *testing.T) {
 	cache := os.Getenv("SHARDSPLIT_FENCE_PROBE")
 	if cache == "" {
 		t.Skip("SHARDSPLIT_FENCE_PROBE not set")
 	}
-	window := 23 * time.Millisecond
-	if w := os.Getenv("SHARDSPLIT_FENCE_WINDOW"); w != "" {
-		var err error
-		if window, err = time.ParseDuration(w); err != nil {
-			t.Fatalf("SHARDSPLIT_FENCE_WINDOW=%q: %v", w, err)
-		}
-	}
+	window := envDuration(t, "SHARDSPLIT_FENCE_WINDOW", 23*time.Millisecond)
+	spin := envDuration(t, "SHARDSPLIT_FENCE_SPIN", 10*time.Millisecond)
+	chunk := envDuration(t, "SHARDSPLIT_FENCE_SPIN_CHUNK", 50*time.Microsecond)
 	rounds := 30
 	if r := os.Getenv("SHARDSPLIT_FENCE_ROUNDS"); r != "" {
 		var err error
@@ -91,11 +113,101 @@ func TestFenceFloorProbe(t *testing.T) {
 	t.Logf("warmed: waited %.1f ms for the parent's first own flush (it came: %v)", ms(warm), warmed)
 	time.Sleep(2 * time.Second)
 
+	// The spin-proc kind's helper: this test binary again, spinning on
+	// request (TestSpinHelper), started before the load.
+	// SHARDSPLIT_FENCE_HELPER_NICE=19 starts it under nice(1).
+	helper := exec.Command(os.Args[0], "-test.run=^TestSpinHelper$")
+	if v := os.Getenv("SHARDSPLIT_FENCE_HELPER_NICE"); v != "" {
+		helper = exec.Command("nice", "-n", v, os.Args[0], "-test.run=^TestSpinHelper$")
+	}
+	helper.Env = append(os.Environ(), "SHARDSPLIT_SPIN_HELPER="+spin.String())
+	toHelper, err := helper.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromHelper, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = toHelper.Close(); _ = helper.Wait() }()
+	leaves := n.Table().Leaves(parent)
+	if len(leaves) != 1 {
+		t.Fatalf("shard %d: %d leaves, want 1", parent, len(leaves))
+	}
+	halves := []storage.ChildSpec{
+		{Shard: parent + 1, Span: routing.Span{Start: leaves[0].Span.Start, End: leaves[0].Span.Start + leaves[0].Span.Width()/2}},
+		{Shard: parent + 2, Span: routing.Span{Start: leaves[0].Span.Start + leaves[0].Span.Width()/2, End: leaves[0].Span.End}},
+	}
+	var made []*storage.Shard // the children kind's, until after its window
+	undo := func() error {
+		var errs []error
+		for _, c := range made {
+			if c != nil {
+				errs = append(errs, n.Engine().DestroyShard(c.ID()))
+			}
+		}
+		if made != nil {
+			shard.ReleaseCompactions()
+			errs = append(errs, shard.ReleaseLog())
+		}
+		made = nil
+		return errors.Join(errs...)
+	}
 	kinds := []struct {
 		name string
 		act  func() error
 	}{
 		{"steady", func() error { return nil }},
+		{"spin", func() error { onGoroutine(func() { spinFor(spin) }); return nil }},
+		{"spin-yield", func() error {
+			onGoroutine(func() {
+				for ran := time.Duration(0); ran < spin; ran += chunk {
+					spinFor(chunk)
+					runtime.Gosched()
+				}
+			})
+			return nil
+		}},
+		{"spin-paced", func() error {
+			onGoroutine(func() {
+				for ran := time.Duration(0); ran < spin; ran += chunk {
+					spinFor(chunk)
+					time.Sleep(4 * chunk)
+				}
+			})
+			return nil
+		}},
+		{"spin-nice", func() error {
+			var err error
+			onGoroutine(func() {
+				runtime.LockOSThread() // never unlocked: the niced thread ends with the goroutine
+				if err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 19); err == nil {
+					spinFor(spin)
+				}
+			})
+			return err
+		}},
+		{"spin-proc", func() error {
+			if _, err := toHelper.Write([]byte{1}); err != nil {
+				return err
+			}
+			var b [1]byte
+			_, err := io.ReadFull(fromHelper, b[:])
+			return err
+		}},
+		{"children", func() error {
+			shard.HoldLog()
+			n.Engine().HoldCompactions(shard)
+			var err error
+			made, _, err = n.Engine().CreateChildren(shard, halves, storage.ChildExcise, true)
+			if made == nil {
+				made = []*storage.Shard{}
+			}
+			return err
+		}},
 		{"fence", func() error {
 			f, err := n.Fence(parent, time.Second)
 			if err != nil {
@@ -113,11 +225,29 @@ func TestFenceFloorProbe(t *testing.T) {
 			return shard.Sync()
 		}},
 	}
-	type span struct{ from, to time.Duration }
+	// SHARDSPLIT_FENCE_KINDS=steady,spin runs only those kinds (steady,
+	// the denominator, always first): the children kind flushes the parent
+	// at every window and releases its held compactions after, which
+	// disturbs the windows that follow it.
+	if v := os.Getenv("SHARDSPLIT_FENCE_KINDS"); v != "" {
+		want := strings.Split(v, ",")
+		kept := kinds[:1]
+		for _, k := range kinds[1:] {
+			if slices.Contains(want, k.name) {
+				kept = append(kept, k)
+			}
+		}
+		kinds = kept
+	}
+	type span struct {
+		from, to time.Duration
+		cpu      time.Duration
+	}
 	spans := make([][]span, len(kinds))
 	for range rounds {
 		for k, kind := range kinds {
 			time.Sleep(150 * time.Millisecond)
+			cpu0 := processCPU(t)
 			from := run.since()
 			time.Sleep(window / 2)
 			if kind.name != "steady" {
@@ -128,7 +258,12 @@ func TestFenceFloorProbe(t *testing.T) {
 				}
 			}
 			time.Sleep(time.Until(run.start.Add(from + window)))
-			spans[k] = append(spans[k], span{from, run.since()})
+			spans[k] = append(spans[k], span{from, run.since(), processCPU(t) - cpu0})
+			if err := undo(); err != nil {
+				run.stopLoad(out)
+				run.stopDisk()
+				t.Fatalf("%s: undo: %v", kind.name, err)
+			}
 		}
 	}
 	run.stopLoad(out)
@@ -136,16 +271,79 @@ func TestFenceFloorProbe(t *testing.T) {
 	t.Logf("%d writes acknowledged over %.1f s, %d windows of %s per kind", len(out.Load.Records), out.End.Seconds(), rounds, window)
 	var steadyMedian time.Duration
 	for k, kind := range kinds {
-		var stalls []time.Duration
+		var stalls, cpus []time.Duration
 		for _, s := range spans[k] {
 			stalls = append(stalls, loadgen.MaxStall(out.Load.Records, s.from, s.to))
+			cpus = append(cpus, s.cpu)
 		}
 		slices.Sort(stalls)
+		slices.Sort(cpus)
 		med := stalls[len(stalls)/2]
 		if k == 0 {
 			steadyMedian = med
 		}
-		t.Logf("%-10s longest stall per window: median %.2f ms (%.2f× steady), range %.2f–%.2f ms",
-			kind.name, ms(med), float64(med)/float64(max(steadyMedian, 1)), ms(stalls[0]), ms(stalls[len(stalls)-1]))
+		t.Logf("%-10s longest stall per window: median %.2f ms (%.2f× steady), p90 %.2f, range %.2f–%.2f ms; CPU in the window median %.1f ms",
+			kind.name, ms(med), float64(med)/float64(max(steadyMedian, 1)), ms(stalls[len(stalls)*9/10]),
+			ms(stalls[0]), ms(stalls[len(stalls)-1]), ms(cpus[len(cpus)/2]))
+	}
+}
+
+// envDuration is the duration in the environment variable name, or def.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// spinFor keeps the CPU busy for d, in Go code with no I/O and no locks.
+func spinFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+// onGoroutine runs f on a goroutine of its own and waits for it.
+func onGoroutine(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestSpinHelper is TestFenceFloorProbe's other process (skipped unless
+// SHARDSPLIT_SPIN_HELPER is a duration): for each byte on stdin it spins
+// that long and writes a byte back, until stdin closes.
+func TestSpinHelper(t *testing.T) {
+	v := os.Getenv("SHARDSPLIT_SPIN_HELPER")
+	if v == "" {
+		t.Skip("SHARDSPLIT_SPIN_HELPER not set")
+	}
+	spin := envDuration(t, "SHARDSPLIT_SPIN_HELPER", 0)
+	var b [1]byte
+	for {
+		if _, err := os.Stdin.Read(b[:]); err != nil {
+			return
+		}
+		spinFor(spin)
+		if _, err := os.Stdout.Write(b[:]); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -55,10 +55,36 @@ func TestInPlaceRunVerifies(t *testing.T) {
 			if out.WindowEnd <= out.WindowStart || len(out.Load.Records) < 200 {
 				t.Fatalf("window [%v, %v], %d records", out.WindowStart, out.WindowEnd, len(out.Load.Records))
 			}
+			// The CPU time was measured (getrusage: every platform CI
+			// runs on): the load spends some in 200 ms, and the split some.
+			if _, ok := processCPU(); ok && (out.SteadyCPU <= 0 || out.WindowCPU <= 0 ||
+				out.SteadyCPUOver < 200*time.Millisecond || out.SteadyCPUOver > out.Requested) {
+				t.Errorf("CPU: steady %v over %v (requested at %v), window %v", out.SteadyCPU, out.SteadyCPUOver, out.Requested, out.WindowCPU)
+			}
 			stall := loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)
-			t.Logf("%d writes, %d checked, stall %v (node %v), window %v, phases %v", len(out.Load.Records), out.Verify.Checked,
-				stall, out.NodeStall, out.WindowEnd-out.WindowStart, out.Phases)
+			t.Logf("%d writes, %d checked, stall %v (node %v), window %v, CPU %v (split's own %v), phases %v", len(out.Load.Records), out.Verify.Checked,
+				stall, out.NodeStall, out.WindowEnd-out.WindowStart, out.WindowCPU, out.SplitCPU(), out.Phases)
 		})
+	}
+}
+
+func TestSplitCPUIsTheWindowsCPUAboveTheSteadyRate(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name string
+		o    Outcome
+		want time.Duration
+	}{
+		// 100 ms of CPU over a 1 s steady window is 10%; a 50 ms window
+		// that used 20 ms spent 15 ms above it.
+		{"above", Outcome{SteadyCPU: 100 * ms, SteadyCPUOver: time.Second, WindowStart: time.Second, WindowEnd: time.Second + 50*ms, WindowCPU: 20 * ms}, 15 * ms},
+		{"below the rate", Outcome{SteadyCPU: 500 * ms, SteadyCPUOver: time.Second, WindowStart: 0, WindowEnd: 100 * ms, WindowCPU: 40 * ms}, -10 * ms},
+		{"no steady window", Outcome{WindowStart: 0, WindowEnd: 100 * ms, WindowCPU: 40 * ms}, 0},
+		{"not measured", Outcome{SteadyCPU: 100 * ms, SteadyCPUOver: time.Second, WindowStart: 0, WindowEnd: 100 * ms}, 0},
+	} {
+		if got := c.o.SplitCPU(); got != c.want {
+			t.Errorf("%s: SplitCPU() = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

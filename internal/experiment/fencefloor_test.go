@@ -247,7 +247,7 @@ func TestFenceFloorProbe(t *testing.T) {
 	for range rounds {
 		for k, kind := range kinds {
 			time.Sleep(150 * time.Millisecond)
-			cpu0 := processCPU(t)
+			cpu0 := probeCPU(t)
 			from := run.since()
 			time.Sleep(window / 2)
 			if kind.name != "steady" {
@@ -258,7 +258,7 @@ func TestFenceFloorProbe(t *testing.T) {
 				}
 			}
 			time.Sleep(time.Until(run.start.Add(from + window)))
-			spans[k] = append(spans[k], span{from, run.since(), processCPU(t) - cpu0})
+			spans[k] = append(spans[k], span{from, run.since(), probeCPU(t) - cpu0})
 			if err := undo(); err != nil {
 				run.stopLoad(out)
 				run.stopDisk()
@@ -308,6 +308,16 @@ func spinFor(d time.Duration) {
 	}
 }
 
+// probeCPU is the process's CPU time so far; the probe needs it.
+func probeCPU(t *testing.T) time.Duration {
+	t.Helper()
+	d, ok := processCPU()
+	if !ok {
+		t.Fatal("this platform does not report the process's CPU time")
+	}
+	return d
+}
+
 // onGoroutine runs f on a goroutine of its own and waits for it.
 func onGoroutine(f func()) {
 	done := make(chan struct{})
@@ -316,15 +326,6 @@ func onGoroutine(f func()) {
 		f()
 	}()
 	<-done
-}
-
-// processCPU is the CPU time the process has used, user and system.
-func processCPU(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestSpinHelper is TestFenceFloorProbe's other process (skipped unless

@@ -64,6 +64,27 @@ type Outcome struct {
 	CleanupStart, CleanupEnd time.Duration
 	CleanupWritten           uint64 // bytes the engine wrote in the cleanup (writers' flushes and compactions included)
 	CleanupDeleted           int    // documents deleted one by one (rfc, newindex per-doc)
+
+	// The process's CPU time (user and system; RunInPlace, where the
+	// platform reports it): over the steady window (SteadyCPUOver long,
+	// from the steady sleep's start to the request) and over the split
+	// window (WindowStart to the last handoff's end). SplitCPU derives
+	// the split's own share. Zero where it was not measured.
+	SteadyCPU, SteadyCPUOver, WindowCPU time.Duration
+}
+
+// SplitCPU is the CPU time the process spent in the split window above
+// what it spends in as long a steady window (the load's own): the split's
+// cost in CPU, and on a machine with few CPUs a cause of its stall (issue
+// 15, seventeenth session: 3 ms of CPU spent by anyone in a window stalled
+// the writers 1.7-3.6x the steady windows). Zero if either was not
+// measured; it can be negative when the split cost less than the noise.
+func (o *Outcome) SplitCPU() time.Duration {
+	if o.SteadyCPUOver <= 0 || o.WindowCPU <= 0 {
+		return 0
+	}
+	rate := float64(o.SteadyCPU) / float64(o.SteadyCPUOver)
+	return o.WindowCPU - time.Duration(rate*float64(o.WindowEnd-o.WindowStart))
 }
 
 // SteadyEnd is where the steady window ends: the split's request. A split
@@ -263,12 +284,17 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	if cfg.Warm > 0 && len(cfg.Splits) > 0 {
 		out.WarmWait, out.Warmed = awaitFirstFlush(ctx, n, cfg.Splits[0].Parent, cfg.Warm)
 	}
+	steadyFrom, cpuFrom := time.Since(start), cpuNow()
 	sleepCtx(ctx, cfg.Steady)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	out.WindowStart = time.Since(start)
 	out.Requested = out.WindowStart
+	windowCPU := cpuNow()
+	if cpuFrom >= 0 && windowCPU >= 0 {
+		out.SteadyCPU, out.SteadyCPUOver = windowCPU-cpuFrom, out.Requested-steadyFrom
+	}
 	if len(cfg.Splits) > 0 && cfg.AlignFlush > 0 {
 		// Only the first split waits for its parent's own flush, before
 		// the window: the window runs from its start to the last handoff,
@@ -277,6 +303,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		// time.
 		out.AlignWait, out.Aligned = alignFirst(n, cfg.Splits[0].Parent, cfg.AlignFlush, cfg.Logger)
 		out.WindowStart = time.Since(start)
+		windowCPU = cpuNow()
 	}
 	var phaseStart time.Duration
 	var lastPhase splitter.Phase
@@ -290,6 +317,11 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 			lastPhase, phaseStart = p, now
 			if p == splitter.PhaseCleanup {
 				out.CleanupStart, cleanupWritten = now, n.Engine().BytesWritten()
+				// The handoff has just ended: the window's CPU so far
+				// (a later split's handoff moves it on, as WindowEnd).
+				if c := cpuNow(); c >= 0 && windowCPU >= 0 {
+					out.WindowCPU = c - windowCPU
+				}
 			}
 		}
 	}})

@@ -136,6 +136,7 @@ func TestScaleProbe(t *testing.T) {
 	stall, at := loadgen.LongestStall(out.Load.Records, out.WindowStart, out.WindowEnd)
 	t.Logf("split %.1f ms, stall %.1f ms from +%.1f ms, node stall %.1f ms", ms(out.WindowEnd-out.WindowStart),
 		ms(stall), ms(at-out.WindowStart), ms(out.NodeStall))
+	t.Logf("CPU in the window %.1f ms, of it the split's (above the steady rate) %.1f ms", ms(out.WindowCPU), ms(out.SplitCPU()))
 	t.Logf("warmed: waited %.1f ms for the parent's first own flush before the steady window (it came: %v)", ms(out.WarmWait), out.Warmed)
 	t.Logf("waited %.1f ms for the parent's own flush (aligned %v)", ms(out.AlignWait), out.Aligned)
 	// The same measure over steady windows as long, before the request (the

@@ -134,6 +134,9 @@ type splitRun struct {
 	// ChildMs is each child's creation in the order they were made (the
 	// first pays the parent's flush).
 	ChildMs []float64
+	// SplitCPUMs is the process's CPU time in the window above the steady
+	// window's rate (experiment.Outcome.SplitCPU): the split's CPU cost.
+	SplitCPUMs float64
 	// Question 5, with splitdemo compare's windows (experiment.Summarize):
 	// the median over the steady window's whole seconds of each second's
 	// longest stall, the longest stall in the second after the handoff,
@@ -266,6 +269,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 		CopiedMiB:     float64(out.Copied) / (1 << 20),
 		WrittenMiB:    float64(out.BytesWritten) / (1 << 20),
 		PhaseMs:       map[string]float64{},
+		SplitCPUMs:    msOf(out.SplitCPU()),
 	}
 	for _, p := range out.Phases {
 		r.PhaseMs[p.Name] += msOf(p.End - p.Start)

@@ -26,6 +26,7 @@ type scaleRow struct {
 	Clone, CatchUp, Handoff, Node, Copied      float64
 	ChildMax, Flush, RetireClose, RetireRemove float64
 	Wait                                       float64 // aligned: the wait for the parent's own flush
+	CPU                                        float64 // the split's CPU above the steady rate
 }
 
 func scaleRowOf(k splitCase, runs []splitRun) scaleRow {
@@ -44,6 +45,7 @@ func scaleRowOf(k splitCase, runs []splitRun) scaleRow {
 		RetireClose:  median(runs, func(r splitRun) float64 { return r.RetireCloseMs }),
 		RetireRemove: median(runs, func(r splitRun) float64 { return r.RetireRemoveMs }),
 		Wait:         median(runs, func(r splitRun) float64 { return r.AlignWaitMs }),
+		CPU:          median(runs, func(r splitRun) float64 { return r.SplitCPUMs }),
 	}
 }
 
@@ -69,7 +71,7 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 			}
 		}
 	}
-	t := Table{Header: []string{"parent", "split begins", "on disk (MiB)", "wait (ms)", "split time (ms)", "clone (ms)", "catch-up (ms)", "handoff (ms)", "stall (ms)", "steady stall (ms)", "apply lock (ms)", "copied (MiB)",
+	t := Table{Header: []string{"parent", "split begins", "on disk (MiB)", "wait (ms)", "split time (ms)", "clone (ms)", "catch-up (ms)", "handoff (ms)", "stall (ms)", "steady stall (ms)", "split's CPU (ms)", "apply lock (ms)", "copied (MiB)",
 		"slowest child (ms)", "parent's flush (ms)", "retirement: close / remove (ms)"}}
 	var splits, stalls []line
 	for _, v := range []struct {
@@ -79,7 +81,7 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 		split, stall := line{Name: "split " + v.name}, line{Name: "split " + v.name}
 		for _, r := range v.rows {
 			t.Rows = append(t.Rows, []string{r.Case.Size.Name, v.name, num(r.ParentMiB), num(r.Wait), num(r.Window), num(r.Clone), num(r.CatchUp), num(r.Handoff),
-				num(r.Stall), num(r.Steady), num(r.Node), num(r.Copied), num(r.ChildMax), num(r.Flush), num(r.RetireClose) + " / " + num(r.RetireRemove)})
+				num(r.Stall), num(r.Steady), num(r.CPU), num(r.Node), num(r.Copied), num(r.ChildMax), num(r.Flush), num(r.RetireClose) + " / " + num(r.RetireRemove)})
 			split.XYs = append(split.XYs, plotter.XY{X: r.ParentMiB, Y: r.Window})
 			stall.XYs = append(stall.XYs, plotter.XY{X: r.ParentMiB, Y: r.Stall})
 		}
@@ -135,7 +137,8 @@ func scaleNumbers(k splitCase, runs []splitRun) []Number {
 		Measured(k.String()+": of that flush, the memtable rotation (the parent's commits held)", "ms", field(runs, func(r splitRun) float64 { return r.RotateMs })...),
 		Measured(k.String()+": flushes not forced (the parent's L0 at the stop-writes depth)", "children", field(runs, func(r splitRun) float64 { return r.SkippedFlushes })...),
 		Measured(k.String()+": longest stall in a steady second (median over the steady window's seconds)", "ms", field(runs, func(r splitRun) float64 { return r.Steady1sStallMs })...),
-		Measured(k.String()+": longest stall in the second after the handoff", "ms", field(runs, func(r splitRun) float64 { return r.AfterHandoffStallMs })...))
+		Measured(k.String()+": longest stall in the second after the handoff", "ms", field(runs, func(r splitRun) float64 { return r.AfterHandoffStallMs })...),
+		Measured(k.String()+": the process's CPU time in the window above the steady window's rate (the split's)", "ms", field(runs, func(r splitRun) float64 { return r.SplitCPUMs })...))
 	for i := range k.Ways {
 		ns = append(ns, Measured(fmt.Sprintf("%s: child %d's creation (the first pays the parent's flush)", k, i+1), "ms",
 			field(runs, func(r splitRun) float64 { return at(r.ChildMs, i) })...))

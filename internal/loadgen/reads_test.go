@@ -29,6 +29,14 @@ func (f *fakeReader) Get(id, routing string) (ReadOutcome, error) {
 	return ReadOutcome{Hits: 1}, nil
 }
 
+// read reports whether the reader has been asked for a get (if gets) and
+// for a page of search results (if pages).
+func (f *fakeReader) read(gets, pages bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return (!gets || len(f.gets) > 0) && (!pages || f.searches[10] > 0)
+}
+
 func (f *fakeReader) Search(size int) (ReadOutcome, error) {
 	f.mu.Lock()
 	f.searches[size]++
@@ -57,9 +65,20 @@ func TestRunReads(t *testing.T) {
 			for _, id := range tc.recent {
 				recent.add(id, "r-"+id)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			// 300 ms, and then until every kind the case wants has been
+			// read once: a process stopped across the 300 ms made none
+			// (0 gets, 0 pages), which is no fault of the readers. A
+			// minute bounds a reader that never reads.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			start := time.Now()
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				for ctx.Err() == nil && !f.read(tc.wantGets, tc.wantPages) {
+					time.Sleep(time.Millisecond)
+				}
+				cancel()
+			}()
 			res := RunReads(ctx, tc.cfg, Config{Writers: 2, IDsPerWriter: 5}, f, recent, start)
 			ran := time.Since(start) // the context's timer can fire late on a loaded machine
 
@@ -69,9 +88,9 @@ func TestRunReads(t *testing.T) {
 			}
 			// Paced: never more than the rate allows in the time it ran (a
 			// loaded machine once fired the 300 ms deadline late and saw 75
-			// gets at 200/s). No lower bound but one get: a process stopped
-			// across the deadline makes few, and the pacer's own tests, on a
-			// manual clock, hold it to its rate.
+			// gets at 200/s). No lower bound but the one read each wanted
+			// kind is waited for: a stopped process makes few, and the
+			// pacer's own tests, on a manual clock, hold it to its rate.
 			if most := int(tc.cfg.GetRate*ran.Seconds()) + 2; gets > most {
 				t.Errorf("%d gets in %s at %v/s, want at most %d", gets, ran, tc.cfg.GetRate, most)
 			}

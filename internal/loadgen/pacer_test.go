@@ -108,3 +108,42 @@ func TestPacerWaitEndsWithItsContext(t *testing.T) {
 		t.Error("wait returned true after its context ended")
 	}
 }
+
+// The backlog's bound is a second, exactly: a loop a second late still
+// catches up; a nanosecond more and the schedule starts again from now.
+func TestPacerBacklogBoundIsASecond(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stall time.Duration
+		want  []time.Duration
+	}{
+		// Woke at 500, held up until 2000: the iteration due at 1000 is
+		// a second late, so it and those due at 1500 and 2000 start at
+		// once, the next at 2500.
+		{"a second late", 1500 * time.Millisecond, []time.Duration{msf(500), msf(2000), msf(2000), msf(2000), msf(2500)}},
+		{"over a second late", 1500*time.Millisecond + 1, []time.Duration{msf(500), msf(2000) + 1, msf(2500) + 1, msf(3000) + 1, msf(3500) + 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pacerRun(t, 500*time.Millisecond, 0, 1, 5, map[int]time.Duration{1: tc.stall})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("woke at (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A late wait also ends, false, with its context: the readers' loop
+// (paced) stops on wait's answer alone, so a wait that owed iterations
+// and said true would read past the end of the run.
+func TestPacerLateWaitEndsWithItsContext(t *testing.T) {
+	for _, late := range []time.Duration{0, 5 * time.Millisecond, 2 * time.Second} {
+		clk := clock.NewManual(time.Unix(0, 0))
+		p := newPacer(clk, 10*time.Millisecond, 0, 1)
+		clk.Advance(10*time.Millisecond + late)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if p.wait(ctx) {
+			t.Errorf("wait %s late returned true on an ended context", late)
+		}
+	}
+}

@@ -271,20 +271,26 @@ func TestFenceFloorProbe(t *testing.T) {
 	t.Logf("%d writes acknowledged over %.1f s, %d windows of %s per kind", len(out.Load.Records), out.End.Seconds(), rounds, window)
 	var steadyMedian time.Duration
 	for k, kind := range kinds {
-		var stalls, cpus []time.Duration
+		var stalls, cpus, lengths []time.Duration
 		for _, s := range spans[k] {
 			stalls = append(stalls, loadgen.MaxStall(out.Load.Records, s.from, s.to))
 			cpus = append(cpus, s.cpu)
+			lengths = append(lengths, s.to-s.from)
 		}
 		slices.Sort(stalls)
 		slices.Sort(cpus)
+		slices.Sort(lengths)
 		med := stalls[len(stalls)/2]
 		if k == 0 {
 			steadyMedian = med
 		}
-		t.Logf("%-10s longest stall per window: median %.2f ms (%.2f× steady), p90 %.2f, range %.2f–%.2f ms; CPU in the window median %.1f ms",
+		// A kind whose act outlasts the window's second half (spin-paced
+		// takes five times its spin; children, its flush) stretches the
+		// window to the act's end, and a longer window has more chances
+		// of a long stall: its length is reported beside its stall.
+		t.Logf("%-10s longest stall per window: median %.2f ms (%.2f× steady), p90 %.2f, range %.2f–%.2f ms; CPU in the window median %.1f ms; window median %.1f ms, longest %.1f ms",
 			kind.name, ms(med), float64(med)/float64(max(steadyMedian, 1)), ms(stalls[len(stalls)*9/10]),
-			ms(stalls[0]), ms(stalls[len(stalls)-1]), ms(cpus[len(cpus)/2]))
+			ms(stalls[0]), ms(stalls[len(stalls)-1]), ms(cpus[len(cpus)/2]), ms(lengths[len(lengths)/2]), ms(lengths[len(lengths)-1]))
 	}
 }
 

@@ -2,7 +2,9 @@ package experiment
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -55,8 +57,9 @@ import (
 // SHARDSPLIT_FENCE_KINDS (comma-separated) picks the kinds besides steady.
 //
 // The probe reports, for each kind, the median, 90th percentile and range of
-// the window's longest stall, its ratio to steady, and the process's CPU
-// time (user and system) in the window. The goal asks a split's
+// the window's longest stall, its ratio to steady, the process's CPU time
+// (user and system) in the window, with spin-proc's helper's, and the
+// window's length. The goal asks a split's
 // longest stall to be at most 1.25 times the steady windows'. The spin
 // kinds ask what CPU time alone costs the writers, and whether where it
 // runs (another goroutine, thread priority, another process) or its shape
@@ -142,6 +145,9 @@ func TestFenceFloorProbe(t *testing.T) {
 		{Shard: parent + 2, Span: routing.Span{Start: leaves[0].Span.Start + leaves[0].Span.Width()/2, End: leaves[0].Span.End}},
 	}
 	var made []*storage.Shard // the children kind's, until after its window
+	// The CPU the helper spent in a window, which getrusage of this
+	// process does not see.
+	var helperCPU time.Duration
 	undo := func() error {
 		var errs []error
 		for _, c := range made {
@@ -192,11 +198,14 @@ func TestFenceFloorProbe(t *testing.T) {
 		}},
 		{"spin-proc", func() error {
 			if _, err := toHelper.Write([]byte{1}); err != nil {
-				return err
+				return fmt.Errorf("ask the helper to spin: %w", err)
 			}
-			var b [1]byte
-			_, err := io.ReadFull(fromHelper, b[:])
-			return err
+			var b [8]byte
+			if _, err := io.ReadFull(fromHelper, b[:]); err != nil {
+				return fmt.Errorf("await the helper's spin: %w", err)
+			}
+			helperCPU += time.Duration(binary.LittleEndian.Uint64(b[:]))
+			return nil
 		}},
 		{"children", func() error {
 			shard.HoldLog()
@@ -248,6 +257,7 @@ func TestFenceFloorProbe(t *testing.T) {
 		for k, kind := range kinds {
 			time.Sleep(150 * time.Millisecond)
 			cpu0 := probeCPU(t)
+			helperCPU = 0
 			from := run.since()
 			time.Sleep(window / 2)
 			if kind.name != "steady" {
@@ -258,7 +268,7 @@ func TestFenceFloorProbe(t *testing.T) {
 				}
 			}
 			time.Sleep(time.Until(run.start.Add(from + window)))
-			spans[k] = append(spans[k], span{from, run.since(), probeCPU(t) - cpu0})
+			spans[k] = append(spans[k], span{from, run.since(), probeCPU(t) - cpu0 + helperCPU})
 			if err := undo(); err != nil {
 				run.stopLoad(out)
 				run.stopDisk()
@@ -336,7 +346,8 @@ func onGoroutine(f func()) {
 
 // TestSpinHelper is TestFenceFloorProbe's other process (skipped unless
 // SHARDSPLIT_SPIN_HELPER is a duration): for each byte on stdin it spins
-// that long and writes a byte back, until stdin closes.
+// that long and writes back the CPU time that took (8 bytes, little
+// endian, in nanoseconds), until stdin closes.
 func TestSpinHelper(t *testing.T) {
 	v := os.Getenv("SHARDSPLIT_SPIN_HELPER")
 	if v == "" {
@@ -348,8 +359,11 @@ func TestSpinHelper(t *testing.T) {
 		if _, err := os.Stdin.Read(b[:]); err != nil {
 			return
 		}
+		cpu0 := probeCPU(t)
 		spinFor(spin)
-		if _, err := os.Stdout.Write(b[:]); err != nil {
+		var out [8]byte
+		binary.LittleEndian.PutUint64(out[:], uint64(probeCPU(t)-cpu0))
+		if _, err := os.Stdout.Write(out[:]); err != nil {
 			t.Fatal(err)
 		}
 	}

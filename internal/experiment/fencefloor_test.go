@@ -163,10 +163,11 @@ func TestFenceFloorProbe(t *testing.T) {
 		made = nil
 		return errors.Join(errs...)
 	}
-	kinds := []struct {
+	type probeKind struct {
 		name string
 		act  func() error
-	}{
+	}
+	kinds := []probeKind{
 		{"steady", func() error { return nil }},
 		{"spin", func() error { onGoroutine(func() { spinFor(spin) }); return nil }},
 		{"spin-yield", func() error {
@@ -241,6 +242,15 @@ func TestFenceFloorProbe(t *testing.T) {
 	// disturbs the windows that follow it.
 	if v := os.Getenv("SHARDSPLIT_FENCE_KINDS"); v != "" {
 		want := strings.Split(v, ",")
+		// A name that is no kind (spin_proc) would run steady alone and
+		// pass, as if the kind had been measured.
+		for _, w := range want {
+			if !slices.ContainsFunc(kinds, func(k probeKind) bool { return k.name == w }) {
+				run.stopLoad(out)
+				run.stopDisk()
+				t.Fatalf("SHARDSPLIT_FENCE_KINDS=%q: no kind %q", v, w)
+			}
+		}
 		kept := kinds[:1]
 		for _, k := range kinds[1:] {
 			if slices.Contains(want, k.name) {

@@ -310,9 +310,15 @@ func TestFenceFloorProbe(t *testing.T) {
 		// window to the act's end, and a longer window has more chances
 		// of a long stall: its length is reported beside its stall.
 		t.Logf("%-10s longest stall per window: median %.2f ms (%.2f× steady), p90 %.2f, range %.2f–%.2f ms; CPU in the window median %.1f ms; window median %.1f ms, longest %.1f ms",
-			kind.name, ms(med), float64(med)/float64(max(steadyMedian, 1)), ms(stalls[len(stalls)*9/10]),
+			kind.name, ms(med), float64(med)/float64(max(steadyMedian, 1)), ms(p90(stalls)),
 			ms(stalls[0]), ms(stalls[len(stalls)-1]), ms(cpus[len(cpus)/2]), ms(lengths[len(lengths)/2]), ms(lengths[len(lengths)-1]))
 	}
+}
+
+// p90 is the 90th percentile of sorted by nearest rank: the smallest
+// value at least 90% of them are at or under.
+func p90(sorted []time.Duration) time.Duration {
+	return sorted[(9*len(sorted)+9)/10-1] // rank ceil(0.9 n), from 1
 }
 
 // envDuration is the duration in the environment variable name, or def.
@@ -396,6 +402,21 @@ func TestSpinHelper(t *testing.T) {
 		binary.LittleEndian.PutUint64(out[:], uint64(probeCPU(t)-cpu0))
 		if _, err := os.Stdout.Write(out[:]); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// The probe's 90th percentile is one of its windows: the 9th of 10, the
+// 27th of 30, not the longest of 10.
+func TestP90(t *testing.T) {
+	for _, n := range []int{1, 3, 10, 11, 30} {
+		sorted := make([]time.Duration, n)
+		for i := range sorted {
+			sorted[i] = time.Duration(i + 1)
+		}
+		want := time.Duration((9*n + 9) / 10) // ceil(0.9 n)
+		if got := p90(sorted); got != want {
+			t.Errorf("p90 of 1..%d = %d, want %d", n, got, want)
 		}
 	}
 }

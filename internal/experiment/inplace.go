@@ -76,9 +76,10 @@ type Outcome struct {
 // SplitCPU is the CPU time the process spent in the split window above
 // what it spends in as long a steady window (the load's own): the split's
 // cost in CPU, and on a machine with few CPUs a cause of its stall (issue
-// 15, seventeenth session: 3 ms of CPU spent by anyone in a window stalled
-// the writers 1.7-3.6x the steady windows). Zero if either was not
-// measured; it can be negative when the split cost less than the noise.
+// 15, seventeenth session: on 2 vCPUs, 1 ms of CPU spent by any process in
+// a 23 ms window stalled the writers about 2x the steady windows, 10 ms
+// 5.7-6.6x). Zero if either was not measured; it can be negative when the
+// split cost less than the noise.
 func (o *Outcome) SplitCPU() time.Duration {
 	if o.SteadyCPUOver <= 0 || o.WindowCPU <= 0 {
 		return 0

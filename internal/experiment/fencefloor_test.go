@@ -113,6 +113,14 @@ func TestFenceFloorProbe(t *testing.T) {
 	out := &Outcome{}
 	ctx := context.Background()
 	run := startLoad(ctx, load, sink, readLoad{}, func() int64 { return 0 }, out)
+	// fail stops the load before the test ends: the deferred close
+	// would otherwise race its writers.
+	fail := func(format string, args ...any) {
+		t.Helper()
+		run.stopLoad(out)
+		run.stopDisk()
+		t.Fatalf(format, args...)
+	}
 	warm, warmed := awaitFirstFlush(ctx, n, parent, WarmFlush)
 	t.Logf("warmed: waited %.1f ms for the parent's first own flush (it came: %v)", ms(warm), warmed)
 	time.Sleep(2 * time.Second)
@@ -191,7 +199,10 @@ func TestFenceFloorProbe(t *testing.T) {
 		{"spin-nice", func() error {
 			var err error
 			onGoroutine(func() {
-				runtime.LockOSThread() // never unlocked: the niced thread ends with the goroutine
+				// Never unlocked: the runtime retires the niced thread with
+				// the goroutine (or parks it for good, if it is the
+				// process's main thread), so no other goroutine runs niced.
+				runtime.LockOSThread()
 				if err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 19); err == nil {
 					spinFor(spin)
 				}
@@ -246,9 +257,7 @@ func TestFenceFloorProbe(t *testing.T) {
 		// pass, as if the kind had been measured.
 		for _, w := range want {
 			if !slices.ContainsFunc(kinds, func(k probeKind) bool { return k.name == w }) {
-				run.stopLoad(out)
-				run.stopDisk()
-				t.Fatalf("SHARDSPLIT_FENCE_KINDS=%q: no kind %q", v, w)
+				fail("SHARDSPLIT_FENCE_KINDS=%q: no kind %q", v, w)
 			}
 		}
 		kept := kinds[:1]
@@ -273,17 +282,13 @@ func TestFenceFloorProbe(t *testing.T) {
 			time.Sleep(window / 2)
 			if kind.name != "steady" {
 				if err := kind.act(); err != nil {
-					run.stopLoad(out)
-					run.stopDisk()
-					t.Fatalf("%s: %v", kind.name, err)
+					fail("%s: %v", kind.name, err)
 				}
 			}
 			time.Sleep(time.Until(run.start.Add(from + window)))
 			spans[k] = append(spans[k], span{from, run.since(), probeCPU(t) - cpu0 + helperCPU})
 			if err := undo(); err != nil {
-				run.stopLoad(out)
-				run.stopDisk()
-				t.Fatalf("%s: undo: %v", kind.name, err)
+				fail("%s: undo: %v", kind.name, err)
 			}
 		}
 	}
@@ -409,14 +414,13 @@ func TestSpinHelper(t *testing.T) {
 // The probe's 90th percentile is one of its windows: the 9th of 10, the
 // 27th of 30, not the longest of 10.
 func TestP90(t *testing.T) {
-	for _, n := range []int{1, 3, 10, 11, 30} {
-		sorted := make([]time.Duration, n)
+	for _, c := range []struct{ n, want int }{{1, 1}, {3, 3}, {10, 9}, {11, 10}, {30, 27}} {
+		sorted := make([]time.Duration, c.n)
 		for i := range sorted {
 			sorted[i] = time.Duration(i + 1)
 		}
-		want := time.Duration((9*n + 9) / 10) // ceil(0.9 n)
-		if got := p90(sorted); got != want {
-			t.Errorf("p90 of 1..%d = %d, want %d", n, got, want)
+		if got := p90(sorted); got != time.Duration(c.want) {
+			t.Errorf("p90 of 1..%d = %d, want %d", c.n, got, c.want)
 		}
 	}
 }

@@ -48,6 +48,9 @@ import (
 //   - spin-paced: the same CPU time in bursts of SHARDSPLIT_FENCE_SPIN_CHUNK,
 //     each followed by a sleep four times as long;
 //   - spin-nice: the same on a locked OS thread at nice 19;
+//   - spin-idle: the same on a locked OS thread under Linux's SCHED_IDLE
+//     policy, which a waking thread of any other policy preempts at once
+//     (nice 19 is only a smaller share of the CPU);
 //   - spin-proc: the same spin in another process (this binary again),
 //     so nothing of it runs in this process's Go runtime;
 //   - children: from the window's middle, a split's clone phase without
@@ -63,7 +66,7 @@ import (
 // window's length. The goal asks a split's
 // longest stall to be at most 1.25 times the steady windows'. The spin
 // kinds ask what CPU time alone costs the writers, and whether where it
-// runs (another goroutine, thread priority, another process) or its shape
+// runs (another goroutine, thread priority or policy, another process) or its shape
 // (yields, idle gaps) changes that; children, what a split's clone phase
 // costs them without the split.
 func TestFenceFloorProbe(t *testing.T) {
@@ -204,6 +207,16 @@ func TestFenceFloorProbe(t *testing.T) {
 				// process's main thread), so no other goroutine runs niced.
 				runtime.LockOSThread()
 				if err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 19); err == nil {
+					spinFor(spin)
+				}
+			})
+			return err
+		}},
+		{"spin-idle", func() error {
+			var err error
+			onGoroutine(func() {
+				runtime.LockOSThread() // never unlocked, as spin-nice's
+				if err = setIdlePolicy(); err == nil {
 					spinFor(spin)
 				}
 			})
@@ -374,6 +387,16 @@ func threadCPU() time.Duration {
 		panic(fmt.Sprintf("clock_gettime(CLOCK_THREAD_CPUTIME_ID): %v", errno))
 	}
 	return time.Duration(ts.Nano())
+}
+
+// setIdlePolicy puts the calling thread under SCHED_IDLE (Linux).
+func setIdlePolicy() error {
+	const schedIdle = 5 // SCHED_IDLE
+	var param struct{ priority int32 }
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_SETSCHEDULER, 0, schedIdle, uintptr(unsafe.Pointer(&param))); errno != 0 {
+		return fmt.Errorf("sched_setscheduler(SCHED_IDLE): %w", errno)
+	}
+	return nil
 }
 
 // onGoroutine runs f on a goroutine of its own and waits for it.

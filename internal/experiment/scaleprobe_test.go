@@ -167,8 +167,12 @@ func TestScaleProbe(t *testing.T) {
 	for _, q := range loadgen.QuietIntervals(out.Load.Records, out.Requested-time.Second, out.WindowEnd+time.Second, 4*time.Millisecond) {
 		t.Logf("quiet %.1f ms from %+.1f ms", ms(q.Len), ms(q.At-out.WindowStart))
 	}
+	// Each phase's own longest stall (a quiet interval that begins or ends
+	// in it): the handoff's is the writers' wait for the fence and the
+	// table's durability, whatever the clone phase's CPU costs them.
 	for _, p := range out.Phases {
-		t.Logf("phase %s %.1f ms (+%.1f to +%.1f)", p.Name, ms(p.End-p.Start), ms(p.Start-out.WindowStart), ms(p.End-out.WindowStart))
+		t.Logf("phase %s %.1f ms (+%.1f to +%.1f), longest stall %.2f ms", p.Name, ms(p.End-p.Start), ms(p.Start-out.WindowStart), ms(p.End-out.WindowStart),
+			ms(loadgen.MaxStall(out.Load.Records, p.Start, p.End)))
 	}
 	if len(out.Phases) > 1 { // the children are made one after the other in the clone phase
 		next := out.Phases[1].Start - out.WindowStart

@@ -68,9 +68,9 @@ import (
 // window's length. The goal asks a split's
 // longest stall to be at most 1.25 times the steady windows'. The spin
 // kinds ask what CPU time alone costs the writers, and whether where it
-// runs (another goroutine, thread priority or policy, another process) or its shape
-// (yields, idle gaps) changes that; children, what a split's clone phase
-// costs them without the split.
+// runs (another goroutine, thread priority or policy, another process) or
+// its shape (yields, idle gaps) changes that; children, what a split's
+// clone phase costs them without the split.
 func TestFenceFloorProbe(t *testing.T) {
 	cache := os.Getenv("SHARDSPLIT_FENCE_PROBE")
 	if cache == "" {

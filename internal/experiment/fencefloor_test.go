@@ -202,28 +202,9 @@ func TestFenceFloorProbe(t *testing.T) {
 			return nil
 		}},
 		{"spin-nice", func() error {
-			var err error
-			onGoroutine(func() {
-				// Never unlocked: the runtime retires the niced thread with
-				// the goroutine (or parks it for good, if it is the
-				// process's main thread), so no other goroutine runs niced.
-				runtime.LockOSThread()
-				if err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 19); err == nil {
-					spinFor(spin)
-				}
-			})
-			return err
+			return spinLowered(spin, func() error { return syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 19) })
 		}},
-		{"spin-idle", func() error {
-			var err error
-			onGoroutine(func() {
-				runtime.LockOSThread() // never unlocked, as spin-nice's
-				if err = setIdlePolicy(); err == nil {
-					spinFor(spin)
-				}
-			})
-			return err
-		}},
+		{"spin-idle", func() error { return spinLowered(spin, setIdlePolicy) }},
 		{"spin-proc", func() error {
 			if _, err := toHelper.Write([]byte{1}); err != nil {
 				return fmt.Errorf("ask the helper to spin: %w", err)
@@ -389,6 +370,21 @@ func threadCPU() time.Duration {
 		panic(fmt.Sprintf("clock_gettime(CLOCK_THREAD_CPUTIME_ID): %v", errno))
 	}
 	return time.Duration(ts.Nano())
+}
+
+// spinLowered spins d on a goroutine whose locked OS thread lower has
+// lowered (its nice value, its scheduling policy). Never unlocked: the
+// runtime retires the thread with the goroutine (or parks it for good, if
+// it is the process's main thread), so no other goroutine runs lowered.
+func spinLowered(d time.Duration, lower func() error) error {
+	var err error
+	onGoroutine(func() {
+		runtime.LockOSThread()
+		if err = lower(); err == nil {
+			spinFor(d)
+		}
+	})
+	return err
 }
 
 // setIdlePolicy puts the calling thread under SCHED_IDLE (Linux).

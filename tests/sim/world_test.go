@@ -240,8 +240,9 @@ type world struct {
 	inj      *injector
 	fatal    chan string
 	fatalMsg string
-	dead     bool // this incarnation's Pebble declared the process dead
-	faultFor int  // steps the background fault stays armed
+	dead     bool            // this incarnation's Pebble declared the process dead
+	calls    *sync.WaitGroup // this incarnation's calls still running (see spawn)
+	faultFor int             // steps the background fault stays armed
 
 	initial *routing.Table
 	n       *node.Node
@@ -407,7 +408,7 @@ func (w *world) do(fn func()) bool {
 	done := make(chan struct{})
 	var panicked any
 	var stack []byte
-	go func() {
+	w.spawn(func() {
 		defer close(done)
 		defer func() {
 			if r := recover(); r != nil {
@@ -415,7 +416,7 @@ func (w *world) do(fn func()) bool {
 			}
 		}()
 		fn()
-	}()
+	})
 	if !w.await(done) {
 		return false
 	}
@@ -433,6 +434,25 @@ func (w *world) do(fn func()) bool {
 		w.fail("panic: %v\n%s", panicked, stack)
 	}
 	return true
+}
+
+// spawn runs fn on a goroutine of this process incarnation, counted in
+// w.calls until fn returns. A real process's calls die with it; the
+// simulator's go on after a death (see do), so reclaim waits for them
+// before it closes the stores they may still be inside: a dead process's
+// create-children step, still excising a child, read a memtable that the
+// reclaim's Engine.Close had freed (a SIGSEGV in arenaskl under DB.Excise
+// that killed the test binary: CI, 2026-12-03, TestCrashBesideADeadProcessStep).
+func (w *world) spawn(fn func()) {
+	if w.calls == nil {
+		w.calls = new(sync.WaitGroup)
+	}
+	calls := w.calls
+	calls.Add(1)
+	go func() {
+		defer calls.Done()
+		fn()
+	}()
 }
 
 // await waits for done, advancing the simulated clock while the call it
@@ -494,10 +514,10 @@ func (w *world) parkWrite() {
 	p.pw = w.model.Begin(d.id, p.value)
 	p.call = w.hist.now()
 	r := c.r
-	go func() {
+	w.spawn(func() {
 		defer close(p.done)
 		p.res, p.err = r.Index(d.id, d.routing, []byte(p.value))
-	}()
+	})
 	w.parked = append(w.parked, p)
 	w.tracef(fmt.Sprintf("c%d park", c.idx), "%s=%q", d.id, p.value)
 }
@@ -1325,7 +1345,7 @@ func (w *world) holdReader() {
 	w.stats.readers++
 	hr := &heldReader{release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{}), version: w.n.Table().Version()}
 	n := w.n
-	go func() {
+	w.spawn(func() {
 		defer close(hr.done)
 		defer func() {
 			if r := recover(); r != nil {
@@ -1346,7 +1366,7 @@ func (w *world) holdReader() {
 			}
 			return nil
 		})
-	}()
+	})
 	select {
 	case <-hr.started:
 		w.readers = append(w.readers, hr)
@@ -1486,7 +1506,7 @@ func (w *world) restart() {
 // Pebble declared itself dead keeps its goroutines parked: leaked).
 func (w *world) abandon(n *node.Node) {
 	if w.dead || w.fatalMsg != "" {
-		reclaim(n)
+		reclaim(n, w.calls)
 		return
 	}
 	var err error
@@ -1513,7 +1533,13 @@ func (w *world) abandon(n *node.Node) {
 // entry in nil map" in genericcache, a CI run of this session's code),
 // taking the test binary with it. The engine's Close closes a store that
 // finishes opening after it (openChildStore).
-func reclaim(n *node.Node) {
+//
+// Nothing is closed before the dead process's calls (calls, see spawn)
+// have returned: a store closed under a call still inside it is a
+// use-after-free in Pebble, not a crash. A call that never returns (it
+// called Fatalf, or waits on a mutex the one that did holds) leaks the
+// engine, as a store parked in the fatal hook always did.
+func reclaim(n *node.Node, calls *sync.WaitGroup) {
 	eng := n.Engine()
 	ids := n.Table().ActiveShards()
 	for _, sp := range n.Table().Splits() {
@@ -1521,6 +1547,9 @@ func reclaim(n *node.Node) {
 	}
 	go func() {
 		defer func() { _ = recover() }()
+		if calls != nil {
+			calls.Wait()
+		}
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Add(1)
@@ -1544,7 +1573,7 @@ func (w *world) openNode(action string) {
 	}
 	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs, noWALFaults: !w.sw.copyChildWAL}
 	logger, fatal := newIncarnationLogger()
-	w.fatal, w.fatalMsg, w.dead = fatal, "", false
+	w.fatal, w.fatalMsg, w.dead, w.calls = fatal, "", false, new(sync.WaitGroup)
 	n, j, rep, err, alive := w.tryOpen(logger)
 	if !alive {
 		w.fail("recovery: Pebble declared the process dead: %s", w.fatalMsg)
@@ -1624,7 +1653,7 @@ func (w *world) faultyOpen() {
 	p := 0.1 + float64(w.rng.IntN(5))/10
 	w.inj.arm(class, syscall.EIO, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
 	logger, fatal := newIncarnationLogger()
-	w.fatal, w.fatalMsg, w.dead = fatal, "", false
+	w.fatal, w.fatalMsg, w.dead, w.calls = fatal, "", false, new(sync.WaitGroup)
 	n, _, _, err, alive := w.tryOpen(logger)
 	w.inj.kill()
 	switch {
@@ -1942,7 +1971,7 @@ func (w *world) teardown() {
 		w.inj.kill()
 	}
 	if w.n != nil && dead {
-		reclaim(w.n)
+		reclaim(w.n, w.calls)
 	} else if w.n != nil {
 		n := w.n
 		done := make(chan struct{})

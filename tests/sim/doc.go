@@ -127,8 +127,10 @@
 //     (vfs.CrashCloneCfg{UnsyncedDataPercent, RNG}) — then
 //     recovery.Open on the clone with faults off, and the run continues on
 //     the recovered node. The old node's readers end, its injector dies and
-//     it is closed (or, if its Pebble died, every store that can still be
-//     closed is, in the background; the stuck one leaks).
+//     it is closed (or, if its Pebble died, destroyed and closed in the
+//     background once the dead process's calls have returned: they go on
+//     after the death, and a store closed under one is a use-after-free in
+//     Pebble. An engine one of whose calls never returns leaks).
 //   - Restart: a clean close and recovery.Open of the same filesystem. Not
 //     while writes are parked on a fence: Node.Close does not wait for a
 //     write in flight, which then applies to a closed Pebble DB (a SIGSEGV

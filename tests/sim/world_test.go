@@ -1528,11 +1528,10 @@ func (w *world) abandon(n *node.Node) {
 }
 
 // reclaim frees what it can of a node whose Pebble declared the process
-// dead, in the background: every store that can still be closed is
-// (destroyed, on a filesystem nobody will read again), then the engine. A
-// store whose goroutine is parked in the fatal hook may block its close for
-// ever; that one store leaks. Without this, every Pebble death leaked its
-// whole engine (about 7 MB of memtables, WAL buffers and caches).
+// dead, in the background: its stores are destroyed (on a filesystem
+// nobody will read again), then the engine is closed. Without this, every
+// Pebble death leaked its whole engine (about 7 MB of memtables, WAL
+// buffers and caches).
 //
 // The stores a running split or merge is making (its children, its
 // target) are not destroyed, only closed with the engine: the dead
@@ -1549,8 +1548,8 @@ func (w *world) abandon(n *node.Node) {
 // Nothing is closed before the dead process's calls (calls, see spawn)
 // have returned: a store closed under a call still inside it is a
 // use-after-free in Pebble, not a crash. A call that never returns (it
-// called Fatalf, or waits on a mutex the one that did holds) leaks the
-// engine, as a store parked in the fatal hook always did.
+// called Fatalf, or waits on what the goroutine that did holds) leaks the
+// whole engine; before, only the stores whose close it blocked leaked.
 func reclaim(n *node.Node, calls *sync.WaitGroup) {
 	eng := n.Engine()
 	ids := n.Table().ActiveShards()

@@ -30,6 +30,84 @@ func reviewWorld(t *testing.T, seed uint64) *world {
 	return w
 }
 
+// Finding 1: teardown of a process still alive closes its node at once,
+// beside the process's calls that still run. That is every seed whose
+// finding is a hang (await's "step did not return", "held reader did not
+// start", "released reader did not finish", refuseLock's): runSeed's
+// deferred teardown then runs Node.Close under the call that hung, the
+// use-after-free of 5380313, now on the finding path, where a SIGSEGV takes
+// the whole test binary (every other seed's result) with it.
+//
+// Made directly: a call of the live process still running (the one that
+// hung) when w.hang raises the finding and teardown runs. teardown must
+// neither close the store under it nor wait for it (the hang already cost
+// hangTimeout); the engine is closed once the call returns.
+func TestReviewS19TeardownOfALiveProcessWaitsForItsCalls(t *testing.T) {
+	w := reviewWorld(t, 7)
+	id := w.n.Table().ActiveShards()[0]
+	old, ok := w.n.Engine().Shard(id)
+	if !ok {
+		t.Fatalf("no shard %d", id)
+	}
+	release := make(chan struct{})
+	w.spawn(func() { <-release }) // the call that hung
+	_ = catch(func() { w.hang("review-s19: the step did not return") })
+	start := time.Now()
+	w.teardown() // runSeed's deferred teardown after the hang finding
+	took := time.Since(start)
+	closedUnder := shardClosed(old)
+	close(release)
+	if closedUnder {
+		t.Fatalf("teardown closed shard %d of a live process while one of its calls still ran", id)
+	}
+	if took > hangTimeout/4 {
+		t.Errorf("teardown took %v: it waited for the call that hung", took)
+	}
+	for deadline := time.Now().Add(hangTimeout); !shardClosed(old); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("shard %d not closed %v after the hung call returned", id, hangTimeout)
+		}
+	}
+}
+
+// The same, with the call inside Pebble: a scan holding a snapshot and an
+// iterator of the store when teardown closes it, then going on.
+func TestReviewS19TeardownUnderAScanInPebble(t *testing.T) {
+	w := reviewWorld(t, 7)
+	id := w.n.Table().ActiveShards()[0]
+	old, ok := w.n.Engine().Shard(id)
+	if !ok {
+		t.Fatalf("no shard %d", id)
+	}
+	in, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var panicked any
+	var once sync.Once
+	w.spawn(func() {
+		defer close(done)
+		defer func() { panicked = recover() }()
+		_ = old.Scan(func(storage.Doc) error {
+			once.Do(func() { close(in); <-release })
+			return nil
+		})
+	})
+	select {
+	case <-in:
+	case <-done:
+		t.Skip("no document to hold the scan on")
+	}
+	_ = catch(func() { w.hang("review-s19: the scan did not return") })
+	w.teardown()
+	closedUnder := shardClosed(old)
+	close(release)
+	<-done
+	if panicked != nil {
+		t.Errorf("the scan panicked after teardown closed its store under it: %v", panicked)
+	}
+	if closedUnder {
+		t.Errorf("teardown closed shard %d while a scan of it was inside Pebble", id)
+	}
+}
+
 // Finding 2: TestReclaimWaitsForTheDeadProcessCalls's probe (shardClosed)
 // polled old.Scan until it answered ErrShardClosed: Scan reads the store
 // outside its gate, so beside the reclaim's close it checks the closed

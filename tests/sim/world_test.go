@@ -242,6 +242,7 @@ type world struct {
 	fatalMsg string
 	dead     bool            // this incarnation's Pebble declared the process dead
 	calls    *sync.WaitGroup // this incarnation's calls still running (see spawn)
+	hung     bool            // a call did not return in time: the run's finding (see teardown)
 	faultFor int             // steps the background fault stays armed
 
 	initial *routing.Table
@@ -346,6 +347,7 @@ func (w *world) fail(format string, args ...any) {
 // hang is fail for a step that did not end in real time: the finding
 // carries every goroutine's stack, which is what says where it waits.
 func (w *world) hang(format string, args ...any) {
+	w.hung = true
 	var stacks strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
 	w.fail("%s\n\ngoroutines at the hang:\n%s", fmt.Sprintf(format, args...), stacks.String())
@@ -1975,6 +1977,7 @@ func (w *world) teardown() {
 		case msg := <-w.fatal:
 			w.fatalMsg, dead = msg, true
 		case <-time.After(hangTimeout):
+			w.hung = true
 		}
 	}
 	w.readers = nil
@@ -1984,13 +1987,27 @@ func (w *world) teardown() {
 	if w.n != nil && dead {
 		reclaim(w.n, w.calls)
 	} else if w.n != nil {
-		n := w.n
+		// The close waits for the process's calls, as reclaim's does: after
+		// a hang finding the call that hung may still be inside Pebble, and
+		// a store closed under it is a use-after-free that can take the
+		// test binary (every seed's result) with it. A hung call is not
+		// waited for: the engine is closed in the background once it
+		// returns, or leaks.
+		n, calls := w.n, w.calls
 		done := make(chan struct{})
-		go func() { defer close(done); _ = n.Close() }()
-		select {
-		case <-done:
-		case <-w.fatal: // died in the close: the stuck store leaks, as in reclaim
-		case <-time.After(hangTimeout):
+		go func() {
+			defer close(done)
+			if calls != nil {
+				calls.Wait()
+			}
+			_ = n.Close()
+		}()
+		if !w.hung {
+			select {
+			case <-done:
+			case <-w.fatal: // died in the close: the stuck store leaks, as in reclaim
+			case <-time.After(hangTimeout):
+			}
 		}
 	}
 	w.n = nil

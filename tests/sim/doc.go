@@ -131,12 +131,10 @@
 //     background once the dead process's calls have returned: they go on
 //     after the death, and a store closed under one is a use-after-free in
 //     Pebble. An engine one of whose calls never returns leaks).
-//   - Restart: a clean close and recovery.Open of the same filesystem. Not
-//     while writes are parked on a fence: Node.Close does not wait for a
-//     write in flight, which then applies to a closed Pebble DB (a SIGSEGV
-//     in Pebble's memtable that kills the test binary; found after merges
-//     joined, reported, not fixed here). A crash still abandons a node with
-//     writes parked.
+//   - Restart: a clean close and recovery.Open of the same filesystem, also
+//     with writes parked on a fence or a commit (a store's close waits for
+//     the writes inside Pebble; those parked stay parked, their outcome
+//     unknown).
 //   - Faulty open: with the swarm's probability, a recovery first opens
 //     once with EIO on each operation of a class (mutations, TABLE and
 //     SPLITLOG, or syncs; 10–50 %), as a restart on

@@ -631,12 +631,16 @@ func (w *world) tick() {
 	add(w.sw.wLock, sp && w.sp.Machine().Ready().Intent.Kind == splitter.IntentFence, w.refuseLock)
 	add(w.sw.wFault, w.faultFor == 0, w.armBackground)
 	add(w.sw.wCrash, true, func() { w.crash("crash", w.drawCrashCfg()) })
-	// Also while writes are parked on a fence or a commit: a store's close
-	// waits for the writes inside Pebble (Shard.Write's gate, 9769691).
-	// Until that gate a write in flight applied to a closed Pebble DB (a
-	// SIGSEGV in arenaskl, seed 183), and restarts waited for no write
-	// to be parked.
-	add(w.sw.wRestart, true, w.restart)
+	// Not while writes are parked on a fence or a commit. It is safe now (a
+	// store's close waits for the writes inside Pebble: Shard.Write's gate,
+	// 9769691; before it, a write in flight applied to a closed Pebble DB,
+	// a SIGSEGV in arenaskl, seed 183), and 3000 seeds passed with it
+	// (30a5f8c). But the clean close leaves them parked for ever on the
+	// abandoned fence, each holding its node and, through it (an inference,
+	// not traced), a filesystem a later crash replaces: that run's peak RSS
+	// was 7.6 GB against 6.5 GB without it. A crash still abandons a node
+	// with writes parked.
+	add(w.sw.wRestart, len(w.parked) == 0, w.restart)
 	add(w.sw.wReader, len(w.readers) < 2, w.holdReader)
 	add(w.sw.wRelease, len(w.readers) > 0, w.releaseReader)
 	total := 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 )
 
@@ -176,5 +177,58 @@ func TestReviewS19ScanProbeRacesTheReclaim(t *testing.T) {
 	t.Logf("%d probes, %d panicked", probes.Load(), panics.Load())
 	if panics.Load() > 0 {
 		t.Fatalf("a Scan probe beside the reclaim's close panicked %d times (first: %v): the probe reads the store outside its gate", panics.Load(), first.Load())
+	}
+}
+
+// Finding 3 (a leak; fixed in reclaim): a dead split that fenced its
+// parent (the fence is the parent's apply lock, held from one step to a
+// later one) pinned the whole dead engine: reclaim's DestroyShard(parent)
+// took that lock before it closed anything and waited for ever, so
+// Engine.Close never ran and the children stayed open, with the engine's
+// caches. (The parent's own store closed all the same: reclaim's ids name
+// it twice, and the second DestroyShard found it gone from the engine's
+// shards and skipped the lock.) reclaim no longer destroys a shard the
+// dead operation holds fenced; the engine's Close closes it.
+func TestReviewS19ReclaimOfAFencedSplitClosesTheEngine(t *testing.T) {
+	w := reviewWorld(t, 11)
+	defer w.teardown()
+	parent := w.n.Table().ActiveShards()[0]
+	var sp *splitter.Split
+	if !w.do(func() { sp = w.drv.Start(splitter.Plan{Parent: parent, Ways: 2}) }) {
+		t.Fatal("died starting the split")
+	}
+	w.sp = newSimSplit(sp, splitter.Plan{Parent: parent, Ways: 2})
+	for !sp.Machine().Fenced() {
+		var err error
+		if !w.do(func() { _, _, err = sp.Next() }) || err != nil || sp.Done() {
+			t.Fatalf("the split did not reach its fence (%v)", err)
+		}
+	}
+	var shards []*storage.Shard
+	rec, _ := w.n.Table().Split(parent)
+	ids := append(w.n.Table().ActiveShards(), rec.Children[0].Shard, rec.Children[1].Shard)
+	for _, id := range ids {
+		if s, ok := w.n.Engine().Shard(id); ok {
+			shards = append(shards, s)
+		}
+	}
+	if len(shards) < 3 {
+		t.Fatalf("found %d of the parent's and children's shards in the engine, want 3 or more", len(shards))
+	}
+	w.fatalMsg = "review-s19: a Fatalf while the parent is fenced"
+	w.crashDead() // no call of the process runs: reclaim starts at once
+	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
+		open := 0
+		for _, s := range shards {
+			if !shardClosed(s) {
+				open++
+			}
+		}
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the dead engine's %d shards (shards %v, the split of %d) still open %v after the crash: a DestroyShard waits on the dead split's fence", open, len(shards), ids, parent, hangTimeout)
+		}
 	}
 }

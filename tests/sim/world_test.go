@@ -1473,10 +1473,10 @@ func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
 	w.inj.kill()
 	clone := w.mem.CrashWith(cfg)
 	w.tracef(action, "unsynced data kept: %d%%", cfg.UnsyncedDataPercent)
-	old := w.n
+	old, op := w.n, w.sp
 	w.n, w.sp = nil, nil
 	if old != nil {
-		w.abandon(old)
+		w.abandon(old, op)
 	}
 	w.mem = clone
 	w.openNode("recover")
@@ -1501,10 +1501,10 @@ func (w *world) restart() {
 	}
 	w.stats.restarts++
 	w.inj.kill()
-	old := w.n
+	old, op := w.n, w.sp
 	w.n, w.sp = nil, nil
 	if old != nil {
-		w.abandon(old)
+		w.abandon(old, op)
 	}
 	if w.noticeFatal() {
 		w.stats.fatals++
@@ -1520,11 +1520,12 @@ func (w *world) restart() {
 	w.openNode("recover")
 }
 
-// abandon closes an old node if its process is still alive (a node whose
-// Pebble declared itself dead keeps its goroutines parked: leaked).
-func (w *world) abandon(n *node.Node) {
+// abandon closes an old node if its process is still alive, or reclaims
+// it if its Pebble declared the process dead. op is the split or merge the
+// process was running, if any.
+func (w *world) abandon(n *node.Node, op *simSplit) {
 	if w.dead || w.fatalMsg != "" {
-		reclaim(n, w.calls)
+		reclaim(n, w.calls, op)
 		return
 	}
 	var err error
@@ -1556,7 +1557,15 @@ func (w *world) abandon(n *node.Node) {
 // use-after-free in Pebble, not a crash. A call that never returns (it
 // called Fatalf, or waits on what the goroutine that did holds) leaks the
 // whole engine; before, only the stores whose close it blocked leaked.
-func reclaim(n *node.Node, calls *sync.WaitGroup) {
+//
+// A shard the dead split or merge (op) holds fenced is not destroyed:
+// DestroyShard takes the shard's apply lock, which the fence holds from
+// one step to a later one that will never come, and it waited for ever,
+// so the engine's Close never ran and the children and caches leaked (the
+// review of 2026-12-03). The engine's Close closes that store through its
+// gate, without the apply lock. op's machine is read after the calls have
+// returned: before, a step still running may be changing it.
+func reclaim(n *node.Node, calls *sync.WaitGroup, op *simSplit) {
 	eng := n.Engine()
 	ids := n.Table().ActiveShards()
 	for _, sp := range n.Table().Splits() {
@@ -1567,8 +1576,15 @@ func reclaim(n *node.Node, calls *sync.WaitGroup) {
 		if calls != nil {
 			calls.Wait()
 		}
+		var fenced []routing.ShardID
+		if op != nil && op.Machine().Fenced() {
+			fenced = op.logShards()
+		}
 		var wg sync.WaitGroup
 		for _, id := range ids {
+			if slices.Contains(fenced, id) {
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -1989,7 +2005,7 @@ func (w *world) teardown() {
 		w.inj.kill()
 	}
 	if w.n != nil && dead {
-		reclaim(w.n, w.calls)
+		reclaim(w.n, w.calls, w.sp)
 	} else if w.n != nil {
 		// The close waits for the process's calls, as reclaim's does: after
 		// a hang finding the call that hung may still be inside Pebble, and

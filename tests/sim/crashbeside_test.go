@@ -179,17 +179,8 @@ func stuckInMemFS() string {
 // once: the flaky SIGSEGV of TestCrashBesideADeadProcessStep, a
 // create-children step's excise inside a store the close had freed.
 func TestReclaimWaitsForTheDeadProcessCalls(t *testing.T) {
-	const seed = 7
-	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), model: newSharedModel(),
-		clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	w := reviewWorld(t, 7)
 	defer w.teardown()
-	w.sw = drawSwarm(w.rng)
-	w.sw.layout = storage.LayoutPerShard
-	w.sw.pOpenFault = 0
-	w.setup()
-	for range 20 {
-		w.clientOp()
-	}
 	id := w.n.Table().ActiveShards()[0]
 	old, ok := w.n.Engine().Shard(id)
 	if !ok {
@@ -197,7 +188,7 @@ func TestReclaimWaitsForTheDeadProcessCalls(t *testing.T) {
 	}
 	closed := func() bool { return shardClosed(old) }
 	release := make(chan struct{})
-	w.spawn(func() { <-release }) // a call of the process, still inside Pebble when it dies
+	w.spawn(func() { <-release }) // stands for a call still inside Pebble when the process dies
 	w.fatalMsg = "a Fatalf on another goroutine of the process"
 	w.crashDead()
 	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {

@@ -135,8 +135,8 @@
 //     while writes are parked on a fence or a commit: safe since a store's
 //     close waits for the writes inside Pebble, and 3000 seeds passed with
 //     it, but the writes stay parked for ever on the abandoned fence,
-//     holding memory (see tick). A crash still
-//     abandons a node with writes parked.
+//     holding memory (see tick). A crash still abandons a node with writes
+//     parked.
 //   - Faulty open: with the swarm's probability, a recovery first opens
 //     once with EIO on each operation of a class (mutations, TABLE and
 //     SPLITLOG, or syncs; 10–50 %), as a restart on

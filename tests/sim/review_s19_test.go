@@ -16,7 +16,8 @@ import (
 // Review of 5380313 and 1852061 (reclaim waits for the dead process's
 // calls, counted by spawn).
 
-// reviewWorld is an alive world (per-shard layout) with some documents.
+// reviewWorld is an alive world (per-shard layout) with some documents
+// (TestReclaimWaitsForTheDeadProcessCalls uses it too).
 func reviewWorld(t *testing.T, seed uint64) *world {
 	t.Helper()
 	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), model: newSharedModel(),

@@ -244,6 +244,10 @@ type world struct {
 	calls    *sync.WaitGroup // this incarnation's calls still running (see spawn)
 	hung     bool            // a call did not return in time: the run's finding (see teardown)
 	faultFor int             // steps the background fault stays armed
+	// diedIn is the split or merge whose step the process died in: w.sp is
+	// cleared then (its machine may still change under the dead step), but
+	// reclaim must know what it holds fenced (see dyingOp).
+	diedIn *simSplit
 
 	initial *routing.Table
 	n       *node.Node
@@ -1103,7 +1107,7 @@ func (w *world) stepSplit(action string) {
 	var err error
 	if !w.do(func() { in, ev, err = s.sp.Next() }) {
 		w.tracef(action, "process died")
-		w.sp = nil
+		w.sp, w.diedIn = nil, s
 		return
 	}
 	phase := s.Machine().Phase()
@@ -1473,7 +1477,7 @@ func (w *world) crash(action string, cfg vfs.CrashCloneCfg) {
 	w.inj.kill()
 	clone := w.mem.CrashWith(cfg)
 	w.tracef(action, "unsynced data kept: %d%%", cfg.UnsyncedDataPercent)
-	old, op := w.n, w.sp
+	old, op := w.n, w.dyingOp()
 	w.n, w.sp = nil, nil
 	if old != nil {
 		w.abandon(old, op)
@@ -1501,7 +1505,7 @@ func (w *world) restart() {
 	}
 	w.stats.restarts++
 	w.inj.kill()
-	old, op := w.n, w.sp
+	old, op := w.n, w.dyingOp()
 	w.n, w.sp = nil, nil
 	if old != nil {
 		w.abandon(old, op)
@@ -1518,6 +1522,21 @@ func (w *world) restart() {
 	}
 	w.tracef("restart", "clean close")
 	w.openNode("recover")
+}
+
+// dyingOp is the split or merge the process ends with, for reclaim: the
+// one running, or the one whose step the process died in (stepSplit
+// clears w.sp then, and a death during a handoff step, the likeliest way
+// to die fenced since no client operation runs in that window, would
+// otherwise leave reclaim waiting for ever on the fence). It forgets the
+// latter.
+func (w *world) dyingOp() *simSplit {
+	op := w.sp
+	if op == nil {
+		op = w.diedIn
+	}
+	w.diedIn = nil
+	return op
 }
 
 // abandon closes an old node if its process is still alive, or reclaims
@@ -2005,7 +2024,7 @@ func (w *world) teardown() {
 		w.inj.kill()
 	}
 	if w.n != nil && dead {
-		reclaim(w.n, w.calls, w.sp)
+		reclaim(w.n, w.calls, w.dyingOp())
 	} else if w.n != nil {
 		// The close waits for the process's calls, as reclaim's does: after
 		// a hang finding the call that hung may still be inside Pebble, and

@@ -181,11 +181,7 @@ func stuckInMemFS() string {
 func TestReclaimWaitsForTheDeadProcessCalls(t *testing.T) {
 	w := reviewWorld(t, 7)
 	defer w.teardown()
-	id := w.n.Table().ActiveShards()[0]
-	old, ok := w.n.Engine().Shard(id)
-	if !ok {
-		t.Fatalf("no shard %d in the engine", id)
-	}
+	id, old := firstShard(t, w)
 	closed := func() bool { return shardClosed(old) }
 	release := make(chan struct{})
 	w.spawn(func() { <-release }) // stands for a call still inside Pebble when the process dies

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -46,11 +47,7 @@ func reviewWorld(t *testing.T, seed uint64) *world {
 // hangTimeout); the engine is closed once the call returns.
 func TestReviewS19TeardownOfALiveProcessWaitsForItsCalls(t *testing.T) {
 	w := reviewWorld(t, 7)
-	id := w.n.Table().ActiveShards()[0]
-	old, ok := w.n.Engine().Shard(id)
-	if !ok {
-		t.Fatalf("no shard %d", id)
-	}
+	id, old := firstShard(t, w)
 	release := make(chan struct{})
 	w.spawn(func() { <-release }) // the call that hung
 	_ = catch(func() { w.hang("review-s19: the step did not return") })
@@ -76,11 +73,7 @@ func TestReviewS19TeardownOfALiveProcessWaitsForItsCalls(t *testing.T) {
 // iterator of the store when teardown closes it, then going on.
 func TestReviewS19TeardownUnderAScanInPebble(t *testing.T) {
 	w := reviewWorld(t, 7)
-	id := w.n.Table().ActiveShards()[0]
-	old, ok := w.n.Engine().Shard(id)
-	if !ok {
-		t.Fatalf("no shard %d", id)
-	}
+	id, old := firstShard(t, w)
 	in, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var panicked any
 	var once sync.Once
@@ -205,6 +198,29 @@ func TestReviewS19ReclaimOfAFencedSplitClosesTheEngine(t *testing.T) {
 			t.Fatalf("the split did not reach its fence (%v)", err)
 		}
 	}
+	ids, shards := splitShards(t, w, parent)
+	w.fatalMsg = "review-s19: a Fatalf while the parent is fenced"
+	w.crashDead() // no call of the process runs: reclaim starts at once
+	if open := awaitClosed(shards); open > 0 {
+		t.Fatalf("%d of the dead engine's %d shards (shards %v, the split of %d) still open %v after the crash: a DestroyShard waits on the dead split's fence", open, len(shards), ids, parent, hangTimeout)
+	}
+}
+
+// firstShard returns the first active shard of w's node and its id.
+func firstShard(t *testing.T, w *world) (routing.ShardID, *storage.Shard) {
+	t.Helper()
+	id := w.n.Table().ActiveShards()[0]
+	s, ok := w.n.Engine().Shard(id)
+	if !ok {
+		t.Fatalf("no shard %d in the engine", id)
+	}
+	return id, s
+}
+
+// splitShards returns the ids and shards of the engine's active shards and
+// of the children of parent's split (three or more, or the test fails).
+func splitShards(t *testing.T, w *world, parent routing.ShardID) ([]routing.ShardID, []*storage.Shard) {
+	t.Helper()
 	var shards []*storage.Shard
 	rec, _ := w.n.Table().Split(parent)
 	ids := append(w.n.Table().ActiveShards(), rec.Children[0].Shard, rec.Children[1].Shard)
@@ -216,8 +232,12 @@ func TestReviewS19ReclaimOfAFencedSplitClosesTheEngine(t *testing.T) {
 	if len(shards) < 3 {
 		t.Fatalf("found %d of the parent's and children's shards in the engine, want 3 or more", len(shards))
 	}
-	w.fatalMsg = "review-s19: a Fatalf while the parent is fenced"
-	w.crashDead() // no call of the process runs: reclaim starts at once
+	return ids, shards
+}
+
+// awaitClosed waits up to hangTimeout for every shard to close and returns
+// how many are still open.
+func awaitClosed(shards []*storage.Shard) int {
 	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
 		open := 0
 		for _, s := range shards {
@@ -225,11 +245,8 @@ func TestReviewS19ReclaimOfAFencedSplitClosesTheEngine(t *testing.T) {
 				open++
 			}
 		}
-		if open == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the dead engine's %d shards (shards %v, the split of %d) still open %v after the crash: a DestroyShard waits on the dead split's fence", open, len(shards), ids, parent, hangTimeout)
+		if open == 0 || time.Now().After(deadline) {
+			return open
 		}
 	}
 }

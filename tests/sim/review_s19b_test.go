@@ -2,10 +2,8 @@ package sim
 
 import (
 	"testing"
-	"time"
 
 	"github.com/shardsplit/shardsplit/splitter"
-	"github.com/shardsplit/shardsplit/storage"
 )
 
 // Review of 8771da1 (reclaim does not destroy a shard the dead split or
@@ -52,17 +50,7 @@ func TestReviewS19bDeathDuringTheFenceStepClosesTheEngine(t *testing.T) {
 			t.Fatalf("the split did not reach its fence intent (%v)", err)
 		}
 	}
-	var shards []*storage.Shard
-	rec, _ := w.n.Table().Split(parent)
-	ids := append(w.n.Table().ActiveShards(), rec.Children[0].Shard, rec.Children[1].Shard)
-	for _, id := range ids {
-		if s, ok := w.n.Engine().Shard(id); ok {
-			shards = append(shards, s)
-		}
-	}
-	if len(shards) < 3 {
-		t.Fatalf("found %d of the parent's and children's shards in the engine, want 3 or more", len(shards))
-	}
+	ids, shards := splitShards(t, w, parent)
 	d := dyingStep{fatal: w.fatal, release: make(chan struct{}), done: make(chan struct{})}
 	w.sp = newSimSplit(sp, plan)
 	d.simOp = w.sp.sp
@@ -77,18 +65,7 @@ func TestReviewS19bDeathDuringTheFenceStepClosesTheEngine(t *testing.T) {
 		t.Fatal("the step did not take the fence")
 	}
 	w.crashDead()
-	for deadline := time.Now().Add(hangTimeout); ; time.Sleep(10 * time.Millisecond) {
-		open := 0
-		for _, s := range shards {
-			if !shardClosed(s) {
-				open++
-			}
-		}
-		if open == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the dead engine's %d shards (%v, the split of %d) still open %v after the crash: reclaim was not told of the split that died fenced", open, len(shards), ids, parent, hangTimeout)
-		}
+	if open := awaitClosed(shards); open > 0 {
+		t.Fatalf("%d of the dead engine's %d shards (%v, the split of %d) still open %v after the crash: reclaim was not told of the split that died fenced", open, len(shards), ids, parent, hangTimeout)
 	}
 }

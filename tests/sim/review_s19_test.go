@@ -170,7 +170,7 @@ func TestReviewS19ScanProbeRacesTheReclaim(t *testing.T) {
 	}
 	t.Logf("%d probes, %d panicked", probes.Load(), panics.Load())
 	if panics.Load() > 0 {
-		t.Fatalf("a Scan probe beside the reclaim's close panicked %d times (first: %v): the probe reads the store outside its gate", panics.Load(), first.Load())
+		t.Fatalf("the shardClosed probe beside the reclaim's close panicked %d times (first: %v): it reads the store outside its gate", panics.Load(), first.Load())
 	}
 }
 

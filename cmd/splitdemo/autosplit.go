@@ -124,6 +124,10 @@ func runAutosplit(args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
+	if err := prepareOutputs(cfg.out, cfg.jsonPath); err != nil {
+		fmt.Fprintf(stderr, "splitdemo autosplit: %v\n", err)
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := autosplitRun(ctx, cfg, stderr)

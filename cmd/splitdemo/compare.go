@@ -210,6 +210,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo compare: %v\n", err)
 		return code
 	}
+	if err := prepareOutputs(cfg.out, cfg.jsonPath); err != nil {
+		fmt.Fprintf(stderr, "splitdemo compare: %v\n", err)
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := compare(ctx, cfg, stderr)

@@ -110,6 +110,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return runServe([]string{"--help"}, stdout, stderr)
 			case "findings":
 				return runFindings([]string{"--help"}, stdout, stderr)
+			default:
+				fmt.Fprintf(stderr, "splitdemo help: unknown command %q (try 'splitdemo help')\n", args[1])
+				return exitUsage
 			}
 		}
 		fmt.Fprint(stdout, usage)

@@ -168,4 +168,10 @@ func TestHelpAndBareRun(t *testing.T) {
 	if _, _, code := runCmd("frobnicate"); code != exitUsage {
 		t.Errorf("unknown command: exit %d, want 2", code)
 	}
+	// Help for a command that does not exist says so, as bad input,
+	// instead of printing the general usage as if asked for it.
+	out, errOut, code := runCmd("help", "frobnicate")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, `"frobnicate"`) {
+		t.Errorf("help frobnicate: exit %d, stdout %q, stderr %q; want exit 2 and stderr naming the command", code, out, errOut)
+	}
 }

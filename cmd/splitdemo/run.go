@@ -112,8 +112,25 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo run: %v\n", err)
 		return exitUsage
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "splitdemo run: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
 	if c.data == "" {
 		fmt.Fprintln(stderr, "splitdemo run: --data is required")
+		return exitUsage
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--split-every", c.every}, {"--merge-every", c.mergeEvery}, {"--duration", c.duration}} {
+		if d.v < 0 {
+			fmt.Fprintf(stderr, "splitdemo run: %s %v: must not be negative\n", d.flag, d.v)
+			return exitUsage
+		}
+	}
+	if c.maxShards < 1 {
+		fmt.Fprintf(stderr, "splitdemo run: --max-shards %d: must be at least 1\n", c.maxShards)
 		return exitUsage
 	}
 	if c.writers < 1 || c.ways < 2 || c.docs < 0 {

@@ -49,6 +49,31 @@ func TestRunMergesNeedsMergeEvery(t *testing.T) {
 	}
 }
 
+// Bad values of run's other flags are refused before anything is written,
+// each in one line naming the flag and its value. Before, a negative
+// duration was taken as "never" and a stray argument was ignored.
+func TestRunRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--split-every", "-1s"}, "--split-every -1s"},
+		{[]string{"--merge-every", "-5ms"}, "--merge-every -5ms"},
+		{[]string{"--duration", "-2s"}, "--duration -2s"},
+		{[]string{"--max-shards", "0"}, "--max-shards 0"},
+		{[]string{"--docs", "10", "extra"}, `"extra"`},
+	} {
+		data := filepath.Join(t.TempDir(), "ix")
+		_, errOut, code := runCmd(append([]string{"run", "--data", data}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("run %v: exit %d, stderr %q; want %d and one line naming %s", tc.args, code, errOut, exitUsage, tc.want)
+		}
+		if _, err := os.Stat(data); err == nil {
+			t.Errorf("run %v: made %s before refusing", tc.args, data)
+		}
+	}
+}
+
 // A run killed between making its data directory and persisting its first
 // table created no index (TestKillDashNine hit this window): verify says
 // so, and still fails if the write log acknowledges anything.

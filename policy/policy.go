@@ -96,8 +96,10 @@ func DefaultThresholds() Thresholds {
 // Validate names the first threshold that makes no sense.
 func (th Thresholds) Validate() error {
 	switch {
-	case !(th.SplitWritesPerSec > 0):
-		return fmt.Errorf("policy: split threshold %v writes/s must be positive", th.SplitWritesPerSec)
+	case !(th.SplitWritesPerSec > 0) || math.IsInf(th.SplitWritesPerSec, 1):
+		// +Inf would never split by load and, through MergeLoadFraction,
+		// merge every adjacent pair however hot.
+		return fmt.Errorf("policy: split threshold %v writes/s must be positive and finite", th.SplitWritesPerSec)
 	case th.SplitSustain <= 0:
 		return fmt.Errorf("policy: split sustain window %v must be positive", th.SplitSustain)
 	case th.MaxShardBytes == 0:

@@ -266,10 +266,16 @@ const (
 	RemedyHashRange     = "none by splitting: a routing value's routing_partition_size hashes are consecutive and stay in one hash-range child; route it by _id, or use partition-aligned children"
 )
 
-// remedy is the remedy for an unsplittable hot key in mode m.
-func remedy(m routing.Mode) string {
-	if m == routing.ModeOpenSearch {
+// remedy is the remedy for an unsplittable hot key in mode m with
+// routing_partition_size p. Where p is already above 1 the setting is in
+// force and the remedy is more of it (a new index: the setting is fixed at
+// creation), not RemedyPartitionSize, which would name what is set.
+func remedy(m routing.Mode, p int) string {
+	switch {
+	case m == routing.ModeOpenSearch:
 		return RemedyHashRange
+	case p > 1:
+		return fmt.Sprintf("raise index.routing_partition_size above %d (at index creation: a new index) so one routing value spreads over more partitions", p)
 	}
 	return RemedyPartitionSize
 }
@@ -330,7 +336,7 @@ func Decide(in Input, th Thresholds) Decision {
 	for _, c := range cands {
 		if !splittable(t, c.span) {
 			if c.reason == ReasonLoad {
-				d.Unsplittable = append(d.Unsplittable, hotKey(t.Mode(), c.id, c.rate, c.keys))
+				d.Unsplittable = append(d.Unsplittable, hotKey(remedy(t.Mode(), t.Settings().PartitionSize), c.id, c.rate, c.keys))
 			}
 			continue
 		}
@@ -403,8 +409,8 @@ func splittable(t *routing.Table, sp routing.Span) bool {
 }
 
 // hotKey names the hottest routing value of an unsplittable leaf.
-func hotKey(m routing.Mode, id routing.ShardID, rate float64, keys []weighted) HotKey {
-	h := HotKey{Shard: id, WritesPerSec: rate, Remedy: remedy(m)}
+func hotKey(rem string, id routing.ShardID, rate float64, keys []weighted) HotKey {
+	h := HotKey{Shard: id, WritesPerSec: rate, Remedy: rem}
 	by := map[string]float64{}
 	total := 0.0
 	for _, k := range keys {

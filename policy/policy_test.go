@@ -366,7 +366,7 @@ func TestRemedyByMode(t *testing.T) {
 		{routing.ModePartition, RemedyPartitionSize},
 		{routing.ModeOpenSearch, RemedyHashRange},
 	} {
-		if got := hotKey(tc.mode, 1, 10, []weighted{{}}).Remedy; got != tc.want {
+		if got := hotKey(remedy(tc.mode, 1), 1, 10, []weighted{{}}).Remedy; got != tc.want {
 			t.Errorf("%v: remedy %q, want %q", tc.mode, got, tc.want)
 		}
 	}

@@ -27,3 +27,49 @@ func TestReviewPolicyValidateRejectsInfiniteSplitRate(t *testing.T) {
 		t.Fatalf("the error does not name the bad value: %v", err)
 	}
 }
+
+// TestReviewPolicyRemedyWhenPartitionSizeIsAlreadySet: in partition mode
+// with routing_partition_size 2, a hot leaf of one partition was told to
+// "set index.routing_partition_size > 1" — the setting it already has. The
+// remedy must name the value in force and ask for more.
+func TestReviewPolicyRemedyWhenPartitionSizeIsAlreadySet(t *testing.T) {
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 4, RoutingShards: 8, PartitionSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab = commitSplit(t, tab, routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2}) // root 0 = partitions [0, 2): two leaves of one partition
+	hot := tab.Leaves(0)[0]
+	in := Input{Now: now, Table: tab, Shards: map[routing.ShardID]ShardStats{
+		hot.Shard: load{from: t0, rate: 500, keys: keys(int(hot.Span.Start), "tenant-hot", 10)}.stats()}}
+	d := Decide(in, testThresholds())
+	if len(d.Unsplittable) != 1 {
+		t.Fatalf("Decide = %+v, want the hot leaf %d reported", d, hot.Shard)
+	}
+	if r := d.Unsplittable[0].Remedy; r == RemedyPartitionSize || !strings.Contains(r, "above 2") {
+		t.Fatalf("routing_partition_size is 2, the remedy says: %q", r)
+	}
+	// With routing_partition_size 1 the remedy is still the setting itself.
+	tab1 := table(t, routing.ModePartition, split(1, 0, 9))
+	in = Input{Now: now, Table: tab1, Shards: map[routing.ShardID]ShardStats{2: load{from: t0, rate: 500, keys: keys(8, "tenant-hot", 10)}.stats()}}
+	if d := Decide(in, testThresholds()); len(d.Unsplittable) != 1 || d.Unsplittable[0].Remedy != RemedyPartitionSize {
+		t.Fatalf("routing_partition_size 1: %+v, want remedy %q", d.Unsplittable, RemedyPartitionSize)
+	}
+}
+
+// commitSplit applies a split and commits it.
+func commitSplit(t *testing.T, tab *routing.Table, e routing.Edit) *routing.Table {
+	t.Helper()
+	tab, err := routing.Apply(tab, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := tab.Split(e.Shard)
+	var ids []routing.ShardID
+	for _, c := range rec.Children {
+		ids = append(ids, c.Shard)
+	}
+	if tab, err = routing.Apply(tab, routing.Edit{Kind: routing.CommitSplit, Shard: e.Shard, Children: ids}); err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}

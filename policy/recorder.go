@@ -36,8 +36,11 @@ func NewRecorder(th Thresholds) *Recorder {
 }
 
 // Observe records the readings taken at now. A shard's first reading (or
-// one whose counters went backwards: the shard was reopened) starts its
-// history; shards absent from readings are forgotten.
+// one whose counters went backwards: the shard was reopened, or taken
+// before the previous one: the clock went back) starts its history; a
+// second reading at the same instant adds no interval (its size is kept,
+// its writes count in the next interval, its key sample is dropped);
+// shards absent from readings are forgotten.
 func (r *Recorder) Observe(now time.Time, readings map[routing.ShardID]Reading) {
 	for id := range r.last {
 		if _, ok := readings[id]; !ok {
@@ -53,8 +56,15 @@ func (r *Recorder) Observe(now time.Time, readings map[routing.ShardID]Reading) 
 			r.hist[id] = h
 		}
 		h.Size = rd.Size
+		restarted := !ok || rd.Writes < prev.writes || rd.Reads < prev.reads
+		if !restarted && now.Equal(prev.at) {
+			// No time passed: nothing to rate. Wiping the history here
+			// would cost a hot shard its sustain window and every merge
+			// its merge window.
+			continue
+		}
 		r.last[id] = reading{at: now, writes: rd.Writes, reads: rd.Reads}
-		if !ok || rd.Writes < prev.writes || rd.Reads < prev.reads || !now.After(prev.at) {
+		if restarted || !now.After(prev.at) {
 			h.Intervals = nil
 			continue
 		}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"time"
 	"math"
 	"strings"
 	"testing"
@@ -72,4 +73,43 @@ func commitSplit(t *testing.T, tab *routing.Table, e routing.Edit) *routing.Tabl
 		t.Fatal(err)
 	}
 	return tab
+}
+
+// TestReviewPolicyRecorderRepeatedInstant: a second reading at the same
+// instant carries no time. It used to wipe the shard's history, so a hot
+// shard sustained for 20 s was no longer split (and any merge waited a
+// whole MergeWindow more). Now it adds no interval: its writes count in
+// the next one.
+func TestReviewPolicyRecorderRepeatedInstant(t *testing.T) {
+	th := testThresholds()
+	r := NewRecorder(th)
+	tab := table(t, routing.ModePartition)
+	var w uint64
+	at := t0
+	for s := 0; s <= 20; s++ {
+		at = t0.Add(time.Duration(s) * time.Second)
+		w += 200
+		r.Observe(at, map[routing.ShardID]Reading{1: {Writes: w, Keys: keys(9, "a", 5, 14, "b", 5)}})
+	}
+	before := Decide(Input{Now: at, Table: tab, Shards: r.Stats()}, th)
+	if before.Action.Kind != Split {
+		t.Fatalf("before the repeated reading: %v, want a split", before.Action)
+	}
+	w += 7
+	r.Observe(at, map[routing.ShardID]Reading{1: {Writes: w, Size: 42}}) // the same instant again
+	st := r.Stats()[1]
+	if got := Decide(Input{Now: at, Table: tab, Shards: r.Stats()}, th); got.Action.Kind != Split {
+		t.Fatalf("after a second reading at %v: %v (%d intervals left), want the split still", at, got.Action, len(st.Intervals))
+	}
+	if st.Size != 42 {
+		t.Errorf("size %d, want the latest reading's 42", st.Size)
+	}
+	// The next reading's interval starts at the last instant and counts the
+	// writes of the repeated reading too.
+	w += 200
+	r.Observe(at.Add(time.Second), map[routing.ShardID]Reading{1: {Writes: w}})
+	ivs := r.Stats()[1].Intervals
+	if last := ivs[len(ivs)-1]; !last.From.Equal(at) || last.Writes != 207 {
+		t.Fatalf("next interval %v–%v with %d writes, want from %v with 207", last.From, last.To, last.Writes, at)
+	}
 }

@@ -1,10 +1,10 @@
 package policy
 
 import (
-	"time"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
 )

@@ -376,7 +376,14 @@ func sustainedRate(ivs []Interval, now time.Time, th Thresholds) (float64, bool)
 			break
 		}
 	}
-	return perSec(writes, span), covered && above && len(ivs) > 0 && !ivs[len(ivs)-1].To.Before(now.Add(-th.SplitSustain/2))
+	return perSec(writes, span), covered && above && fresh(ivs, now, th)
+}
+
+// fresh reports whether a shard's statistics reach now: its last interval
+// ends within half the sustain window of it. Both rules need it: a window
+// covered at its start but not up to now says nothing of the latest load.
+func fresh(ivs []Interval, now time.Time, th Thresholds) bool {
+	return len(ivs) > 0 && !ivs[len(ivs)-1].To.Before(now.Add(-th.SplitSustain/2))
 }
 
 // weighted is a sampled key with the number of writes it stands for.
@@ -525,9 +532,9 @@ func distance(a, b uint64) uint64 {
 }
 
 // peakRate returns a shard's highest interval write rate over the merge
-// window, and whether its intervals cover the window.
-func peakRate(ivs []Interval, now time.Time, window time.Duration) (float64, bool) {
-	from := now.Add(-window)
+// window, and whether its intervals cover the window, up to now (fresh).
+func peakRate(ivs []Interval, now time.Time, th Thresholds) (float64, bool) {
+	from := now.Add(-th.MergeWindow)
 	peak, covered := 0.0, false
 	for i := len(ivs) - 1; i >= 0; i-- {
 		iv := ivs[i]
@@ -543,7 +550,7 @@ func peakRate(ivs []Interval, now time.Time, window time.Duration) (float64, boo
 			break
 		}
 	}
-	return peak, covered
+	return peak, covered && fresh(ivs, now, th)
 }
 
 // mergeAction proposes the coolest pair of adjacent leaves of one root
@@ -575,8 +582,8 @@ func mergeAction(in Input, th Thresholds) Action {
 			if !okA || !okB || sa.Size+sb.Size >= th.MaxShardBytes {
 				continue
 			}
-			pa, covA := peakRate(sa.Intervals, in.Now, th.MergeWindow)
-			pb, covB := peakRate(sb.Intervals, in.Now, th.MergeWindow)
+			pa, covA := peakRate(sa.Intervals, in.Now, th)
+			pb, covB := peakRate(sb.Intervals, in.Now, th)
 			if !covA || !covB || pa+pb >= limit {
 				continue
 			}

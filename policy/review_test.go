@@ -113,3 +113,36 @@ func TestReviewPolicyRecorderRepeatedInstant(t *testing.T) {
 		t.Fatalf("next interval %v–%v with %d writes, want from %v with 207", last.From, last.To, last.Writes, at)
 	}
 }
+
+// TestReviewPolicyNoMergeOnStaleStatistics: a merge's window must be
+// covered up to now, as a split's is. Two leaves whose statistics stopped
+// 40 s ago (60 s merge window: the window's start is covered, its last 40 s
+// are not) were merged on their old, cool load, although nothing says what
+// they took since; the same history is refused for a split (its last
+// interval must end within half the sustain window of now).
+func TestReviewPolicyNoMergeOnStaleStatistics(t *testing.T) {
+	th := testThresholds()
+	stale := func(rate float64) ShardStats {
+		st := load{from: t0, rate: rate}.stats()
+		var keep []Interval
+		for _, iv := range st.Intervals {
+			if !iv.To.After(now.Add(-40 * time.Second)) {
+				keep = append(keep, iv)
+			}
+		}
+		st.Intervals = keep
+		return st
+	}
+	tab := table(t, routing.ModePartition, split(0, 2))
+	if d := Decide(Input{Now: now, Table: tab, Shards: map[routing.ShardID]ShardStats{2: stale(10), 3: stale(10)}}, th); d.Action.Kind != None {
+		t.Fatalf("statistics ending 40 s before now: %v, want nothing", d.Action)
+	}
+	if d := Decide(Input{Now: now, Table: tab, Shards: map[routing.ShardID]ShardStats{2: stale(500)}}, th); d.Action.Kind != None {
+		t.Fatalf("the split rule on the same stale history: %v, want nothing", d.Action)
+	}
+	// Fresh statistics of the same load merge.
+	fresh := map[routing.ShardID]ShardStats{2: load{from: t0, rate: 10}.stats(), 3: load{from: t0, rate: 10}.stats()}
+	if d := Decide(Input{Now: now, Table: tab, Shards: fresh}, th); d.Action.Kind != Merge {
+		t.Fatalf("fresh statistics: %v, want a merge", d.Action)
+	}
+}

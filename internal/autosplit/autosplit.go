@@ -97,8 +97,15 @@ type Event struct {
 	Version routing.Version // the table version after the action
 }
 
-// New returns a loop.
+// New returns a loop. The node and the executor are required: without
+// them the loop would fail only at its first Tick or its first action.
 func New(cfg Config) (*Loop, error) {
+	switch {
+	case cfg.Node == nil:
+		return nil, errors.New("autosplit: no node to read statistics from (Config.Node is nil)")
+	case cfg.Executor == nil:
+		return nil, errors.New("autosplit: no executor to carry out actions (Config.Executor is nil)")
+	}
 	if err := cfg.Thresholds.Validate(); err != nil {
 		return nil, err
 	}

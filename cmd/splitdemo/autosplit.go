@@ -141,11 +141,15 @@ func runAutosplit(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, res.reading)
 	fmt.Fprintf(stdout, "outputs in %s\n", cfg.out)
-	if !res.verify.OK() {
+	if !res.verified() {
 		return exitFail
 	}
 	return exitOK
 }
+
+// verified reports whether the run checked something and found it right:
+// a run whose load acknowledged no write verified nothing.
+func (r *autosplitResult) verified() bool { return r.verify.OK() && r.acked > 0 }
 
 // phase is one stretch of the run's load.
 type phase struct {
@@ -196,6 +200,7 @@ type autosplitResult struct {
 	proposals int
 	load      *loadgen.Result
 	verify    experiment.Verification
+	acked     int // writes the load acknowledged
 	end       time.Duration
 	maxStall  time.Duration
 	finalTab  *routing.Table
@@ -506,6 +511,7 @@ func autosplitSummary(r *autosplitResult) map[string]any {
 		hks = append(hks, hk{uint32(h.Shard), h.Value, h.Share, h.WritesPerSec, h.Remedy})
 	}
 	all := loadgen.Summarize(r.load.Records, 0, r.end+time.Hour)
+	r.acked = all.Acked
 	th := r.cfg.th
 	return map[string]any{
 		"max_shard_write_share_before": r.phases[0].Before,
@@ -560,9 +566,13 @@ func autosplitReading(r *autosplitResult) string {
 		p0.Tenant, 100*p0.Share, r.cfg.rate, 100*p0.Before, 100*p0.After)
 	fmt.Fprintf(&b, "Over the run the policy split %d times (longest stall of writes to a splitting shard %.1f ms), proposed %d merges (executed: %d), and refused to split %d hot keys. ",
 		s["splits"], s["max_write_stall_ms"], r.proposals, s["merges"], len(r.hotKeys))
-	if r.verify.OK() {
+	switch {
+	case r.acked == 0:
+		fmt.Fprintf(&b, "NOTHING VERIFIED: no write was acknowledged in %v (%d errors; --rate %v with %d writers is one write per writer every %v).",
+			r.end.Round(time.Millisecond), s["write_errors"], r.cfg.rate, r.cfg.writers, time.Duration(float64(time.Second)*float64(r.cfg.writers)/r.cfg.rate))
+	case r.verify.OK():
 		fmt.Fprintf(&b, "All %d acknowledged writes verified: 0 lost, 0 misplaced, 0 duplicated.", s["acked_writes"])
-	} else {
+	default:
 		fmt.Fprintf(&b, "VERIFICATION FAILED: %d lost, %d misplaced, %d duplicated, %d unexpected (%v).",
 			r.verify.Lost, r.verify.Misplaced, r.verify.Duplicates, r.verify.Unexpected, r.verify.Examples)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,21 @@ func TestAutosplitBadFlags(t *testing.T) {
 				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, stderr)
 			}
 		})
+	}
+}
+
+// TestReviewAutosplitNothingAcknowledgedFails: a run whose load
+// acknowledged no write has verified nothing. It printed "All 0
+// acknowledged writes verified" and exited 0 (here --rate 0.001 with 32
+// writers: one write per writer every 32,000 s, none in the run).
+func TestReviewAutosplitNothingAcknowledgedFails(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runCmd("autosplit", "--rate", "0.001", "--duration", "1s",
+		"--out", filepath.Join(dir, "out"), "--data", filepath.Join(dir, "data"))
+	if code == exitOK || strings.Contains(stdout, "All 0 acknowledged writes verified") {
+		t.Fatalf("exit %d with no acknowledged write; stdout %q", code, stdout)
+	}
+	if !strings.Contains(stdout+stderr, "no write was acknowledged") {
+		t.Fatalf("exit %d, but nothing says why: stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

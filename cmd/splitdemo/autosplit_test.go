@@ -102,3 +102,26 @@ func TestReviewAutosplitNothingAcknowledgedFails(t *testing.T) {
 		t.Fatalf("exit %d, but nothing says why: stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// TestReviewAutosplitRateMustBePaceable: --rate sets each writer's pace,
+// writers/rate seconds apart. An infinite rate made that 0 and a rate so low
+// that the interval overflows a time.Duration made it negative: both were
+// accepted and loadgen, reading any interval <= 0 as "as fast as
+// possible", wrote unpaced — the opposite of 1e-12. Both must be usage
+// errors naming the value.
+func TestReviewAutosplitRateMustBePaceable(t *testing.T) {
+	for _, rate := range []string{"inf", "1e-12"} {
+		t.Run(rate, func(t *testing.T) {
+			cfg, code, err := parseAutosplit([]string{"--rate", rate}, io.Discard)
+			if err == nil {
+				t.Fatalf("--rate %s accepted: rate %v, %d writers", rate, cfg.rate, cfg.writers)
+			}
+			if code != exitUsage || !strings.Contains(err.Error(), "--rate") {
+				t.Fatalf("--rate %s: exit %d, error %q; want a usage error naming --rate", rate, code, err)
+			}
+		})
+	}
+	if _, _, err := parseAutosplit([]string{"--rate", "0.5"}, io.Discard); err != nil {
+		t.Fatalf("--rate 0.5 refused: %v", err)
+	}
+}

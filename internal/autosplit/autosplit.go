@@ -149,7 +149,10 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 	case policy.Split:
 		r, err := l.cfg.Executor.Split(splitter.Plan{Parent: a.Shard, Ways: a.Ways, Points: a.Points})
 		ev.Split, ev.Err = &r, err
-		if err == nil && a.Reason == policy.ReasonLoad {
+		// A split past its commit point is in the table even if the
+		// executor then erred (its cleanup gave up, say): its children
+		// are as sticky as any load split's.
+		if (err == nil || r.Phase.Published()) && a.Reason == policy.ReasonLoad && len(r.Children) > 0 {
 			l.loadSplits = append(l.loadSplits, policy.LoadSplit{Parent: a.Shard, Children: r.SortedChildren(), At: now})
 		}
 		l.cfg.Logger.Info("autosplit split", zap.Stringer("action", a), zap.Error(err))

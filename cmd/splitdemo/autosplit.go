@@ -120,6 +120,9 @@ func parseAutosplit(args []string, stdout io.Writer) (*autosplitConfig, int, err
 		return nil, exitUsage, fmt.Errorf("--rate %v is too low to pace %d writers (one write each every %.3g s)",
 			c.rate, c.writers, float64(c.writers)/c.rate)
 	}
+	if _, err := newLogger(c.logLevel); err != nil { // a usage error, before anything is built
+		return nil, exitUsage, err
+	}
 	return c, exitOK, nil
 }
 

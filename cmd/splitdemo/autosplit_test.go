@@ -72,16 +72,24 @@ func TestAutosplitBadFlags(t *testing.T) {
 	cases := []struct {
 		name string
 		args []string
+		want string // in the message
 	}{
-		{name: "zero duration", args: []string{"--duration", "0s"}},
-		{name: "negative rate", args: []string{"--rate", "-5"}},
-		{name: "unknown mode", args: []string{"--mode", "hash"}},
-		{name: "stray argument", args: []string{"extra"}},
+		{name: "zero duration", args: []string{"--duration", "0s"}, want: "0s"},
+		{name: "negative rate", args: []string{"--rate", "-5"}, want: "-5"},
+		{name: "unknown mode", args: []string{"--mode", "hash"}, want: `"hash"`},
+		{name: "stray argument", args: []string{"extra"}, want: `"extra"`},
+		// Review: a bad --log-level was found only when the run began and
+		// exited 1 ("the command ran and found a problem"), not 2.
+		{name: "unknown log level", args: []string{"--log-level", "loud"}, want: `"loud"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, stderr, code := runCmd(append([]string{"autosplit"}, c.args...)...); code != exitUsage {
+			_, stderr, code := runCmd(append([]string{"autosplit"}, c.args...)...)
+			if code != exitUsage {
 				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Fatalf("stderr %q does not name %s", stderr, c.want)
 			}
 		})
 	}

@@ -33,6 +33,10 @@
 //     5 minutes).
 //   - one action at a time per index: nothing while a split or a merge is
 //     in progress.
+//   - an action that failed is not proposed again for RetryAfter: no
+//     action involving one of its shards is, so one that keeps failing
+//     neither runs at every tick nor starves the next hottest leaf. This
+//     one is ours, not an anchor's: 10 s, one sustain window.
 //   - a leaf that cannot be split further (one partition; in opensearch
 //     mode, too narrow for two children wider than 1,000 hashes) is never
 //     split: Decide reports its hottest routing value and that value's
@@ -75,6 +79,9 @@ type Thresholds struct {
 	// MinKeySamples: fewer sampled writes than this and a split falls back
 	// to equal widths (the sample says too little to place the point).
 	MinKeySamples int
+	// RetryAfter: after an action fails, no action involving one of its
+	// shards is proposed for this long (0: at once, at the next tick).
+	RetryAfter time.Duration
 }
 
 // DefaultThresholds returns the anchors' values (see the package comment).
@@ -90,6 +97,7 @@ func DefaultThresholds() Thresholds {
 		MergeLoadFraction: 0.5,
 		MergeDelay:        5 * time.Minute,
 		MinKeySamples:     20,
+		RetryAfter:        10 * time.Second,
 	}
 }
 
@@ -110,6 +118,8 @@ func (th Thresholds) Validate() error {
 		return fmt.Errorf("policy: merge load fraction %v must be in (0, 1)", th.MergeLoadFraction)
 	case th.MergeDelay < 0:
 		return fmt.Errorf("policy: merge delay %v must not be negative", th.MergeDelay)
+	case th.RetryAfter < 0:
+		return fmt.Errorf("policy: retry delay %v must not be negative", th.RetryAfter)
 	}
 	return nil
 }
@@ -156,12 +166,33 @@ type LoadSplit struct {
 	At       time.Time
 }
 
+// Failure records an action that failed, for RetryAfter.
+type Failure struct {
+	Shards []routing.ShardID // the split's parent, or the merge's sources
+	At     time.Time
+}
+
 // Input is everything Decide reads.
 type Input struct {
 	Now        time.Time
 	Table      *routing.Table
 	Shards     map[routing.ShardID]ShardStats
 	LoadSplits []LoadSplit // load-based splits so far (older ones may be dropped)
+	Failures   []Failure   // failed actions so far (older ones may be dropped)
+}
+
+// retrying returns the shards of actions that failed less than RetryAfter
+// before now.
+func (in Input) retrying(th Thresholds) map[routing.ShardID]bool {
+	out := map[routing.ShardID]bool{}
+	for _, f := range in.Failures {
+		if age := in.Now.Sub(f.At); age >= 0 && age < th.RetryAfter {
+			for _, s := range f.Shards {
+				out[s] = true
+			}
+		}
+	}
+	return out
 }
 
 // ActionKind is what an Action does.
@@ -294,6 +325,7 @@ type Decision struct {
 // Decide returns at most one action for the index, and the hot keys it
 // refuses to split. Splits come first (hottest leaf first, then the
 // largest over the size limit); a merge is proposed only when no split is.
+// No action involves a shard whose action failed within RetryAfter.
 func Decide(in Input, th Thresholds) Decision {
 	var d Decision
 	t := in.Table
@@ -333,6 +365,7 @@ func Decide(in Input, th Thresholds) Decision {
 		}
 		return cmp.Compare(b.size, a.size)
 	})
+	retrying := in.retrying(th)
 	for _, c := range cands {
 		if !splittable(t, c.span) {
 			if c.reason == ReasonLoad {
@@ -340,12 +373,12 @@ func Decide(in Input, th Thresholds) Decision {
 			}
 			continue
 		}
-		if d.Action.Kind == None {
+		if d.Action.Kind == None && !retrying[c.id] {
 			d.Action = splitAction(t, c.id, c.span, c.reason, c.rate, c.keys, th)
 		}
 	}
 	if d.Action.Kind == None {
-		d.Action = mergeAction(in, th)
+		d.Action = mergeAction(in, th, retrying)
 	}
 	return d
 }
@@ -556,10 +589,11 @@ func peakRate(ivs []Interval, now time.Time, th Thresholds) (float64, bool) {
 // mergeAction proposes the coolest pair of adjacent leaves of one root
 // whose combined peak load over the merge window is under the fraction of
 // the split threshold, whose combined size is under the limit, and none of
-// which is a child of a load-based split younger than the merge delay. The
+// which is a child of a load-based split younger than the merge delay or
+// in an action that failed within RetryAfter. The
 // combined peak is the sum of the two peaks: never below the true peak of
 // the sum, so the rule errs toward not merging.
-func mergeAction(in Input, th Thresholds) Action {
+func mergeAction(in Input, th Thresholds, retrying map[routing.ShardID]bool) Action {
 	young := map[routing.ShardID]bool{}
 	for _, s := range in.LoadSplits {
 		if in.Now.Sub(s.At) < th.MergeDelay {
@@ -574,7 +608,7 @@ func mergeAction(in Input, th Thresholds) Action {
 		leaves := in.Table.Leaves(routing.ShardID(r))
 		for i := 0; i+1 < len(leaves); i++ {
 			a, b := leaves[i].Shard, leaves[i+1].Shard
-			if young[a] || young[b] {
+			if young[a] || young[b] || retrying[a] || retrying[b] {
 				continue
 			}
 			sa, okA := in.Shards[a]

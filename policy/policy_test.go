@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ var (
 // testThresholds are small, round numbers.
 func testThresholds() Thresholds {
 	return Thresholds{SplitWritesPerSec: 100, SplitSustain: 10 * time.Second, MaxShardBytes: 1000,
-		MergeWindow: 60 * time.Second, MergeLoadFraction: 0.5, MergeDelay: 120 * time.Second, MinKeySamples: 4}
+		MergeWindow: 60 * time.Second, MergeLoadFraction: 0.5, MergeDelay: 120 * time.Second, MinKeySamples: 4, RetryAfter: 30 * time.Second}
 }
 
 // table returns a 2-shard partition-mode index with R = 16 (root 0 owns
@@ -100,6 +101,7 @@ func TestDecide(t *testing.T) {
 		edits      []routing.Edit
 		shards     map[routing.ShardID]load
 		loadSplits []LoadSplit
+		failures   []Failure
 		want       Decision
 	}{
 		{
@@ -248,6 +250,37 @@ func TestDecide(t *testing.T) {
 			want:   Decision{Action: Action{Kind: Merge, Shards: []routing.ShardID{3, 4}, WritesPerSec: 15, LeftShare: nan, Imbalance: nan}},
 		},
 		{
+			name:     "a split that failed within RetryAfter gives way to the next hottest leaf",
+			edits:    []routing.Edit{split(0, 2)},
+			shards:   map[routing.ShardID]load{2: {from: t0, rate: 150, keys: keys(1, "a", 4, 2, "b", 4)}, 1: {from: t0, rate: 200, keys: keys(9, "a", 4, 14, "b", 4)}},
+			failures: []Failure{{Shards: []routing.ShardID{1}, At: now.Add(-29 * time.Second)}},
+			want: Decision{Action: Action{Kind: Split, Shard: 2, Points: []routing.Key{2}, Reason: ReasonLoad,
+				WritesPerSec: 150, LeftShare: 0.5, Imbalance: 0}},
+		},
+		{
+			name:     "after RetryAfter the failed split is proposed again",
+			edits:    []routing.Edit{split(0, 2)},
+			shards:   map[routing.ShardID]load{2: {from: t0, rate: 150, keys: keys(1, "a", 4, 2, "b", 4)}, 1: {from: t0, rate: 200, keys: keys(9, "a", 4, 14, "b", 4)}},
+			failures: []Failure{{Shards: []routing.ShardID{1}, At: now.Add(-30 * time.Second)}},
+			want: Decision{Action: Action{Kind: Split, Shard: 1, Points: []routing.Key{12}, Reason: ReasonLoad,
+				WritesPerSec: 200, LeftShare: 0.5, Imbalance: 0}},
+		},
+		{
+			name:     "a merge that failed within RetryAfter holds back every pair with one of its shards",
+			edits:    []routing.Edit{split(0, 0, 2, 5)}, // children 2 = [0, 2), 3 = [2, 5), 4 = [5, 8)
+			shards:   map[routing.ShardID]load{2: {from: t0, rate: 20}, 3: {from: t0, rate: 5}, 4: {from: t0, rate: 10}},
+			failures: []Failure{{Shards: []routing.ShardID{3, 4}, At: now.Add(-10 * time.Second)}},
+			want:     Decision{},
+		},
+		{
+			name:     "a failure stamped after now holds nothing back",
+			edits:    []routing.Edit{split(0, 2)},
+			shards:   map[routing.ShardID]load{2: {from: t0, rate: 150, keys: keys(1, "a", 4, 2, "b", 4)}, 1: {from: t0, rate: 200, keys: keys(9, "a", 4, 14, "b", 4)}},
+			failures: []Failure{{Shards: []routing.ShardID{1}, At: now.Add(time.Second)}},
+			want: Decision{Action: Action{Kind: Split, Shard: 1, Points: []routing.Key{12}, Reason: ReasonLoad,
+				WritesPerSec: 200, LeftShare: 0.5, Imbalance: 0}},
+		},
+		{
 			name:   "a split comes before a merge",
 			edits:  []routing.Edit{split(0, 2)},
 			shards: map[routing.ShardID]load{2: {from: t0, rate: 1}, 3: {from: t0, rate: 1}, 1: {from: t0, rate: 200, keys: keys(9, "a", 4, 14, "b", 4)}},
@@ -261,7 +294,7 @@ func TestDecide(t *testing.T) {
 			if mode == 0 {
 				mode = routing.ModePartition
 			}
-			in := Input{Now: now, Table: table(t, mode, c.edits...), Shards: map[routing.ShardID]ShardStats{}, LoadSplits: c.loadSplits}
+			in := Input{Now: now, Table: table(t, mode, c.edits...), Shards: map[routing.ShardID]ShardStats{}, LoadSplits: c.loadSplits, Failures: c.failures}
 			for id, l := range c.shards {
 				in.Shards[id] = l.stats()
 			}
@@ -369,5 +402,13 @@ func TestRemedyByMode(t *testing.T) {
 		if got := hotKey(remedy(tc.mode, 1), 1, 10, []weighted{{}}).Remedy; got != tc.want {
 			t.Errorf("%v: remedy %q, want %q", tc.mode, got, tc.want)
 		}
+	}
+}
+
+func TestValidateRefusesANegativeRetryDelay(t *testing.T) {
+	th := testThresholds()
+	th.RetryAfter = -time.Second
+	if err := th.Validate(); err == nil || !strings.Contains(err.Error(), "-1s") {
+		t.Fatalf("Validate with RetryAfter -1s: %v, want an error naming -1s", err)
 	}
 }

@@ -83,6 +83,7 @@ func demoThresholds() policy.Thresholds {
 		MergeLoadFraction: 0.5,
 		MergeDelay:        10 * time.Second,
 		MinKeySamples:     20,
+		RetryAfter:        3 * time.Second,
 	}
 }
 

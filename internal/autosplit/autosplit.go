@@ -78,6 +78,7 @@ type Loop struct {
 	cfg        Config
 	rec        *policy.Recorder
 	loadSplits []policy.LoadSplit
+	failures   []policy.Failure // actions that failed, for Thresholds.RetryAfter
 	buf        []storage.KeySample
 }
 
@@ -139,7 +140,7 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 	}
 	l.rec.Observe(now, readings)
 	ev := Event{At: now, Stats: l.rec.Stats()}
-	ev.Decision = policy.Decide(policy.Input{Now: now, Table: t, Shards: ev.Stats, LoadSplits: l.loadSplits}, l.cfg.Thresholds)
+	ev.Decision = policy.Decide(policy.Input{Now: now, Table: t, Shards: ev.Stats, LoadSplits: l.loadSplits, Failures: l.failures}, l.cfg.Thresholds)
 	for _, h := range ev.Decision.Unsplittable {
 		l.cfg.Logger.Info("hot key cannot be split", zap.Uint32("shard", uint32(h.Shard)), zap.String("routing", h.Value),
 			zap.Float64("share", h.Share), zap.Float64("writes_per_s", h.WritesPerSec), zap.String("remedy", h.Remedy))
@@ -161,13 +162,22 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 		ev.Merge, ev.Err = &r, err
 		l.cfg.Logger.Info("autosplit merge", zap.Stringer("action", a), zap.Error(ev.Err))
 	}
+	if ev.Err != nil {
+		// Held back for RetryAfter, so that an action that keeps failing
+		// is neither retried at every tick nor starves the next one.
+		shards := a.Shards
+		if a.Kind == policy.Split {
+			shards = []routing.ShardID{a.Shard}
+		}
+		l.failures = append(l.failures, policy.Failure{Shards: shards, At: now})
+	}
 	l.trimLoadSplits(now)
 	ev.Version = n.Table().Version()
 	return ev, nil
 }
 
-// trimLoadSplits forgets load splits older than the merge delay: they no
-// longer hold anything back.
+// trimLoadSplits forgets load splits older than the merge delay and
+// failures older than the retry delay: they no longer hold anything back.
 func (l *Loop) trimLoadSplits(now time.Time) {
 	keep := l.loadSplits[:0]
 	for _, s := range l.loadSplits {
@@ -176,4 +186,11 @@ func (l *Loop) trimLoadSplits(now time.Time) {
 		}
 	}
 	l.loadSplits = keep
+	fresh := l.failures[:0]
+	for _, f := range l.failures {
+		if now.Sub(f.At) < l.cfg.Thresholds.RetryAfter {
+			fresh = append(fresh, f)
+		}
+	}
+	l.failures = fresh
 }

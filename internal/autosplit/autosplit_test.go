@@ -134,3 +134,79 @@ func TestLoopCarriesOutTheDecision(t *testing.T) {
 		})
 	}
 }
+
+// failing is an Executor whose splits of one shard always fail; it records
+// every split it is asked for and answers the others as recorder does.
+type failing struct {
+	shard  routing.ShardID
+	splits []routing.ShardID
+}
+
+func (f *failing) Split(p splitter.Plan) (splitter.Report, error) {
+	f.splits = append(f.splits, p.Parent)
+	if p.Parent == f.shard {
+		return splitter.Report{Phase: splitter.PhaseFailed}, fmt.Errorf("split of shard %d: injected failure", p.Parent)
+	}
+	return splitter.Report{Phase: splitter.PhaseDone}, nil
+}
+
+func (f *failing) Merge([]routing.ShardID) (splitter.Report, error) {
+	return splitter.Report{}, fmt.Errorf("no merge expected")
+}
+
+// TestAFailingSplitDoesNotStarveTheNextHottest: shard 1 (3,000 writes/s)
+// is hotter than leaf 2 (2,000 writes/s) and every split of it fails.
+// Without a retry delay the loop asked for shard 1 at every tick and leaf 2
+// was never split (the adversarial review of 2026-12-03 found 22 calls in
+// 24 ticks). With RetryAfter the loop splits leaf 2 while shard 1 is held
+// back, and tries shard 1 again once RetryAfter has passed.
+func TestAFailingSplitDoesNotStarveTheNextHottest(t *testing.T) {
+	th := policy.Thresholds{SplitWritesPerSec: 1000, SplitSustain: time.Second, MaxShardBytes: 1 << 30,
+		MergeWindow: time.Minute, MergeLoadFraction: 0.5, MergeDelay: time.Minute, MinKeySamples: 10,
+		RetryAfter: 2 * time.Second}
+	n := openNode(t)
+	exec := &failing{shard: 1}
+	l, err := New(Config{Node: n, Executor: exec, Thresholds: th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	write := func(shard, root routing.ShardID, keys []routing.Key, count int, tick int) {
+		for j := range count {
+			if _, err := n.Write(node.WriteRequest{Kind: storage.OpIndex, Shard: shard, Version: n.Table().Version(), Root: root,
+				Key: keys[j%len(keys)], ID: fmt.Sprintf("s%d-%d-%d", shard, tick, j), Source: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var failedAt []int
+	for i := range 14 { // ticks every 500 ms
+		write(1, 1, []routing.Key{9, 14}, 1500, i) // 3,000/s
+		write(2, 0, []routing.Key{1, 2}, 1000, i)  // 2,000/s
+		ev, err := l.Tick(t0.Add(time.Duration(i) * 500 * time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Err != nil {
+			failedAt = append(failedAt, i)
+		}
+	}
+	var first2, retries1 = -1, 0
+	for i, s := range exec.splits {
+		switch {
+		case s == 2 && first2 < 0:
+			first2 = i
+		case s == 1:
+			retries1++
+		}
+	}
+	if first2 < 0 || first2 > 1 {
+		t.Errorf("splits asked for, in order: %v; want leaf 2 right after shard 1's first failure", exec.splits)
+	}
+	// Sustained from tick 2 (1 s of history): 12 ticks, 6 s; shard 1 is
+	// tried at the first and then once per RetryAfter (4 ticks) plus the
+	// tick the failure is recorded on.
+	if retries1 < 2 || retries1 > 4 {
+		t.Errorf("shard 1 tried %d times in 6 s with RetryAfter %v (failures at ticks %v); want 2 to 4", retries1, th.RetryAfter, failedAt)
+	}
+}

@@ -566,12 +566,18 @@ func distance(a, b uint64) uint64 {
 
 // peakRate returns a shard's highest interval write rate over the merge
 // window, and whether its intervals cover the window, up to now (fresh).
+// An interval longer than SplitSustain does not cover: the readings stalled
+// (a paused process, a swapping machine), and such an interval shows only
+// its average, which can hide a peak far above the merge limit.
 func peakRate(ivs []Interval, now time.Time, th Thresholds) (float64, bool) {
 	from := now.Add(-th.MergeWindow)
 	peak, covered := 0.0, false
 	for i := len(ivs) - 1; i >= 0; i-- {
 		iv := ivs[i]
 		if !iv.To.After(from) {
+			break
+		}
+		if iv.To.Sub(iv.From) > th.SplitSustain {
 			break
 		}
 		if i < len(ivs)-1 && !iv.To.Equal(ivs[i+1].From) {

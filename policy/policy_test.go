@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,7 @@ type load struct {
 	override map[int]float64 // seconds before now → rate of the interval ending then
 	keys     []KeySample
 	size     uint64
+	stall    time.Duration // if set, the last interval is this long instead (the readings stalled)
 }
 
 func (l load) stats() ShardStats {
@@ -78,6 +80,11 @@ func (l load) stats() ShardStats {
 			r = o
 		}
 		st.Intervals = append(st.Intervals, Interval{From: at, To: at.Add(time.Second), Writes: uint64(r), Keys: l.keys})
+	}
+	if l.stall > 0 { // one interval in place of the last stall's worth, at the same rate
+		from := now.Add(-l.stall)
+		st.Intervals = slices.DeleteFunc(st.Intervals, func(iv Interval) bool { return iv.To.After(from) })
+		st.Intervals = append(st.Intervals, Interval{From: from, To: now, Writes: uint64(l.rate * l.stall.Seconds()), Keys: l.keys})
 	}
 	return st
 }
@@ -237,6 +244,13 @@ func TestDecide(t *testing.T) {
 			edits:  []routing.Edit{split(0, 2)},
 			shards: map[routing.ShardID]load{2: {from: now.Add(-30 * time.Second), rate: 1}, 3: {from: t0, rate: 1}},
 			want:   Decision{},
+		},
+		{
+			name:  "a stalled reading's long interval does not cover the merge window",
+			edits: []routing.Edit{split(0, 2)},
+			shards: map[routing.ShardID]load{2: {from: t0, rate: 10, stall: 30 * time.Second},
+				3: {from: t0, rate: 10}},
+			want: Decision{},
 		},
 		{
 			name:   "leaves of different roots never merge",

@@ -33,19 +33,31 @@ func table(t *testing.T, mode routing.Mode, splits ...routing.Edit) *routing.Tab
 		t.Fatal(err)
 	}
 	for _, e := range splits {
+		if e.Kind == routing.BeginSplit && e.Children != nil { // a marker: commit it too
+			tab = commitSplit(t, tab, e)
+			continue
+		}
 		if tab, err = routing.Apply(tab, e); err != nil {
 			t.Fatal(err)
 		}
-		if e.Kind == routing.BeginSplit && e.Children != nil { // a marker: commit it too
-			rec, _ := tab.Split(e.Shard)
-			var ids []routing.ShardID
-			for _, c := range rec.Children {
-				ids = append(ids, c.Shard)
-			}
-			if tab, err = routing.Apply(tab, routing.Edit{Kind: routing.CommitSplit, Shard: e.Shard, Children: ids}); err != nil {
-				t.Fatal(err)
-			}
-		}
+	}
+	return tab
+}
+
+// commitSplit applies a split and commits it.
+func commitSplit(t *testing.T, tab *routing.Table, e routing.Edit) *routing.Table {
+	t.Helper()
+	tab, err := routing.Apply(tab, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := tab.Split(e.Shard)
+	var ids []routing.ShardID
+	for _, c := range rec.Children {
+		ids = append(ids, c.Shard)
+	}
+	if tab, err = routing.Apply(tab, routing.Edit{Kind: routing.CommitSplit, Shard: e.Shard, Children: ids}); err != nil {
+		t.Fatal(err)
 	}
 	return tab
 }

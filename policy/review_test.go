@@ -57,24 +57,6 @@ func TestReviewPolicyRemedyWhenPartitionSizeIsAlreadySet(t *testing.T) {
 	}
 }
 
-// commitSplit applies a split and commits it.
-func commitSplit(t *testing.T, tab *routing.Table, e routing.Edit) *routing.Table {
-	t.Helper()
-	tab, err := routing.Apply(tab, e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _ := tab.Split(e.Shard)
-	var ids []routing.ShardID
-	for _, c := range rec.Children {
-		ids = append(ids, c.Shard)
-	}
-	if tab, err = routing.Apply(tab, routing.Edit{Kind: routing.CommitSplit, Shard: e.Shard, Children: ids}); err != nil {
-		t.Fatal(err)
-	}
-	return tab
-}
-
 // TestReviewPolicyRecorderRepeatedInstant: a second reading at the same
 // instant carries no time. It used to wipe the shard's history, so a hot
 // shard sustained for 20 s was no longer split (and any merge waited a

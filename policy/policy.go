@@ -566,18 +566,19 @@ func distance(a, b uint64) uint64 {
 
 // peakRate returns a shard's highest interval write rate over the merge
 // window, and whether its intervals cover the window, up to now (fresh).
-// An interval longer than SplitSustain does not cover: the readings stalled
-// (a paused process, a swapping machine), and such an interval shows only
-// its average, which can hide a peak far above the merge limit.
+// A stalled interval does not cover: the readings stalled (a paused
+// process, a swapping machine), and such an interval shows only its
+// average, which can hide a peak far above the merge limit.
 func peakRate(ivs []Interval, now time.Time, th Thresholds) (float64, bool) {
 	from := now.Add(-th.MergeWindow)
+	usual := usualLength(ivs)
 	peak, covered := 0.0, false
 	for i := len(ivs) - 1; i >= 0; i-- {
 		iv := ivs[i]
 		if !iv.To.After(from) {
 			break
 		}
-		if iv.To.Sub(iv.From) > th.SplitSustain {
+		if stalled(iv, usual, th) {
 			break
 		}
 		if i < len(ivs)-1 && !iv.To.Equal(ivs[i+1].From) {
@@ -590,6 +591,34 @@ func peakRate(ivs []Interval, now time.Time, th Thresholds) (float64, bool) {
 		}
 	}
 	return peak, covered && fresh(ivs, now, th)
+}
+
+// stalled reports whether an interval is a stall of the readings rather
+// than their cadence: longer than SplitSustain and more than twice the
+// shard's usual interval. Length alone cannot tell: a caller that reads
+// less often than SplitSustain (nothing asks it not to; splits work at any
+// cadence) makes every interval longer than SplitSustain, and taking each
+// for a stall left every merge window uncovered for ever.
+func stalled(iv Interval, usual time.Duration, th Thresholds) bool {
+	d := iv.To.Sub(iv.From)
+	return d > th.SplitSustain && d > 2*usual
+}
+
+// usualLength is the median length of a shard's intervals (the shorter of
+// the two middle ones: a stall among few readings is not taken for the
+// cadence). The Recorder keeps at least recorderMinIntervals of them, so a
+// stall longer than the merge window is still compared with the readings
+// before it.
+func usualLength(ivs []Interval) time.Duration {
+	if len(ivs) == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, len(ivs))
+	for i, iv := range ivs {
+		ds[i] = iv.To.Sub(iv.From)
+	}
+	slices.Sort(ds)
+	return ds[(len(ds)-1)/2]
 }
 
 // mergeAction proposes the coolest pair of adjacent leaves of one root

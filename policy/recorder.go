@@ -6,6 +6,11 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
+// recorderMinIntervals is how many of a shard's latest intervals the
+// Recorder keeps even when they are older than the merge window (see
+// usualLength).
+const recorderMinIntervals = 8
+
 // Reading is one shard's statistics at an instant, as storage keeps them:
 // cumulative counters since the shard was opened, its size, and the key
 // sample of the writes since the previous reading.
@@ -16,7 +21,8 @@ type Reading struct {
 }
 
 // Recorder turns periodic Readings into the per-interval history Decide
-// reads, keeping MergeWindow of intervals (SplitSustain of key samples).
+// reads, keeping MergeWindow of intervals, and at least the last
+// recorderMinIntervals (SplitSustain of key samples).
 // It is a plain value driven by the caller's clock: not safe for
 // concurrent use.
 type Recorder struct {
@@ -80,6 +86,10 @@ func (r *Recorder) Observe(now time.Time, readings map[routing.ShardID]Reading) 
 				h.Intervals[i].Keys = nil // only the sustain window's samples place a split
 			}
 		}
+		// The last few intervals stay whatever their age: they are the
+		// readings' cadence, against which Decide tells a stall (an
+		// interval longer than the whole window, say) from a slow caller.
+		drop = min(drop, max(len(h.Intervals)-recorderMinIntervals, 0))
 		h.Intervals = h.Intervals[drop:]
 	}
 }

@@ -135,7 +135,8 @@ func runAutosplit(args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
-	if err := prepareOutputs(cfg.out, cfg.jsonPath); err != nil {
+	undo, err := prepareOutputs(cfg.out, cfg.jsonPath)
+	if err != nil {
 		fmt.Fprintf(stderr, "splitdemo autosplit: %v\n", err)
 		return exitUsage
 	}
@@ -143,6 +144,7 @@ func runAutosplit(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	res, err := autosplitRun(ctx, cfg, stderr)
 	if err != nil {
+		undo() // nothing to write: leave no empty --out behind
 		fmt.Fprintf(stderr, "splitdemo autosplit: %v\n", err)
 		return exitFail
 	}

@@ -210,13 +210,17 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo compare: %v\n", err)
 		return code
 	}
-	if err := prepareOutputs(cfg.out, cfg.jsonPath); err != nil {
+	undo, err := prepareOutputs(cfg.out, cfg.jsonPath)
+	if err != nil {
 		fmt.Fprintf(stderr, "splitdemo compare: %v\n", err)
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := compare(ctx, cfg, stderr)
+	if err != nil {
+		undo() // nothing to write: leave no empty --out behind
+	}
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "\nsplitdemo compare: interrupted; nothing written")
 		return exitFail

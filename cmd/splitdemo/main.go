@@ -110,6 +110,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return runServe([]string{"--help"}, stdout, stderr)
 			case "findings":
 				return runFindings([]string{"--help"}, stdout, stderr)
+			case "help", "-h", "-help", "--help":
+				// help is a command too: its help is the usage.
 			default:
 				fmt.Fprintf(stderr, "splitdemo help: unknown command %q (try 'splitdemo help')\n", args[1])
 				return exitUsage

@@ -55,7 +55,11 @@ func prepareOutputs(out, jsonPath string) (undo func(), err error) {
 	if fi, err := os.Stat(jsonPath); err == nil && fi.IsDir() {
 		return undo, fmt.Errorf("--json %q: is a directory, want a file name", jsonPath)
 	}
-	dir := filepath.Dir(jsonPath)
+	file, err := linkTarget(jsonPath)
+	if err != nil {
+		return undo, fmt.Errorf("--json %q: %w", jsonPath, err)
+	}
+	dir := filepath.Dir(file)
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return undo, fmt.Errorf("--json %q: %w", jsonPath, err)
@@ -64,6 +68,30 @@ func prepareOutputs(out, jsonPath string) (undo func(), err error) {
 		return undo, fmt.Errorf("--json %q: %q is not a directory", jsonPath, dir)
 	}
 	return undo, nil
+}
+
+// linkTarget returns the file that writing path writes: path itself, or,
+// when path is a symbolic link (a chain of them), the file it names, which
+// need not exist yet.
+func linkTarget(path string) (string, error) {
+	for range 40 { // Linux's own limit on a chain of links
+		fi, err := os.Lstat(path)
+		if errors.Is(err, os.ErrNotExist) || (err == nil && fi.Mode()&os.ModeSymlink == 0) {
+			return path, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		next, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(next) {
+			next = filepath.Join(filepath.Dir(path), next)
+		}
+		path = next
+	}
+	return "", fmt.Errorf("too many levels of symbolic links")
 }
 
 // missingDirs returns path and those of its ancestors that do not exist,

@@ -67,3 +67,36 @@ func TestRevmineJSONInsideOut(t *testing.T) {
 		t.Fatalf("--out ./o/ --json o/s.json: %v", err)
 	}
 }
+
+// TestRevmineJSONDanglingSymlink: --json naming a symbolic link whose
+// target is in a directory that does not exist is written through the
+// link at the end of the run, where os.WriteFile fails: the check must see
+// the file the link names, not the link's own directory, or the run is
+// lost as it was before 6dd80c4.
+func TestRevmineJSONDanglingSymlink(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "s.json")
+	if err := os.Symlink(filepath.Join("missing", "s.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	_, err := prepareOutputs(out, link)
+	if err == nil || !strings.Contains(err.Error(), `--json "`+link+`"`) {
+		t.Fatalf("--json %s -> missing/s.json: %v, want an error naming --json", link, err)
+	}
+	if _, serr := os.Stat(out); serr == nil {
+		t.Errorf("refused, but left %s behind", out)
+	}
+	// Proof that the run would have lost its summary: the write fails.
+	if werr := os.WriteFile(link, []byte("{}\n"), 0o644); werr == nil {
+		t.Fatalf("writing through the dangling link succeeded; the case proves nothing")
+	}
+	// A link to a file in an existing directory is fine.
+	good := filepath.Join(dir, "good.json")
+	if err := os.Symlink("target.json", good); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareOutputs(out, good); err != nil {
+		t.Fatalf("--json %s -> target.json (in %s): %v", good, dir, err)
+	}
+}

@@ -548,6 +548,7 @@ func autosplitSummary(r *autosplitResult) map[string]any {
 			"split_writes_per_s": th.SplitWritesPerSec, "split_sustain": th.SplitSustain.String(),
 			"max_shard_bytes": th.MaxShardBytes, "merge_window": th.MergeWindow.String(),
 			"merge_load_fraction": th.MergeLoadFraction, "merge_delay": th.MergeDelay.String(),
+			"min_key_samples": th.MinKeySamples, "retry_after": th.RetryAfter.String(),
 			"scaled_down_from": "CockroachDB 2,500 QPS, TiKV 10 s, CockroachDB 5 min merge window and delay",
 		},
 		"config": map[string]any{

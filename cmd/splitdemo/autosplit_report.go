@@ -170,10 +170,11 @@ func autosplitMarkdown(r *autosplitResult) string {
 	b.WriteString(r.reading + "\n\n")
 	fmt.Fprintf(&b, "**The thresholds are scaled down for a run of minutes** (the anchors are CockroachDB's 2,500 writes/s and 5 min, TiKV's 10 s): "+
 		"split above %.0f writes/s sustained %v; merge two adjacent leaves of a root when their combined peak over %v is under %.0f writes/s "+
-		"(%.0f%% of the split threshold) and their combined size under %d MiB; a load-based split's children may merge %v after it. "+
+		"(%.0f%% of the split threshold) and their combined size under %d MiB; a load-based split's children may merge %v after it; "+
+		"no action involving a shard of a failed one is proposed for %v after the failure. "+
 		"The policy is evaluated every %v.\n\n",
 		th.SplitWritesPerSec, th.SplitSustain, th.MergeWindow, th.MergeLoadFraction*th.SplitWritesPerSec, 100*th.MergeLoadFraction,
-		th.MaxShardBytes>>20, th.MergeDelay, r.cfg.tick)
+		th.MaxShardBytes>>20, th.MergeDelay, th.RetryAfter, r.cfg.tick)
 	b.WriteString("| phase | hot tenant | share of writes | max shard write share before the policy acted | at the end of the phase | splits | merges proposed |\n|---|---|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.phases {
 		t := p.Tenant

@@ -140,7 +140,10 @@ func (s *Service) Aliases(expr string, names []string) (map[string]map[string]Al
 	defer s.mu.RUnlock()
 	out := map[string]map[string]AliasMeta{}
 	for _, n := range indices {
-		m := s.st.Indices[n]
+		m, ok := s.st.Indices[n]
+		if !ok {
+			continue // deleted since Resolve
+		}
 		sel := map[string]AliasMeta{}
 		for a, am := range m.Aliases {
 			if names == nil || matchAny(names, a) {

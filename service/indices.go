@@ -436,6 +436,13 @@ func (s *Service) PutSettings(expr string, set FlatSettings) error {
 	sort.Strings(static)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The names were resolved under an earlier hold of the lock: an index
+	// deleted since is not found (its metadata is gone).
+	for _, n := range names {
+		if _, ok := s.st.Indices[n]; !ok {
+			return indexNotFound(n)
+		}
+	}
 	if len(static) > 0 {
 		var ids []string
 		for _, n := range names {

@@ -177,6 +177,7 @@ func (s *Service) DeleteIndex(expr string) error {
 		}
 		if err := s.update(func(st *state) error { delete(st.Indices, name); return nil }); err != nil {
 			s.mu.Unlock()
+			ix.reopenOperations()
 			return err
 		}
 		delete(s.indices, name)

@@ -35,6 +35,9 @@ func (s *Service) StartMerge(req MergeRequest) (*Task, error) {
 	}
 	ix.splitMu.Lock()
 	defer ix.splitMu.Unlock()
+	if err := ix.closingErr(); err != nil {
+		return nil, err
+	}
 	// Dry run of the reservation, so that a refusal names the shards before
 	// a busy index refuses the request as a whole.
 	edit := routing.Edit{Kind: routing.BeginMerge, Sources: slices.Clone(req.Shards)}

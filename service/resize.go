@@ -65,6 +65,9 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 		// No in-place split may start on the source while it is copied.
 		srcIx.splitMu.Lock()
 		defer srcIx.splitMu.Unlock()
+		if err := srcIx.closingErr(); err != nil {
+			return nil, rep, err
+		}
 		if t := srcIx.split; t != nil {
 			return nil, rep, newErr(TypeIllegalState, http.StatusConflict, req.Source,
 				"index [%s] is %s in place (task [%s]); resize it when the %s has ended", req.Source, t.busy(), t.ID, t.kind())

@@ -124,8 +124,12 @@ type Index struct {
 	router  *node.Router
 	locks   [64]sync.Mutex
 
-	splitMu sync.Mutex // guards split
+	splitMu sync.Mutex // guards split and closing
 	split   *Task      // the running in-place split or merge, if any
+	// closing is set once the index is being closed (the service stops) or
+	// deleted: no split or merge may start on it from then on, so none is
+	// left running on a closed node.
+	closing bool
 }
 
 // Open opens (or creates) the data directory and every index in it, each
@@ -352,6 +356,12 @@ func (s *Service) Close() error {
 	indices := s.indices
 	s.indices = map[string]*Index{}
 	s.mu.Unlock()
+	// Each index first refuses new operations and halts its own: a split
+	// request taking its reservation holds the index's splitMu and has not
+	// registered its task yet, so stopAll alone would miss it.
+	for _, ix := range indices {
+		ix.endOperations(true)
+	}
 	s.tasks.stopAll()
 	var first error
 	for _, ix := range indices {

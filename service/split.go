@@ -208,6 +208,9 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 	}
 	ix.splitMu.Lock()
 	defer ix.splitMu.Unlock()
+	if err := ix.closingErr(); err != nil {
+		return nil, err
+	}
 	if run := ix.split; run != nil && run.Merge == nil {
 		if run.Req.Shard == req.Shard {
 			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "Splitting of shard [%d] is already in progress", req.Shard)
@@ -412,14 +415,51 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 	return t, nil
 }
 
-// stopSplit halts a running split or merge of the index (before a delete).
-func (ix *Index) stopSplit() {
+// stopSplit cancels a running split or merge of the index and refuses new
+// ones (before a delete; reopenOperations undoes the refusal if the delete
+// fails).
+func (ix *Index) stopSplit() { ix.endOperations(false) }
+
+// endOperations makes the index refuse new splits and merges and ends the
+// running one: halted (left to recovery) or cancelled. A request in its
+// reservation holds splitMu, so it either finished launching (and its task
+// is ended here) or will see closing.
+func (ix *Index) endOperations(halt bool) {
 	ix.splitMu.Lock()
+	ix.closing = true
 	t := ix.split
 	ix.splitMu.Unlock()
-	if t != nil {
-		t.cancel.Store(true)
-		t.op.Interrupt()
-		<-t.done
+	if t == nil {
+		return
 	}
+	if halt {
+		t.halt()
+		return
+	}
+	t.cancel.Store(true)
+	t.op.Interrupt()
+	<-t.done
+}
+
+// reopenOperations lets splits and merges start again after a delete that
+// failed.
+func (ix *Index) reopenOperations() {
+	ix.splitMu.Lock()
+	ix.closing = false
+	ix.splitMu.Unlock()
+}
+
+// closingErr refuses an operation on an index being closed or deleted. The
+// caller holds ix.splitMu.
+func (ix *Index) closingErr() error {
+	if !ix.closing {
+		return nil
+	}
+	ix.svc.mu.RLock()
+	closed := ix.svc.closed
+	ix.svc.mu.RUnlock()
+	if closed {
+		return errClosed
+	}
+	return indexNotFound(ix.name)
 }

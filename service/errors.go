@@ -44,6 +44,7 @@ const (
 	TypeInvalidAliasName     = "invalid_alias_name_exception"
 	TypeClusterBlock         = "cluster_block_exception"
 	TypeValidation           = "action_request_validation_exception"
+	TypeValidationException  = "validation_exception" // org.opensearch.common.ValidationException
 	TypeVersionConflict      = "version_conflict_engine_exception"
 	TypeParse                = "parse_exception"
 	TypeShardNotFound        = "shard_not_found_exception"

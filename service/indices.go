@@ -107,6 +107,9 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 			return nil, aliasNamesIndex(a)
 		}
 	}
+	if err := checkShardLimit(s.st, shardCopies(m.Settings)); err != nil {
+		return nil, err
+	}
 	ix, err := s.openIndex(m, t)
 	if err != nil {
 		_ = os.RemoveAll(s.indexDir(m.UUID))
@@ -451,6 +454,18 @@ func (s *Service) PutSettings(expr string, set FlatSettings) error {
 		}
 		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "Can't update non dynamic settings [[%s]] for open indices [%s]",
 			strings.Join(static, ", "), strings.Join(ids, ", "))
+	}
+	// A replica increase adds shard copies (MetadataUpdateSettingsService).
+	if v := set[SettingReplicas]; v != nil {
+		want, _ := strconv.Atoi(*v)
+		var add int64
+		for _, n := range names {
+			st := s.st.Indices[n].Settings
+			add += int64(atoi(st, SettingShards, 1)) * (int64(want) - int64(atoi(st, SettingReplicas, 0)))
+		}
+		if err := checkShardLimit(s.st, add); err != nil {
+			return err
+		}
 	}
 	onlyBlocks := true
 	for k := range set {

@@ -185,6 +185,9 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 				return aliasNamesIndex(a)
 			}
 		}
+		if err := checkShardLimit(st, shardCopies(m.Settings)); err != nil {
+			return err
+		}
 		st.Indices[req.Target] = m
 		return nil
 	})

@@ -49,11 +49,12 @@ func parseBool(key, v string) error {
 
 func parseIntMin(lo int) func(key, v string) error {
 	return func(key, v string) error {
-		n, err := strconv.Atoi(v)
+		// A Java int, as OpenSearch's intSetting parses it.
+		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil {
 			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "Failed to parse value [%s] for setting [%s]", v, key)
 		}
-		if n < lo {
+		if n < int64(lo) {
 			return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "Failed to parse value [%s] for setting [%s] must be >= %d", v, key, lo)
 		}
 		return nil
@@ -210,6 +211,36 @@ func tableFor(m *IndexMeta) (*routing.Table, error) {
 
 func routingSettings(name string, m map[string]string) (routing.Settings, error) {
 	return routing.NewSettings(name, atoi(m, SettingShards, 1), atoi(m, SettingRoutingShards, 0), atoi(m, SettingPartitionSize, 0))
+}
+
+// maxShardsPerNode is cluster.max_shards_per_node's default; this one node
+// holds every shard copy, so it is the cluster's limit.
+const maxShardsPerNode = 1000
+
+// shardCopies is an index's number of shard copies as OpenSearch counts
+// them (IndexMetadata.getTotalNumberOfShards): shards × (1 + replicas).
+func shardCopies(settings map[string]string) int64 {
+	return int64(atoi(settings, SettingShards, 1)) * (1 + int64(atoi(settings, SettingReplicas, 0)))
+}
+
+// checkShardLimit is OpenSearch's ShardLimitValidator.checkShardLimit:
+// adding shard copies to the open ones must stay within the limit (a
+// validation_exception otherwise). It bounds what _cat/shards and health
+// list, one row per copy.
+func checkShardLimit(st *state, add int64) error {
+	if add <= 0 {
+		return nil
+	}
+	var open int64
+	for _, m := range st.Indices {
+		open += shardCopies(m.Settings)
+	}
+	if open+add > maxShardsPerNode {
+		return newErr(TypeValidationException, http.StatusBadRequest, "",
+			"Validation Failed: 1: this action would add [%d] total shards, but this cluster currently has [%d]/[%d] maximum shards open;",
+			add, open, maxShardsPerNode)
+	}
+	return nil
 }
 
 // Blocks are an index's blocks.

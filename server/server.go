@@ -104,6 +104,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxContentLength)
+	if _, err := decodeQueryString(r.URL.RawQuery); err != nil {
+		s.writeError(w, r, badParameter(err))
+		return
+	}
 	mux := s.idx
 	first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if strings.HasPrefix(first, "_") && first != "_all" {
@@ -203,7 +207,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 }
 
 func pretty(r *http.Request) bool {
-	v, ok := r.URL.Query()["pretty"]
+	v, ok := query(r)["pretty"]
 	return ok && (len(v) == 0 || v[0] == "" || v[0] == "true")
 }
 
@@ -213,7 +217,7 @@ var commonParams = []string{"pretty", "human", "error_trace", "filter_path", "so
 // params checks a request's query parameters against what the endpoint
 // accepts: an unknown one is OpenSearch's illegal_argument_exception.
 func params(r *http.Request, allowed ...string) (url.Values, error) {
-	q := r.URL.Query()
+	q := query(r)
 	var bad []string
 	for k := range q {
 		if !slices.Contains(allowed, k) && !slices.Contains(commonParams, k) {
@@ -238,7 +242,7 @@ func readBody(r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if src := r.URL.Query().Get("source"); len(b) == 0 && src != "" {
+	if src := query(r).Get("source"); len(b) == 0 && src != "" {
 		b = []byte(src)
 	}
 	return b, nil

@@ -1,0 +1,55 @@
+package server_test
+
+import (
+	"testing"
+
+	"github.com/shardsplit/shardsplit/service"
+)
+
+// TestReviewRESTQueryStringDecoding: query parameters are decoded as
+// OpenSearch's RestUtils.decodeQueryString does. Go's url.Values dropped a
+// pair it could not decode (a bad escape, "%%", a ';' separator) without a
+// word, so PUT /logs/_doc/1?routing=%zz was acknowledged and stored the
+// document without its routing, on the shard its _id hashes to: a write the
+// client routed, misplaced.
+func TestReviewRESTQueryStringDecoding(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs", `{"settings":{"number_of_shards":4,"number_of_replicas":0}}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	for _, tc := range []struct {
+		path, typ, reason string
+	}{
+		{"/logs/_doc/1?routing=%zz", "bad_parameter_exception",
+			"java.lang.IllegalArgumentException: invalid escape sequence `%zz' at index 0 of: %zz"},
+		{"/logs/_doc/2?routing=a%", "bad_parameter_exception",
+			"java.lang.IllegalArgumentException: unterminated escape sequence at end of string: a%"},
+		{"/logs/_doc/3?routing=a%4", "bad_parameter_exception",
+			"java.lang.IllegalArgumentException: partial escape sequence at end of string: a%4"},
+		{"/logs/_doc/4?routing=a;b", "illegal_argument_exception",
+			"request [/logs/_doc/4] contains unrecognized parameter: [b]"},
+	} {
+		var eb errBody
+		st := ts.do(t, "PUT", tc.path, `{}`, &eb)
+		if st != 400 || eb.Status != 400 || eb.Error.Type != tc.typ || eb.Error.Reason != tc.reason ||
+			len(eb.Error.RootCause) != 1 || eb.Error.RootCause[0].Type != tc.typ {
+			t.Errorf("PUT %s: HTTP %d %+v; want 400 %s %q", tc.path, st, eb, tc.typ, tc.reason)
+		}
+	}
+	var cnt struct{ Count int }
+	if ts.do(t, "GET", "/logs/_count", "", &cnt); cnt.Count != 0 {
+		t.Errorf("refused writes stored %d documents", cnt.Count)
+	}
+	// "%%" is a '%' and '+' a space, as OpenSearch decodes them: the
+	// document keeps the routing it was sent with.
+	if st := ts.do(t, "PUT", "/logs/_doc/5?routing=a%%b+c", `{}`, nil); st != 201 {
+		t.Fatalf("PUT with routing a%%%%b+c: %d", st)
+	}
+	var got struct {
+		Found   bool   `json:"found"`
+		Routing string `json:"_routing"`
+	}
+	if st := ts.do(t, "GET", "/logs/_doc/5?routing=a%25b%20c", "", &got); st != 200 || !got.Found || got.Routing != "a%b c" {
+		t.Fatalf("GET with routing \"a%%b c\": %d %+v", st, got)
+	}
+}

@@ -28,6 +28,9 @@ const (
 	Assertion
 	// IndexOutOfBounds is java.lang.ArrayIndexOutOfBoundsException.
 	IndexOutOfBounds
+	// NumberFormat is java.lang.NumberFormatException (Integer.parseInt of
+	// a _shards preference id).
+	NumberFormat
 )
 
 var exceptionNames = [...]string{
@@ -39,6 +42,7 @@ var exceptionNames = [...]string{
 	Arithmetic:            "ArithmeticException",
 	Assertion:             "AssertionError",
 	IndexOutOfBounds:      "ArrayIndexOutOfBoundsException",
+	NumberFormat:          "NumberFormatException",
 }
 
 // String returns the Java class name, e.g. "IllegalArgumentException".

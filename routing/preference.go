@@ -1,7 +1,6 @@
 package routing
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -68,11 +67,16 @@ func ParsePreference(s string) (Preference, error) {
 	ids, next, _ := strings.Cut(rest, "|")
 	p.Value, p.Next = ids, next
 	for _, v := range strings.Split(ids, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 {
-			return Preference{}, fmt.Errorf("routing: preference %q: shard id %q is not a number", s, v)
+		// OperationRouting compares Integer.parseInt(id) with each shard
+		// id: a value that is not a Java int throws, a negative one matches
+		// no shard.
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return Preference{}, newError(NumberFormat, "For input string: \"%s\"", v)
 		}
-		p.Shards = append(p.Shards, ShardID(n))
+		if n >= 0 {
+			p.Shards = append(p.Shards, ShardID(n))
+		}
 	}
 	return p, nil
 }

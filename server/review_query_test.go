@@ -53,3 +53,28 @@ func TestReviewRESTQueryStringDecoding(t *testing.T) {
 		t.Fatalf("GET with routing \"a%%b c\": %d %+v", st, got)
 	}
 }
+
+// TestReviewRESTShardsPreferenceNotANumber: a _shards preference whose id
+// is not a Java int fails as OpenSearch's Integer.parseInt does (a
+// NumberFormatException: 400 number_format_exception), not as a 500; a
+// negative id parses and names no shard.
+func TestReviewRESTShardsPreferenceNotANumber(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs", `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	for _, path := range []string{"/logs/_search?preference=_shards:abc", "/logs/_count?preference=_shards:0,abc",
+		"/logs/_search_shards?preference=_shards:abc"} {
+		var eb errBody
+		st := ts.do(t, "GET", path, "", &eb)
+		if st != 400 || eb.Error.Type != "number_format_exception" || eb.Error.Reason != `For input string: "abc"` {
+			t.Errorf("GET %s: HTTP %d %+v; want 400 number_format_exception", path, st, eb)
+		}
+	}
+	var res struct {
+		Shards struct{ Total int } `json:"_shards"`
+	}
+	if st := ts.do(t, "GET", "/logs/_search?preference=_shards:-1", "", &res); st != 200 || res.Shards.Total != 0 {
+		t.Errorf("GET _shards:-1: HTTP %d, %d shards; want 200 and none", st, res.Shards.Total)
+	}
+}

@@ -82,6 +82,8 @@ var routingTypes = map[routing.Exception]struct {
 	routing.Arithmetic:            {"arithmetic_exception", http.StatusInternalServerError},
 	routing.Assertion:             {"assertion_error", http.StatusInternalServerError},
 	routing.IndexOutOfBounds:      {"array_index_out_of_bounds_exception", http.StatusInternalServerError},
+	// A NumberFormatException is an IllegalArgumentException: 400.
+	routing.NumberFormat: {"number_format_exception", http.StatusBadRequest},
 }
 
 // AsError converts any error to an *Error: our own, routing's OpenSearch

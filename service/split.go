@@ -217,6 +217,18 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 		}
 		return nil, ix.busyErr(run)
 	}
+	// No index may have more than routing.MaxShards shards (OpenSearch's
+	// index.number_of_shards maximum); checked before the dry run, which
+	// would build the reservation of every child.
+	children := req.Ways
+	if len(plan.Points) > 0 {
+		children = len(plan.Points) + 1
+	}
+	if after := len(ix.node.Table().ActiveShards()) - 1 + children; children > 0 && after > routing.MaxShards {
+		return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index,
+			"Cannot split shard [%d] of index [%s] into [%d] shards: the index would have [%d] shards, more than the [%d] an index may have",
+			req.Shard, req.Index, children, after, routing.MaxShards)
+	}
 	// Dry run of the reservation, for OpenSearch's refusals (and order)
 	// before a task exists. A running operation has made its reservation
 	// (launch), so the table refuses a shard it holds with its own message.

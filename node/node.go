@@ -524,18 +524,37 @@ func (n *Node) HoldApplyLock(id routing.ShardID, drain time.Duration, fn func() 
 // block is checked under each shard's apply lock; when SetWriteBlock
 // returns, every write admitted before it has been applied, so nothing is
 // applied after the block (a resize may then copy the shards).
+//
+// A split or merge may publish while it drains: the shards of each newer
+// table are drained too, until the table it drained is the current one, and
+// a shard that a newer table no longer names (retired meanwhile) needs no
+// drain: its writes were applied (and carried to the children) or refused
+// as stale, and a stale write's retry meets the block on its new shard.
 func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
 	if err == nil {
 		n.block.Store(nil)
 		return nil
 	}
 	n.block.Store(&err)
-	for _, id := range n.table.Load().ActiveShards() {
-		if _, e := n.HoldApplyLock(id, drain, func() error { return nil }); e != nil {
-			return fmt.Errorf("node: write block: drain shard %d: %w", id, e)
+	drained := map[routing.ShardID]bool{}
+	for {
+		t := n.table.Load()
+		for _, id := range t.ActiveShards() {
+			if drained[id] {
+				continue
+			}
+			if _, e := n.HoldApplyLock(id, drain, func() error { return nil }); e != nil {
+				if !slices.Contains(n.table.Load().ActiveShards(), id) {
+					continue // retired since t was read
+				}
+				return fmt.Errorf("node: write block: drain shard %d: %w", id, e)
+			}
+			drained[id] = true
+		}
+		if n.table.Load() == t {
+			return nil
 		}
 	}
-	return nil
 }
 
 // Retire removes a shard that no published table names any more: it waits

@@ -168,6 +168,15 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	}
 	rep.Open = time.Since(start)
 	s.mu.Lock()
+	if s.closed {
+		// Close has taken the index map: a target installed now would
+		// never be closed. It is not in the metadata, so its directory
+		// goes (and would go at the next open as an orphan).
+		s.mu.Unlock()
+		_ = ix.node.Close()
+		_ = os.RemoveAll(dir)
+		return nil, rep, errClosed
+	}
 	err = s.update(func(st *state) error {
 		if _, ok := st.Indices[req.Target]; ok {
 			return newErr(TypeAlreadyExists, http.StatusBadRequest, req.Target, "index [%s/%s] already exists", req.Target, st.Indices[req.Target].UUID)

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -49,10 +50,10 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 				Reason: fmt.Sprintf("Malformed action/metadata line [%d], expected field [create], [delete], [index] or [update] but found [%s]", i+1, it.Op)}
 		}
 		for k, v := range meta {
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
+			s, err := bulkMetaText(v)
+			if err != nil {
 				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
-					Reason: fmt.Sprintf("Malformed action/metadata line [%d], field [%s] must be a string", i+1, k)}
+					Reason: fmt.Sprintf("Malformed action/metadata line [%d], expected a simple value for field [%s] but found [%s]", i+1, k, err)}
 			}
 			switch k {
 			case "_index":
@@ -94,6 +95,31 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 		return nil, &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: no requests added;"}
 	}
 	return items, nil
+}
+
+// bulkMetaText is the text of a simple action-line value as OpenSearch's
+// BulkRequestParser reads it (parser.text()): a string's value, a number's
+// or a boolean's literal, "" for null. An array or an object is an error
+// naming its token (START_ARRAY, START_OBJECT).
+func bulkMetaText(v json.RawMessage) (string, error) {
+	t := bytes.TrimSpace(v)
+	switch {
+	case len(t) == 0:
+		return "", nil
+	case t[0] == '[':
+		return "", errors.New("START_ARRAY")
+	case t[0] == '{':
+		return "", errors.New("START_OBJECT")
+	case t[0] == '"':
+		var s string
+		if err := json.Unmarshal(t, &s); err != nil {
+			return "", errors.New("VALUE_STRING")
+		}
+		return s, nil
+	case string(t) == "null":
+		return "", nil
+	}
+	return string(t), nil // a number or a boolean, as written
 }
 
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {

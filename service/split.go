@@ -340,6 +340,7 @@ func (t *Task) run() {
 	}()
 	var runErr error
 	cancelled := false
+	byCancel := false // the cancel was accepted and is why the operation aborts
 	refused := ""
 	for !t.op.Done() {
 		select {
@@ -351,9 +352,12 @@ func (t *Task) run() {
 		}
 		if t.cancel.Load() && !cancelled {
 			cancelled = true
+			aborting := t.op.Phase() == splitter.PhaseAborting // a failure is aborting it already
 			if err := t.op.Cancel(); err != nil {
 				refused = err.Error()
 				t.ix.svc.log.Info("cancel refused", zap.String("task", t.ID), zap.Error(err))
+			} else {
+				byCancel = !aborting
 			}
 		}
 		if _, _, err := t.op.Next(); err != nil {
@@ -367,6 +371,12 @@ func (t *Task) run() {
 		runErr = rep.Err
 		if runErr == nil {
 			runErr = fmt.Errorf("%s aborted", t.kind())
+		}
+		if byCancel {
+			// As OpenSearch reports a task cancelled through the task
+			// API (TaskCancelledException: no status of its own, 500).
+			runErr = &Error{Type: TypeTaskCancelled, Status: http.StatusInternalServerError, Index: t.Index(),
+				Reason: "task cancelled [by user request]", cause: runErr}
 		}
 	}
 	t.snap.Store(&TaskSnapshot{Phase: rep.Phase, Report: rep, Completed: true, Cancelled: cancelled && rep.Phase == splitter.PhaseAborted,

@@ -445,7 +445,8 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 
 // Search scans every active shard of the current table, each over its span
 // in that table, so every document is returned exactly once even while a
-// split publishes. It returns the version it searched.
+// split publishes. It returns the version it searched. fn must not keep
+// doc.Source after it returns (storage.Shard.ScanSpan).
 func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Version, error) {
 	t, err := n.SearchAt(0, fn)
 	if err != nil {

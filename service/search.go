@@ -3,7 +3,7 @@ package service
 import (
 	"errors"
 	"net/http"
-
+	"slices"
 	"sort"
 	"strings"
 
@@ -175,6 +175,11 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 		}
 	}
 	res := SearchResult{Shards: len(targets)}
+	// Hits are ordered by shard, then in each shard's scan order, and the
+	// page is [From, From+Size) of that order: no shard contributes more
+	// than From+Size of them, so no more are kept (a size=1 search of a
+	// large index held every match before).
+	keep := req.From + req.Size
 	for _, name := range order {
 		ix, ok := s.index(name)
 		if !ok {
@@ -187,15 +192,21 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 		}
 		shards := byIndex[name]
 		var hits []Doc
+		kept := map[routing.ShardID]int{}
 		t := ix.node.Table()
 		_, err := ix.node.Search(func(shard routing.ShardID, d storage.Doc) error {
 			if !shards[shard] || !req.Query.match(d) {
 				return nil
 			}
 			res.Total++
-			if req.Size >= 0 {
-				hits = append(hits, toDoc(name, d, t))
-				hits[len(hits)-1].Shard = shard
+			if req.Size >= 0 && kept[shard] < keep {
+				kept[shard]++
+				// d.Source is the scan's buffer, valid only during this
+				// call (storage's scans reuse it): a kept hit copies it.
+				h := toDoc(name, d, t)
+				h.Source = slices.Clone(h.Source)
+				h.Shard = shard
+				hits = append(hits, h)
 			}
 			return nil
 		})

@@ -554,6 +554,8 @@ func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 // ScanSpan calls fn for every document of the shard's store in a span of its
 // keyspace, owned or not, in key order, from a consistent snapshot. A reader that
 // resolved ownership at one table version scans exactly that version's span.
+// As with Scan, fn must not keep doc.Source after it returns: it is the
+// iterator's buffer.
 func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 	if s.closed.Load() {
 		return ErrShardClosed

@@ -78,3 +78,31 @@ func TestReviewRESTShardsPreferenceNotANumber(t *testing.T) {
 		t.Errorf("GET _shards:-1: HTTP %d, %d shards; want 200 and none", st, res.Shards.Total)
 	}
 }
+
+// TestReviewRESTMalformedTaskID: a task id whose number is not a Java long
+// is malformed (OpenSearch's TaskId: 400 illegal_argument_exception
+// "malformed task id ..."), for a get and a cancel; only a well-formed id
+// that names no task is a 404. "node:abc" was a 404.
+func TestReviewRESTMalformedTaskID(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	for _, tc := range []struct {
+		method, path, id string
+		status           int
+	}{
+		{"GET", "/_tasks/node:abc", "node:abc", 400},
+		{"POST", "/_tasks/node:abc/_cancel", "node:abc", 400},
+		{"GET", "/_tasks/node:1:2", "node:1:2", 400},
+		{"GET", "/_tasks/node:99999999999999999999", "node:99999999999999999999", 400},
+		{"GET", "/_tasks/node:7", "node:7", 404},
+	} {
+		var eb errBody
+		st := ts.do(t, tc.method, tc.path, "", &eb)
+		want := "malformed task id " + tc.id
+		if tc.status == 404 {
+			want = "task [" + tc.id + "] isn't running and hasn't stored its results"
+		}
+		if st != tc.status || eb.Error.Reason != want {
+			t.Errorf("%s %s: HTTP %d %+v; want %d %q", tc.method, tc.path, st, eb, tc.status, want)
+		}
+	}
+}

@@ -390,12 +390,19 @@ func (s *Service) Task(id string) (*Task, error) {
 	defer s.tasks.mu.Unlock()
 	t, ok := s.tasks.all[id]
 	if !ok {
-		if _, num, ok := strings.Cut(id, ":"); !ok || num == "" {
+		// OpenSearch's TaskId: "<node>:<a Java long>".
+		if _, num, ok := strings.Cut(id, ":"); !ok || !isJavaLong(num) {
 			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, "", "malformed task id %s", id)
 		}
 		return nil, newErr(TypeResourceNotFound, http.StatusNotFound, "", "task [%s] isn't running and hasn't stored its results", id)
 	}
 	return t, nil
+}
+
+// isJavaLong reports whether Long.parseLong accepts s.
+func isJavaLong(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
 }
 
 // Tasks returns every task, oldest first.

@@ -182,6 +182,17 @@ func Open(cfg Config) (*Service, error) {
 func (s *Service) load() (*state, error) {
 	data, err := os.ReadFile(filepath.Join(s.cfg.Dir, stateFile))
 	if errors.Is(err, os.ErrNotExist) {
+		// A new data directory. One that holds index data without its
+		// metadata is not new: fresh metadata would name none of it and
+		// removeOrphans would delete it all.
+		entries, rerr := os.ReadDir(filepath.Join(s.cfg.Dir, "indices"))
+		if rerr != nil {
+			return nil, fmt.Errorf("service: %w", rerr)
+		}
+		if len(entries) > 0 {
+			return nil, fmt.Errorf("service: metadata %s is missing but %s holds %d index directories (%s, ...); refusing to open, which would delete them",
+				filepath.Join(s.cfg.Dir, stateFile), filepath.Join(s.cfg.Dir, "indices"), len(entries), entries[0].Name())
+		}
 		st := &state{ClusterUUID: newUUID(), NodeID: newUUID()[:22], Indices: map[string]*IndexMeta{}}
 		return st, s.persist(st)
 	}

@@ -1,0 +1,47 @@
+package service
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestReviewMissingMetadataKeepsIndexData: a data directory whose metadata
+// file is gone but which still holds index directories (a partial copy or
+// restore, an operator's mistake) must not be opened as a new, empty
+// cluster: Open wrote fresh metadata and then removed every index
+// directory as an orphan, destroying all the data. It refuses now and
+// leaves the directories for the operator (OpenSearch keeps index data it
+// does not know of as dangling indices; it never deletes it at startup).
+func TestReviewMissingMetadataKeepsIndexData(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.IndexDoc("logs", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ixDir, _ := s.IndexDirOf("logs")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(Config{Dir: dir})
+	if err == nil {
+		names := s2.Names()
+		_ = s2.Close()
+		t.Errorf("Open without metadata but with index data succeeded (indices %v)", names)
+	}
+	if _, err := os.Stat(ixDir); err != nil {
+		t.Fatalf("the index directory is gone after Open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
+		t.Errorf("Open wrote fresh metadata over a directory with index data")
+	}
+}

@@ -171,6 +171,9 @@ func (s *Server) indexBody(name string, flat bool) (map[string]any, error) {
 		return nil, nil
 	}
 	settings, err := s.svc.GetSettings(name)
+	if gone(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +186,13 @@ func (s *Server) indexBody(name string, flat bool) (map[string]any, error) {
 		mappings = m.Mappings
 	}
 	return map[string]any{"aliases": aliases, "mappings": mappings, "settings": settingsJSON(settings, flat)}, nil
+}
+
+// gone reports an index deleted since the request's expression was
+// resolved: a read of several indices answers without it, as OpenSearch
+// answers from the one cluster state it resolved against.
+func gone(err error) bool {
+	return err != nil && service.AsError(err).Type == service.TypeIndexNotFound
 }
 
 func settingsJSON(flat map[string]string, asFlat bool) any {
@@ -250,6 +260,9 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	out := map[string]any{}
 	for _, n := range names {
 		set, err := s.svc.GetSettings(n)
+		if gone(err) {
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,18 @@ import (
 // the request never named. OpenSearch answers from one cluster state, so
 // such a read lists the index or not, and never fails for it.
 func TestReviewRESTReadsOfAllRaceDelete(t *testing.T) {
+	readsOfAllRaceDelete(t, []string{"/_settings", "/_all", "/_all/_settings"})
+}
+
+// TestReviewRESTSearchesOfAllRaceDelete: the same for searches, counts and
+// the _cat and health views, which read each index's documents: a store
+// closed by a delete failed the whole request with "index closed or
+// deleted during the request".
+func TestReviewRESTSearchesOfAllRaceDelete(t *testing.T) {
+	readsOfAllRaceDelete(t, []string{"/_search", "/_count", "/_cat/shards", "/_cat/indices", "/_cluster/health"})
+}
+
+func readsOfAllRaceDelete(t *testing.T, paths []string) {
 	ts := startServer(t, service.Config{})
 	if st := ts.do(t, "PUT", "/keep", `{"settings":{"number_of_replicas":0}}`, nil); st != 200 {
 		t.Fatal(st)
@@ -22,7 +34,7 @@ func TestReviewRESTReadsOfAllRaceDelete(t *testing.T) {
 	var failures atomic.Int64
 	var first atomic.Value
 	var wg sync.WaitGroup
-	for _, path := range []string{"/_settings", "/_all", "/_all/_settings"} {
+	for _, path := range paths {
 		for range 2 {
 			wg.Add(1)
 			go func() {

@@ -192,13 +192,14 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 		}
 		shards := byIndex[name]
 		var hits []Doc
+		total := 0
 		kept := map[routing.ShardID]int{}
 		t := ix.node.Table()
 		_, err := ix.node.Search(func(shard routing.ShardID, d storage.Doc) error {
 			if !shards[shard] || !req.Query.match(d) {
 				return nil
 			}
-			res.Total++
+			total++
 			if req.Size >= 0 && kept[shard] < keep {
 				kept[shard]++
 				// d.Source is the scan's buffer, valid only during this
@@ -211,8 +212,12 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 			return nil
 		})
 		if err != nil {
+			if !s.owns(name, ix) {
+				continue // deleted during the search: as if resolved after
+			}
 			return SearchResult{}, AsError(err)
 		}
+		res.Total += total
 		sort.SliceStable(hits, func(i, j int) bool { return hits[i].Shard < hits[j].Shard })
 		res.Hits = append(res.Hits, hits...)
 	}
@@ -224,6 +229,14 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 		res.Hits = nil
 	}
 	return res, nil
+}
+
+// owns reports whether ix is still the open index called name (not
+// deleted, or deleted and created again, since the caller looked it up).
+func (s *Service) owns(name string, ix *Index) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.indices[name] == ix
 }
 
 // Refresh checks that the indices exist; writes are visible at once, so

@@ -47,6 +47,9 @@ func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
 		replicas := atoi(m.Settings, SettingReplicas, 0)
 		t, docs, err := ix.countDocs()
 		if err != nil {
+			if !s.owns(name, ix) {
+				continue // deleted while it was counted
+			}
 			return nil, err
 		}
 		states := map[routing.ShardID]string{}

@@ -3,6 +3,7 @@ package service
 import (
 	"net/http"
 	"sort"
+	"strings"
 )
 
 // AliasAction is one action of POST /_aliases.
@@ -107,7 +108,15 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 		for _, n := range removeIndices {
 			delete(st.Indices, n)
 		}
-		return nil
+		added := map[string]AliasMeta{}
+		for _, r := range rs {
+			if r.a.Add {
+				for _, al := range r.a.Aliases {
+					added[al] = r.a.Meta
+				}
+			}
+		}
+		return checkWriteIndices(st, added)
 	})
 	if err != nil {
 		s.mu.Unlock()
@@ -125,6 +134,32 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 		ix.stopSplit()
 		_ = ix.node.Close()
 		_ = removeAll(ix.dir)
+	}
+	return nil
+}
+
+// checkWriteIndices is OpenSearch's metadata rule that an alias has at
+// most one write index (an IllegalStateException naming them), for the
+// aliases a request adds (a state written before the rule keeps working).
+func checkWriteIndices(st *state, added map[string]AliasMeta) error {
+	writers := map[string][]string{}
+	for name, m := range st.Indices {
+		for a, am := range m.Aliases {
+			if _, ok := added[a]; ok && am.IsWriteIndex != nil && *am.IsWriteIndex {
+				writers[a] = append(writers[a], name)
+			}
+		}
+	}
+	aliases := make([]string, 0, len(writers))
+	for a := range writers {
+		aliases = append(aliases, a)
+	}
+	sort.Strings(aliases)
+	for _, a := range aliases {
+		if w := writers[a]; len(w) > 1 {
+			sort.Strings(w)
+			return newErr(TypeIllegalState, http.StatusInternalServerError, "", "alias [%s] has more than one write index [%s]", a, strings.Join(w, ","))
+		}
 	}
 	return nil
 }

@@ -110,6 +110,13 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 	if err := checkShardLimit(s.st, shardCopies(m.Settings)); err != nil {
 		return nil, err
 	}
+	if len(m.Aliases) > 0 {
+		next := s.st.clone()
+		next.Indices[m.Name] = m
+		if err := checkWriteIndices(next, m.Aliases); err != nil {
+			return nil, err
+		}
+	}
 	ix, err := s.openIndex(m, t)
 	if err != nil {
 		_ = os.RemoveAll(s.indexDir(m.UUID))

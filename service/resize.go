@@ -198,7 +198,7 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 			return err
 		}
 		st.Indices[req.Target] = m
-		return nil
+		return checkWriteIndices(st, req.Aliases)
 	})
 	if err == nil {
 		s.indices[req.Target] = ix

@@ -52,3 +52,34 @@ func TestReviewRESTOneWriteIndexPerAlias(t *testing.T) {
 		t.Fatalf("moving the write index: %d", st)
 	}
 }
+
+// TestReviewRESTDeleteIndexIgnoresAliases: DELETE /{index} deletes only
+// indices it names: an alias is refused, as OpenSearch's delete resolves
+// with ignore_aliases ("The provided expression [current] matches an
+// alias, specify the corresponding concrete indices instead."), and a
+// wildcard matches index names only. DELETE /current deleted the index
+// behind the alias, and DELETE /cur* every index with a matching alias.
+func TestReviewRESTDeleteIndexIgnoresAliases(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs", `{"settings":{"number_of_replicas":0},"aliases":{"current":{}}}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	var eb errBody
+	st := ts.do(t, "DELETE", "/current", "", &eb)
+	if st != 400 || eb.Error.Type != "illegal_argument_exception" ||
+		eb.Error.Reason != "The provided expression [current] matches an alias, specify the corresponding concrete indices instead." {
+		t.Errorf("DELETE /current: HTTP %d %+v", st, eb)
+	}
+	if st := ts.do(t, "DELETE", "/cur*", "", nil); st != 200 {
+		t.Errorf("DELETE /cur*: %d", st)
+	}
+	if st := ts.do(t, "HEAD", "/logs", "", nil); st != 200 {
+		t.Fatalf("index logs after deletes that named only its alias: %d", st)
+	}
+	if st := ts.do(t, "DELETE", "/lo*", "", nil); st != 200 {
+		t.Fatalf("DELETE /lo*: %d", st)
+	}
+	if st := ts.do(t, "HEAD", "/logs", "", nil); st != 404 {
+		t.Fatalf("index logs after DELETE /lo*: %d", st)
+	}
+}

@@ -160,7 +160,7 @@ func validateAliasName(alias string) error {
 // running split is stopped first; the metadata forgets the index before its
 // directory is removed.
 func (s *Service) DeleteIndex(expr string) error {
-	names, err := s.Resolve(expr, false)
+	names, err := s.resolve(expr, false)
 	if err != nil {
 		return err
 	}
@@ -254,6 +254,13 @@ func (s *Service) aliasTargetsLocked(alias string) []string {
 // wildcards with '*', _all) to index names, sorted. A missing concrete
 // name is index_not_found_exception; wildcards may match nothing.
 func (s *Service) Resolve(expr string, allowNoIndices bool) ([]string, error) {
+	return s.resolve(expr, true)
+}
+
+// resolve is Resolve; without aliases (OpenSearch's ignore_aliases, as a
+// delete of indices resolves) a wildcard matches index names only and an
+// alias named outright is refused.
+func (s *Service) resolve(expr string, aliases bool) ([]string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	set := map[string]bool{}
@@ -273,7 +280,7 @@ func (s *Service) Resolve(expr string, allowNoIndices bool) ([]string, error) {
 						set[n] = true
 					}
 					for a := range m.Aliases {
-						if GlobMatch(part, a) {
+						if aliases && GlobMatch(part, a) {
 							set[n] = true
 						}
 					}
@@ -287,6 +294,10 @@ func (s *Service) Resolve(expr string, allowNoIndices bool) ([]string, error) {
 			targets := s.aliasTargetsLocked(part)
 			if len(targets) == 0 {
 				return nil, indexNotFound(part)
+			}
+			if !aliases {
+				return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+					"The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", part)
 			}
 			for _, t := range targets {
 				set[t] = true

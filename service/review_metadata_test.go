@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +44,45 @@ func TestReviewMissingMetadataKeepsIndexData(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
 		t.Errorf("Open wrote fresh metadata over a directory with index data")
+	}
+}
+
+// TestAnIndexWhoseDirectoryIsGoneIsNotReopenedEmpty: the metadata names an
+// index whose data directory is missing (deleted by hand, a partial
+// restore). Open used to hand recovery the index's initial table, and
+// recovery made a new, empty index in its place: every acknowledged
+// document gone without a word, and the next write made the loss
+// permanent. Open refuses now, naming the index and the directory.
+func TestAnIndexWhoseDirectoryIsGoneIsNotReopenedEmpty(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.IndexDoc("logs", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ixDir, _ := s.IndexDirOf("logs")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(ixDir); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(Config{Dir: dir})
+	if err == nil {
+		r, _ := s2.Search(SearchRequest{Indices: "logs", Size: 0})
+		_ = s2.Close()
+		t.Fatalf("Open with the index's directory gone succeeded; logs holds %d of the 20 acknowledged documents", r.Total)
+	}
+	for _, want := range []string{"logs", ixDir} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if _, serr := os.Stat(ixDir); serr == nil {
+		t.Errorf("the refused Open made %s", ixDir)
 	}
 }

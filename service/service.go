@@ -299,6 +299,14 @@ func (s *Service) indexDir(uuid string) string { return filepath.Join(s.cfg.Dir,
 func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error) {
 	dir := s.indexDir(m.UUID)
 	if initial == nil {
+		// An existing index: its directory was made before its metadata
+		// was written. Without it recovery would make a new, empty index
+		// in its place, and every acknowledged document would be gone
+		// without a word.
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("the metadata names index %s (uuid %s) but its data directory %s is unreadable; refusing to open it empty: %w",
+				m.Name, m.UUID, dir, err)
+		}
 		// recovery.Open needs a table for a directory without one; an
 		// existing index always has one, so this is only a fallback.
 		t, err := tableFor(m)

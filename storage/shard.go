@@ -207,18 +207,31 @@ func (s *Shard) Get(keyspace routing.ShardID, key routing.Key, id string) (Doc, 
 // order. It reads a consistent snapshot taken when it starts. fn must not
 // keep doc.Source after it returns.
 func (s *Shard) Scan(fn func(Doc) error) error {
-	if s.closed.Load() {
+	if s.closed.Load() || !s.st.beginScan() {
 		return ErrShardClosed
 	}
+	defer s.st.endScan()
 	s.load.reads.Add(1)
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
+	fn = s.stopOnClose(fn)
 	for _, sp := range s.Owned() {
 		if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
 			return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 		}
 	}
 	return nil
+}
+
+// stopOnClose wraps a scan's callback so the scan ends with ErrShardClosed
+// at its next document once the store is closing (see store.beginScan).
+func (s *Shard) stopOnClose(fn func(Doc) error) func(Doc) error {
+	return func(d Doc) error {
+		if s.st.closing.Load() {
+			return ErrShardClosed
+		}
+		return fn(d)
+	}
 }
 
 // reader is what scans need of a DB or snapshot.
@@ -262,11 +275,12 @@ func decodeDoc(k, v []byte) (Doc, error) {
 // stored in the shard's store, owned or not (used by tests and metrics to
 // prove that no foreign key is visible).
 func (s *Shard) CountKeys(sp routing.Span) (int, error) {
-	if s.closed.Load() {
+	if s.closed.Load() || !s.st.beginScan() {
 		return 0, ErrShardClosed
 	}
+	defer s.st.endScan()
 	n := 0
-	err := scanSpan(s.st.db, s.keyspace, sp, func(Doc) error { n++; return nil })
+	err := scanSpan(s.st.db, s.keyspace, sp, s.stopOnClose(func(Doc) error { n++; return nil }))
 	return n, err
 }
 
@@ -557,13 +571,14 @@ func (s *Shard) Exclusive(wait time.Duration, fn func() error) error {
 // As with Scan, fn must not keep doc.Source after it returns: it is the
 // iterator's buffer.
 func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
-	if s.closed.Load() {
+	if s.closed.Load() || !s.st.beginScan() {
 		return ErrShardClosed
 	}
+	defer s.st.endScan()
 	s.load.reads.Add(1)
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
-	if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
+	if err := scanSpan(snap, s.keyspace, sp, s.stopOnClose(fn)); err != nil {
 		return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 	}
 	return nil

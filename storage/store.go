@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -72,6 +73,52 @@ type store struct {
 	// Pebble, which panics ("pebble/record: closed LogWriter").
 	ops  sync.RWMutex
 	shut bool
+
+	// scans counts the scans with a snapshot open (beginScan/endScan).
+	// A scan cannot hold ops across its caller's callback: a callback that
+	// reads the same store (a Get) would then block behind a waiting close
+	// that waits for the scan. So close first sets closing, which refuses
+	// new scans and stops running ones at their next document, and waits
+	// for scans to reach zero; only then does it take ops.
+	scanMu   sync.Mutex
+	scanDone *sync.Cond // signalled when scans reaches zero; L = &scanMu
+	scans    int
+	closing  atomic.Bool // set under scanMu
+}
+
+// beginScan admits a scan (a snapshot or iterator held across callbacks),
+// or reports the store closing; the caller calls endScan when its snapshot
+// and iterators are closed.
+func (s *store) beginScan() bool {
+	s.scanMu.Lock()
+	defer s.scanMu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.scans++
+	return true
+}
+
+func (s *store) endScan() {
+	s.scanMu.Lock()
+	defer s.scanMu.Unlock()
+	if s.scans--; s.scans == 0 && s.scanDone != nil {
+		s.scanDone.Broadcast()
+	}
+}
+
+// drainScans refuses new scans, stops running ones at their next
+// document and waits until none has a snapshot open.
+func (s *store) drainScans() {
+	s.scanMu.Lock()
+	defer s.scanMu.Unlock()
+	s.closing.Store(true)
+	if s.scanDone == nil {
+		s.scanDone = sync.NewCond(&s.scanMu)
+	}
+	for s.scans > 0 {
+		s.scanDone.Wait()
+	}
 }
 
 // enter admits an operation into Pebble, or reports the store closed; the
@@ -290,7 +337,8 @@ func (s *store) retireAndClose() error { return s.closeThen(s.cfs.retire) }
 // closeThen closes the store, calling shut (if set) once no operation is in
 // Pebble and none can enter.
 func (s *store) closeThen(shut func()) error {
-	s.ops.Lock() // waits for the operations in Pebble
+	s.drainScans() // a scan's open snapshot would leak into a closed Pebble
+	s.ops.Lock()   // waits for the operations in Pebble
 	s.shut = true
 	s.ops.Unlock()
 	if shut != nil {

@@ -1,0 +1,83 @@
+package node_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// Close racing a search in flight: a scan that resolved its shards before
+// Close must not run on a closed Pebble store (use after close) and Close
+// must not fail on the scan's snapshot. Either the scan completes, or it
+// fails with an error saying the node (or shard) closed; Close returns nil.
+func TestReviewNodeCloseDuringSearch(t *testing.T) {
+	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
+		t.Run(layout.String(), func(t *testing.T) {
+			n, _ := openNode(t, vfs.NewMem(), layout)
+			r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+			const docs = 200
+			for i := range docs {
+				if _, err := r.Index(fmt.Sprintf("doc-%d", i), "", []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			started, release := make(chan struct{}), make(chan struct{})
+			type result struct {
+				n     int
+				err   error
+				panic any
+			}
+			searched := make(chan result, 1)
+			go func() {
+				seen := 0
+				defer func() {
+					if p := recover(); p != nil {
+						searched <- result{seen, nil, p}
+					}
+				}()
+				_, err := n.Search(func(routing.ShardID, storage.Doc) error {
+					if seen == 0 {
+						close(started)
+						<-release
+					}
+					seen++
+					return nil
+				})
+				searched <- result{seen, err, nil}
+			}()
+			<-started
+			closed := make(chan error, 1)
+			go func() { closed <- n.Close() }()
+			var closeErr error
+			select {
+			case closeErr = <-closed:
+			case <-time.After(100 * time.Millisecond):
+				// Close waits for the scan: that is allowed.
+			}
+			close(release)
+			res := <-searched
+			if closeErr == nil {
+				closeErr = <-closed
+			}
+			if res.panic != nil {
+				t.Fatalf("Search racing Close panicked: %v", res.panic)
+			}
+			if closeErr != nil {
+				t.Errorf("Close while a search is in flight = %v, want nil", closeErr)
+			}
+			if res.err != nil && !errors.Is(res.err, node.ErrClosed) && !errors.Is(res.err, storage.ErrShardClosed) {
+				t.Errorf("Search racing Close = %d docs, %v; want all %d or a closed error", res.n, res.err, docs)
+			}
+			if res.err == nil && res.n != docs {
+				t.Errorf("Search racing Close = %d docs and no error, want %d", res.n, docs)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package baseline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -171,7 +172,9 @@ func Prepare(req ResizeRequest, src *Source, targetExists bool) (routing.Setting
 
 // Build makes every shard of a resize target in eng from the source's
 // shards (hard-linked checkpoints, plus copies for a shrink, minus foreign
-// documents for a split) and returns the target's table. The source must
+// documents for a split; rewritten under the target's keys when a split of
+// a one-shard index changes number_of_routing_shards) and returns the
+// target's table. The source must
 // be write-blocked and have passed Prepare.
 func Build(req ResizeRequest, src *node.Node, eng *storage.Engine, target routing.Settings, rep *ResizeReport) (*routing.Table, error) {
 	rep.Target = target
@@ -251,6 +254,15 @@ func buildTargetShard(req ResizeRequest, src *node.Node, eng *storage.Engine, ta
 		return err
 	}
 	own := tab.RootSpan(routing.ShardID(t))
+	if sr, tr := src.Table().Settings().RoutingShards, tab.Settings().RoutingShards; sr != tr {
+		// A split of a one-shard index may change number_of_routing_shards
+		// (routing.TargetRoutingShards): a document's partition, and so its
+		// key, differs in the target. Linked files would keep the source's
+		// keys, so the target's documents are rewritten under their new
+		// keys instead (OpenSearch recomputes each document's shard the
+		// same way in ShardSplittingQuery).
+		return rekeyTargetShard(src, eng, tab, t, sources, rep)
+	}
 	first, err := src.Store(sources[0])
 	if err != nil {
 		return err
@@ -292,6 +304,56 @@ func buildTargetShard(req ResizeRequest, src *node.Node, eng *storage.Engine, ta
 	rep.Deleted += cs.Deleted
 	rep.CleanupWrites += cs.Written
 	return err
+}
+
+// rekeyTargetShard makes target shard t by writing, under the target's
+// keys, each document of the sources that the target's table routes to t
+// (its id, routing and source bytes counted as copied). Documents routed
+// elsewhere are counted as deleted.
+func rekeyTargetShard(src *node.Node, eng *storage.Engine, tab *routing.Table, t int, sources []routing.ShardID, rep *ResizeReport) error {
+	id := routing.ShardID(t)
+	shard, err := eng.OpenShard(id, tab.Keyspace(id), []routing.Span{tab.RootSpan(id)})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	defer func() { rep.Copy += time.Since(start) }()
+	var ops []storage.Op
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err := shard.Write(ops, nil)
+		ops = ops[:0]
+		return err
+	}
+	for _, sid := range sources {
+		s, err := src.Store(sid)
+		if err != nil {
+			return err
+		}
+		err = s.Scan(func(d storage.Doc) error {
+			p, owner := tab.Route(d.ID, d.Routing)
+			if owner != id {
+				rep.Deleted++
+				return nil
+			}
+			ops = append(ops, storage.Op{Kind: storage.OpIndex, Root: tab.Keyspace(p.Root), Key: tab.KeyOf(p),
+				ID: d.ID, Routing: d.Routing, Source: bytes.Clone(d.Source)})
+			rep.Copied += int64(len(d.ID) + len(d.Routing) + len(d.Source))
+			if len(ops) == 500 {
+				return flush()
+			}
+			return nil
+		})
+		if err == nil {
+			err = flush()
+		}
+		if err != nil {
+			return fmt.Errorf("rewrite source shard %d under the target's routing shards: %w", sid, err)
+		}
+	}
+	return nil
 }
 
 // selectSources returns the source shards of target shard t.

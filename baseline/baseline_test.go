@@ -356,7 +356,7 @@ func TestWritersRetryThroughTheBlock(t *testing.T) {
 	for _, s := range rep.Steps {
 		steps = append(steps, s.Name)
 	}
-	if !slices.Equal(steps, []string{"write-block", "resize", "wait-consistent", "swap-alias", "unblock-source"}) {
+	if !slices.Equal(steps, []string{"write-block", "resize", "wait-consistent", "swap-alias"}) {
 		t.Errorf("steps %v", steps)
 	}
 	t.Logf("blocked %v, %d retries, %d documents", rep.Blocked, retries, len(model))

@@ -375,7 +375,7 @@ func selectSources(op routing.ResizeOp, t int, src routing.Settings, targetShard
 type ProcedureReport struct {
 	Resize   ResizeReport
 	Steps    []Step
-	Blocked  time.Duration // from the write block to the alias swap and unblock
+	Blocked  time.Duration // from the write block to the alias swap
 	Verified int           // documents counted in the target before the swap
 }
 
@@ -388,7 +388,8 @@ type Step struct {
 // Procedure is what a user does to resize an index behind an alias that
 // writers keep using: add the write block, resize, wait until the target is
 // open and holds every document exactly once, swap the alias, and
-// (optionally) delete the source. Writers see the block as errors and retry.
+// (optionally) delete the source, which otherwise stays write-blocked.
+// Writers see the block as errors and retry.
 func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) (ProcedureReport, error) {
 	var rep ProcedureReport
 	step := func(name string, fn func() error) error {
@@ -423,12 +424,15 @@ func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) 
 		return rep, err
 	}
 	rep.Blocked = time.Since(blockStart)
+	// The source stays write-blocked (until it is deleted): a write that
+	// resolved the alias to the source before the swap may still reach it,
+	// and an unblocked source would acknowledge it where the alias no
+	// longer looks. Blocked, it refuses the write, and the writer retries
+	// through the alias into the target.
 	if deleteSource {
 		if err := step("delete-source", func() error { return c.DeleteIndex(req.Source) }); err != nil {
 			return rep, err
 		}
-	} else if err := step("unblock-source", func() error { return c.SetWriteBlock(req.Source, false) }); err != nil {
-		return rep, err
 	}
 	return rep, nil
 }

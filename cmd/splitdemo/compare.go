@@ -43,7 +43,8 @@ and reads:
             foreign documents one by one in paced background batches while it
             serves, and compaction reclaims their space;
   newindex  does what OpenSearch users do today: write block, _split x2 of the
-            whole index to a new index, alias swap, unblock; writers retry.
+            whole index to a new index, alias swap (source stays blocked);
+            writers retry.
 Readers run beside the writers: routed gets of acknowledged documents and
 unrouted searches across every shard (a page of hits; every 200th search an
 exact count of every document), each hit checked against the table.

@@ -66,6 +66,22 @@ type Cluster struct {
 	mu      sync.RWMutex
 	indices map[string]*Index
 	aliases map[string]string
+	// building holds the target names of resizes in progress: like
+	// OpenSearch, which puts the target in the cluster state before it
+	// copies anything, the name is taken (another index of that name
+	// would share the target's data directory).
+	building map[string]bool
+}
+
+// taken reports whether an index of that name exists or is being built.
+// c.mu must be held.
+func (c *Cluster) taken(name string) bool {
+	_, ok := c.indices[name]
+	return ok || c.building[name]
+}
+
+func alreadyExists(name string) error {
+	return &routing.Error{Exception: routing.ResourceAlreadyExists, Message: fmt.Sprintf("index [%s] already exists", name)}
 }
 
 // NewCluster returns an empty cluster.
@@ -76,7 +92,7 @@ func NewCluster(cfg Config) *Cluster {
 	if cfg.Durability == 0 {
 		cfg.Durability = storage.DurabilityRequest
 	}
-	return &Cluster{cfg: cfg, indices: map[string]*Index{}, aliases: map[string]string{}}
+	return &Cluster{cfg: cfg, indices: map[string]*Index{}, aliases: map[string]string{}, building: map[string]bool{}}
 }
 
 // IndexDir is where an index's data lives.
@@ -86,8 +102,8 @@ func (c *Cluster) IndexDir(name string) string { return filepath.Join(c.cfg.Dir,
 func (c *Cluster) CreateIndex(name string, s routing.Settings) (*Index, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.indices[name]; ok {
-		return nil, &routing.Error{Exception: routing.ResourceAlreadyExists, Message: fmt.Sprintf("index [%s] already exists", name)}
+	if c.taken(name) {
+		return nil, alreadyExists(name)
 	}
 	t, err := routing.NewTable(routing.ModePartition, s)
 	if err != nil {
@@ -101,6 +117,9 @@ func (c *Cluster) CreateIndex(name string, s routing.Settings) (*Index, error) {
 func (c *Cluster) OpenIndex(name string) (*Index, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.taken(name) {
+		return nil, alreadyExists(name)
+	}
 	return c.openLocked(name, nil)
 }
 

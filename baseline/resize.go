@@ -96,7 +96,9 @@ type Source struct {
 // request builds the validation input from the cluster's state.
 func (c *Cluster) request(req ResizeRequest) (routing.ResizeRequest, *Index, error) {
 	src, srcOK := c.Index(req.Source)
-	_, tgtExists := c.Index(req.Target)
+	c.mu.RLock()
+	tgtExists := c.taken(req.Target)
+	c.mu.RUnlock()
 	var s *Source
 	if srcOK {
 		s = &Source{Node: src.Node, WriteBlocked: src.WriteBlocked()}
@@ -205,6 +207,19 @@ func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
 	if err != nil {
 		return nil, rep, err
 	}
+	// Take the target's name until the target is registered or removed.
+	c.mu.Lock()
+	if c.taken(req.Target) {
+		c.mu.Unlock()
+		return nil, rep, alreadyExists(req.Target)
+	}
+	c.building[req.Target] = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.building, req.Target)
+		c.mu.Unlock()
+	}()
 	dir := c.IndexDir(req.Target)
 	_, statErr := os.Stat(dir)
 	made := errors.Is(statErr, fs.ErrNotExist)

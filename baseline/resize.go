@@ -160,16 +160,26 @@ func Prepare(req ResizeRequest, src *Source, targetExists bool) (routing.Setting
 	if err != nil {
 		return routing.Settings{}, err
 	}
-	t := src.Node.Table()
+	if err := checkLinkable(req, src.Node.Table()); err != nil {
+		return routing.Settings{}, err
+	}
+	return target, nil
+}
+
+// checkLinkable refuses a source whose shards cannot be linked into a new
+// index: keys not in partition mode, or shards split in place (a merge
+// needs a split before it), whose original shards no longer hold every
+// document.
+func checkLinkable(req ResizeRequest, t *routing.Table) error {
 	if t.Mode() != routing.ModePartition {
-		return routing.Settings{}, &routing.Error{Exception: routing.IllegalArgument,
+		return &routing.Error{Exception: routing.IllegalArgument,
 			Message: fmt.Sprintf("index [%s] is in %s mode; a new-index %s needs partition-mode keys", req.Source, t.Mode(), req.Op)}
 	}
 	if len(t.Splits()) > 0 {
-		return routing.Settings{}, &routing.Error{Exception: routing.IllegalArgument,
+		return &routing.Error{Exception: routing.IllegalArgument,
 			Message: fmt.Sprintf("index [%s] has shards split in place; a new-index %s needs its original shards", req.Source, req.Op)}
 	}
-	return target, nil
+	return nil
 }
 
 // Build makes every shard of a resize target in eng from the source's
@@ -205,6 +215,9 @@ func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
 	}
 	target, err := routing.PrepareResize(vreq)
 	if err != nil {
+		return nil, rep, err
+	}
+	if err := checkLinkable(req, src.Node.Table()); err != nil {
 		return nil, rep, err
 	}
 	// Take the target's name until the target is registered or removed.

@@ -57,6 +57,9 @@ func (p *PendingTable) Stage() error {
 	if p.done {
 		return fmt.Errorf("node: table v%d staged after its commit", p.t.Version())
 	}
+	if err := p.n.failure(); err != nil { // closed: the directory may be another node's now
+		return p.Fail(err)
+	}
 	staged, err := p.n.eng.StageFile(tableFile, p.t.Encode())
 	if err != nil {
 		return p.Fail(err)
@@ -73,6 +76,9 @@ func (p *PendingTable) Install() error {
 	}
 	if p.staged == nil {
 		return p.Fail(fmt.Errorf("node: table v%d installed before it was staged", p.t.Version()))
+	}
+	if err := p.n.failure(); err != nil {
+		return p.Fail(err)
 	}
 	if err := p.staged.Install(); err != nil {
 		return p.Fail(err)

@@ -228,6 +228,11 @@ func (n *Node) AddShard(s *storage.Shard) {
 
 // Close closes the engine. It is idempotent: a second Close returns nil
 // (so a deferred Close after an explicit one is harmless).
+//
+// A published table not yet durable can no longer be made durable: the
+// writes waiting for it are answered with ErrClosed (not acknowledged;
+// recovery on the next open decides whether they stand), and so is a
+// later Commit.
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -236,6 +241,14 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	n.commitMu.Lock()
+	if t := n.table.Load(); n.durable.Load() != t && n.failed.Load() == nil {
+		err := fmt.Errorf("%w: table v%d was published but not made durable", ErrClosed, t.Version())
+		n.failed.Store(&err)
+		close(n.commitCh)
+		n.commitCh = make(chan struct{})
+	}
+	n.commitMu.Unlock()
 	return n.eng.Close()
 }
 

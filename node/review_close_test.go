@@ -81,3 +81,43 @@ func TestReviewNodeCloseDuringSearch(t *testing.T) {
 		})
 	}
 }
+
+// Close while a published table is not yet durable: a write that only the
+// pending table admits waits for its commit, which will now never come (the
+// engine is closed). Close must answer it (not acknowledged: ErrClosed)
+// instead of leaving it blocked forever.
+func TestReviewNodeCloseAnswersWritesWaitingForAPendingTable(t *testing.T) {
+	n, _, p, _ := pendingSplit(t)
+	r := node.NewRouter(n, p.Table(), node.RouterConfig{})
+	toChild := idOn(t, p.Table(), func(s routing.ShardID) bool { return s != 1 })
+	acked := make(chan error, 1)
+	go func() { _, err := r.Index(toChild, "", []byte("v1")); acked <- err }()
+	pl, shard := p.Table().Route(toChild, "")
+	get := node.GetRequest{Shard: shard, Version: p.Table().Version(), Root: pl.Root, Key: p.Table().KeyOf(pl), ID: toChild}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, found, err := n.Get(get); err != nil {
+			t.Fatal(err)
+		} else if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write to the child was never applied")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-acked:
+		if !errors.Is(err, node.ErrClosed) {
+			t.Fatalf("write waiting for the pending table after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write waiting for the pending table was never answered after Close")
+	}
+	if err := p.Commit(nil); err == nil {
+		t.Error("the pending table committed on a closed node")
+	}
+}

@@ -157,12 +157,19 @@ func (c *Cluster) SetWriteBlock(name string, blocked bool) error {
 	if !ok {
 		return &routing.Error{Exception: routing.IndexNotFound, Message: fmt.Sprintf("no such index [%s]", name)}
 	}
-	ix.writeBlock.Store(blocked)
 	if !blocked {
+		ix.writeBlock.Store(false)
 		return ix.Node.SetWriteBlock(nil, 0)
 	}
-	// Once this returns, no write is applied to the index any more.
-	return ix.Node.SetWriteBlock(&BlockError{Index: name}, time.Minute)
+	// Once this returns, no write is applied to the index any more. Only
+	// then does the index say it is blocked: a resize validated against the
+	// flag before the drain ended would link shards still taking writes.
+	// A block whose drain failed is lifted by the node.
+	if err := ix.Node.SetWriteBlock(&BlockError{Index: name}, time.Minute); err != nil {
+		return err
+	}
+	ix.writeBlock.Store(true)
+	return nil
 }
 
 // PutAlias points alias at an index, atomically replacing what it pointed at.

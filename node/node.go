@@ -544,12 +544,18 @@ func (n *Node) HoldApplyLock(id routing.ShardID, drain time.Duration, fn func() 
 // a shard that a newer table no longer names (retired meanwhile) needs no
 // drain: its writes were applied (and carried to the children) or refused
 // as stale, and a stale write's retry meets the block on its new shard.
+//
+// If a shard's writes do not drain within drain, the block is lifted again
+// (unless another block replaced it) and the error says which shard: like
+// OpenSearch's temporary block when its shards' verification fails, a block
+// that failed is not left in force for a caller that was told it failed.
 func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
 	if err == nil {
 		n.block.Store(nil)
 		return nil
 	}
-	n.block.Store(&err)
+	b := &err
+	n.block.Store(b)
 	drained := map[routing.ShardID]bool{}
 	for {
 		t := n.table.Load()
@@ -561,6 +567,7 @@ func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
 				if !slices.Contains(n.table.Load().ActiveShards(), id) {
 					continue // retired since t was read
 				}
+				n.block.CompareAndSwap(b, nil)
 				return fmt.Errorf("node: write block: drain shard %d: %w", id, e)
 			}
 			drained[id] = true

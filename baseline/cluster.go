@@ -254,7 +254,9 @@ type AliasWriter struct {
 	c       *Cluster
 	alias   string
 	MaxWait time.Duration
-	routers sync.Map // index name -> *node.Router
+	// routers holds a router per index (not per name: an index deleted
+	// and created again under its name is another node).
+	routers sync.Map // *Index -> *node.Router
 }
 
 // NewAliasWriter returns a writer for alias.
@@ -263,10 +265,10 @@ func (c *Cluster) NewAliasWriter(alias string) *AliasWriter {
 }
 
 func (w *AliasWriter) router(ix *Index) *node.Router {
-	if r, ok := w.routers.Load(ix.Name); ok {
+	if r, ok := w.routers.Load(ix); ok {
 		return r.(*node.Router)
 	}
-	r, _ := w.routers.LoadOrStore(ix.Name, node.NewRouter(ix.Node, ix.Node.Table(), node.RouterConfig{MaxRetries: 16}))
+	r, _ := w.routers.LoadOrStore(ix, node.NewRouter(ix.Node, ix.Node.Table(), node.RouterConfig{MaxRetries: 16}))
 	return r.(*node.Router)
 }
 
@@ -302,6 +304,10 @@ func (w *AliasWriter) Write(id, routingValue string, source []byte, del bool) (i
 			backoff = min(2*backoff, 50*time.Millisecond)
 			continue
 		case errors.Is(err, node.ErrClosed): // the index was deleted under us: re-resolve
+			w.routers.Delete(ix)
+			if time.Since(start) > w.MaxWait {
+				return retries, err
+			}
 			continue
 		}
 		return retries + res.Retries, err

@@ -35,7 +35,7 @@ func TestReviewBaselineWriteInFlightAcrossTheAliasSwap(t *testing.T) {
 	src, _ := c.Index("source")
 	w := c.NewAliasWriter("alias")
 	b := &pausedBackend{n: src.Node, arrived: make(chan struct{}), resume: make(chan struct{})}
-	w.routers.Store("source", node.NewRouter(b, src.Node.Table(), node.RouterConfig{}))
+	w.routers.Store(src, node.NewRouter(b, src.Node.Table(), node.RouterConfig{}))
 	written := make(chan error, 1)
 	go func() {
 		_, err := w.Write("late", "", []byte("v-late"), false)

@@ -453,7 +453,24 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 	ref.acquire()
 	n.mu.RUnlock()
 	defer ref.release()
-	return ref.s.GetAny(t.Keyspace(req.Root), req.Key, req.ID)
+	d, found, err := ref.s.GetAny(t.Keyspace(req.Root), req.Key, req.ID)
+	return d, found, n.closedErr(err)
+}
+
+// closedErr answers a storage error caused by the node's Close (its stores
+// closed under a request that resolved them before) as ErrClosed, the
+// node's contract, keeping the storage error in the chain.
+func (n *Node) closedErr(err error) error {
+	if !errors.Is(err, storage.ErrShardClosed) {
+		return err
+	}
+	n.mu.RLock()
+	closed := n.closed
+	n.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
 }
 
 // Search scans every active shard of the current table, each over its span
@@ -476,6 +493,10 @@ func (n *Node) SearchAt(perShard int, fn func(routing.ShardID, storage.Doc) erro
 		return nil, err
 	}
 	n.mu.RLock()
+	if n.closed {
+		n.mu.RUnlock()
+		return nil, ErrClosed
+	}
 	t := n.table.Load()
 	type part struct {
 		ref  *shardRef
@@ -510,7 +531,7 @@ func (n *Node) SearchAt(perShard int, fn func(routing.ShardID, storage.Doc) erro
 			return fn(id, d)
 		})
 		if err != nil && !errors.Is(err, errPageFull) {
-			return nil, err
+			return nil, n.closedErr(err)
 		}
 	}
 	return t, nil

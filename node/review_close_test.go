@@ -121,3 +121,53 @@ func TestReviewNodeCloseAnswersWritesWaitingForAPendingTable(t *testing.T) {
 		t.Error("the pending table committed on a closed node")
 	}
 }
+
+// Every request after Close, and a read racing it, answers ErrClosed:
+// callers branch on it (the service maps it to index_not_found "closed or
+// deleted during the request", the alias writer re-resolves), and the
+// storage's ErrShardClosed is not the node's contract.
+func TestReviewNodeReadsAfterCloseAnswerErrClosed(t *testing.T) {
+	n, _ := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
+	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+	if _, err := r.Index("doc-1", "", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	// A search that resolved its shards before the close and reads after it.
+	started, release := make(chan struct{}), make(chan struct{})
+	searched := make(chan error, 1)
+	go func() {
+		first := true
+		_, err := n.Search(func(routing.ShardID, storage.Doc) error {
+			if first {
+				first = false
+				close(started)
+				<-release
+			}
+			return nil
+		})
+		searched <- err
+	}()
+	<-started
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-searched; err != nil && !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Search racing Close = %v, want nil or ErrClosed", err)
+	}
+	if _, err := n.Search(func(routing.ShardID, storage.Doc) error { return nil }); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Search after Close = %v, want ErrClosed", err)
+	}
+	if _, err := n.SearchAt(1, func(routing.ShardID, storage.Doc) error { return nil }); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("SearchAt after Close = %v, want ErrClosed", err)
+	}
+	if _, err := n.CheckPlacement(nil); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("CheckPlacement after Close = %v, want ErrClosed", err)
+	}
+	if _, _, err := r.Get("doc-1", ""); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
+}

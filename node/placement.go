@@ -24,6 +24,10 @@ const (
 	Duplicate PlacementKind = iota + 1
 	// Misplaced: the document is on a shard the table does not name for it.
 	Misplaced
+	// MisKeyed: the document is on the shard the table names, under a
+	// routing key (or keyspace) other than the one the table computes for
+	// it, so a routed get cannot find it. Counted as misplaced.
+	MisKeyed
 )
 
 func (k PlacementKind) String() string {
@@ -32,6 +36,8 @@ func (k PlacementKind) String() string {
 		return "duplicate"
 	case Misplaced:
 		return "misplaced"
+	case MisKeyed:
+		return "mis-keyed"
 	}
 	return fmt.Sprintf("PlacementKind(%d)", uint8(k))
 }
@@ -44,11 +50,19 @@ type PlacementViolation struct {
 	// Other is, for a duplicate, the shard of the first copy; for a
 	// misplaced document, the shard the table names.
 	Other routing.ShardID
+	// For a mis-keyed document: the keyspace and key it is stored under
+	// and the ones the table computes.
+	Keyspace, WantKeyspace routing.ShardID
+	Key, WantKey           routing.Key
 }
 
 func (v PlacementViolation) String() string {
-	if v.Kind == Duplicate {
+	switch v.Kind {
+	case Duplicate:
 		return fmt.Sprintf("document %s is on shards %d and %d", v.ID, v.Other, v.Shard)
+	case MisKeyed:
+		return fmt.Sprintf("document %s is on shard %d under keyspace %d key %d, the table names keyspace %d key %d",
+			v.ID, v.Shard, v.Keyspace, v.Key, v.WantKeyspace, v.WantKey)
 	}
 	return fmt.Sprintf("document %s is on shard %d, the table names %d", v.ID, v.Shard, v.Other)
 }
@@ -61,7 +75,7 @@ type PlacementReport struct {
 	Table      routing.Version // the table checked against
 	Documents  int             // documents scanned, duplicates included
 	Duplicates int             // copies found after an id's first
-	Misplaced  int             // documents on a shard the table does not name for them
+	Misplaced  int             // documents on a shard (or under a key) the table does not name for them
 	// Violations are the first MaxPlacementViolations, in scan order.
 	Violations []PlacementViolation
 }
@@ -94,7 +108,8 @@ var ErrPlacement = errors.New("node: documents not placed as the table names")
 var ErrTableChanged = errors.New("node: table changed during the placement check")
 
 // CheckPlacement scans an index and checks every document against table t:
-// each id exactly once, on the shard t.Route names. onDoc, if not nil, is
+// each id exactly once, on the shard t.Route names, under the keyspace and
+// routing key t computes for it (else a routed get misses it). onDoc, if not nil, is
 // called for every document scanned (duplicates and misplaced ones too);
 // the Doc's slices are only valid during the call. The error is the scan's;
 // violations are in the report.
@@ -109,9 +124,15 @@ func CheckPlacement(t *routing.Table, scan Scan, onDoc func(routing.ShardID, sto
 		} else {
 			seen[d.ID] = shard
 		}
-		if _, want := t.Route(d.ID, d.Routing); want != shard {
+		p, want := t.Route(d.ID, d.Routing)
+		switch key, ks := t.KeyOf(p), t.Keyspace(p.Root); {
+		case want != shard:
 			r.Misplaced++
 			r.violate(PlacementViolation{Kind: Misplaced, ID: d.ID, Shard: shard, Other: want})
+		case d.Key != key || d.Root != ks:
+			r.Misplaced++
+			r.violate(PlacementViolation{Kind: MisKeyed, ID: d.ID, Shard: shard, Other: want,
+				Keyspace: d.Root, WantKeyspace: ks, Key: d.Key, WantKey: key})
 		}
 		if onDoc != nil {
 			onDoc(shard, d)

@@ -48,7 +48,10 @@ func TestCheckPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	on0, on1 := routedID(t, tab, "a", 0), routedID(t, tab, "b", 1)
-	doc := func(id string) storage.Doc { return storage.Doc{ID: id} }
+	doc := func(id string) storage.Doc {
+		p, _ := tab.Route(id, "")
+		return storage.Doc{ID: id, Root: tab.Keyspace(p.Root), Key: tab.KeyOf(p)}
+	}
 	for _, tc := range []struct {
 		name string
 		docs []found

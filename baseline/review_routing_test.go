@@ -22,6 +22,8 @@ func TestReviewBaselineSplitOfOneShardIndex(t *testing.T) {
 		{"1->3 default routing shards, per-doc", 1, 3, 0, CleanupPerDoc},
 		{"1->2 explicit 64 routing shards", 1, 2, 64, CleanupRange},
 		{"1->4 default, partition 1", 1, 4, 0, CleanupRange},
+		{"1->3 default, partition 4, per-doc", 4, 3, 0, CleanupPerDoc},
+		{"1->3 default, partition 4, range", 4, 3, 0, CleanupRange},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -126,7 +126,12 @@ func validationRequest(req ResizeRequest, src *Source, targetExists bool) (routi
 	r.SourceSettings = src.Node.Table().Settings()
 	r.SourceWriteBlocked = src.WriteBlocked
 	if r.SourceStoreBytes = req.SourceStoreBytes; req.MaxShardSize != nil && r.SourceStoreBytes == nil {
-		u, _ := src.Node.Engine().DiskUsage()
+		// The target's shard count is computed from this size: one measured
+		// in part would size the target wrongly.
+		u, err := src.Node.Engine().DiskUsage()
+		if err != nil {
+			return r, fmt.Errorf("baseline: %s %s: measure the source's store size for max_shard_size: %w", req.Op, req.Source, err)
+		}
 		r.SourceStoreBytes = &u.Unique
 	}
 	if req.Op == routing.Shrink && r.SourceShardDocs == nil {

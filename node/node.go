@@ -414,7 +414,18 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 	}
 	seq, err := ref.s.Write([]storage.Op{op}, guard)
 	if errors.Is(err, storage.ErrShardClosed) {
-		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: n.table.Load()}
+		// Closed by the node's Close, or retired after the request
+		// resolved it (a newer table names another owner: stale), or
+		// closed under a table that still names it the owner: no retry
+		// can succeed, and the store's error says why.
+		if e := n.closedErr(err); errors.Is(e, ErrClosed) {
+			return 0, e
+		}
+		t := n.table.Load()
+		if int(req.Root) < t.Settings().Shards && t.Owner(req.Root, req.Key) == req.Shard {
+			return 0, fmt.Errorf("node: write to shard %d, the owner in table v%d: %w", req.Shard, t.Version(), err)
+		}
+		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
 	}
 	if err == nil && wait != 0 {
 		err = n.awaitDurable(wait)

@@ -213,11 +213,20 @@ func PrepareResize(req ResizeRequest) (Settings, error) {
 		return Settings{}, err
 	}
 	src := req.SourceSettings
-	return Settings{
+	target := Settings{
 		Shards:        shards,
 		RoutingShards: TargetRoutingShards(src, shards, req.TargetRoutingShards),
 		PartitionSize: src.PartitionSize,
-	}, nil
+	}
+	// The target is then built as any index is (IndexMetadata.Builder
+	// .build and the number_of_routing_shards validator), naming the
+	// target: a split of a one-shard index may give routing shards that
+	// are no multiple of its shards, or below the partition size it
+	// copies from the source.
+	if err := target.Validate(req.Target); err != nil {
+		return Settings{}, err
+	}
+	return target, nil
 }
 
 // prepareTargetShards is the TransportResizeAction layer: parameter checks,

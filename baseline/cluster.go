@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,11 +96,34 @@ func NewCluster(cfg Config) *Cluster {
 	return &Cluster{cfg: cfg, indices: map[string]*Index{}, aliases: map[string]string{}, building: map[string]bool{}}
 }
 
+// checkName refuses an index name that is not one directory name under the
+// cluster's Dir (DeleteIndex removes the index's directory tree), with
+// OpenSearch's invalid_index_name messages for the rules that guarantee it.
+// (The service applies all of OpenSearch's name rules; the experiments'
+// cluster needs only these.)
+func checkName(name string) error {
+	bad := func(format string, args ...any) error {
+		return &routing.Error{Exception: routing.IllegalArgument, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case name == "":
+		return bad("Invalid index name [%s], must not be empty", name)
+	case strings.ContainsAny(name, "\\/*?\"<>| ,"):
+		return bad("Invalid index name [%s], must not contain the following characters [ , \", *, \\, <, |, ,, >, /, ?]", name)
+	case name == "." || name == "..":
+		return bad("Invalid index name [%s], must not be '.' or '..'", name)
+	}
+	return nil
+}
+
 // IndexDir is where an index's data lives.
 func (c *Cluster) IndexDir(name string) string { return filepath.Join(c.cfg.Dir, name) }
 
 // CreateIndex creates a partition-mode index with the given settings.
 func (c *Cluster) CreateIndex(name string, s routing.Settings) (*Index, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.taken(name) {
@@ -115,6 +139,9 @@ func (c *Cluster) CreateIndex(name string, s routing.Settings) (*Index, error) {
 // OpenIndex opens an index whose data directory already exists (a cloned
 // dataset).
 func (c *Cluster) OpenIndex(name string) (*Index, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.taken(name) {

@@ -214,6 +214,9 @@ func Build(req ResizeRequest, src *node.Node, eng *storage.Engine, target routin
 // shard does not own, recomputed against the target's metadata.
 func (c *Cluster) Resize(req ResizeRequest) (*Index, ResizeReport, error) {
 	var rep ResizeReport
+	if err := checkName(req.Target); err != nil {
+		return nil, rep, err
+	}
 	vreq, src, err := c.request(req)
 	if err != nil {
 		return nil, rep, err

@@ -610,7 +610,8 @@ func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
 	}
 }
 
-// Retire removes a shard that no published table names any more: it waits
+// Retire removes a shard that neither the published table nor the last
+// durable one names any more: it waits
 // (at most wait) for readers that resolved it under an older table, then
 // destroys its store (per-shard layout) or its metadata (shared layout).
 //
@@ -619,8 +620,13 @@ func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
 // the remaining readers again before destroying anything. A reader never
 // sees its store closed under it.
 func (n *Node) Retire(id routing.ShardID, wait time.Duration) error {
-	if slices.Contains(n.table.Load().ActiveShards(), id) {
-		return fmt.Errorf("node: retire shard %d: it is active in table v%d", id, n.table.Load().Version())
+	// The published table, and the durable one: until a published table is
+	// durable, a failed commit and recovery go back to the durable table,
+	// in which the shard may still own its documents.
+	for _, t := range []*routing.Table{n.table.Load(), n.durable.Load()} {
+		if slices.Contains(t.ActiveShards(), id) {
+			return fmt.Errorf("node: retire shard %d: it is active in table v%d", id, t.Version())
+		}
 	}
 	n.mu.Lock()
 	if ref, ok := n.shards[id]; ok {

@@ -75,3 +75,21 @@ func TestReviewBaselinePartitionedIndexResize(t *testing.T) {
 		})
 	}
 }
+
+// A clone of a one-shard index created with explicit routing shards gets
+// the default routing shards of one shard (TargetRoutingShards): its keys
+// change too.
+func TestReviewBaselineCloneOfOneShardIndexWithExplicitRoutingShards(t *testing.T) {
+	c := newCluster(t)
+	s, err := routing.NewSettings("source", 1, 64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := loadIndex(t, c, "source", s, 400)
+	if _, err := c.Procedure("alias", ResizeRequest{Op: routing.Clone, Source: "source", Target: "target", Cleanup: CleanupRange}, false); err != nil {
+		t.Fatalf("procedure: %v", err)
+	}
+	ix, _ := c.Index("target")
+	t.Logf("source %+v, target %+v", s, ix.Settings())
+	checkIndex(t, c, "target", model)
+}

@@ -138,6 +138,9 @@ func (r *shardRef) release() {
 // Open opens a node on its engine: the persisted table if there is one,
 // else cfg.Table (persisted now), and a store for every active shard.
 func Open(cfg Config) (*Node, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("node: open: Config.Engine is nil")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}

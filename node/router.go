@@ -19,7 +19,8 @@ type Backend interface {
 
 // RouterConfig bounds a router's retries.
 type RouterConfig struct {
-	// MaxRetries is the most stale-routing retries of one request (default 8).
+	// MaxRetries is the most stale-routing retries of one request (default
+	// 8; negative = none: the request is sent once).
 	MaxRetries int
 	// MaxWait is the most total time one request may take (default 30 s,
 	// Elasticsearch's GET retry bound).
@@ -44,8 +45,11 @@ type Router struct {
 
 // NewRouter returns a router that starts from table t (possibly stale).
 func NewRouter(b Backend, t *routing.Table, cfg RouterConfig) *Router {
-	if cfg.MaxRetries == 0 {
+	switch {
+	case cfg.MaxRetries == 0:
 		cfg.MaxRetries = 8
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
 	}
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 30 * time.Second

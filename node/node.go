@@ -464,11 +464,34 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 		n.mu.RUnlock()
 		return storage.Doc{}, false, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
 	}
+	ref = n.readFrom(t, req.Root, req.Key, ref)
 	ref.acquire()
 	n.mu.RUnlock()
 	defer ref.release()
 	d, found, err := ref.s.GetAny(t.Keyspace(req.Root), req.Key, req.ID)
 	return d, found, n.closedErr(err)
+}
+
+// readFrom returns the store a read of key, routed to ref's shard under
+// the published table t, is served from. Until t is durable, a shard that
+// only t makes the owner of the key holds writes that are not acknowledged
+// (INV-9) and that a failed commit and recovery roll back: returning one
+// would be a dirty read, a value that later vanishes. The owner in the
+// durable table (a split's parent, a merge's source; Retire keeps it while
+// that table names it) holds exactly the acknowledged state of the key
+// then, since it refuses writes to the key from the publish on: the read
+// is served from it, without waiting for the commit. n.mu must be held.
+func (n *Node) readFrom(t *routing.Table, root routing.ShardID, key routing.Key, ref *shardRef) *shardRef {
+	d := n.durable.Load()
+	if d == t || d.Version() >= t.Version() || int(root) >= d.Settings().Shards {
+		return ref
+	}
+	if owner := d.Owner(root, key); owner != ref.s.ID() {
+		if r, ok := n.shards[owner]; ok {
+			return r
+		}
+	}
+	return ref
 }
 
 // closedErr answers a storage error caused by the node's Close (its stores

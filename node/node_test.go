@@ -92,11 +92,17 @@ func TestWriteWaitsForDurableTable(t *testing.T) {
 	toChild := idOn(t, p.Table(), func(s routing.ShardID) bool { return s != 1 })
 	acked := make(chan error, 1)
 	go func() { _, err := r.Index(toChild, "", []byte("v1")); acked <- err }()
-	// Wait until the write is applied (a get sees it), then give it time to
-	// be acknowledged if nothing held it back.
+	// Wait until the write is applied (the child's store has it: a routed
+	// get waits for the table's commit too), then give it time to be
+	// acknowledged if nothing held it back.
+	pl, shard := p.Table().Route(toChild, "")
+	child, ok := n.ShardStore(shard)
+	if !ok {
+		t.Fatalf("no store for child %d", shard)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, found, err := r.Get(toChild, ""); err != nil {
+		if _, found, err := child.GetAny(p.Table().Keyspace(pl.Root), p.Table().KeyOf(pl), toChild); err != nil {
 			t.Fatal(err)
 		} else if found {
 			break

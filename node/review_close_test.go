@@ -93,10 +93,10 @@ func TestReviewNodeCloseAnswersWritesWaitingForAPendingTable(t *testing.T) {
 	acked := make(chan error, 1)
 	go func() { _, err := r.Index(toChild, "", []byte("v1")); acked <- err }()
 	pl, shard := p.Table().Route(toChild, "")
-	get := node.GetRequest{Shard: shard, Version: p.Table().Version(), Root: pl.Root, Key: p.Table().KeyOf(pl), ID: toChild}
+	child, _ := n.ShardStore(shard)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, found, err := n.Get(get); err != nil {
+		if _, found, err := child.GetAny(p.Table().Keyspace(pl.Root), p.Table().KeyOf(pl), toChild); err != nil {
 			t.Fatal(err)
 		} else if found {
 			break

@@ -191,8 +191,7 @@ func checkLinkable(req ResizeRequest, t *routing.Table) error {
 // shards (hard-linked checkpoints, plus copies for a shrink, minus foreign
 // documents for a split; rewritten under the target's keys when a split of
 // a one-shard index changes number_of_routing_shards) and returns the
-// target's table. The source must
-// be write-blocked and have passed Prepare.
+// target's table. The source must be write-blocked and have passed Prepare.
 func Build(req ResizeRequest, src *node.Node, eng *storage.Engine, target routing.Settings, rep *ResizeReport) (*routing.Table, error) {
 	rep.Target = target
 	tab, err := routing.NewTable(routing.ModePartition, target)

@@ -637,9 +637,9 @@ func (n *Node) SetWriteBlock(err error, drain time.Duration) error {
 }
 
 // Retire removes a shard that neither the published table nor the last
-// durable one names any more: it waits
-// (at most wait) for readers that resolved it under an older table, then
-// destroys its store (per-shard layout) or its metadata (shared layout).
+// durable one names any more: it waits (at most wait) for readers that
+// resolved it under an older table, then destroys its store (per-shard
+// layout) or its metadata (shared layout).
 //
 // If the readers outlast wait, Retire fails and the shard stays retiring:
 // no new reader can resolve it, and a later Retire of the same id waits for

@@ -16,20 +16,7 @@ import (
 // leaves the directories for the operator (OpenSearch keeps index data it
 // does not know of as dangling indices; it never deletes it at startup).
 func TestReviewMissingMetadataKeepsIndexData(t *testing.T) {
-	dir := t.TempDir()
-	s := openT(t, dir)
-	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingReplicas: str("0")}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if _, err := s.IndexDoc("logs", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ixDir, _ := s.IndexDirOf("logs")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, ixDir := closedDirWithLogs(t)
 	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil {
 		t.Fatal(err)
 	}
@@ -54,20 +41,7 @@ func TestReviewMissingMetadataKeepsIndexData(t *testing.T) {
 // document gone without a word, and the next write made the loss
 // permanent. Open refuses now, naming the index and the directory.
 func TestAnIndexWhoseDirectoryIsGoneIsNotReopenedEmpty(t *testing.T) {
-	dir := t.TempDir()
-	s := openT(t, dir)
-	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingReplicas: str("0")}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if _, err := s.IndexDoc("logs", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ixDir, _ := s.IndexDirOf("logs")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, ixDir := closedDirWithLogs(t)
 	if err := os.RemoveAll(ixDir); err != nil {
 		t.Fatal(err)
 	}
@@ -85,4 +59,25 @@ func TestAnIndexWhoseDirectoryIsGoneIsNotReopenedEmpty(t *testing.T) {
 	if _, serr := os.Stat(ixDir); serr == nil {
 		t.Errorf("the refused Open made %s", ixDir)
 	}
+}
+
+// closedDirWithLogs makes a data directory holding index logs with 20
+// documents, closes its service, and returns the directory and the index's.
+func closedDirWithLogs(t *testing.T) (dir, ixDir string) {
+	t.Helper()
+	dir = t.TempDir()
+	s := openT(t, dir)
+	if _, err := s.CreateIndex(CreateRequest{Name: "logs", Settings: FlatSettings{SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.IndexDoc("logs", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ixDir, _ = s.IndexDirOf("logs")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ixDir
 }

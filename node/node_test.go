@@ -35,21 +35,7 @@ func pendingSplit(t *testing.T) (*node.Node, *storage.Engine, *node.PendingTable
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent, ok := n.ShardStore(0)
-	if !ok {
-		t.Fatal("no store for shard 0")
-	}
-	parent.HoldLog()
-	rec, _ := reserved.Split(0)
-	var ids []routing.ShardID
-	for _, c := range rec.Children {
-		child, _, err := eng.CreateChild(parent, c.Shard, c.Span)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.AddShard(child)
-		ids = append(ids, c.Shard)
-	}
+	_, ids := addChildren(t, n, reserved)
 	p, err := n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids})
 	if err != nil {
 		t.Fatal(err)
@@ -205,14 +191,11 @@ func openNode(t *testing.T, fs vfs.FS, layout storage.Layout) (*node.Node, *stor
 	return n, eng
 }
 
-// splitCommitted splits shard 0 of n and commits the split durably,
-// without retiring the parent.
-func splitCommitted(t *testing.T, n *node.Node) {
+// addChildren makes and adds the children of shard 0's split, which the
+// table reserved holds, with the parent's log held, and returns the parent
+// and the children's ids.
+func addChildren(t *testing.T, n *node.Node, reserved *routing.Table) (*storage.Shard, []routing.ShardID) {
 	t.Helper()
-	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	parent, ok := n.ShardStore(0)
 	if !ok {
 		t.Fatal("no store for shard 0")
@@ -228,6 +211,18 @@ func splitCommitted(t *testing.T, n *node.Node) {
 		n.AddShard(child)
 		ids = append(ids, c.Shard)
 	}
+	return parent, ids
+}
+
+// splitCommitted splits shard 0 of n and commits the split durably,
+// without retiring the parent.
+func splitCommitted(t *testing.T, n *node.Node) {
+	t.Helper()
+	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, ids := addChildren(t, n, reserved)
 	if _, err := n.Apply(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids}); err != nil {
 		t.Fatal(err)
 	}

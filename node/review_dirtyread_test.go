@@ -26,18 +26,7 @@ func TestReviewNodeGetDuringAPendingTableIsNotADirtyRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent, _ := n.ShardStore(0)
-	parent.HoldLog()
-	rec, _ := reserved.Split(0)
-	var ids []routing.ShardID
-	for _, c := range rec.Children {
-		child, _, err := n.Engine().CreateChild(parent, c.Shard, c.Span)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.AddShard(child)
-		ids = append(ids, c.Shard)
-	}
+	_, ids := addChildren(t, n, reserved)
 	p, err := n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids})
 	if err != nil {
 		t.Fatal(err)

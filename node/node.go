@@ -512,7 +512,9 @@ func (n *Node) closedErr(err error) error {
 
 // Search scans every active shard of the current table, each over its span
 // in that table, so every document is returned exactly once even while a
-// split publishes. It returns the version it searched. fn must not keep
+// split publishes; while that table is not durable, a leaf the durable table
+// lacks is read from the durable leaves over it (readParts), so no write a
+// failed commit rolls back is returned. It returns the version it searched. fn must not keep
 // doc.Source after it returns (storage.Shard.ScanSpan).
 func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Version, error) {
 	t, err := n.SearchAt(0, fn)
@@ -535,43 +537,107 @@ func (n *Node) SearchAt(perShard int, fn func(routing.ShardID, storage.Doc) erro
 		return nil, ErrClosed
 	}
 	t := n.table.Load()
-	type part struct {
-		ref  *shardRef
-		root routing.ShardID
-		span routing.Span
+	// A leaf's hits are reported as its shard's in t, but read from the
+	// parts readParts chooses: its owners in the durable table while t is
+	// pending (as readFrom does for a Get).
+	type leaf struct {
+		shard routing.ShardID
+		parts []readPart
 	}
-	var parts []part
+	var leaves []leaf
+	release := func() {
+		for _, l := range leaves {
+			for _, p := range l.parts {
+				p.ref.release()
+			}
+		}
+	}
 	for r := range t.Settings().Shards {
 		for _, l := range t.Leaves(routing.ShardID(r)) {
-			ref, ok := n.shards[l.Shard]
-			if !ok {
+			parts, err := n.readParts(t, routing.ShardID(r), l)
+			if err != nil {
 				n.mu.RUnlock()
-				return nil, fmt.Errorf("node: table v%d names shard %d, which has no store", t.Version(), l.Shard)
+				release()
+				return nil, err
 			}
-			ref.acquire()
-			parts = append(parts, part{ref, routing.ShardID(r), l.Span})
+			for _, p := range parts {
+				p.ref.acquire()
+			}
+			leaves = append(leaves, leaf{l.Shard, parts})
 		}
 	}
 	n.mu.RUnlock()
-	defer func() {
-		for _, p := range parts {
-			p.ref.release()
-		}
-	}()
-	for _, p := range parts {
-		id := p.ref.s.ID()
+	defer release()
+	for _, l := range leaves {
 		seen := 0
-		err := p.ref.s.ScanSpan(p.span, func(d storage.Doc) error {
-			if seen++; perShard > 0 && seen > perShard {
-				return errPageFull
+		for _, p := range l.parts {
+			err := p.ref.s.ScanSpan(p.span, func(d storage.Doc) error {
+				if seen++; perShard > 0 && seen > perShard {
+					return errPageFull
+				}
+				return fn(l.shard, d)
+			})
+			if errors.Is(err, errPageFull) {
+				break
 			}
-			return fn(id, d)
-		})
-		if err != nil && !errors.Is(err, errPageFull) {
-			return nil, n.closedErr(err)
+			if err != nil {
+				return nil, n.closedErr(err)
+			}
 		}
 	}
 	return t, nil
+}
+
+// durableLeaf reports whether shard id is an active leaf of table d.
+func durableLeaf(d *routing.Table, id routing.ShardID) bool {
+	loc, ok := d.Shard(id)
+	return ok && loc.Active
+}
+
+// readPart is a span of one store a search reads.
+type readPart struct {
+	ref  *shardRef
+	span routing.Span
+}
+
+// readParts returns where a search reads leaf l of root under the published
+// table t: the leaf's own store over its span, or, until t is durable and
+// if l's shard is not a leaf of the durable table, each durable leaf that
+// overlaps l over the overlap, in key order. That shard (a split's child, a
+// merge's target) holds writes only t admits, not acknowledged (INV-9) and
+// rolled back if the commit fails; the durable owners refuse writes to the
+// span from the publish on, so they hold exactly its acknowledged state,
+// and Retire keeps them while the durable table names them. n.mu must be
+// held.
+func (n *Node) readParts(t *routing.Table, root routing.ShardID, l routing.Leaf) ([]readPart, error) {
+	own := func(id routing.ShardID) (*shardRef, error) {
+		ref, ok := n.shards[id]
+		if !ok {
+			return nil, fmt.Errorf("node: table v%d names shard %d, which has no store", t.Version(), id)
+		}
+		return ref, nil
+	}
+	d := n.durable.Load()
+	if d == t || d.Version() >= t.Version() || int(root) >= d.Settings().Shards || durableLeaf(d, l.Shard) {
+		ref, err := own(l.Shard)
+		if err != nil {
+			return nil, err
+		}
+		return []readPart{{ref, l.Span}}, nil
+	}
+	var parts []readPart
+	for _, dl := range d.Leaves(root) {
+		span := routing.Span{Start: max(dl.Span.Start, l.Span.Start), End: min(dl.Span.End, l.Span.End)}
+		if span.Start >= span.End {
+			continue
+		}
+		ref, err := own(dl.Shard)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, readPart{ref, span})
+	}
+	return parts, nil
 }
 
 // HoldApplyLock runs fn holding shard id's apply lock: no write to it is

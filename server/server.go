@@ -98,7 +98,9 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h handler) {
 }
 
 // ServeHTTP dispatches to the cluster-level or the index-level mux.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer s.recoverPanic(w, r)
 	if r.ContentLength > s.cfg.MaxContentLength {
 		s.writeError(w, r, tooLarge(s.cfg.MaxContentLength))
 		return
@@ -121,6 +123,48 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mux.ServeHTTP(w, r)
+}
+
+// statusWriter notes whether a response has begun.
+type statusWriter struct {
+	http.ResponseWriter
+	begun bool
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.begun = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.begun = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// recoverPanic turns a handler's panic into OpenSearch's 500 (an
+// "exception" naming the panic), logged with its stack, as OpenSearch
+// answers an unexpected exception, instead of net/http's dropped
+// connection. A response already begun cannot be replaced: the connection
+// is aborted then (http.ErrAbortHandler), so a client cannot take a
+// truncated body for a whole one. An http.ErrAbortHandler passes through.
+func (s *Server) recoverPanic(w *statusWriter, r *http.Request) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	s.log.Error("request panicked", zap.String("method", r.Method), zap.String("uri", r.URL.RequestURI()),
+		zap.Any("panic", p), zap.Bool("response_begun", w.begun), zap.StackSkip("stack", 1))
+	if w.begun {
+		panic(http.ErrAbortHandler)
+	}
+	s.writeJSON(w, r, http.StatusInternalServerError, errorBody(&service.Error{Type: service.TypeException,
+		Status: http.StatusInternalServerError, Reason: fmt.Sprintf("panic: %v", p)}))
 }
 
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}

@@ -262,7 +262,7 @@ func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
 		"wait_for_timeout", "ignore_unavailable", "allow_no_indices", "expand_wildcards"); err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"), true)
+	names, err := s.svc.Resolve(r.PathValue("index"))
 	if err != nil {
 		return err
 	}

@@ -456,7 +456,7 @@ func (s *Server) searchShards(w http.ResponseWriter, r *http.Request) error {
 			"shard": t.Shard, "index": t.Index, "allocation_id": map[string]string{"id": allocationID(t.UUID, t.Shard)},
 		}})
 	}
-	if names, err := s.svc.Resolve(r.PathValue("index"), true); err == nil {
+	if names, err := s.svc.Resolve(r.PathValue("index")); err == nil {
 		for _, n := range names {
 			indices[n] = map[string]any{}
 		}

@@ -156,7 +156,7 @@ func (s *Server) deleteIndex(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) headIndex(w http.ResponseWriter, r *http.Request) error {
-	names, err := s.svc.Resolve(r.PathValue("index"), true)
+	names, err := s.svc.Resolve(r.PathValue("index"))
 	if err != nil || len(names) == 0 {
 		w.WriteHeader(http.StatusNotFound)
 		return nil
@@ -225,7 +225,7 @@ func (s *Server) getIndex(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"), true)
+	names, err := s.svc.Resolve(r.PathValue("index"))
 	if err != nil {
 		return err
 	}
@@ -252,7 +252,7 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"), true)
+	names, err := s.svc.Resolve(r.PathValue("index"))
 	if err != nil {
 		return err
 	}
@@ -317,7 +317,7 @@ func (s *Server) getMapping(w http.ResponseWriter, r *http.Request) error {
 	if _, err := params(r, "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "master_timeout", "cluster_manager_timeout"); err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"), true)
+	names, err := s.svc.Resolve(r.PathValue("index"))
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 	for _, a := range actions {
 		var indices []string
 		for _, expr := range a.Indices {
-			names, err := s.Resolve(expr, false)
+			names, err := s.resolve(expr, forAliasActions)
 			if err != nil {
 				return err
 			}
@@ -167,7 +167,7 @@ func checkWriteIndices(st *state, added map[string]AliasMeta) error {
 // Aliases returns index -> alias -> metadata for the indices an expression
 // names, restricted to aliases matching names (nil = all).
 func (s *Service) Aliases(expr string, names []string) (map[string]map[string]AliasMeta, error) {
-	indices, err := s.Resolve(expr, true)
+	indices, err := s.Resolve(expr)
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,15 @@ func indexNotFound(name string) *Error {
 	return e
 }
 
+// noIndicesExist is OpenSearch's IndexNotFoundException for an expression
+// (_all) that names every index when there is none and the request does
+// not allow no indices: it names no index.
+func noIndicesExist(expr string) *Error {
+	e := newErr(TypeIndexNotFound, http.StatusNotFound, "", "no such index [null] and no indices exist")
+	e.Extra = map[string]string{"resource.type": "index_expression", "resource.id": expr}
+	return e
+}
+
 // routingTypes maps routing's Java exception classes to OpenSearch's REST
 // types and statuses.
 var routingTypes = map[routing.Exception]struct {

@@ -160,7 +160,7 @@ func validateAliasName(alias string) error {
 // running split is stopped first; the metadata forgets the index before its
 // directory is removed.
 func (s *Service) DeleteIndex(expr string) error {
-	names, err := s.resolve(expr, false)
+	names, err := s.resolve(expr, forDelete)
 	if err != nil {
 		return err
 	}
@@ -251,22 +251,44 @@ func (s *Service) aliasTargetsLocked(alias string) []string {
 }
 
 // Resolve expands an index expression (comma-separated names, aliases,
-// wildcards with '*', _all) to index names, sorted. A missing concrete
-// name is index_not_found_exception; wildcards may match nothing.
-func (s *Service) Resolve(expr string, allowNoIndices bool) ([]string, error) {
-	return s.resolve(expr, true)
+// wildcards with '*', _all) to index names, sorted, as a read resolves it
+// (OpenSearch's lenient options): a missing concrete name is
+// index_not_found_exception; wildcards may match nothing.
+func (s *Service) Resolve(expr string) ([]string, error) {
+	return s.resolve(expr, resolveOptions{})
 }
 
-// resolve is Resolve; without aliases (OpenSearch's ignore_aliases, as a
-// delete of indices resolves) a wildcard matches index names only and an
-// alias named outright is refused.
-func (s *Service) resolve(expr string, aliases bool) ([]string, error) {
+// resolveOptions are the parts of OpenSearch's IndicesOptions in which the
+// requests here differ.
+type resolveOptions struct {
+	// noIndicesFail is allow_no_indices=false: a wildcard that matches no
+	// index, or _all when there is none, is index_not_found_exception.
+	noIndicesFail bool
+	// ignoreAliases: a wildcard matches index names only and an alias
+	// named outright is refused.
+	ignoreAliases bool
+}
+
+var (
+	// forSettingsUpdate is UpdateSettingsRequest's options.
+	forSettingsUpdate = resolveOptions{noIndicesFail: true}
+	// forDelete is DeleteIndexRequest's options.
+	forDelete = resolveOptions{ignoreAliases: true}
+	// forAliasActions is IndicesAliasesRequest's options.
+	forAliasActions = resolveOptions{noIndicesFail: true, ignoreAliases: true}
+)
+
+// resolve is Resolve with a request's options.
+func (s *Service) resolve(expr string, o resolveOptions) ([]string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	set := map[string]bool{}
-	if expr == "" || expr == "_all" || expr == "*" {
+	if expr == "" || expr == "_all" {
 		for n := range s.st.Indices {
 			set[n] = true
+		}
+		if len(set) == 0 && o.noIndicesFail {
+			return nil, noIndicesExist("_all")
 		}
 	} else {
 		for _, part := range strings.Split(expr, ",") {
@@ -275,15 +297,19 @@ func (s *Service) resolve(expr string, aliases bool) ([]string, error) {
 				continue
 			}
 			if strings.Contains(part, "*") {
+				matched := false
 				for n, m := range s.st.Indices {
 					if GlobMatch(part, n) {
-						set[n] = true
+						set[n], matched = true, true
 					}
 					for a := range m.Aliases {
-						if aliases && GlobMatch(part, a) {
-							set[n] = true
+						if !o.ignoreAliases && GlobMatch(part, a) {
+							set[n], matched = true, true
 						}
 					}
+				}
+				if !matched && o.noIndicesFail {
+					return nil, indexNotFound(part)
 				}
 				continue
 			}
@@ -295,7 +321,7 @@ func (s *Service) resolve(expr string, aliases bool) ([]string, error) {
 			if len(targets) == 0 {
 				return nil, indexNotFound(part)
 			}
-			if !aliases {
+			if o.ignoreAliases {
 				return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, "",
 					"The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", part)
 			}
@@ -441,7 +467,7 @@ func blockSetting(k string) bool { return strings.HasPrefix(k, "index.blocks.") 
 // setting; a block takes effect before the call returns (every write
 // admitted before it has been applied).
 func (s *Service) PutSettings(expr string, set FlatSettings) error {
-	names, err := s.Resolve(expr, false)
+	names, err := s.resolve(expr, forSettingsUpdate)
 	if err != nil {
 		return err
 	}

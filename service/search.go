@@ -79,7 +79,7 @@ type ShardTarget struct {
 // preference reaches, in OpenSearch's way: routing.SearchShards for the
 // routing values, then a _shards preference filters them.
 func (s *Service) SearchShards(expr, routingValue, preference string) ([]ShardTarget, error) {
-	names, err := s.Resolve(expr, true)
+	names, err := s.Resolve(expr)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func (s *Service) owns(name string, ix *Index) bool {
 // Refresh checks that the indices exist; writes are visible at once, so
 // there is nothing else to do.
 func (s *Service) Refresh(expr string) (int, error) {
-	names, err := s.Resolve(expr, true)
+	names, err := s.Resolve(expr)
 	if err != nil {
 		return 0, err
 	}
@@ -260,7 +260,7 @@ func (s *Service) Refresh(expr string) (int, error) {
 // acknowledged, so there is nothing to do; with async durability each
 // active shard's WAL is synced.
 func (s *Service) Flush(expr string) (int, error) {
-	names, err := s.Resolve(expr, true)
+	names, err := s.Resolve(expr)
 	if err != nil {
 		return 0, err
 	}

@@ -90,11 +90,11 @@ func TestAliasesAndBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wildcards.
-	names, err := s.Resolve("a-*,b", false)
+	names, err := s.Resolve("a-*,b")
 	if err != nil || len(names) != 3 {
 		t.Fatalf("resolve: %v %v", names, err)
 	}
-	if _, err := s.Resolve("nope", false); errType(err) != TypeIndexNotFound {
+	if _, err := s.Resolve("nope"); errType(err) != TypeIndexNotFound {
 		t.Fatalf("resolve of a missing index: %v", err)
 	}
 	if err := s.DeleteIndex("a-*"); err != nil {

@@ -31,6 +31,18 @@ func pendingSplit(t *testing.T) (*node.Node, *storage.Engine, *node.PendingTable
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Close() })
+	reserved, p := publishSplit(t, n)
+	if n.Table() != p.Table() {
+		t.Fatalf("Publish did not publish: node serves v%d, pending v%d", n.Table().Version(), p.Table().Version())
+	}
+	return n, eng, p, reserved.Version()
+}
+
+// publishSplit reserves shard 0's two-way split, makes its children and
+// publishes the split, not yet durable; it returns the reserved table and
+// the pending one.
+func publishSplit(t *testing.T, n *node.Node) (*routing.Table, *node.PendingTable) {
+	t.Helper()
 	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +52,7 @@ func pendingSplit(t *testing.T) (*node.Node, *storage.Engine, *node.PendingTable
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Table() != p.Table() {
-		t.Fatalf("Publish did not publish: node serves v%d, pending v%d", n.Table().Version(), p.Table().Version())
-	}
-	return n, eng, p, reserved.Version()
+	return reserved, p
 }
 
 // idOn returns an id that table t routes to a shard pred accepts.

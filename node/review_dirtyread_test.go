@@ -24,15 +24,7 @@ import (
 func TestReviewNodeGetDuringAPendingTableIsNotADirtyRead(t *testing.T) {
 	fs := vfs.NewMem()
 	n, _ := openNode(t, fs, storage.LayoutPerShard)
-	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids := addChildren(t, n, reserved)
-	p, err := n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := publishSplit(t, n)
 	r := node.NewRouter(n, p.Table(), node.RouterConfig{})
 	id, acked := writeToAChild(t, n, r, p.Table(), "dirty")
 	type got struct {
@@ -119,15 +111,7 @@ func TestReviewNodeSearchDuringAPendingTableIsNotADirtyRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reserved, err := n.Apply(routing.Edit{Kind: routing.BeginSplit, Shard: 0, Ways: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ids := addChildren(t, n, reserved)
-	p, err := n.Publish(routing.Edit{Kind: routing.CommitSplit, Shard: 0, Children: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := publishSplit(t, n)
 	tab := p.Table()
 	id, acked := writeToAChild(t, n, node.NewRouter(n, tab, node.RouterConfig{}), tab, "dirty")
 	got := map[string][]routing.ShardID{}

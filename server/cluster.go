@@ -258,11 +258,16 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r, "local", "master_timeout", "cluster_manager_timeout", "flat_settings", "wait_for_metadata_version",
-		"wait_for_timeout", "ignore_unavailable", "allow_no_indices", "expand_wildcards"); err != nil {
+	q, err := params(r, "local", "master_timeout", "cluster_manager_timeout", "flat_settings", "wait_for_metadata_version",
+		"wait_for_timeout", "ignore_unavailable", "allow_no_indices", "expand_wildcards")
+	if err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"))
+	o, err := lenientExpandOpen(q)
+	if err != nil {
+		return err
+	}
+	names, err := s.svc.Resolve(r.PathValue("index"), o)
 	if err != nil {
 		return err
 	}

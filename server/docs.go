@@ -352,7 +352,11 @@ func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchReque
 	if err != nil {
 		return service.SearchRequest{}, nil, err
 	}
-	req := service.SearchRequest{Indices: r.PathValue("index"), Query: sb.Query, Size: 10, Routing: q.Get("routing"), Preference: q.Get("preference")}
+	o, err := indicesOptions(q)
+	if err != nil {
+		return service.SearchRequest{}, nil, err
+	}
+	req := service.SearchRequest{Indices: r.PathValue("index"), Query: sb.Query, Size: 10, Routing: q.Get("routing"), Preference: q.Get("preference"), Options: o}
 	if sb.Size != nil {
 		req.Size = *sb.Size
 	}
@@ -443,7 +447,11 @@ func (s *Server) searchShards(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	targets, err := s.svc.SearchShards(r.PathValue("index"), q.Get("routing"), q.Get("preference"))
+	o, err := lenientExpandOpen(q)
+	if err != nil {
+		return err
+	}
+	targets, err := s.svc.SearchShards(r.PathValue("index"), q.Get("routing"), q.Get("preference"), o)
 	if err != nil {
 		return err
 	}
@@ -456,7 +464,7 @@ func (s *Server) searchShards(w http.ResponseWriter, r *http.Request) error {
 			"shard": t.Shard, "index": t.Index, "allocation_id": map[string]string{"id": allocationID(t.UUID, t.Shard)},
 		}})
 	}
-	if names, err := s.svc.Resolve(r.PathValue("index")); err == nil {
+	if names, err := s.svc.Resolve(r.PathValue("index"), o); err == nil {
 		for _, n := range names {
 			indices[n] = map[string]any{}
 		}

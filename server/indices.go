@@ -145,10 +145,15 @@ func parseAliasMeta(raw json.RawMessage) (service.AliasMeta, error) {
 }
 
 func (s *Server) deleteIndex(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r, "timeout", "master_timeout", "cluster_manager_timeout", "ignore_unavailable", "allow_no_indices", "expand_wildcards"); err != nil {
+	q, err := params(r, "timeout", "master_timeout", "cluster_manager_timeout", "ignore_unavailable", "allow_no_indices", "expand_wildcards")
+	if err != nil {
 		return err
 	}
-	if err := s.svc.DeleteIndex(r.PathValue("index")); err != nil {
+	o, err := indicesOptions(q)
+	if err != nil {
+		return err
+	}
+	if err := s.svc.DeleteIndex(r.PathValue("index"), o); err != nil {
 		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"acknowledged": true})
@@ -156,7 +161,7 @@ func (s *Server) deleteIndex(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) headIndex(w http.ResponseWriter, r *http.Request) error {
-	names, err := s.svc.Resolve(r.PathValue("index"))
+	names, err := s.svc.Resolve(r.PathValue("index"), service.IndicesOptions{})
 	if err != nil || len(names) == 0 {
 		w.WriteHeader(http.StatusNotFound)
 		return nil
@@ -225,7 +230,11 @@ func (s *Server) getIndex(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"))
+	o, err := indicesOptions(q)
+	if err != nil {
+		return err
+	}
+	names, err := s.svc.Resolve(r.PathValue("index"), o)
 	if err != nil {
 		return err
 	}
@@ -252,7 +261,11 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"))
+	o, err := indicesOptions(q)
+	if err != nil {
+		return err
+	}
+	names, err := s.svc.Resolve(r.PathValue("index"), o)
 	if err != nil {
 		return err
 	}
@@ -284,7 +297,12 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r, "master_timeout", "cluster_manager_timeout", "timeout", "preserve_existing", "flat_settings", "ignore_unavailable", "allow_no_indices", "expand_wildcards"); err != nil {
+	q, err := params(r, "master_timeout", "cluster_manager_timeout", "timeout", "preserve_existing", "flat_settings", "ignore_unavailable", "allow_no_indices", "expand_wildcards")
+	if err != nil {
+		return err
+	}
+	o, err := indicesOptions(q)
+	if err != nil {
 		return err
 	}
 	body, err := readBody(r)
@@ -306,7 +324,7 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) error {
 	if len(set) == 0 {
 		return &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: no settings to update;"}
 	}
-	if err := s.svc.PutSettings(r.PathValue("index"), set); err != nil {
+	if err := s.svc.PutSettings(r.PathValue("index"), set, o); err != nil {
 		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"acknowledged": true})
@@ -314,10 +332,15 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getMapping(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r, "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "master_timeout", "cluster_manager_timeout"); err != nil {
+	q, err := params(r, "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "master_timeout", "cluster_manager_timeout")
+	if err != nil {
 		return err
 	}
-	names, err := s.svc.Resolve(r.PathValue("index"))
+	o, err := indicesOptions(q)
+	if err != nil {
+		return err
+	}
+	names, err := s.svc.Resolve(r.PathValue("index"), o)
 	if err != nil {
 		return err
 	}
@@ -347,10 +370,15 @@ func shardsHeader(total int) map[string]int {
 }
 
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r, "ignore_unavailable", "allow_no_indices", "expand_wildcards"); err != nil {
+	q, err := params(r, "ignore_unavailable", "allow_no_indices", "expand_wildcards")
+	if err != nil {
 		return err
 	}
-	n, err := s.svc.Refresh(r.PathValue("index"))
+	o, err := indicesOptions(q)
+	if err != nil {
+		return err
+	}
+	n, err := s.svc.Refresh(r.PathValue("index"), o)
 	if err != nil {
 		return err
 	}
@@ -359,10 +387,15 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) flush(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r, "ignore_unavailable", "allow_no_indices", "expand_wildcards", "force", "wait_if_ongoing"); err != nil {
+	q, err := params(r, "ignore_unavailable", "allow_no_indices", "expand_wildcards", "force", "wait_if_ongoing")
+	if err != nil {
 		return err
 	}
-	n, err := s.svc.Flush(r.PathValue("index"))
+	o, err := indicesOptions(q)
+	if err != nil {
+		return err
+	}
+	n, err := s.svc.Flush(r.PathValue("index"), o)
 	if err != nil {
 		return err
 	}
@@ -584,14 +617,19 @@ func (s *Server) deleteAlias(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getAlias(w http.ResponseWriter, r *http.Request) error {
-	if _, err := params(r, "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards"); err != nil {
+	q, err := params(r, "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards")
+	if err != nil {
+		return err
+	}
+	o, err := indicesOptions(q)
+	if err != nil {
 		return err
 	}
 	var names []string
 	if n := r.PathValue("name"); n != "" {
 		names = strings.Split(n, ",")
 	}
-	byIndex, err := s.svc.Aliases(r.PathValue("index"), names)
+	byIndex, err := s.svc.Aliases(r.PathValue("index"), names, o)
 	if err != nil {
 		return err
 	}

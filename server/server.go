@@ -342,3 +342,37 @@ func boolParam(q url.Values, name string, def bool) (bool, error) {
 	return false, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
 		Reason: fmt.Sprintf("Failed to parse value [%s] as only [true] or [false] are allowed.", v[0])}
 }
+
+// indicesOptions reads a request's allow_no_indices and ignore_unavailable
+// (booleans, as boolParam); one that is absent keeps the request's default.
+// expand_wildcards is accepted and not read: every index here is open and
+// none is hidden.
+func indicesOptions(q url.Values) (service.IndicesOptions, error) {
+	var o service.IndicesOptions
+	for _, p := range []struct {
+		name string
+		dst  **bool
+	}{{"allow_no_indices", &o.AllowNoIndices}, {"ignore_unavailable", &o.IgnoreUnavailable}} {
+		if _, ok := q[p.name]; !ok {
+			continue
+		}
+		v, err := boolParam(q, p.name, false)
+		if err != nil {
+			return o, err
+		}
+		*p.dst = &v
+	}
+	return o, nil
+}
+
+// lenientExpandOpen is indicesOptions with the defaults of OpenSearch's
+// IndicesOptions.lenientExpandOpen, which the cluster state and
+// _search_shards requests have: ignore_unavailable true.
+func lenientExpandOpen(q url.Values) (service.IndicesOptions, error) {
+	o, err := indicesOptions(q)
+	if o.IgnoreUnavailable == nil {
+		yes := true
+		o.IgnoreUnavailable = &yes
+	}
+	return o, err
+}

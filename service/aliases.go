@@ -166,8 +166,8 @@ func checkWriteIndices(st *state, added map[string]AliasMeta) error {
 
 // Aliases returns index -> alias -> metadata for the indices an expression
 // names, restricted to aliases matching names (nil = all).
-func (s *Service) Aliases(expr string, names []string) (map[string]map[string]AliasMeta, error) {
-	indices, err := s.Resolve(expr)
+func (s *Service) Aliases(expr string, names []string, o IndicesOptions) (map[string]map[string]AliasMeta, error) {
+	indices, err := s.Resolve(expr, o)
 	if err != nil {
 		return nil, err
 	}

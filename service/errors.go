@@ -77,6 +77,20 @@ func noIndicesExist(expr string) *Error {
 	return e
 }
 
+// noSuchIndexExpression is OpenSearch's IndexNotFoundException for an
+// expression that resolved to no index where the request does not allow
+// none: index is the name it reports ("null" when it names none), expr
+// the request's expression. (OpenSearch lists several expressions in
+// resource.id as an array; here they stay one comma-separated string.)
+func noSuchIndexExpression(index, expr string) *Error {
+	e := newErr(TypeIndexNotFound, http.StatusNotFound, "", "no such index [%s]", index)
+	if index != "null" {
+		e.Index, e.UUID = index, "_na_"
+	}
+	e.Extra = map[string]string{"resource.type": "index_expression", "resource.id": expr}
+	return e
+}
+
 // routingTypes maps routing's Java exception classes to OpenSearch's REST
 // types and statuses.
 var routingTypes = map[routing.Exception]struct {

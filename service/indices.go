@@ -159,8 +159,8 @@ func validateAliasName(alias string) error {
 // DeleteIndex deletes indices (an expression: names, wildcards, _all): a
 // running split is stopped first; the metadata forgets the index before its
 // directory is removed.
-func (s *Service) DeleteIndex(expr string) error {
-	names, err := s.resolve(expr, forDelete)
+func (s *Service) DeleteIndex(expr string, o IndicesOptions) error {
+	names, err := s.resolve(expr, forDelete.with(o))
 	if err != nil {
 		return err
 	}
@@ -252,24 +252,40 @@ func (s *Service) aliasTargetsLocked(alias string) []string {
 
 // Resolve expands an index expression (comma-separated names, aliases,
 // wildcards with '*', _all) to index names, sorted, as a read resolves it
-// (OpenSearch's lenient options): a missing concrete name is
-// index_not_found_exception; wildcards may match nothing.
-func (s *Service) Resolve(expr string) ([]string, error) {
-	return s.resolve(expr, resolveOptions{})
+// (OpenSearch's strict-expand options: a missing concrete name is
+// index_not_found_exception; wildcards may match nothing), unless the
+// request's parameters o say otherwise.
+func (s *Service) Resolve(expr string, o IndicesOptions) ([]string, error) {
+	return s.resolve(expr, forRead.with(o))
 }
 
-// resolveOptions are the parts of OpenSearch's IndicesOptions in which the
-// requests here differ.
+// IndicesOptions are a request's allow_no_indices and ignore_unavailable
+// parameters, the parts of OpenSearch's IndicesOptions a request can set
+// here; nil keeps the request's default.
+type IndicesOptions struct {
+	AllowNoIndices    *bool
+	IgnoreUnavailable *bool
+}
+
+// resolveOptions are how an index expression resolves: a request's
+// defaults (forRead, forSettingsUpdate, ...) with its parameters applied.
 type resolveOptions struct {
 	// noIndicesFail is allow_no_indices=false: a wildcard that matches no
-	// index, or _all when there is none, is index_not_found_exception.
+	// index, or an expression that resolves to none, is
+	// index_not_found_exception.
 	noIndicesFail bool
+	// ignoreUnavailable skips a concrete name that names no index (or,
+	// with ignoreAliases, an alias) instead of failing.
+	ignoreUnavailable bool
 	// ignoreAliases: a wildcard matches index names only and an alias
 	// named outright is refused.
 	ignoreAliases bool
 }
 
 var (
+	// forRead is the reads' options (GetIndexRequest, GetSettingsRequest,
+	// SearchRequest, ...): allow_no_indices true, ignore_unavailable false.
+	forRead = resolveOptions{}
 	// forSettingsUpdate is UpdateSettingsRequest's options.
 	forSettingsUpdate = resolveOptions{noIndicesFail: true}
 	// forDelete is DeleteIndexRequest's options.
@@ -277,6 +293,17 @@ var (
 	// forAliasActions is IndicesAliasesRequest's options.
 	forAliasActions = resolveOptions{noIndicesFail: true, ignoreAliases: true}
 )
+
+// with applies a request's parameters to its defaults.
+func (r resolveOptions) with(o IndicesOptions) resolveOptions {
+	if o.AllowNoIndices != nil {
+		r.noIndicesFail = !*o.AllowNoIndices
+	}
+	if o.IgnoreUnavailable != nil {
+		r.ignoreUnavailable = *o.IgnoreUnavailable
+	}
+	return r
+}
 
 // resolve is Resolve with a request's options.
 func (s *Service) resolve(expr string, o resolveOptions) ([]string, error) {
@@ -291,7 +318,18 @@ func (s *Service) resolve(expr string, o resolveOptions) ([]string, error) {
 			return nil, noIndicesExist("_all")
 		}
 	} else {
-		for _, part := range strings.Split(expr, ",") {
+		parts := strings.Split(expr, ",")
+		// A concrete name OpenSearch's resolver lets through
+		// (ignore_unavailable) fails later if it is the request's only
+		// expression and no indices are not allowed, and is skipped
+		// otherwise (IndexNameExpressionResolver.concreteIndices).
+		skipped := func(err *Error) error {
+			if len(parts) == 1 && o.noIndicesFail {
+				return err
+			}
+			return nil
+		}
+		for _, part := range parts {
 			part = strings.TrimSpace(part)
 			if part == "" {
 				continue
@@ -319,16 +357,32 @@ func (s *Service) resolve(expr string, o resolveOptions) ([]string, error) {
 			}
 			targets := s.aliasTargetsLocked(part)
 			if len(targets) == 0 {
-				return nil, indexNotFound(part)
+				if !o.ignoreUnavailable {
+					return nil, indexNotFound(part)
+				}
+				if err := skipped(noSuchIndexExpression(part, part)); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			if o.ignoreAliases {
-				return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+				err := newErr(TypeIllegalArgument, http.StatusBadRequest, "",
 					"The provided expression [%s] matches an alias, specify the corresponding concrete indices instead.", part)
+				if !o.ignoreUnavailable {
+					return nil, err
+				}
+				if err := skipped(err); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			for _, t := range targets {
 				set[t] = true
 			}
 		}
+	}
+	if len(set) == 0 && o.noIndicesFail {
+		return nil, noSuchIndexExpression("null", expr)
 	}
 	out := make([]string, 0, len(set))
 	for n := range set {
@@ -466,8 +520,8 @@ func blockSetting(k string) bool { return strings.HasPrefix(k, "index.blocks.") 
 // Static settings are refused with OpenSearch's message; null removes a
 // setting; a block takes effect before the call returns (every write
 // admitted before it has been applied).
-func (s *Service) PutSettings(expr string, set FlatSettings) error {
-	names, err := s.resolve(expr, forSettingsUpdate)
+func (s *Service) PutSettings(expr string, set FlatSettings, o IndicesOptions) error {
+	names, err := s.resolve(expr, forSettingsUpdate.with(o))
 	if err != nil {
 		return err
 	}

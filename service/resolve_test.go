@@ -16,7 +16,7 @@ import (
 func TestResolveOptionsOfTheRequest(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
-	if err := s.PutSettings("_all", FlatSettings{SettingReplicas: str("0")}); err == nil {
+	if err := s.PutSettings("_all", FlatSettings{SettingReplicas: str("0")}, IndicesOptions{}); err == nil {
 		t.Errorf("PUT /_all/_settings with no index was acknowledged")
 	} else if diff := cmp.Diff(want404("no such index [null] and no indices exist", ""), summary(err)); diff != "" {
 		t.Errorf("PUT /_all/_settings with no index (-want +got):\n%s", diff)
@@ -34,9 +34,9 @@ func TestResolveOptionsOfTheRequest(t *testing.T) {
 		err  error
 		want errSummary
 	}{
-		{"PUT /nope*/_settings", s.PutSettings("nope*", FlatSettings{SettingReplicas: str("1")}),
+		{"PUT /nope*/_settings", s.PutSettings("nope*", FlatSettings{SettingReplicas: str("1")}, IndicesOptions{}),
 			want404("no such index [nope*]", "nope*")},
-		{"PUT /a-*,nope*/_settings", s.PutSettings("a-*,nope*", FlatSettings{SettingReplicas: str("1")}),
+		{"PUT /a-*,nope*/_settings", s.PutSettings("a-*,nope*", FlatSettings{SettingReplicas: str("1")}, IndicesOptions{}),
 			want404("no such index [nope*]", "nope*")},
 		{"add an alias to nope*", s.UpdateAliases([]AliasAction{{Add: true, Indices: []string{"nope*"}, Aliases: []string{"x"}}}),
 			want404("no such index [nope*]", "nope*")},
@@ -58,7 +58,7 @@ func TestResolveOptionsOfTheRequest(t *testing.T) {
 		}
 	}
 	// A search still resolves a wildcard that matches nothing to no index.
-	if names, err := s.Resolve("nope*"); err != nil || len(names) != 0 {
+	if names, err := s.Resolve("nope*", IndicesOptions{}); err != nil || len(names) != 0 {
 		t.Errorf("Resolve(nope*) = %v, %v; want no index and no error", names, err)
 	}
 }

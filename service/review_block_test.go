@@ -56,7 +56,7 @@ func TestReviewWriteBlockDuringSplit(t *testing.T) {
 	}()
 	<-held
 	blocked := make(chan error, 1)
-	go func() { blocked <- s.PutSettings("b", FlatSettings{SettingBlockWrite: str("true")}) }()
+	go func() { blocked <- s.PutSettings("b", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}) }()
 	time.Sleep(200 * time.Millisecond) // the block waits for shard 0
 	close(release)
 	select {

@@ -18,10 +18,10 @@ func TestReviewMetadataReadersRaceDelete(t *testing.T) {
 		do   func(s *Service) error
 	}{
 		{"put settings", func(s *Service) error {
-			return s.PutSettings("r", FlatSettings{SettingReplicas: str("0")})
+			return s.PutSettings("r", FlatSettings{SettingReplicas: str("0")}, IndicesOptions{})
 		}},
 		{"get aliases", func(s *Service) error {
-			_, err := s.Aliases("r", nil)
+			_, err := s.Aliases("r", nil, IndicesOptions{})
 			return err
 		}},
 	} {
@@ -61,7 +61,7 @@ func TestReviewMetadataReadersRaceDelete(t *testing.T) {
 						}
 					}()
 				}
-				if err := s.DeleteIndex("r"); err != nil {
+				if err := s.DeleteIndex("r", IndicesOptions{}); err != nil {
 					t.Error(err)
 				}
 				stop.Store(true)

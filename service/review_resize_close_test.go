@@ -26,7 +26,7 @@ func TestReviewCloseDuringResize(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+		if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)

@@ -89,7 +89,7 @@ func TestAliasNamedLikeAnIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -191,10 +191,10 @@ func TestAliasActionsHonourMetadataBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutSettings("ro", FlatSettings{SettingBlockReadOnly: str("true")}); err != nil {
+	if err := s.PutSettings("ro", FlatSettings{SettingBlockReadOnly: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutSettings("meta", FlatSettings{SettingBlockMetadata: str("true")}); err != nil {
+	if err := s.PutSettings("meta", FlatSettings{SettingBlockMetadata: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"ro", "meta"} {
@@ -216,7 +216,7 @@ func TestAliasActionsHonourMetadataBlocks(t *testing.T) {
 	if got := s.Names(); len(got) != 2 {
 		t.Fatalf("indices left: %v", got)
 	}
-	if err := s.DeleteIndex("meta"); errType(err) != TypeClusterBlock {
+	if err := s.DeleteIndex("meta", IndicesOptions{}); errType(err) != TypeClusterBlock {
 		t.Fatalf("DELETE of a metadata-blocked index: %v", err)
 	}
 }
@@ -232,10 +232,10 @@ func TestDeleteManyWithOneBlocked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutSettings("a2", FlatSettings{SettingBlockMetadata: str("true")}); err != nil {
+	if err := s.PutSettings("a2", FlatSettings{SettingBlockMetadata: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteIndex("a*"); errType(err) != TypeClusterBlock {
+	if err := s.DeleteIndex("a*", IndicesOptions{}); errType(err) != TypeClusterBlock {
 		t.Fatalf("got %v, want %s", err, TypeClusterBlock)
 	}
 	if got := s.Names(); len(got) != 3 {

@@ -59,6 +59,7 @@ type SearchRequest struct {
 	From, Size int // Size < 0: count only
 	Routing    string
 	Preference string
+	Options    IndicesOptions // allow_no_indices, ignore_unavailable
 }
 
 // SearchResult is what a search found.
@@ -78,8 +79,8 @@ type ShardTarget struct {
 // SearchShards returns the shards a search with this routing and
 // preference reaches, in OpenSearch's way: routing.SearchShards for the
 // routing values, then a _shards preference filters them.
-func (s *Service) SearchShards(expr, routingValue, preference string) ([]ShardTarget, error) {
-	names, err := s.Resolve(expr)
+func (s *Service) SearchShards(expr, routingValue, preference string, o IndicesOptions) ([]ShardTarget, error) {
+	names, err := s.Resolve(expr, o)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +144,7 @@ const defaultMaxResultWindow = 10000
 // shard is scanned over its span of one table version, so a document is
 // found exactly once even while a split publishes.
 func (s *Service) Search(req SearchRequest) (SearchResult, error) {
-	targets, err := s.SearchShards(req.Indices, req.Routing, req.Preference)
+	targets, err := s.SearchShards(req.Indices, req.Routing, req.Preference, req.Options)
 	if err != nil {
 		return SearchResult{}, err
 	}
@@ -241,8 +242,8 @@ func (s *Service) owns(name string, ix *Index) bool {
 
 // Refresh checks that the indices exist; writes are visible at once, so
 // there is nothing else to do.
-func (s *Service) Refresh(expr string) (int, error) {
-	names, err := s.Resolve(expr)
+func (s *Service) Refresh(expr string, o IndicesOptions) (int, error) {
+	names, err := s.Resolve(expr, o)
 	if err != nil {
 		return 0, err
 	}
@@ -259,8 +260,8 @@ func (s *Service) Refresh(expr string) (int, error) {
 // request durability (the default) each write was fsynced before it was
 // acknowledged, so there is nothing to do; with async durability each
 // active shard's WAL is synced.
-func (s *Service) Flush(expr string) (int, error) {
-	names, err := s.Resolve(expr)
+func (s *Service) Flush(expr string, o IndicesOptions) (int, error) {
+	names, err := s.Resolve(expr, o)
 	if err != nil {
 		return 0, err
 	}

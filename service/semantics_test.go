@@ -54,11 +54,11 @@ func TestAliasesAndBlocks(t *testing.T) {
 	}); errType(err) != "aliases_not_found_exception" {
 		t.Fatalf("remove of a missing alias: %v", err)
 	}
-	if names, _ := s.Aliases("b", []string{"new"}); len(names["b"]) != 0 {
+	if names, _ := s.Aliases("b", []string{"new"}, IndicesOptions{}); len(names["b"]) != 0 {
 		t.Fatalf("a failed alias update added %v", names)
 	}
 	// Read block: gets and searches refused; null clears it.
-	if err := s.PutSettings("b", FlatSettings{SettingBlockRead: str("true")}); err != nil {
+	if err := s.PutSettings("b", FlatSettings{SettingBlockRead: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.GetDoc("b", "x", "r1"); errType(err) != TypeClusterBlock {
@@ -67,37 +67,37 @@ func TestAliasesAndBlocks(t *testing.T) {
 	if _, err := s.Search(SearchRequest{Indices: "b"}); errType(err) != TypeClusterBlock {
 		t.Fatalf("search under a read block: %v", err)
 	}
-	if err := s.PutSettings("b", FlatSettings{SettingBlockRead: nil}); err != nil {
+	if err := s.PutSettings("b", FlatSettings{SettingBlockRead: nil}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := s.Meta("b"); m.Settings[SettingBlockRead] != "" {
 		t.Fatalf("null left %q", m.Settings[SettingBlockRead])
 	}
 	// Metadata block: settings refused (blocks themselves may change).
-	if err := s.PutSettings("b", FlatSettings{SettingBlockMetadata: str("true")}); err != nil {
+	if err := s.PutSettings("b", FlatSettings{SettingBlockMetadata: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutSettings("b", FlatSettings{SettingReplicas: str("1")}); errType(err) != TypeClusterBlock {
+	if err := s.PutSettings("b", FlatSettings{SettingReplicas: str("1")}, IndicesOptions{}); errType(err) != TypeClusterBlock {
 		t.Fatalf("settings under a metadata block: %v", err)
 	}
 	if _, err := s.GetSettings("b"); errType(err) != TypeClusterBlock {
 		t.Fatalf("get settings under a metadata block: %v", err)
 	}
-	if err := s.DeleteIndex("b"); errType(err) != TypeClusterBlock {
+	if err := s.DeleteIndex("b", IndicesOptions{}); errType(err) != TypeClusterBlock {
 		t.Fatalf("delete under a metadata block: %v", err)
 	}
-	if err := s.PutSettings("b", FlatSettings{SettingBlockMetadata: str("false")}); err != nil {
+	if err := s.PutSettings("b", FlatSettings{SettingBlockMetadata: str("false")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Wildcards.
-	names, err := s.Resolve("a-*,b")
+	names, err := s.Resolve("a-*,b", IndicesOptions{})
 	if err != nil || len(names) != 3 {
 		t.Fatalf("resolve: %v %v", names, err)
 	}
-	if _, err := s.Resolve("nope"); errType(err) != TypeIndexNotFound {
+	if _, err := s.Resolve("nope", IndicesOptions{}); errType(err) != TypeIndexNotFound {
 		t.Fatalf("resolve of a missing index: %v", err)
 	}
-	if err := s.DeleteIndex("a-*"); err != nil {
+	if err := s.DeleteIndex("a-*", IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if names := s.Names(); len(names) != 1 || names[0] != "b" {

@@ -70,7 +70,7 @@ func TestLifecycle(t *testing.T) {
 	if _, err := s.StartSplit(SplitRequest{Index: "logs", Shard: 0, Ways: 2}); errType(err) != TypeIllegalArgument {
 		t.Fatalf("second split of a split parent: %v", err)
 	}
-	if err := s.PutSettings("logs", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+	if err := s.PutSettings("logs", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.IndexDoc("logs", "x", "", []byte(`{}`), false); errType(err) != TypeClusterBlock {
@@ -91,7 +91,7 @@ func TestLifecycle(t *testing.T) {
 	if _, _, err := s.Resize(ResizeRequest{Op: routing.Split, Source: "src", Target: "src4", Settings: FlatSettings{SettingShards: str("4")}}); errType(err) != TypeIllegalState {
 		t.Fatalf("split without a write block: %v", err)
 	}
-	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Resize(ResizeRequest{Op: routing.Split, Source: "src", Target: "src4",

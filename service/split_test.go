@@ -109,7 +109,7 @@ func TestDeleteDuringSplit(t *testing.T) {
 	}
 	<-reached
 	deleted := make(chan error, 1)
-	go func() { deleted <- s.DeleteIndex("ix") }()
+	go func() { deleted <- s.DeleteIndex("ix", IndicesOptions{}) }()
 	for !task.cancel.Load() { // the delete has asked for the cancel
 		time.Sleep(time.Millisecond)
 	}
@@ -161,7 +161,7 @@ func TestOpenSearchModeIndex(t *testing.T) {
 	if _, err := s.StartSplit(SplitRequest{Index: "os", Shard: 2, Points: []int64{1 << 40}}); errType(err) != TypeIllegalArgument {
 		t.Fatalf("a split point outside int32: %v", err)
 	}
-	if err := s.PutSettings("os", FlatSettings{SettingBlockWrite: str("true")}); err != nil {
+	if err := s.PutSettings("os", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "os", Target: "os2"}); errType(err) != TypeIllegalArgument {

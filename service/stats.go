@@ -33,7 +33,7 @@ type ShardRow struct {
 // target of a running merge INITIALIZING, and number_of_replicas
 // UNASSIGNED replicas per primary (one node cannot host them).
 func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
-	names, err := s.Resolve(expr)
+	names, err := s.Resolve(expr, IndicesOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (s *Service) Stats(expr string) ([]IndexStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, err := s.Resolve(expr)
+	names, err := s.Resolve(expr, IndicesOptions{})
 	if err != nil {
 		return nil, err
 	}

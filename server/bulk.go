@@ -17,8 +17,11 @@ type BulkItem struct {
 	Index   string
 	ID      string
 	Routing string
-	Source  []byte // index/create
-	Err     *service.Error
+	// RequireAlias is the action line's require_alias, nil when absent
+	// (the request's parameter applies).
+	RequireAlias *bool
+	Source       []byte // index/create
+	Err          *service.Error
 }
 
 // ParseBulk parses a bulk NDJSON body: an action line ({"index"|"create"|
@@ -62,6 +65,12 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 				it.ID = s
 			case "routing", "_routing":
 				it.Routing = s
+			case "require_alias":
+				b, err := parseBoolean(s)
+				if err != nil {
+					return nil, err
+				}
+				it.RequireAlias = &b
 			default:
 				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
 					Reason: fmt.Sprintf("Action/metadata line [%d] contains an unknown parameter [%s]", i+1, k)}
@@ -131,6 +140,10 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
 	if err := refreshParam(q); err != nil {
 		return err
 	}
+	requireAlias, err := boolParam(q, "require_alias", false)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	body, err := readBody(r)
 	if err != nil {
@@ -155,7 +168,11 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
 				if it.ID == "" {
 					it.ID, create = service.NewDocID(), true
 				}
-				res, err = s.svc.IndexDoc(it.Index, it.ID, it.Routing, it.Source, create)
+				o := service.WriteOptions{Create: create, RequireAlias: requireAlias}
+				if it.RequireAlias != nil {
+					o.RequireAlias = *it.RequireAlias
+				}
+				res, err = s.svc.IndexDoc(it.Index, it.ID, it.Routing, it.Source, o)
 			case "delete":
 				res, err = s.svc.DeleteDoc(it.Index, it.ID, it.Routing)
 			}

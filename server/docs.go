@@ -119,7 +119,11 @@ func (s *Server) putDoc(w http.ResponseWriter, r *http.Request, create bool) err
 	if err := checkSource(index, body); err != nil {
 		return err
 	}
-	res, err := s.svc.IndexDoc(index, id, q.Get("routing"), bytes.TrimSpace(body), create)
+	requireAlias, err := boolParam(q, "require_alias", false)
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.IndexDoc(index, id, q.Get("routing"), bytes.TrimSpace(body), service.WriteOptions{Create: create, RequireAlias: requireAlias})
 	if err != nil {
 		return err
 	}

@@ -333,14 +333,22 @@ func boolParam(q url.Values, name string, def bool) (bool, error) {
 	if !ok {
 		return def, nil
 	}
-	switch v[0] {
-	case "", "true":
+	if v[0] == "" {
+		return true, nil // a bare ?name
+	}
+	return parseBoolean(v[0])
+}
+
+// parseBoolean is OpenSearch's Booleans.parseBoolean: "true" or "false".
+func parseBoolean(v string) (bool, error) {
+	switch v {
+	case "true":
 		return true, nil
 	case "false":
 		return false, nil
 	}
 	return false, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
-		Reason: fmt.Sprintf("Failed to parse value [%s] as only [true] or [false] are allowed.", v[0])}
+		Reason: fmt.Sprintf("Failed to parse value [%s] as only [true] or [false] are allowed.", v)}
 }
 
 // indicesOptions reads a request's allow_no_indices and ignore_unavailable

@@ -83,13 +83,26 @@ func validateID(index, id string) error {
 	return nil
 }
 
-// IndexDoc stores a document (create = _create / op_type=create: fail if it
-// exists). A missing index is created with default settings.
-func (s *Service) IndexDoc(target, id, routingValue string, source []byte, create bool) (WriteResult, error) {
+// WriteOptions are an index request's flags.
+type WriteOptions struct {
+	// Create is _create / op_type=create: fail if the document exists.
+	Create bool
+	// RequireAlias is require_alias=true: the target must be an alias,
+	// and no index is created.
+	RequireAlias bool
+}
+
+// IndexDoc stores a document. A missing index is created with default
+// settings, unless o.RequireAlias.
+func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o WriteOptions) (WriteResult, error) {
 	if err := validateID(target, id); err != nil {
 		return WriteResult{}, err
 	}
-	ix, aliasRouting, err := s.writeTarget(target, true)
+	to := mayCreate
+	if o.RequireAlias {
+		to = mustBeAlias
+	}
+	ix, aliasRouting, err := s.writeTarget(target, to)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -109,7 +122,7 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, creat
 		res = WriteResult{Index: ix.name, ID: id, Routing: routingValue, Result: "created", Status: http.StatusCreated}
 		if found {
 			pv, _ := decodeSource(prev.Source)
-			if create {
+			if o.Create {
 				return newErr(TypeVersionConflict, http.StatusConflict, ix.name,
 					"[%s]: version conflict, document already exists (current version [%d])", id, pv)
 			}
@@ -131,7 +144,7 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 	if err := validateID(target, id); err != nil {
 		return WriteResult{}, err
 	}
-	ix, aliasRouting, err := s.writeTarget(target, false)
+	ix, aliasRouting, err := s.writeTarget(target, mustExist)
 	if err != nil {
 		return WriteResult{}, err
 	}

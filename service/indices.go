@@ -415,13 +415,22 @@ func GlobMatch(pattern, s string) bool {
 	return true
 }
 
+// writeTo is what a write's target name may be.
+type writeTo int
+
+const (
+	mayCreate   writeTo = iota // an index, an alias, or a name to create an index by
+	mustExist                  // an index or an alias
+	mustBeAlias                // an alias (require_alias)
+)
+
 // writeTarget resolves a write's target: an index, or an alias with one
 // index or a write index; it returns the alias's index_routing too. A
 // missing name is created with default settings (action.auto_create_index).
-func (s *Service) writeTarget(name string, autoCreate bool) (*Index, string, error) {
+func (s *Service) writeTarget(name string, to writeTo) (*Index, string, error) {
 	for range 2 {
 		s.mu.RLock()
-		if ix, ok := s.indices[name]; ok {
+		if ix, ok := s.indices[name]; ok && to != mustBeAlias {
 			s.mu.RUnlock()
 			return ix, "", nil
 		}
@@ -449,7 +458,13 @@ func (s *Service) writeTarget(name string, autoCreate bool) (*Index, string, err
 			}
 			return ix, am.IndexRouting, nil
 		}
-		if !autoCreate {
+		switch to {
+		case mustBeAlias:
+			e := newErr(TypeIndexNotFound, http.StatusNotFound, name,
+				"no such index [%s] and [require_alias] request flag is [true] and [%s] is not an alias", name, name)
+			e.UUID = "_na_"
+			return nil, "", e
+		case mustExist:
 			return nil, "", indexNotFound(name)
 		}
 		if _, err := s.CreateIndex(CreateRequest{Name: name}); err != nil {

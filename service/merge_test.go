@@ -19,7 +19,7 @@ func splitIndex(t *testing.T, s *Service, mode string) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		if _, err := s.IndexDoc("ix", fmt.Sprint(i), "", []byte(`{}`), false); err != nil {
+		if _, err := s.IndexDoc("ix", fmt.Sprint(i), "", []byte(`{}`), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

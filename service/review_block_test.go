@@ -35,7 +35,7 @@ func TestReviewWriteBlockDuringSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		if _, err := s.IndexDoc("b", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+		if _, err := s.IndexDoc("b", fmt.Sprintf("d%d", i), "", []byte(`{}`), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestReviewWriteBlockDuringSplit(t *testing.T) {
 	if _, ok := tab.Shard(1); ok {
 		t.Fatalf("shard 1 still active after its split: %v", tab.ActiveShards())
 	}
-	_, err = s.IndexDoc("b", "after", "", []byte(`{}`), false)
+	_, err = s.IndexDoc("b", "after", "", []byte(`{}`), WriteOptions{})
 	var be *BlockError
 	if !errors.As(err, &be) {
 		t.Fatalf("a write after the block: %v, want the block", err)

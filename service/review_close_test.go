@@ -33,7 +33,7 @@ func TestReviewCloseDuringSplitReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 50 {
-		if _, err := s.IndexDoc("r", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+		if _, err := s.IndexDoc("r", fmt.Sprintf("d%d", i), "", []byte(`{}`), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

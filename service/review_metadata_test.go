@@ -71,7 +71,7 @@ func closedDirWithLogs(t *testing.T) (dir, ixDir string) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if _, err := s.IndexDoc("logs", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+		if _, err := s.IndexDoc("logs", fmt.Sprintf("d%d", i), "", []byte(`{}`), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

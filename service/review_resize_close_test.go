@@ -22,7 +22,7 @@ func TestReviewCloseDuringResize(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range 200 {
-			if _, err := s.IndexDoc("src", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+			if _, err := s.IndexDoc("src", fmt.Sprintf("d%d", i), "", []byte(`{}`), WriteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

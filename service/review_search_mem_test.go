@@ -26,7 +26,7 @@ func TestReviewSearchKeepsOnlyItsPage(t *testing.T) {
 	src := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
 	const docs = 600 // 60 MB of sources
 	for i := range docs {
-		if _, err := s.IndexDoc("big", fmt.Sprintf("d%d", i), "", src, false); err != nil {
+		if _, err := s.IndexDoc("big", fmt.Sprintf("d%d", i), "", src, WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -26,7 +26,7 @@ func TestReviewSearchHitsKeepTheirSource(t *testing.T) {
 		// through the block cache during the scan.
 		src := []byte(fmt.Sprintf(`{"id":%q,"pad":%q}`, id, strings.Repeat(string(rune('a'+i%26)), 100<<10)))
 		want[id] = src
-		if _, err := s.IndexDoc("src", id, "", src, false); err != nil {
+		if _, err := s.IndexDoc("src", id, "", src, WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -38,7 +38,7 @@ func TestGetThroughAliasUsesIndexRouting(t *testing.T) {
 		Meta: AliasMeta{IndexRouting: "a", SearchRouting: search}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.IndexDoc("w", "d1", "", []byte(`{}`), false); err != nil {
+	if _, err := s.IndexDoc("w", "d1", "", []byte(`{}`), WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d, found, err := s.GetDoc("w", "d1", "")
@@ -66,7 +66,7 @@ func TestIDRefusalsSayWhy(t *testing.T) {
 		{"empty", "", "Validation Failed: 1: id is missing;"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.IndexDoc("logs", tc.id, "", []byte(`{}`), false)
+			_, err := s.IndexDoc("logs", tc.id, "", []byte(`{}`), WriteOptions{})
 			got := ""
 			if err != nil {
 				got = AsError(err).Reason
@@ -162,7 +162,7 @@ func TestAliasIndexRoutingRules(t *testing.T) {
 				}
 				return AsError(err).Reason
 			}
-			_, err := s.IndexDoc(tc.target, "d1", tc.routing, []byte(`{}`), false)
+			_, err := s.IndexDoc(tc.target, "d1", tc.routing, []byte(`{}`), WriteOptions{})
 			if got := reason(err); got != tc.reason {
 				t.Fatalf("index: %q, want %q", got, tc.reason)
 			}

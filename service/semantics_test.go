@@ -35,7 +35,7 @@ func TestAliasesAndBlocks(t *testing.T) {
 		{"alias with index routing", "routed", "", "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := s.IndexDoc(tc.target, "x", "", []byte(`{}`), false)
+			res, err := s.IndexDoc(tc.target, "x", "", []byte(`{}`), WriteOptions{})
 			if got := errType(err); (tc.wantErr == "" && err != nil) || (tc.wantErr != "" && got != tc.wantErr) {
 				t.Fatalf("err %v, want %q", err, tc.wantErr)
 			}

@@ -43,16 +43,16 @@ func TestLifecycle(t *testing.T) {
 		if i%3 == 0 {
 			r = fmt.Sprintf("tenant-%d", i%7)
 		}
-		res, err := s.IndexDoc("current", fmt.Sprintf("d%d", i), r, []byte(fmt.Sprintf(`{"n":%d}`, i)), false)
+		res, err := s.IndexDoc("current", fmt.Sprintf("d%d", i), r, []byte(fmt.Sprintf(`{"n":%d}`, i)), WriteOptions{})
 		if err != nil || res.Result != "created" || res.Version != 1 {
 			t.Fatalf("index d%d: %+v %v", i, res, err)
 		}
 	}
-	res, err := s.IndexDoc("logs", "d1", "", []byte(`{"n":-1}`), false)
+	res, err := s.IndexDoc("logs", "d1", "", []byte(`{"n":-1}`), WriteOptions{})
 	if err != nil || res.Result != "updated" || res.Version != 2 {
 		t.Fatalf("update: %+v %v", res, err)
 	}
-	if _, err := s.IndexDoc("logs", "d1", "", []byte(`{}`), true); errType(err) != TypeVersionConflict {
+	if _, err := s.IndexDoc("logs", "d1", "", []byte(`{}`), WriteOptions{Create: true}); errType(err) != TypeVersionConflict {
 		t.Fatalf("create of an existing doc: %v", err)
 	}
 	task, err := s.StartSplit(SplitRequest{Index: "logs", Shard: 0, Ways: 2})
@@ -73,7 +73,7 @@ func TestLifecycle(t *testing.T) {
 	if err := s.PutSettings("logs", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.IndexDoc("logs", "x", "", []byte(`{}`), false); errType(err) != TypeClusterBlock {
+	if _, err := s.IndexDoc("logs", "x", "", []byte(`{}`), WriteOptions{}); errType(err) != TypeClusterBlock {
 		t.Fatalf("write to a blocked index: %v", err)
 	}
 	// A split index cannot be resized by linking.
@@ -84,7 +84,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 50 {
-		if _, err := s.IndexDoc("src", fmt.Sprintf("s%d", i), "", []byte(`{}`), false); err != nil {
+		if _, err := s.IndexDoc("src", fmt.Sprintf("s%d", i), "", []byte(`{}`), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,7 +98,7 @@ func TestLifecycle(t *testing.T) {
 		Settings: FlatSettings{SettingShards: str("4"), SettingBlockWrite: nil}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.IndexDoc("src4", "new", "", []byte(`{}`), false); err != nil {
+	if _, err := s.IndexDoc("src4", "new", "", []byte(`{}`), WriteOptions{}); err != nil {
 		t.Fatalf("write to the split target (write block nulled): %v", err)
 	}
 	count := func(s *Service, idx string) int {
@@ -122,7 +122,7 @@ func TestLifecycle(t *testing.T) {
 	if got := count(s, "src4"); got != 51 {
 		t.Fatalf("after reopen src4 holds %d docs, want 51", got)
 	}
-	if _, err := s.IndexDoc("logs", "x", "", []byte(`{}`), false); errType(err) != TypeClusterBlock {
+	if _, err := s.IndexDoc("logs", "x", "", []byte(`{}`), WriteOptions{}); errType(err) != TypeClusterBlock {
 		t.Fatalf("after reopen, write to a blocked index: %v", err)
 	}
 	d, found, err := s.GetDoc("logs", "d1", "")

@@ -40,7 +40,7 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 100 {
-				if _, err := s.IndexDoc("ix", fmt.Sprint(i), "", []byte(`{}`), false); err != nil {
+				if _, err := s.IndexDoc("ix", fmt.Sprint(i), "", []byte(`{}`), WriteOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -135,7 +135,7 @@ func TestOpenSearchModeIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		if _, err := s.IndexDoc("os", fmt.Sprint(i), "", []byte(`{}`), false); err != nil {
+		if _, err := s.IndexDoc("os", fmt.Sprint(i), "", []byte(`{}`), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

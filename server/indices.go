@@ -305,6 +305,13 @@ func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// preserve_existing=true keeps the settings an index already has; the
+	// service cannot, so it is refused rather than ignored.
+	if preserve, err := boolParam(q, "preserve_existing", false); err != nil {
+		return err
+	} else if preserve {
+		return unsupportedParams(q, "preserve_existing")
+	}
 	body, err := readBody(r)
 	if err != nil {
 		return err

@@ -73,3 +73,26 @@ func TestIndicesOptionsParameters(t *testing.T) {
 		t.Errorf("logs after the requests: %+v, want its one document", got)
 	}
 }
+
+// preserve_existing=true is refused, not ignored: ignoring it overwrote
+// the settings it asks to keep.
+func TestPreserveExistingIsRefused(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs", `{"settings":{"number_of_replicas":0,"refresh_interval":"5s"}}`, nil); st != 200 {
+		t.Fatalf("create: %d", st)
+	}
+	var out errBody
+	if st := ts.do(t, "PUT", "/logs/_settings?preserve_existing=true", `{"index.refresh_interval":"1s"}`, &out); st != 400 ||
+		out.Error.Reason != "parameter [preserve_existing] is not supported by shardsplit" {
+		t.Errorf("preserve_existing=true: %d %+v, want 400 not supported", st, out.Error)
+	}
+	var got map[string]struct {
+		Settings map[string]string `json:"settings"`
+	}
+	if st := ts.do(t, "GET", "/logs/_settings?flat_settings=true", "", &got); st != 200 || got["logs"].Settings["index.refresh_interval"] != "5s" {
+		t.Errorf("refresh_interval after the refused update: %d %v, want 5s", st, got["logs"].Settings["index.refresh_interval"])
+	}
+	if st := ts.do(t, "PUT", "/logs/_settings?preserve_existing=false", `{"index.refresh_interval":"1s"}`, nil); st != 200 {
+		t.Errorf("preserve_existing=false: %d, want 200", st)
+	}
+}

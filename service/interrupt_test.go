@@ -47,6 +47,7 @@ func (o *stallingOp) Phase() splitter.Phase {
 
 func (o *stallingOp) Report() splitter.Report { return splitter.Report{Phase: o.Phase()} }
 func (o *stallingOp) Done() bool              { return o.done.Load() }
+func (o *stallingOp) Fenced() bool            { return false }
 
 // A task cancelled over the API while its operation's step waits out a
 // write stall ends promptly: the service interrupts the wait, and its loop

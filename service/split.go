@@ -58,6 +58,7 @@ type operation interface {
 	Report() splitter.Report
 	Phase() splitter.Phase
 	Done() bool
+	Fenced() bool // holds a shard's apply lock: writers wait on it
 }
 
 // TaskSnapshot is a task's state after its last step.
@@ -345,6 +346,13 @@ func (t *Task) run() {
 	for !t.op.Done() {
 		select {
 		case <-t.stop:
+			if t.op.Fenced() {
+				// A handoff holds the shard's apply lock across its next
+				// intents (replay, publish, unfence: in memory, bounded):
+				// stopping now would leave the writers waiting on it for
+				// good. Step to the unfence first.
+				break
+			}
 			t.snap.Store(&TaskSnapshot{Phase: t.op.Phase(), Report: t.op.Report(), Completed: true,
 				Err: fmt.Errorf("the node shut down during the %s; recovery decides it on restart", t.kind()), End: time.Now()})
 			return

@@ -243,6 +243,16 @@ func (sp *Split) Phase() Phase {
 // Done reports whether the split has ended.
 func (sp *Split) Done() bool { return sp.Phase().Terminal() }
 
+// Fenced reports whether the split holds its parent's apply lock now (from
+// a handoff's fence to its unfence; to its commit with HoldUntilDurable).
+// Writes to the parent wait on that lock, so a caller that stops stepping
+// the split (leaving it to recovery) must not stop while it is held.
+func (sp *Split) Fenced() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.fence != nil
+}
+
 // Next writes the journal records the machine asks for, carries out its
 // next intent and feeds the outcome back. It returns the intent and its
 // event; the error is non-nil when the driver cannot go on (the node

@@ -87,6 +87,14 @@ func (mg *Merge) Phase() Phase {
 // Done reports whether the merge has ended.
 func (mg *Merge) Done() bool { return mg.Phase().Terminal() }
 
+// Fenced reports whether the merge holds its sources' apply locks now, as
+// Split.Fenced.
+func (mg *Merge) Fenced() bool {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	return len(mg.fences) > 0
+}
+
 // Next writes the journal records the machine asks for, carries out its
 // next intent and feeds the outcome back, as Split.Next.
 func (mg *Merge) Next() (Intent, Event, error) {

@@ -5,12 +5,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/service"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 	"github.com/shardsplit/shardsplit/storage/crashfs"
@@ -100,6 +102,82 @@ func TestReviewS21MergeRecoveryCrashesAtEveryPoint(t *testing.T) {
 					})
 				}
 			})
+		}
+	}
+}
+
+// A service closing while an in-place split holds its parent fenced (the
+// handoff, between Fence and Unfence) halts the split after its current
+// intent and leaves it to recovery. A write that was waiting on the
+// parent's apply lock must then be answered, not left waiting for ever on
+// a lock nobody will release.
+func TestReviewS21CloseDuringAFencedHandoffAnswersTheWaitingWrite(t *testing.T) {
+	fenced := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	dir := t.TempDir()
+	s, err := service.Open(service.Config{Dir: dir, SplitHook: func(_ string, _ splitter.Phase, next splitter.Intent) {
+		if next.Kind == splitter.IntentReplayTail {
+			once.Do(func() {
+				close(fenced)
+				<-release
+			})
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, zero := "1", "0"
+	if _, err := s.CreateIndex(service.CreateRequest{Name: "h", Settings: service.FlatSettings{service.SettingShards: &one, service.SettingReplicas: &zero}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.IndexDoc("h", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.StartSplit(service.SplitRequest{Index: "h", Shard: 0, Ways: 2}); err != nil {
+		t.Fatal(err)
+	}
+	<-fenced // the parent's apply lock is held
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := s.IndexDoc("h", "during", "", []byte(`{}`), false)
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("the write did not wait on the fence: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	time.Sleep(200 * time.Millisecond) // the write waits on the fence; Close has halted the task
+	close(release)
+	select {
+	case err := <-closed:
+		t.Logf("Close: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close never returned")
+	}
+	select {
+	case err := <-wrote:
+		t.Logf("the write waiting on the fence: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write waiting on the split's fence was never answered after the service closed")
+	}
+	// Recovery decides the split; the index serves every write.
+	s, err = service.Open(service.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.IndexDoc("h", "after", "", []byte(`{}`), false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, ok, err := s.GetDoc("h", fmt.Sprintf("d%d", i), ""); err != nil || !ok {
+			t.Errorf("d%d after the restart: found %v, %v", i, ok, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -106,78 +107,98 @@ func TestReviewS21MergeRecoveryCrashesAtEveryPoint(t *testing.T) {
 	}
 }
 
-// A service closing while an in-place split holds its parent fenced (the
-// handoff, between Fence and Unfence) halts the split after its current
-// intent and leaves it to recovery. A write that was waiting on the
-// parent's apply lock must then be answered, not left waiting for ever on
-// a lock nobody will release.
+// A service closing while an in-place split or merge holds its parent
+// (sources) fenced — the handoff, between Fence and Unfence — halts it
+// after its current intent and leaves it to recovery. A write that was
+// waiting on the apply lock must then be answered, not left waiting for
+// ever on a lock nobody will release.
 func TestReviewS21CloseDuringAFencedHandoffAnswersTheWaitingWrite(t *testing.T) {
-	fenced := make(chan struct{})
-	release := make(chan struct{})
-	var once sync.Once
-	dir := t.TempDir()
-	s, err := service.Open(service.Config{Dir: dir, SplitHook: func(_ string, _ splitter.Phase, next splitter.Intent) {
-		if next.Kind == splitter.IntentReplayTail {
-			once.Do(func() {
-				close(fenced)
-				<-release
-			})
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	one, zero := "1", "0"
-	if _, err := s.CreateIndex(service.CreateRequest{Name: "h", Settings: service.FlatSettings{service.SettingShards: &one, service.SettingReplicas: &zero}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if _, err := s.IndexDoc("h", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.StartSplit(service.SplitRequest{Index: "h", Shard: 0, Ways: 2}); err != nil {
-		t.Fatal(err)
-	}
-	<-fenced // the parent's apply lock is held
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := s.IndexDoc("h", "during", "", []byte(`{}`), false)
-		wrote <- err
-	}()
-	select {
-	case err := <-wrote:
-		t.Fatalf("the write did not wait on the fence: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- s.Close() }()
-	time.Sleep(200 * time.Millisecond) // the write waits on the fence; Close has halted the task
-	close(release)
-	select {
-	case err := <-closed:
-		t.Logf("Close: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("Close never returned")
-	}
-	select {
-	case err := <-wrote:
-		t.Logf("the write waiting on the fence: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("a write waiting on the split's fence was never answered after the service closed")
-	}
-	// Recovery decides the split; the index serves every write.
-	s, err = service.Open(service.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.IndexDoc("h", "after", "", []byte(`{}`), false); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if _, ok, err := s.GetDoc("h", fmt.Sprintf("d%d", i), ""); err != nil || !ok {
-			t.Errorf("d%d after the restart: found %v, %v", i, ok, err)
-		}
+	for _, op := range []string{"split", "merge"} {
+		t.Run(op, func(t *testing.T) {
+			var armed atomic.Bool
+			fenced := make(chan struct{})
+			release := make(chan struct{})
+			var once sync.Once
+			dir := t.TempDir()
+			s, err := service.Open(service.Config{Dir: dir, SplitHook: func(_ string, _ splitter.Phase, next splitter.Intent) {
+				if armed.Load() && next.Kind == splitter.IntentReplayTail {
+					once.Do(func() {
+						close(fenced)
+						<-release
+					})
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			one, zero := "1", "0"
+			if _, err := s.CreateIndex(service.CreateRequest{Name: "h", Settings: service.FlatSettings{service.SettingShards: &one, service.SettingReplicas: &zero}}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				if _, err := s.IndexDoc("h", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if op == "merge" {
+				task, err := s.StartSplit(service.SplitRequest{Index: "h", Shard: 0, Ways: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := task.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				armed.Store(true)
+				if _, err := s.StartMerge(service.MergeRequest{Index: "h", Shards: []routing.ShardID{1, 2}}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				armed.Store(true)
+				if _, err := s.StartSplit(service.SplitRequest{Index: "h", Shard: 0, Ways: 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			<-fenced // the apply lock is held
+			wrote := make(chan error, 1)
+			go func() {
+				_, err := s.IndexDoc("h", "d0", "", []byte(`{"during":1}`), false)
+				wrote <- err
+			}()
+			select {
+			case err := <-wrote:
+				t.Fatalf("the write did not wait on the fence: %v", err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- s.Close() }()
+			time.Sleep(200 * time.Millisecond) // Close has halted the task
+			close(release)
+			select {
+			case err := <-closed:
+				t.Logf("Close: %v", err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("Close never returned")
+			}
+			select {
+			case err := <-wrote:
+				t.Logf("the write waiting on the fence: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a write waiting on the fence was never answered after the service closed")
+			}
+			// Recovery decides the operation; the index serves every write.
+			s, err = service.Open(service.Config{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.IndexDoc("h", "after", "", []byte(`{}`), false); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				if _, ok, err := s.GetDoc("h", fmt.Sprintf("d%d", i), ""); err != nil || !ok {
+					t.Errorf("d%d after the restart: found %v, %v", i, ok, err)
+				}
+			}
+		})
 	}
 }

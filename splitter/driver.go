@@ -215,6 +215,7 @@ type Split struct {
 	stall stallGate // a drain timeout in the parent's write stall (fence)
 
 	mu         sync.Mutex // serialises Next and Cancel; guards everything below
+	retry      retryBackoff
 	m          *Machine
 	parent     *storage.Shard
 	children   []*storage.Shard
@@ -261,6 +262,7 @@ func (sp *Split) Fenced() bool {
 // it carries out nothing and returns the zero Intent and no error.
 func (sp *Split) Next() (Intent, Event, error) {
 	sp.waitOutStall()
+	sp.retry.wait(sp.d, &sp.mu)
 	if hook := sp.d.cfg.Hook; hook != nil {
 		sp.mu.Lock()
 		phase, next := sp.m.Phase(), sp.m.Ready().Intent
@@ -298,6 +300,7 @@ func (sp *Split) Next() (Intent, Event, error) {
 	if err := sp.m.Step(ev); err != nil {
 		return rd.Intent, ev, err
 	}
+	sp.retry.stepped(from, sp.m.Phase(), ev)
 	sp.afterStep(from, ev)
 	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
 		// The node's memory and disk disagree about the table: nothing more
@@ -624,6 +627,45 @@ func (c *cancelSignal) ch() <-chan struct{} { return c.get() }
 func (c *cancelSignal) raise() {
 	ch := c.get()
 	c.raised.Do(func() { close(ch) })
+}
+
+// maxRetryDelay bounds the pause before a failed undo or cleanup is
+// retried (retryBackoff).
+const maxRetryDelay = time.Second
+
+// retryBackoff spaces out the retries of an undo or a cleanup that failed
+// (a cancel that cannot write the table, a retire that cannot remove a
+// store): the machine retries them until they succeed, and retried at
+// once, a disk full for a moment used up Run's step bound (maxSteps) in a
+// fifth of a second, leaving the operation unfinished, its reservation in
+// the table, until a restart. The first retry is immediate; then the
+// pause doubles from a millisecond up to maxRetryDelay. It is taken at
+// the start of the next step without the operation's lock, as the stall
+// wait is.
+type retryBackoff struct {
+	failed int // consecutive failures of a retried intent; guarded by the operation's lock
+}
+
+// stepped counts a step that left the operation in phase to: a failure
+// that keeps it in its phase (aborting, cleanup) is retried, anything
+// else ends the run of failures.
+func (b *retryBackoff) stepped(from, to Phase, ev Event) {
+	if ev.Kind == EventFailed && from == to && !to.Terminal() {
+		b.failed++
+	} else {
+		b.failed = 0
+	}
+}
+
+// wait pauses before the retry of a failed intent, on the driver's clock.
+func (b *retryBackoff) wait(d *Driver, mu *sync.Mutex) {
+	mu.Lock()
+	failed := b.failed
+	mu.Unlock()
+	if failed < 2 {
+		return
+	}
+	d.cfg.Clock.Sleep(min(time.Millisecond<<min(failed-2, 10), maxRetryDelay))
 }
 
 // replayTail replays the parent's last writes under the fence (the parent's

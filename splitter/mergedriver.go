@@ -60,6 +60,7 @@ type Merge struct {
 	stall stallGate // a drain timeout in a source's write stall (fence)
 
 	mu         sync.Mutex
+	retry      retryBackoff
 	m          *MergeMachine
 	sources    []*storage.Shard // plan order (ascending ids)
 	target     *storage.Shard
@@ -99,6 +100,7 @@ func (mg *Merge) Fenced() bool {
 // next intent and feeds the outcome back, as Split.Next.
 func (mg *Merge) Next() (Intent, Event, error) {
 	mg.waitOutStall()
+	mg.retry.wait(mg.d, &mg.mu)
 	if hook := mg.d.cfg.Hook; hook != nil {
 		mg.mu.Lock()
 		phase, next := mg.m.Phase(), mg.m.Ready().Intent
@@ -135,6 +137,7 @@ func (mg *Merge) Next() (Intent, Event, error) {
 	if err := mg.m.Step(ev); err != nil {
 		return rd.Intent, ev, err
 	}
+	mg.retry.stepped(from, mg.m.Phase(), ev)
 	mg.afterStep(from, ev)
 	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
 		return rd.Intent, ev, fmt.Errorf("splitter: merge of %v: %w", mg.m.Plan().Sources, ev.Err)

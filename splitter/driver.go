@@ -71,6 +71,12 @@ type Config struct {
 	// it, so attempts made inside it only use up Plan.MaxHandoffs. Nothing
 	// is held while it waits: the parent serves, as after any timeout.
 	StallWait time.Duration
+	// RetryFor bounds how long Run and RunMerge go on retrying an undo or
+	// a cleanup that keeps failing (default 1 minute): then they return
+	// an error and leave the operation unfinished, its reservation in the
+	// table, for a later Next or the next open's recovery. Next itself
+	// retries for as long as it is called.
+	RetryFor time.Duration
 }
 
 // Report is what a split measured.
@@ -132,6 +138,9 @@ func NewDriver(n *node.Node, cfg Config) *Driver {
 	if cfg.StallWait == 0 {
 		cfg.StallWait = 10 * time.Second
 	}
+	if cfg.RetryFor == 0 {
+		cfg.RetryFor = time.Minute
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = n.Clock()
 	}
@@ -157,6 +166,9 @@ func (d *Driver) Run(plan Plan) (Report, error) {
 		}
 		if _, _, err := sp.Next(); err != nil {
 			return sp.Report(), err
+		}
+		if err := sp.retry.gaveUp(d, &sp.mu); err != nil {
+			return sp.Report(), fmt.Errorf("splitter: split of %d (phase %s): %w", plan.Parent, sp.Phase(), err)
 		}
 	}
 	return sp.Report(), nil
@@ -300,7 +312,7 @@ func (sp *Split) Next() (Intent, Event, error) {
 	if err := sp.m.Step(ev); err != nil {
 		return rd.Intent, ev, err
 	}
-	sp.retry.stepped(from, sp.m.Phase(), ev)
+	sp.retry.stepped(from, sp.m.Phase(), ev, sp.d.cfg.Clock.Now())
 	sp.afterStep(from, ev)
 	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
 		// The node's memory and disk disagree about the table: nothing more
@@ -643,18 +655,39 @@ const maxRetryDelay = time.Second
 // the start of the next step without the operation's lock, as the stall
 // wait is.
 type retryBackoff struct {
-	failed int // consecutive failures of a retried intent; guarded by the operation's lock
+	// Guarded by the operation's lock:
+	failed int       // consecutive failures of a retried intent
+	since  time.Time // the first of them
+	last   error     // the latest of them
 }
 
-// stepped counts a step that left the operation in phase to: a failure
-// that keeps it in its phase (aborting, cleanup) is retried, anything
-// else ends the run of failures.
-func (b *retryBackoff) stepped(from, to Phase, ev Event) {
+// stepped counts a step that left the operation in phase to at now: a
+// failure that keeps it in its phase (aborting, cleanup) is retried,
+// anything else ends the run of failures.
+func (b *retryBackoff) stepped(from, to Phase, ev Event, now time.Time) {
 	if ev.Kind == EventFailed && from == to && !to.Terminal() {
+		if b.failed == 0 {
+			b.since = now
+		}
 		b.failed++
+		b.last = ev.Err
 	} else {
-		b.failed = 0
+		b.failed, b.last = 0, nil
 	}
+}
+
+// gaveUp returns an error once the intent has been failing for longer
+// than Config.RetryFor (Run's bound).
+func (b *retryBackoff) gaveUp(d *Driver, mu *sync.Mutex) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if b.failed == 0 {
+		return nil
+	}
+	if took := d.cfg.Clock.Since(b.since); took > d.cfg.RetryFor {
+		return fmt.Errorf("failing for %v (%d attempts; Config.RetryFor %v): %w", took.Round(time.Millisecond), b.failed, d.cfg.RetryFor, b.last)
+	}
+	return nil
 }
 
 // wait pauses before the retry of a failed intent, on the driver's clock.

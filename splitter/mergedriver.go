@@ -27,6 +27,9 @@ func (d *Driver) RunMerge(plan MergePlan) (Report, error) {
 		if _, _, err := mg.Next(); err != nil {
 			return mg.Report(), err
 		}
+		if err := mg.retry.gaveUp(d, &mg.mu); err != nil {
+			return mg.Report(), fmt.Errorf("splitter: merge of %v (phase %s): %w", plan.Sources, mg.Phase(), err)
+		}
 	}
 	return mg.Report(), nil
 }
@@ -137,7 +140,7 @@ func (mg *Merge) Next() (Intent, Event, error) {
 	if err := mg.m.Step(ev); err != nil {
 		return rd.Intent, ev, err
 	}
-	mg.retry.stepped(from, mg.m.Phase(), ev)
+	mg.retry.stepped(from, mg.m.Phase(), ev, mg.d.cfg.Clock.Now())
 	mg.afterStep(from, ev)
 	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
 		return rd.Intent, ev, fmt.Errorf("splitter: merge of %v: %w", mg.m.Plan().Sources, ev.Err)

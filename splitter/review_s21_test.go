@@ -60,30 +60,7 @@ func stepRecovering(m *MergeMachine, ev Event) (err error, panicked any) {
 func TestReviewS21ACancelOutlastsAShortDiskFull(t *testing.T) {
 	for _, op := range []string{"split", "merge"} {
 		t.Run(op, func(t *testing.T) {
-			tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var full atomic.Bool
-			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if full.Load() && op.Kind == errorfs.OpCreate && strings.HasPrefix(filepath.Base(op.Path), "TABLE") {
-					return fmt.Errorf("injected: %w", syscall.ENOSPC)
-				}
-				return nil
-			})
-			eng, err := storage.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), CacheBytes: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := node.Open(node.Config{Engine: eng, Table: tab})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = n.Close() })
-			j, err := OpenJournal(eng)
-			if err != nil {
-				t.Fatal(err)
-			}
+			n, j, full := tableFullNode(t)
 			var cancel func() error
 			hook := func(_ Phase, in Intent) {
 				if cancel != nil && in.Kind == IntentCatchUp && !full.Load() {
@@ -127,4 +104,35 @@ func TestReviewS21ACancelOutlastsAShortDiskFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tableFullNode opens a one-root node with a journal whose table writes
+// fail with ENOSPC while full is set.
+func tableFullNode(t *testing.T) (*node.Node, *Journal, *atomic.Bool) {
+	t.Helper()
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := new(atomic.Bool)
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind == errorfs.OpCreate && strings.HasPrefix(filepath.Base(op.Path), "TABLE") {
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	})
+	eng, err := storage.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(node.Config{Engine: eng, Table: tab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	j, err := OpenJournal(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, j, full
 }

@@ -121,6 +121,25 @@ type shardRef struct {
 	s       *storage.Shard
 	readers sync.WaitGroup
 	active  atomic.Int64 // readers holding it now (the WaitGroup cannot say)
+
+	drainOnce sync.Once
+	drainCh   chan struct{} // closed once no reader holds it (drained)
+}
+
+// drained returns a channel closed once the readers that hold r have
+// released it. Only Retire calls it, once r is out of the node's map (no
+// reader can acquire it then), and however many attempts ask, one
+// goroutine waits: a reader that stays held a shard that a cleanup retried
+// every second gained a goroutine each time.
+func (r *shardRef) drained() <-chan struct{} {
+	r.drainOnce.Do(func() {
+		r.drainCh = make(chan struct{})
+		go func() {
+			r.readers.Wait()
+			close(r.drainCh)
+		}()
+	})
+	return r.drainCh
 }
 
 // acquire registers a reader; it is called under n.mu (read), so a reader
@@ -728,17 +747,13 @@ func (n *Node) Retire(id routing.ShardID, wait time.Duration) error {
 	refs := slices.Clone(n.retiring[id])
 	n.mu.Unlock()
 	if len(refs) > 0 {
-		done := make(chan struct{})
-		go func() {
-			for _, ref := range refs {
-				ref.readers.Wait()
+		timeout := n.clock.After(wait)
+		for _, ref := range refs {
+			select {
+			case <-ref.drained():
+			case <-timeout:
+				return fmt.Errorf("node: retire shard %d: after %v: %w", id, wait, ErrReadersRemain)
 			}
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-n.clock.After(wait):
-			return fmt.Errorf("node: retire shard %d: after %v: %w", id, wait, ErrReadersRemain)
 		}
 	}
 	for _, ref := range refs {

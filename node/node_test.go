@@ -3,6 +3,7 @@ package node_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -281,13 +282,19 @@ func TestRetireRetryWaitsForReaders(t *testing.T) {
 			<-started
 
 			splitCommitted(t, n)
-			for attempt := range 2 {
-				err := n.Retire(0, 10*time.Millisecond)
+			// Many attempts (a cleanup retried while the reader stays) wait
+			// with one goroutine, not one each.
+			before := runtime.NumGoroutine()
+			for attempt := range 50 {
+				err := n.Retire(0, time.Millisecond)
 				if _, open := n.Engine().Shard(0); !open || !errors.Is(err, node.ErrReadersRemain) {
 					close(release)
 					t.Fatalf("Retire attempt %d while a reader holds shard 0 = %v, shard open %v; want ErrReadersRemain, open",
 						attempt+1, err, open)
 				}
+			}
+			if grown := runtime.NumGoroutine() - before; grown > 5 {
+				t.Errorf("50 Retire attempts while a reader holds the shard left %d more goroutines", grown)
 			}
 			close(release)
 			res := <-searched

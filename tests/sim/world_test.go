@@ -794,7 +794,7 @@ func (w *world) get(c *client, name string, d docID) {
 	}
 	v := ""
 	if found {
-		v = string(doc.Source)
+		v = readValue(doc)
 	}
 	w.tracef(name+" get", "%s -> %q", d.id, v)
 	if ok, allowed := w.model.Admits(d.id, v); !ok {
@@ -821,7 +821,7 @@ func (w *world) search(name, routingValue string) {
 			if _, dup := found[d.ID]; dup {
 				problems = append(problems, fmt.Sprintf("%s returned twice", d.ID))
 			}
-			found[d.ID] = string(d.Source)
+			found[d.ID] = readValue(d)
 			if routingValue != "" && !slices.Contains(t.SearchShards(routingValue), shard) {
 				problems = append(problems, fmt.Sprintf("%s (routing %s) on shard %d, not among SearchShards %v", d.ID, routingValue, shard, t.SearchShards(routingValue)))
 			}
@@ -1808,7 +1808,7 @@ func (w *world) scanCheck(what string) map[string]string {
 			if _, dup := found[d.ID]; dup {
 				problems = append(problems, fmt.Sprintf("%s is on two shards", d.ID))
 			}
-			found[d.ID] = string(d.Source)
+			found[d.ID] = readValue(d)
 			if _, want := t.Route(d.ID, d.Routing); want != shard {
 				problems = append(problems, fmt.Sprintf("%s is on shard %d, table v%d names %d", d.ID, shard, t.Version(), want))
 			}

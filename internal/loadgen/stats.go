@@ -25,7 +25,7 @@ func LongestStall(recs []Record, from, to time.Duration) (stall, at time.Duratio
 }
 
 // Quiet is an interval in which moving writes were outstanding and none
-// was acknowledged.
+// was acknowledged (a write that failed was outstanding until it ended).
 type Quiet struct {
 	At, Len time.Duration // since the run started
 }
@@ -44,31 +44,42 @@ func QuietIntervals(recs []Record, from, to, min time.Duration) []Quiet {
 }
 
 // sweepQuiet calls fn with the start and length of every quiet interval
-// ending at an acknowledgement of a moving write that starts or ends in
-// [from, to), in order.
+// of the moving writes that start or end in [from, to), in order. A quiet
+// interval begins when a write starts with none outstanding, or at an
+// acknowledgement with writes still outstanding, and ends at the next
+// acknowledgement, or when the last write outstanding fails. A failed write
+// is outstanding until it ends and acknowledges nothing: counting
+// acknowledged writes only, a writer blocked 500 ms that then got an error
+// was no stall at all (review s21).
 func sweepQuiet(recs []Record, from, to time.Duration, fn func(since, d time.Duration)) {
 	type event struct {
 		at    time.Duration
 		start bool
+		ok    bool // an end: acknowledged, or failed
+	}
+	rank := func(e event) int {
+		switch {
+		case e.start:
+			return 1
+		case e.ok:
+			return 0
+		}
+		return 2
 	}
 	var evs []event
 	for _, r := range recs {
-		if !r.Moving || !r.OK || r.End < from || r.Start >= to {
+		if !r.Moving || r.End < from || r.Start >= to {
 			continue
 		}
-		evs = append(evs, event{r.Start, true}, event{r.End, false})
+		evs = append(evs, event{at: r.Start, start: true}, event{at: r.End, ok: r.OK})
 	}
 	slices.SortFunc(evs, func(a, b event) int {
 		if a.at != b.at {
 			return int(a.at - b.at)
 		}
-		if a.start != b.start { // acks before starts at the same instant
-			if a.start {
-				return 1
-			}
-			return -1
-		}
-		return 0
+		// At the same instant: acknowledgements, then starts, then
+		// failures (a write started as another fails keeps the stall going).
+		return rank(a) - rank(b)
 	})
 	var since time.Duration
 	outstanding := 0
@@ -80,9 +91,14 @@ func sweepQuiet(recs []Record, from, to time.Duration, fn func(since, d time.Dur
 			outstanding++
 			continue
 		}
-		fn(since, e.at-since)
 		outstanding--
-		since = e.at // a new quiet interval starts at this ack
+		switch {
+		case e.ok:
+			fn(since, e.at-since)
+			since = e.at // a new quiet interval starts at this ack
+		case outstanding == 0:
+			fn(since, e.at-since) // the last write outstanding failed
+		}
 	}
 }
 

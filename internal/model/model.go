@@ -15,7 +15,8 @@
 //   - no write acknowledged by the cut was attempted after W ended.
 //
 // It may hold its initial state (absent, or a loaded document) if and only
-// if no write was acknowledged by the cut. This is the linearizable
+// if no write was acknowledged by the cut. A write a read was seen to return
+// (Observe) counts as acknowledged from that read on: it happened. This is the linearizable
 // register's rule: a write that must be ordered after W and is known to have
 // happened hides W; writes in flight and failed writes hide nothing, since
 // they may not have happened. With one writer per id (each writer owning its
@@ -48,8 +49,8 @@ import (
 	"github.com/shardsplit/shardsplit/internal/invariants"
 )
 
-// Instant is a reading of the model's logical clock. Every Attempt, Ack and
-// Fail ticks it; 0 is before everything.
+// Instant is a reading of the model's logical clock. Every Attempt, Ack,
+// Fail and Observe ticks it; 0 is before everything.
 type Instant uint64
 
 // Value is the state of one id: absent, or a document known by the digest
@@ -116,7 +117,11 @@ type Write struct {
 	attempted Instant
 	ended     Instant // 0 while in flight
 	acked     bool
+	observed  Instant // a read returned its value before it was acknowledged (Observe); 0 if none
 }
+
+// Value is the state w sets its id to.
+func (w *Write) Value() Value { return w.value }
 
 // Cut is a point of the model's history at which states are asked: writes
 // acknowledged at or before Acked must show; writes attempted after
@@ -219,6 +224,23 @@ func (m *Model) end(w *Write, acked bool) {
 	}
 }
 
+// Observe records that a read returned w's value before w was
+// acknowledged (in flight, or failed). A linearizable read orders w before
+// itself, so w happened: from this instant on w counts as acknowledged at
+// every cut, hiding what it would hide and never to be lost. Without it a
+// read of a write that a crash then rolled back (a dirty read: the value a
+// client saw vanishes) passed every check, since an unacknowledged write
+// may always be absent. Observe of an acknowledged write changes nothing.
+func (m *Model) Observe(w *Write) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.observed != 0 || (w.acked && w.ended != 0) {
+		return
+	}
+	m.clock++
+	w.observed = m.clock
+}
+
 // Now reads the clock.
 func (m *Model) Now() Instant {
 	m.mu.Lock()
@@ -272,7 +294,7 @@ func (m *Model) allowed(h *history, c Cut) []Value {
 	var hide Instant
 	acked := false
 	for _, w := range h.writes {
-		if w.acked && w.ended <= c.Acked {
+		if w.acked && w.ended <= c.Acked || w.observed != 0 && w.observed <= c.Acked {
 			acked = true
 			hide = max(hide, w.attempted)
 		}

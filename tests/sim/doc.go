@@ -30,7 +30,10 @@
 //     simulator cannot take while it waits. So in that window no client
 //     operation runs; instead a write is parked on its own goroutine and
 //     joined once no fence is held and no table waits for its commit (a
-//     crash leaves it in flight).
+//     crash leaves it in flight). A routed get waits on neither, so it
+//     runs in the window too (half the time of a key a parked write is
+//     writing): a key the pending table moves must be read from its owner
+//     in the durable table, never the write only the pending table admits.
 //   - client operation: index, delete, get, routed or unrouted search, from
 //     one client's node.Router. Stale clients now and then go back to a
 //     table published earlier in the run (the router must be refused and
@@ -168,7 +171,10 @@
 // recovery: the open succeeded (an open failure is a finding),
 // recovery.Check reports nothing, no shard-N store directory exists that
 // the table does not name active (per-shard layout), and the scan above
-// holds; the model then settles unknown outcomes to what survived. When no
+// holds; the model then settles unknown outcomes to what survived. A write
+// whose value a routed get returned before it was acknowledged happened
+// (model.Observe): from that get on it must not be lost, also across a
+// crash (not yet a write that failed: see tests.TestReviewS21AFailedWALSyncIsADirtyRead). When no
 // split runs, the journal has no unfinished split (a lost end record would
 // block every later split until a restart). A client
 // operation that fails when no fault fired in this node incarnation is a
@@ -292,6 +298,14 @@
 // Merge 1 is a bug the review found (the shared layout's split too); merge 3
 // passed 200 seeds until the simulator checked, at an operation's end, that
 // what it gave up has no store.
+//
+// mutations/dirtyread1.patch (review s21): a routed get reads the pending
+// table's owner (node.readFrom skipped), returning a write that a failed
+// commit then rolls back. It passed 200 seeds while no get ran between the
+// fence and the commit and a crash could lose an unacknowledged write a
+// get had returned; with gets in the window and observed writes it fails
+// 3 of seeds 1-200 (80, 159, 200: "after recovery at table vN: kN = vN;
+// the model allows <the write the get returned>").
 //
 // mutations/ghost1.patch (review s21): a delete leaves a document with an
 // empty source that reads return (a tombstone not filtered). It passed 200

@@ -551,17 +551,38 @@ func (w *world) joinParked() {
 			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
 			continue
 		}
-		if p.err != nil {
-			w.model.Fail(p.pw)
-			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
-			w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> error: %v", p.d.id, p.value, p.err)
-			w.opError(p.err, "parked index "+p.d.id)
-			continue
-		}
-		w.model.Ack(p.pw)
-		w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, true)
-		w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> ok shard=%d", p.d.id, p.value, p.res.Shard)
+		w.endParked(p)
 	}
+}
+
+// endParked records how a parked write that returned ended.
+func (w *world) endParked(p *parkedWrite) {
+	if p.err != nil {
+		w.model.Fail(p.pw)
+		w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+		w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> error: %v", p.d.id, p.value, p.err)
+		w.opError(p.err, "parked index "+p.d.id)
+		return
+	}
+	w.model.Ack(p.pw)
+	w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, true)
+	w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> ok shard=%d", p.d.id, p.value, p.res.Shard)
+}
+
+// reapParked records the parked writes that have returned, without
+// waiting for the others, so that a read in the window knows which writes
+// are still in flight.
+func (w *world) reapParked() {
+	var still []*parkedWrite
+	for _, p := range w.parked {
+		select {
+		case <-p.done:
+			w.endParked(p)
+		default:
+			still = append(still, p)
+		}
+	}
+	w.parked = still
 }
 
 // dropParked forgets the parked writes of a process that ends: those that
@@ -623,6 +644,13 @@ func (w *world) tick() {
 	// goroutine (waiting on the fence or for the commit) and is joined
 	// once the handoff is over.
 	add(w.sw.wClient/2, inHandoff && len(w.parked) < 2, w.parkWrite)
+	// A routed get does not wait on the fence or the commit: it runs in
+	// the window, where a key the pending table moves must be read from
+	// its owner in the durable table (node.readFrom: no dirty read of a
+	// write a failed commit rolls back). Before it ran there (review s21),
+	// reading from the pending table's owner passed 200 seeds
+	// (mutations/dirtyread1.patch).
+	add(w.sw.wClient/2, inHandoff, w.windowGet)
 	add(w.sw.wSplitStart, !sp, w.startSplit)
 	add(w.sw.wMergeStart, !sp, w.startMerge)
 	// While a split or merge runs, the table must refuse a merge of one of
@@ -745,6 +773,18 @@ func (w *world) clientOp() {
 	}
 }
 
+// windowGet is a client's routed get in the handoff window (see tick).
+func (w *world) windowGet() {
+	w.reapParked()
+	w.stats.clientOps++
+	c := w.clients[w.rng.IntN(len(w.clients))]
+	d := w.ids[w.rng.IntN(len(w.ids))]
+	if len(w.parked) > 0 && w.rng.IntN(2) == 0 {
+		d = w.parked[w.rng.IntN(len(w.parked))].d // read what a writer is writing
+	}
+	w.get(c, fmt.Sprintf("c%d", c.idx), d)
+}
+
 func (w *world) write(c *client, name string, d docID, value string) {
 	pw := w.model.Begin(d.id, value)
 	var res node.Result
@@ -800,6 +840,7 @@ func (w *world) get(c *client, name string, d docID) {
 	if ok, allowed := w.model.Admits(d.id, v); !ok {
 		w.fail("get %s returned %q; the model allows %s (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
 	}
+	w.model.Observe(d.id, v)
 	w.hist.read(c.idx, d.id, v)
 }
 

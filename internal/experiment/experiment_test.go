@@ -55,6 +55,7 @@ func TestInPlaceRunVerifies(t *testing.T) {
 			if out.WindowEnd <= out.WindowStart || len(out.Load.Records) < 200 {
 				t.Fatalf("window [%v, %v], %d records", out.WindowStart, out.WindowEnd, len(out.Load.Records))
 			}
+			requireLoadServed(t, out)
 			// The CPU time was measured (getrusage: every platform CI
 			// runs on): the load spends some in 200 ms, and the split some.
 			if _, ok := processCPU(); ok && (out.SteadyCPU <= 0 || out.WindowCPU <= 0 ||
@@ -102,6 +103,7 @@ func TestNewIndexRunVerifies(t *testing.T) {
 	if !out.Verify.OK() || out.Verify.Checked < 3000 {
 		t.Fatalf("verification: %+v", out.Verify)
 	}
+	requireLoadServed(t, out)
 	stall := loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)
 	if stall < 10*time.Millisecond {
 		t.Errorf("new-index stall %v: writers should have waited for the whole block", stall)

@@ -268,6 +268,7 @@ type world struct {
 
 	lastAborted    routing.ShardID
 	hasLastAborted bool
+	bursts         int // write bursts so far (see burst)
 
 	stats stats
 }
@@ -651,6 +652,10 @@ func (w *world) tick() {
 	// reading from the pending table's owner passed 200 seeds
 	// (mutations/dirtyread1.patch).
 	add(w.sw.wClient/2, inHandoff, w.windowGet)
+	// A burst of writes into one child's (or target's) span while the
+	// operation catches up, so that a catch-up round replays more than
+	// one batch (storage.Engine.CatchUp applies 256 entries at a time).
+	add(max(1, w.sw.wStep/3), sp && !inHandoff && w.bursts < maxBursts && w.sp.Machine().Phase() == splitter.PhaseCatchUp, w.burst)
 	add(w.sw.wSplitStart, !sp, w.startSplit)
 	add(w.sw.wMergeStart, !sp, w.startMerge)
 	// While a split or merge runs, the table must refuse a merge of one of
@@ -770,6 +775,52 @@ func (w *world) clientOp() {
 		w.search(name+" search", r)
 	default:
 		w.search(name+" search", "")
+	}
+}
+
+// Bursts: at most maxBursts per seed, each burstWrites writes of fresh
+// ids. The workload's other writes are one per step, so no catch-up round
+// ever replayed more than one batch of 256 entries: a catch-up that
+// dropped the last entry of each full batch (mutations/batch1.patch, an
+// acknowledged write lost) passed 200 seeds, and the end-to-end tests in
+// tests/ too (review s21).
+const (
+	maxBursts   = 2
+	burstWrites = 300
+)
+
+// burst writes burstWrites fresh ids, each once, all of which the running
+// split's parent (a merge's first source) holds and one child (the
+// target) will own, so the next catch-up round replays them all into one
+// store: a write a round drops is a fresh id's only write, lost for good.
+func (w *world) burst() {
+	w.bursts++
+	t := w.n.Table()
+	from := w.sp.logShards()[0]
+	var ids []string
+	var into routing.ShardID
+	for i := 0; len(ids) < burstWrites && i < 200*burstWrites; i++ {
+		id := fmt.Sprintf("b%d-%d", w.bursts, i)
+		p, shard := t.Route(id, "")
+		if shard != from {
+			continue
+		}
+		to := t.LookupInProgress(p)
+		if len(ids) == 0 {
+			into = to
+		}
+		if to == into {
+			ids = append(ids, id)
+		}
+	}
+	w.tracef("burst", "%d writes of fresh ids from shard %d into %d", len(ids), from, into)
+	c := w.clients[w.rng.IntN(len(w.clients))]
+	for _, id := range ids {
+		if w.noticeFatal() || w.nodeBad {
+			return
+		}
+		w.valueSeq++
+		w.write(c, fmt.Sprintf("c%d", c.idx), docID{id: id}, fmt.Sprintf("v%d", w.valueSeq))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -173,11 +174,6 @@ func settle(clk clock.Clock, shards []backlogger, idle, limit time.Duration) (ow
 
 // load writes the initial documents in per-shard batches of 500.
 func load(n *node.Node, tab *routing.Table, cfg DatasetConfig, progress func(int)) error {
-	lc := cfg.Load
-	writers := max(1, lc.Writers)
-	perWriter := max(1, lc.IDsPerWriter)
-	rng := rand.New(rand.NewPCG(lc.Seed, 99))
-	size := max(1, lc.DocSize)
 	batches := map[routing.ShardID][]storage.Op{}
 	flush := func(id routing.ShardID) error {
 		s, err := n.Store(id)
@@ -190,20 +186,9 @@ func load(n *node.Node, tab *routing.Table, cfg DatasetConfig, progress func(int
 		batches[id] = batches[id][:0]
 		return nil
 	}
-	for i := range cfg.Docs {
-		w, k := i%writers, (i/writers)%perWriter
-		id, routingValue := lc.IDFor(w, k)
-		if i >= writers*perWriter { // more docs than the load's ids: extra ids
-			id = fmt.Sprintf("bulk-%09d", i)
-		}
+	i := 0
+	err := eachInitialDoc(cfg, true, func(id, routingValue string, src []byte) error {
 		p, shard := tab.Route(id, routingValue)
-		src := make([]byte, size)
-		for j := 0; j < size; j += 8 {
-			v := rng.Uint64()
-			for b := 0; b < 8 && j+b < size; b++ {
-				src[j+b] = byte(v >> (8 * b))
-			}
-		}
 		batches[shard] = append(batches[shard], storage.Op{Kind: storage.OpIndex, Root: tab.Keyspace(p.Root), Key: tab.KeyOf(p),
 			ID: id, Routing: routingValue, Source: src})
 		if len(batches[shard]) == 500 {
@@ -214,6 +199,11 @@ func load(n *node.Node, tab *routing.Table, cfg DatasetConfig, progress func(int
 		if progress != nil && i%10000 == 0 {
 			progress(i)
 		}
+		i++
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for id, b := range batches {
 		if len(b) > 0 {
@@ -226,6 +216,48 @@ func load(n *node.Node, tab *routing.Table, cfg DatasetConfig, progress func(int
 		progress(cfg.Docs)
 	}
 	return nil
+}
+
+// eachInitialDoc calls fn with every document the dataset is loaded with,
+// in load order: its id, routing value and source, drawn from the load's
+// seed. fresh gives each call a source of its own (fn may keep it);
+// otherwise one buffer is reused.
+func eachInitialDoc(cfg DatasetConfig, fresh bool, fn func(id, routingValue string, src []byte) error) error {
+	lc := cfg.Load
+	writers := max(1, lc.Writers)
+	perWriter := max(1, lc.IDsPerWriter)
+	rng := rand.New(rand.NewPCG(lc.Seed, 99))
+	size := max(1, lc.DocSize)
+	src := make([]byte, size)
+	for i := range cfg.Docs {
+		w, k := i%writers, (i/writers)%perWriter
+		id, routingValue := lc.IDFor(w, k)
+		if i >= writers*perWriter { // more docs than the load's ids: extra ids
+			id = fmt.Sprintf("bulk-%09d", i)
+		}
+		if fresh {
+			src = make([]byte, size)
+		}
+		for j := 0; j < size; j += 8 {
+			v := rng.Uint64()
+			for b := 0; b < 8 && j+b < size; b++ {
+				src[j+b] = byte(v >> (8 * b))
+			}
+		}
+		if err := fn(id, routingValue, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// InitialDocs calls fn with the id and the source digest (model.Digest) of
+// every document the dataset was loaded with.
+func (d *Dataset) InitialDocs(fn func(id string, digest uint64)) {
+	_ = eachInitialDoc(d.Config, false, func(id, _ string, src []byte) error {
+		fn(id, model.Digest(src))
+		return nil
+	})
 }
 
 // Clone makes an identical copy of the dataset in dir.

@@ -318,8 +318,8 @@
 // fence and the commit and a crash could lose an unacknowledged write a
 // get had returned; with gets in the window and observed writes it fails
 // 3 of seeds 1-200 (80, 159, 200: "after recovery at table vN: kN = vN;
-// the model allows <the write the get returned>"); 2 of 200 (80, 159) once
-// bursts were added. It needs a commit that fails after the dirty get, so
+// the model allows <the write the get returned>"); 4 of 200 (68, 80, 159,
+// 200) once bursts were added. It needs a commit that fails after the dirty get, so
 // it is found rarely: the unit test is node's
 // TestReviewNodeGetDuringAPendingTableIsNotADirtyRead.
 //

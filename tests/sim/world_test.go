@@ -570,20 +570,23 @@ func (w *world) endParked(p *parkedWrite) {
 	w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> ok shard=%d", p.d.id, p.value, p.res.Shard)
 }
 
-// reapParked records the parked writes that have returned, without
-// waiting for the others, so that a read in the window knows which writes
-// are still in flight.
-func (w *world) reapParked() {
-	var still []*parkedWrite
+// parkedFailed reports whether the parked write of value v to id has
+// returned an error already (not yet recorded: joinParked records it at
+// the handoff's end, so that the trace does not depend on when a parked
+// goroutine returned). A get that returned its value does not observe it:
+// a failed write is not observed (see sharedModel.Observe).
+func (w *world) parkedFailed(id, v string) bool {
 	for _, p := range w.parked {
+		if p.d.id != id || p.value != v {
+			continue
+		}
 		select {
 		case <-p.done:
-			w.endParked(p)
+			return p.err != nil
 		default:
-			still = append(still, p)
 		}
 	}
-	w.parked = still
+	return false
 }
 
 // dropParked forgets the parked writes of a process that ends: those that
@@ -826,7 +829,6 @@ func (w *world) burst() {
 
 // windowGet is a client's routed get in the handoff window (see tick).
 func (w *world) windowGet() {
-	w.reapParked()
 	w.stats.clientOps++
 	c := w.clients[w.rng.IntN(len(w.clients))]
 	d := w.ids[w.rng.IntN(len(w.ids))]
@@ -891,7 +893,9 @@ func (w *world) get(c *client, name string, d docID) {
 	if ok, allowed := w.model.Admits(d.id, v); !ok {
 		w.fail("get %s returned %q; the model allows %s (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
 	}
-	w.model.Observe(d.id, v)
+	if !w.parkedFailed(d.id, v) {
+		w.model.Observe(d.id, v)
+	}
 	w.hist.read(c.idx, d.id, v)
 }
 

@@ -136,7 +136,7 @@ func TestReviewS21CloseDuringAFencedHandoffAnswersTheWaitingWrite(t *testing.T) 
 				t.Fatal(err)
 			}
 			for i := range 20 {
-				if _, err := s.IndexDoc("h", fmt.Sprintf("d%d", i), "", []byte(`{}`), false); err != nil {
+				if _, err := s.IndexDoc("h", fmt.Sprintf("d%d", i), "", []byte(`{}`), service.WriteOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -161,7 +161,7 @@ func TestReviewS21CloseDuringAFencedHandoffAnswersTheWaitingWrite(t *testing.T) 
 			<-fenced // the apply lock is held
 			wrote := make(chan error, 1)
 			go func() {
-				_, err := s.IndexDoc("h", "d0", "", []byte(`{"during":1}`), false)
+				_, err := s.IndexDoc("h", "d0", "", []byte(`{"during":1}`), service.WriteOptions{})
 				wrote <- err
 			}()
 			select {
@@ -191,7 +191,7 @@ func TestReviewS21CloseDuringAFencedHandoffAnswersTheWaitingWrite(t *testing.T) 
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if _, err := s.IndexDoc("h", "after", "", []byte(`{}`), false); err != nil {
+			if _, err := s.IndexDoc("h", "after", "", []byte(`{}`), service.WriteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 20 {

@@ -72,10 +72,11 @@ var ErrClosed = errors.New("node: closed")
 // exactly this).
 var ErrNoTable = errors.New("node: no routing table on disk and none given")
 
-// ErrFailed is returned by every request once a published table could not
-// be made durable: the node's memory and its disk disagree, and only a
-// reopen (with recovery) may decide which stands.
-var ErrFailed = errors.New("node: failed: a published table could not be made durable; reopen to recover")
+// ErrFailed is returned by every request once a published table, or a
+// write a shard applied, could not be made durable: the node's memory and
+// its disk disagree, and only a reopen (with recovery) may decide which
+// stands.
+var ErrFailed = errors.New("node: failed: a table or a write could not be made durable; reopen to recover")
 
 // Config configures a Node.
 type Config struct {
@@ -449,10 +450,30 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 		}
 		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
 	}
+	if errors.Is(err, storage.ErrSyncFailed) {
+		// Applied, and so readable, but not durable: a get that
+		// returned it would show a value a power loss then takes back.
+		return 0, n.fail(err)
+	}
 	if err == nil && wait != 0 {
 		err = n.awaitDurable(wait)
 	}
 	return seq, err
+}
+
+// fail makes the node fail with cause (every later request answers
+// ErrFailed) and wakes the writes that wait for a pending table; a node
+// that failed before keeps its first failure, which it returns.
+func (n *Node) fail(cause error) error {
+	err := fmt.Errorf("%w: %w", ErrFailed, cause)
+	n.commitMu.Lock()
+	if n.failed.CompareAndSwap(nil, &err) {
+		close(n.commitCh)
+		n.commitCh = make(chan struct{})
+		n.logger.Error("node failed", zap.Error(err))
+	}
+	n.commitMu.Unlock()
+	return n.failure()
 }
 
 // GetRequest is a routed get.

@@ -34,6 +34,14 @@ func (e *OutOfSpanError) Error() string {
 // retirement.
 var ErrShardClosed = errors.New("storage: shard closed")
 
+// ErrSyncFailed is returned by a write whose WAL sync failed. The write was
+// applied, so reads of the store may return it, yet it is not durable, and
+// after a failed fsync it may never become so (the kernel may have dropped
+// the dirty pages): the caller must stop serving from the store until a
+// reopen replays what the disk really holds (PostgreSQL's and Pebble's
+// rule that a failed fsync is fatal).
+var ErrSyncFailed = errors.New("storage: WAL sync failed")
+
 // Shard is a span of an engine: the documents of one shard, their sequence
 // numbers and (while a split needs it) their operation log. In the
 // per-shard layout it has a store of its own; in the shared layout it is a
@@ -137,7 +145,7 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 	s.load.countWrites(ops)
 	if s.durability == DurabilityRequest {
 		if err := b.SyncWait(); err != nil {
-			return 0, fmt.Errorf("storage: shard %d: wait for wal sync: %w", s.id, err)
+			return 0, fmt.Errorf("storage: shard %d: %w: %w", s.id, ErrSyncFailed, err)
 		}
 	}
 	return last, nil

@@ -179,7 +179,8 @@
 // holds; the model then settles unknown outcomes to what survived. A write
 // whose value a routed get returned before it was acknowledged happened
 // (model.Observe): from that get on it must not be lost, also across a
-// crash (not yet a write that failed: see tests.TestReviewS21AFailedWALSyncIsADirtyRead). When no
+// crash, a write that failed too (a failed WAL sync fails the node:
+// tests.TestReviewS21AFailedWALSyncIsADirtyRead). When no
 // split runs, the journal has no unfinished split (a lost end record would
 // block every later split until a restart). A client
 // operation that fails when no fault fired in this node incarnation is a

@@ -570,25 +570,6 @@ func (w *world) endParked(p *parkedWrite) {
 	w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> ok shard=%d", p.d.id, p.value, p.res.Shard)
 }
 
-// parkedFailed reports whether the parked write of value v to id has
-// returned an error already (not yet recorded: joinParked records it at
-// the handoff's end, so that the trace does not depend on when a parked
-// goroutine returned). A get that returned its value does not observe it:
-// a failed write is not observed (see sharedModel.Observe).
-func (w *world) parkedFailed(id, v string) bool {
-	for _, p := range w.parked {
-		if p.d.id != id || p.value != v {
-			continue
-		}
-		select {
-		case <-p.done:
-			return p.err != nil
-		default:
-		}
-	}
-	return false
-}
-
 // dropParked forgets the parked writes of a process that ends: those that
 // returned are recorded, the others were in flight (never ended).
 func (w *world) dropParked() {
@@ -893,9 +874,7 @@ func (w *world) get(c *client, name string, d docID) {
 	if ok, allowed := w.model.Admits(d.id, v); !ok {
 		w.fail("get %s returned %q; the model allows %s (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
 	}
-	if !w.parkedFailed(d.id, v) {
-		w.model.Observe(d.id, v)
-	}
+	w.model.Observe(d.id, v)
 	w.hist.read(c.idx, d.id, v)
 }
 

@@ -244,6 +244,10 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "splitdemo compare: %s: reads returned %d foreign documents\n", o.Strategy, o.Reads.Foreign)
 			return exitFail
 		}
+		if n := failedWrites(o); n > 0 && mustServe(o.Strategy) {
+			fmt.Fprintf(stderr, "splitdemo compare: %s: %d writes failed\n", o.Strategy, n)
+			return exitFail
+		}
 	}
 	return exitOK
 }

@@ -179,3 +179,34 @@ func TestReadingWarnsOfAnUnderpoweredLoad(t *testing.T) {
 		}
 	}
 }
+
+// A run whose writes got errors says so: for an in-place strategy it is a
+// failure (no write may fail because of the split, and verification alone
+// allows whatever a failed write left), for the new-index one a cost.
+func TestReadingReportsFailedWrites(t *testing.T) {
+	outcome := func(strategy string, failed int) *experiment.Outcome {
+		var recs []loadgen.Record
+		for i := range 100 {
+			at := time.Duration(i) * 40 * time.Millisecond
+			recs = append(recs, loadgen.Record{Start: at, End: at + time.Millisecond, OK: i >= failed, Moving: true})
+		}
+		return &experiment.Outcome{Strategy: strategy, Load: &loadgen.Result{Records: recs},
+			WindowStart: 3 * time.Second, WindowEnd: 3100 * time.Millisecond, End: 4 * time.Second}
+	}
+	cfg := &compareConfig{rate: 25, writers: 16}
+	for _, tc := range []struct {
+		strategy string
+		failed   int
+		want     string
+	}{
+		{"inplace", 3, "WRITES FAILED: 3 writes of the inplace run got an error"},
+		{"rfc", 1, "WRITES FAILED: 1 writes of the rfc run got an error"},
+		{"newindex", 2, " 2 writes of the newindex run got an error."},
+		{"inplace", 0, ""},
+	} {
+		got := reading(&comparison{cfg: cfg, outcomes: []*experiment.Outcome{outcome(tc.strategy, tc.failed)}})
+		if tc.want == "" && strings.Contains(got, "got an error") || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s with %d failed writes: reading %q; want it to say %q", tc.strategy, tc.failed, got, tc.want)
+		}
+	}
+}

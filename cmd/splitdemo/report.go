@@ -123,8 +123,32 @@ func reading(res *comparison) string {
 	if foreign > 0 {
 		fmt.Fprintf(&b, " READS FAILED: %d foreign documents returned.", foreign)
 	}
+	for _, o := range res.outcomes {
+		if n := failedWrites(o); n > 0 {
+			if mustServe(o.Strategy) {
+				fmt.Fprintf(&b, " WRITES FAILED: %d writes of the %s run got an error (an in-place split must fail none).", n, o.Strategy)
+			} else {
+				fmt.Fprintf(&b, " %d writes of the %s run got an error.", n, o.Strategy)
+			}
+		}
+	}
 	return b.String()
 }
+
+// failedWrites is how many of a run's writes were answered with an error
+// (none of them was acknowledged, so verification allows whatever each
+// left; the client saw a failure all the same).
+func failedWrites(o *experiment.Outcome) int {
+	if o.Load == nil {
+		return 0
+	}
+	return loadgen.Summarize(o.Load.Records, 0, o.End+time.Hour).Errors
+}
+
+// mustServe reports whether a strategy promises that no write fails
+// because of it: the in-place splits do; the new-index procedure blocks
+// writes and may let one wait past its bound.
+func mustServe(strategy string) bool { return strategy == "inplace" || strategy == "rfc" }
 
 // minSteady is the lower steady-state throughput of the strategies measured
 // (0 if none).

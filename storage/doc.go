@@ -38,7 +38,8 @@
 // engine's stores run background goroutines (Pebble's, and the async WAL
 // syncer) that stop on Close. Closing a store (Engine.Close, DestroyShard)
 // waits for what is inside it: writes pass the store's gate (store.enter)
-// once they hold the apply lock, and scans register with it
+// once they hold the apply lock, and scans, operation-log reads
+// (LogSince) and a merge's copies of its sources register with it
 // (store.beginScan), so a close refuses new scans, stops running ones at
 // their next document and waits for them before Pebble closes. A scan's
 // callback must therefore not wait for the store's close.

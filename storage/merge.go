@@ -283,7 +283,14 @@ func (e *Engine) ingestSources(sources []*Shard, skip int, t *Shard, dir string,
 // snapshot, and returns the sequence number of src that snapshot reflects
 // and the documents added. Documents keep their values (and so the
 // sequence numbers of the writes that stored them).
+//
+// The snapshot is registered with src's store like a scan's: a close waits
+// for it and stops the copy at its next document (ErrShardClosed).
 func buildSource(src *Shard, b *tableBuilder) (seq uint64, docs int, err error) {
+	if src.closed.Load() || !src.st.beginScan() {
+		return 0, 0, ErrShardClosed
+	}
+	defer src.st.endScan()
 	snap := src.st.db.NewSnapshot()
 	defer snap.Close()
 	v, c, err := snap.Get(metaKey(metaSeq, src.id))
@@ -308,6 +315,10 @@ func buildSource(src *Shard, b *tableBuilder) (seq uint64, docs int, err error) 
 			return 0, 0, err
 		}
 		for it.First(); it.Valid(); it.Next() {
+			if src.st.closing.Load() {
+				_ = it.Close()
+				return 0, 0, ErrShardClosed
+			}
 			if err := b.add(it.Key(), it.Value()); err != nil {
 				_ = it.Close()
 				return 0, 0, err

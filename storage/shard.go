@@ -358,6 +358,13 @@ func (s *Shard) LogSince(after, upTo uint64, spans []routing.Span, fn func(LogEn
 	if cur := s.Seq(); upTo > cur {
 		return fmt.Errorf("storage: shard %d: log read up to %d beyond last sequence number %d", s.id, upTo, cur)
 	}
+	// Registered like a scan: a close waits for the iterator, which pins
+	// the store's tables in the engine's shared file cache (closing under
+	// it panicked the process), and stops the read at its next entry.
+	if s.closed.Load() || !s.st.beginScan() {
+		return fmt.Errorf("storage: shard %d: read operation log: %w", s.id, ErrShardClosed)
+	}
+	defer s.st.endScan()
 	lo, hi := logKey(nil, s.id, after+1), logKey(nil, s.id, upTo+1)
 	it, err := s.st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -365,6 +372,9 @@ func (s *Shard) LogSince(after, upTo uint64, spans []routing.Span, fn func(LogEn
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
+		if s.st.closing.Load() {
+			return fmt.Errorf("storage: shard %d: read operation log: %w", s.id, ErrShardClosed)
+		}
 		e, err := decodeLogEntry(it.Key(), it.Value())
 		if err != nil {
 			return err

@@ -1,0 +1,217 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// Review s21: storage/ as an adversary sees it.
+
+// closeDuring runs op on a goroutine; op calls block() at the point the
+// race is wanted. Once op is there the engine is closed; op is let go
+// after Close returned or 100 ms passed (Close may wait for it). It
+// returns Close's error, op's error and whatever op panicked with.
+func closeDuring(t *testing.T, e *Engine, op func(block func()) error) (closeErr, opErr error, panicked any) {
+	t.Helper()
+	at, release := make(chan struct{}), make(chan struct{})
+	blocked := false
+	block := func() {
+		if !blocked {
+			blocked = true
+			close(at)
+			<-release
+		}
+	}
+	type result struct {
+		err error
+		p   any
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{nil, p}
+			}
+		}()
+		err := op(block)
+		done <- result{err, nil}
+	}()
+	select {
+	case <-at:
+	case r := <-done:
+		t.Fatalf("op ended (%v, panic %v) before reaching its blocking point", r.err, r.p)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	waited := false
+	select {
+	case closeErr = <-closed:
+	case <-time.After(100 * time.Millisecond):
+		waited = true // Close waits for op: allowed
+	}
+	close(release)
+	r := <-done
+	if waited {
+		closeErr = <-closed
+	}
+	return closeErr, r.err, r.p
+}
+
+// A catch-up reading the parent's operation log while the engine closes:
+// LogSince's iterator was not registered with its store, so the close did
+// not wait for it. Close must return nil and the read must either finish
+// or stop with ErrShardClosed, never read a closed Pebble.
+func TestReviewS21LogSinceRacingClose(t *testing.T) {
+	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.OpenShard(0, 0, []routing.Span{{Start: 0, End: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.HoldLog()
+	const n = 200
+	for i := range n {
+		if _, err := s.Write([]Op{{Kind: OpIndex, Key: routing.Key(i % 64), ID: fmt.Sprintf("d%d", i), Source: []byte("v")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.st.db.Flush(); err != nil { // the log in a table: its reader is the file cache's
+		t.Fatal(err)
+	}
+	seen := 0
+	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
+		return s.LogSince(0, s.Seq(), nil, func(LogEntry) error {
+			block()
+			seen++
+			return nil
+		})
+	})
+	if p != nil {
+		t.Fatalf("LogSince racing Close panicked: %v", p)
+	}
+	if closeErr != nil {
+		t.Errorf("Close while the log is read = %v, want nil", closeErr)
+	}
+	if opErr != nil && !errors.Is(opErr, ErrShardClosed) {
+		t.Errorf("LogSince racing Close = %v, want nil or ErrShardClosed", opErr)
+	}
+	if opErr == nil && seen != n {
+		t.Errorf("LogSince racing Close read %d entries and no error, want %d", seen, n)
+	}
+}
+
+// LogSince on a closed engine answers ErrShardClosed; it reached Pebble,
+// which panics on a closed DB.
+func TestReviewS21LogSinceAfterClose(t *testing.T) {
+	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.OpenShard(0, 0, []routing.Span{{Start: 0, End: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.HoldLog()
+	if _, err := s.Write([]Op{{Kind: OpIndex, Key: 1, ID: "a", Source: []byte("v")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return s.LogSince(0, s.Seq(), nil, func(LogEntry) error { return nil })
+	}()
+	if !errors.Is(err, ErrShardClosed) {
+		t.Errorf("LogSince after Close = %v, want ErrShardClosed", err)
+	}
+}
+
+// createHookFS calls onCreate (if set) before every file it creates.
+type createHookFS struct {
+	vfs.FS
+	onCreate func(name string)
+}
+
+func (f *createHookFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if f.onCreate != nil {
+		f.onCreate(name)
+	}
+	return f.FS.Create(name, category)
+}
+
+// reviewMergeSources opens two adjacent sources of root 2 on e, the first the
+// larger (so the second is copied by buildSource), flushed and holding
+// their logs.
+func reviewMergeSources(t *testing.T, e *Engine) (a, b *Shard) {
+	t.Helper()
+	lo, hi := routing.Span{Start: 256, End: 320}, routing.Span{Start: 320, End: 384}
+	a, _ = e.OpenShard(9, 2, []routing.Span{lo})
+	b, _ = e.OpenShard(10, 2, []routing.Span{hi})
+	nb := 0
+	for i, id := range idsInRoot(2, 600) {
+		op := opFor(id, OpIndex, fmt.Sprintf("v-%d", i))
+		s := a
+		if hi.Contains(op.Key) {
+			if nb++; nb > 50 {
+				continue
+			}
+			s = b
+		}
+		if _, err := s.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*Shard{a, b} {
+		if err := s.st.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		s.HoldLog()
+	}
+	return a, b
+}
+
+// A merge target's copied side is read from a snapshot of each source
+// (buildSource) that was not registered with the source's store: an
+// engine closing meanwhile closed the source under it. Close must return
+// nil, and the merge must fail with ErrShardClosed or succeed, without a
+// panic.
+func TestReviewS21MergeCopyRacingClose(t *testing.T) {
+	fs := &createHookFS{FS: vfs.NewMem()}
+	e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := reviewMergeSources(t, e)
+	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
+		fs.onCreate = func(name string) {
+			if strings.Contains(name, mergeTableDir) {
+				block() // buildSource is writing a table, its snapshot and iterator open
+			}
+		}
+		_, _, err := e.CreateMergeTarget([]*Shard{a, b}, 11, routing.Span{Start: 256, End: 384})
+		return err
+	})
+	if p != nil {
+		t.Fatalf("a merge target's copy racing Close panicked: %v", p)
+	}
+	if closeErr != nil {
+		t.Errorf("Close while a merge copies a source = %v, want nil", closeErr)
+	}
+	if opErr != nil && !errors.Is(opErr, ErrShardClosed) {
+		t.Errorf("CreateMergeTarget racing Close = %v, want nil or ErrShardClosed", opErr)
+	}
+}

@@ -215,3 +215,48 @@ func TestReviewS21MergeCopyRacingClose(t *testing.T) {
 		t.Errorf("CreateMergeTarget racing Close = %v, want nil or ErrShardClosed", opErr)
 	}
 }
+
+// A catch-up applying log entries to a child while the engine closes:
+// ApplyLog checked the shard's closed flag under its apply lock, but
+// Engine.Close sets that flag without the lock and closes the store
+// without waiting for the apply, which had not entered the store's gate.
+// Holding the span lock stands in for the scheduler pausing ApplyLog
+// after its check (a handoff's SetOwned holds it the same way).
+func TestReviewS21ApplyLogRacingClose(t *testing.T) {
+	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.OpenShard(0, 0, []routing.Span{{Start: 0, End: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ownMu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("panic: %v", p)
+			}
+		}()
+		done <- s.ApplyLog([]LogEntry{{Seq: 7, Op: Op{Kind: OpIndex, Key: 1, ID: "a", Source: []byte("v")}}})
+	}()
+	time.Sleep(20 * time.Millisecond) // ApplyLog is past its closed check, waiting for the span lock
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close = %v", err)
+		}
+		s.ownMu.Unlock()
+	case <-time.After(100 * time.Millisecond): // Close waits for the apply: allowed
+		s.ownMu.Unlock()
+		if err := <-closed; err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	}
+	if err := <-done; err != nil && !errors.Is(err, ErrShardClosed) {
+		t.Errorf("ApplyLog racing Close = %v, want nil or ErrShardClosed", err)
+	}
+}

@@ -338,6 +338,10 @@ func (s *Shard) ReleaseLog() error {
 // deletion is synced so that a failed fsync comes back as an error (Pebble
 // treats any other failed write as fatal) and the caller can retry it.
 func (s *Shard) trimLogLocked() error {
+	if !s.st.enter() { // see ApplyLog
+		return fmt.Errorf("storage: shard %d: trim operation log: %w", s.id, ErrShardClosed)
+	}
+	defer s.st.exit()
 	lo, hi := logBounds(s.id)
 	b := s.st.db.NewBatch()
 	defer b.Close()
@@ -411,9 +415,12 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 	defer b.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed.Load() {
+	// The store's gate too, as Write: Engine.Close sets closed without
+	// the apply lock, and closes the store once no one is inside the gate.
+	if s.closed.Load() || !s.st.enter() {
 		return ErrShardClosed
 	}
+	defer s.st.exit()
 	var dk, val []byte
 	last := s.seq.Load()
 	for _, e := range entries {
@@ -450,9 +457,10 @@ func (s *Shard) RaiseSeq(seq uint64) error {
 	if seq <= s.seq.Load() {
 		return nil
 	}
-	if s.closed.Load() {
+	if s.closed.Load() || !s.st.enter() { // see ApplyLog
 		return ErrShardClosed
 	}
+	defer s.st.exit()
 	b := s.st.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, seq), nil)

@@ -294,6 +294,11 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 		start = e.opts.Clock.Now()
 	}
 	stats.OmittedWAL = how.omitWAL
+	// Inside the parent's gate: a close waits for the checkpoint, which
+	// holds a version of the parent's tables (and panics on a closed DB).
+	if !parent.st.enter() {
+		return nil, stats, fmt.Errorf("storage: create child %d: checkpoint of shard %d: %w", child, parent.id, ErrShardClosed)
+	}
 	endOmit := func() {}
 	if how.omitWAL {
 		endOmit = parent.st.cfs.omitWAL(dir)
@@ -301,6 +306,7 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
 		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
 	endOmit()
+	parent.st.exit()
 	if err == nil {
 		err = syncDir(e.opts.FS, e.opts.Dir) // the checkpoint directory's entry
 	}
@@ -311,27 +317,34 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	stats.Linked, stats.Copied = e.linkedBytes(dir)
 
 	start = e.opts.Clock.Now()
-	st, err := e.openChildStore(dir, sib) // compactions held until the handoff
-	stats.Open = e.opts.Clock.Since(start)
+	opened := false
+	// Trimmed before the engine knows the store, so that a close cannot
+	// close it under the excise. Compactions held until the handoff.
+	_, err = e.openChildStore(dir, sib, func(st *store) error {
+		stats.Open, opened = e.opts.Clock.Since(start), true
+		start := e.opts.Clock.Now()
+		var seq uint64
+		var err error
+		if build == ChildKeepAll {
+			seq, err = keepChildStore(st, parent.id, child, parent.keyspace, span)
+		} else {
+			seq, err = trimChildStore(st, parent.id, child, lo, hi)
+		}
+		stats.Excise, stats.Seq = e.opts.Clock.Since(start), seq
+		if err == nil && how.omitWAL && seq < logged {
+			// The flushed tables end before the log begins: the writes
+			// between are in neither (a flush made before the hold).
+			err = fmt.Errorf("checkpoint without WAL reflects shard %d up to sequence number %d, but its operation log holds only writes after %d: writes (%d, %d] are in neither", parent.id, seq, logged, seq, logged)
+		}
+		return err
+	})
+	if !opened {
+		stats.Open = e.opts.Clock.Since(start)
+	}
 	if err != nil {
 		return fail(err)
 	}
-	start = e.opts.Clock.Now()
-	var seq uint64
-	if build == ChildKeepAll {
-		seq, err = keepChildStore(st, parent.id, child, parent.keyspace, span)
-	} else {
-		seq, err = trimChildStore(st, parent.id, child, lo, hi)
-	}
-	stats.Excise, stats.Seq = e.opts.Clock.Since(start), seq
-	if err == nil && how.omitWAL && seq < logged {
-		// The flushed tables end before the log begins: the writes
-		// between are in neither (a flush made before the hold).
-		err = fmt.Errorf("checkpoint without WAL reflects shard %d up to sequence number %d, but its operation log holds only writes after %d: writes (%d, %d] are in neither", parent.id, seq, logged, seq, logged)
-	}
-	if err != nil {
-		return fail(err)
-	}
+	seq := stats.Seq
 	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})
 	if err != nil {
 		return fail(err)

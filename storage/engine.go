@@ -170,7 +170,13 @@ func (e *Engine) storeDir(id routing.ShardID) string {
 // across the open so that a concurrent Close cannot free them under it,
 // and a store that finishes opening after Close is closed again. What the
 // store shares with its siblings is in sib (the zero value: nothing).
-func (e *Engine) openChildStore(dir string, sib siblings) (*store, error) {
+//
+// prepare (if not nil) runs on the open store before it is registered, and
+// its error closes the store again: a store the engine does not know yet
+// is one its Close cannot close under the caller (a child's trim; it
+// panicked in Pebble, TestReviewS21ChildTrimRacingClose). The store's
+// own references to the caches keep them alive meanwhile.
+func (e *Engine) openChildStore(dir string, sib siblings, prepare func(*store) error) (*store, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -190,6 +196,11 @@ func (e *Engine) openChildStore(dir string, sib siblings) (*store, error) {
 	st, err := openStore(dir, so, true)
 	if err != nil {
 		return nil, err
+	}
+	if prepare != nil {
+		if err := prepare(st); err != nil {
+			return nil, errors.Join(err, st.close())
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

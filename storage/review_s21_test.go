@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +259,147 @@ func TestReviewS21ApplyLogRacingClose(t *testing.T) {
 	}
 	if err := <-done; err != nil && !errors.Is(err, ErrShardClosed) {
 		t.Errorf("ApplyLog racing Close = %v, want nil or ErrShardClosed", err)
+	}
+}
+
+// reviewParent opens shard 0 of root 0 with documents in tables and in
+// its memtable, its log held (as a split holds it before its children).
+func reviewParent(t *testing.T, e *Engine) *Shard {
+	t.Helper()
+	s, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range idsInRoot(0, 300) {
+		if _, err := s.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if i == 200 {
+			if err := s.st.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.HoldLog()
+	return s
+}
+
+// A child's checkpoint of its parent while the engine closes: the
+// checkpoint did not pass the parent's gate, so the close closed the
+// parent under it (it holds a version of the parent's tables).
+func TestReviewS21CheckpointRacingClose(t *testing.T) {
+	fs := &createHookFS{FS: vfs.NewMem()}
+	e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := reviewParent(t, e)
+	childDir := e.ShardDir(1)
+	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
+		fs.onCreate = func(name string) {
+			if strings.HasPrefix(name, childDir+"/") {
+				block() // the checkpoint is writing the child's files
+			}
+		}
+		_, _, err := e.CreateChildren(parent, []ChildSpec{{Shard: 1, Span: routing.Span{Start: 0, End: 64}}}, ChildExcise, false)
+		return err
+	})
+	if p != nil {
+		t.Fatalf("a checkpoint racing Close panicked: %v", p)
+	}
+	if closeErr != nil {
+		t.Errorf("Close while a child's checkpoint runs = %v, want nil", closeErr)
+	}
+	if opErr == nil {
+		t.Errorf("CreateChildren racing Close succeeded on a closed engine")
+	}
+	if _, err := fs.Stat(childDir); err == nil {
+		t.Errorf("the failed child's directory %s is left", childDir)
+	}
+}
+
+// A child made of a parent on a closed engine fails with an error; it
+// reached the parent's closed Pebble, which panics.
+func TestReviewS21CreateChildAfterClose(t *testing.T) {
+	for _, copyWAL := range []bool{false, true} {
+		t.Run(fmt.Sprintf("copyWAL=%v", copyWAL), func(t *testing.T) {
+			fs := vfs.NewMem()
+			e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20, CopyChildWAL: copyWAL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent := reviewParent(t, e)
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			err = func() (err error) {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				_, _, err = e.CreateChildren(parent, []ChildSpec{{Shard: 1, Span: routing.Span{Start: 0, End: 64}}}, ChildExcise, false)
+				return err
+			}()
+			if !errors.Is(err, ErrShardClosed) {
+				t.Errorf("CreateChildren after Close = %v, want ErrShardClosed", err)
+			}
+			if _, err := fs.Stat(e.ShardDir(1)); err == nil {
+				t.Errorf("the failed child's directory is left")
+			}
+		})
+	}
+}
+
+// openHookFS calls onOpen (if set) before every file it opens for reading.
+type openHookFS struct {
+	vfs.FS
+	onOpen func(name string)
+}
+
+func (f *openHookFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	if f.onOpen != nil {
+		f.onOpen(name)
+	}
+	return f.FS.Open(name, opts...)
+}
+
+// onStack reports whether the calling goroutine is inside fn.
+func onStack(fn string) bool {
+	buf := make([]byte, 64<<10)
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), fn)
+}
+
+// A child's store being trimmed to its span while the engine closes: the
+// store was registered with the engine as soon as it opened, so the close
+// closed it under the excise.
+func TestReviewS21ChildTrimRacingClose(t *testing.T) {
+	fs := &openHookFS{FS: vfs.NewMem()}
+	e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := reviewParent(t, e)
+	childDir := e.ShardDir(1)
+	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
+		fs.onOpen = func(name string) {
+			if strings.HasPrefix(name, childDir+"/") && onStack("storage.trimChildStore") {
+				block() // the excise reads a table it cuts
+			}
+		}
+		_, _, err := e.CreateChildren(parent, []ChildSpec{{Shard: 1, Span: routing.Span{Start: 0, End: 64}}}, ChildExcise, false)
+		return err
+	})
+	if p != nil {
+		t.Fatalf("a child's trim racing Close panicked: %v", p)
+	}
+	if closeErr != nil {
+		t.Errorf("Close while a child is trimmed = %v, want nil", closeErr)
+	}
+	if opErr == nil {
+		t.Errorf("CreateChildren racing Close succeeded on a closed engine")
+	}
+	if _, err := fs.Stat(childDir); err == nil {
+		t.Errorf("the failed child's directory %s is left", childDir)
 	}
 }

@@ -449,10 +449,15 @@ func (e *Engine) destroySharedShard(id routing.ShardID) error {
 
 func (e *Engine) createSharedChild(parent *Shard, child routing.ShardID, span routing.Span) (*Shard, ChildStats, error) {
 	seq := parent.Seq()
+	if !parent.st.enter() { // a closed Pebble panics
+		return nil, ChildStats{}, fmt.Errorf("storage: create child %d: %w", child, ErrShardClosed)
+	}
 	b := parent.st.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(metaKey(metaSeq, child), binary.BigEndian.AppendUint64(nil, seq), nil)
-	if err := parent.st.db.Apply(b, pebble.Sync); err != nil {
+	err := parent.st.db.Apply(b, pebble.Sync)
+	parent.st.exit()
+	if err != nil {
 		return nil, ChildStats{}, fmt.Errorf("storage: create child %d: %w", child, err)
 	}
 	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})

@@ -396,7 +396,7 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 	r.Deletes = clk.Since(r.Started)
 	compactStart := clk.Now()
 	for _, rg := range ranges {
-		if err := compactRange(ctx, s, rg[0], rg[1]); err != nil {
+		if err := compactRange(ctx, s, rg[0], rg[1], false); err != nil {
 			return finish(err)
 		}
 	}
@@ -473,12 +473,12 @@ func deleteWhere(r reader, b *pebble.Batch, from, to []byte, limit int, keep fun
 
 // compactRange compacts [lo, hi) of s's store, so the deleted documents'
 // space is reclaimed.
-func compactRange(ctx context.Context, s *Shard, lo, hi []byte) error {
+func compactRange(ctx context.Context, s *Shard, lo, hi []byte, parallelize bool) error {
 	if s.closed.Load() || !s.st.enter() {
 		return ErrShardClosed
 	}
 	defer s.st.exit()
-	if err := s.st.compact(ctx, lo, hi, false); err != nil {
+	if err := s.st.compact(ctx, lo, hi, parallelize); err != nil {
 		return fmt.Errorf("storage: shard %d: compact foreign range: %w", s.id, err)
 	}
 	return nil

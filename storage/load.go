@@ -145,9 +145,10 @@ func (s *Shard) LoadSample(buf []KeySample) LoadSample {
 // Pebble's table metadata (EstimateDiskUsage over the owned spans; no scan).
 // Documents still only in the memtable and WAL are not counted.
 func (s *Shard) EstimateSize() (uint64, error) {
-	if s.closed.Load() {
+	if s.closed.Load() || !s.st.enter() {
 		return 0, ErrShardClosed
 	}
+	defer s.st.exit()
 	var total uint64
 	for _, sp := range s.Owned() {
 		lo, hi := SpanBounds(s.keyspace, sp)

@@ -66,14 +66,9 @@ func (e *Engine) CreateMergeTarget(sources []*Shard, target routing.ShardID, spa
 	largest := 0
 	var sizes []uint64
 	for i, s := range sources {
-		var size uint64
-		for _, sp := range s.Owned() {
-			lo, hi := SpanBounds(keyspace, sp)
-			n, err := s.st.db.EstimateDiskUsage(lo, hi)
-			if err != nil {
-				return nil, stats, fmt.Errorf("storage: create merge target %d: size of source %d: %w", target, s.id, err)
-			}
-			size += n
+		size, err := s.EstimateSize()
+		if err != nil {
+			return nil, stats, fmt.Errorf("storage: create merge target %d: size of source %d: %w", target, s.id, err)
 		}
 		sizes = append(sizes, size)
 		if size > sizes[largest] {
@@ -340,10 +335,15 @@ func (e *Engine) createSharedMergeTarget(sources []*Shard, target routing.ShardI
 		top = max(top, stats.Seqs[i])
 	}
 	st := sources[0].st
+	if !st.enter() { // a closed Pebble panics
+		return nil, stats, fmt.Errorf("storage: create merge target %d: %w", target, ErrShardClosed)
+	}
 	b := st.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(metaKey(metaSeq, target), binary.BigEndian.AppendUint64(nil, top), nil)
-	if err := st.db.Apply(b, pebble.Sync); err != nil {
+	err := st.db.Apply(b, pebble.Sync)
+	st.exit()
+	if err != nil {
 		return nil, stats, fmt.Errorf("storage: create merge target %d: %w", target, err)
 	}
 	s, err := e.OpenShard(target, sources[0].keyspace, []routing.Span{span})

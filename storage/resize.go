@@ -91,11 +91,17 @@ type CleanupStats struct {
 // DeleteForeign is the faithful cost of OpenSearch's split cleanup: it
 // scans every document in the store, deletes each one keep rejects with a
 // point delete (as Lucene marks deleted documents), and then compacts the
-// whole document range (as merges reclaim the deleted documents).
+// whole document range (as merges reclaim the deleted documents). keep
+// runs inside the store's gate (store.enter): it must not use the shard.
 func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	var stats CleanupStats
 	start, before := s.clock.Now(), s.st.bytesWritten()
 	for from := allDocs[0]; from != nil; {
+		// Inside the store's gate a batch at a time, as a keep-all
+		// child's cleanup (deleteBatch): a closed Pebble panics.
+		if s.closed.Load() || !s.st.enter() {
+			return stats, fmt.Errorf("storage: shard %d: delete foreign documents: %w", s.id, ErrShardClosed)
+		}
 		b := s.st.db.NewBatch()
 		scanned, deleted, next, err := deleteWhere(s.st.db, b, from, allDocs[1], 1000, keep)
 		stats.Scanned, stats.Deleted = stats.Scanned+scanned, stats.Deleted+deleted
@@ -103,6 +109,7 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 			err = s.st.db.Apply(b, pebble.NoSync)
 		}
 		_ = b.Close()
+		s.st.exit()
 		if err != nil {
 			return stats, err
 		}
@@ -111,7 +118,7 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	if err := s.st.sync(); err != nil {
 		return stats, err
 	}
-	if err := s.st.compact(context.Background(), allDocs[0], allDocs[1], true); err != nil {
+	if err := compactRange(context.Background(), s, allDocs[0], allDocs[1], true); err != nil {
 		return stats, fmt.Errorf("storage: shard %d: compact after deletes: %w", s.id, err)
 	}
 	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before

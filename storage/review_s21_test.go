@@ -403,3 +403,88 @@ func TestReviewS21ChildTrimRacingClose(t *testing.T) {
 		t.Errorf("the failed child's directory %s is left", childDir)
 	}
 }
+
+// Every operation of a shard whose store is gone (the engine closed, or
+// the shard destroyed) answers an error or nothing; none reaches a closed
+// Pebble, which panics. A caller holding a stale *Shard (a split driver
+// beside a node's close, a statistics tick beside a retirement) must not
+// kill the process.
+func TestReviewS21EveryOperationAfterClose(t *testing.T) {
+	for _, how := range []string{"close", "destroy"} {
+		forLayouts(t, func(t *testing.T, layout Layout) {
+			t.Run(how, func(t *testing.T) {
+				fs := vfs.NewMem()
+				e := openTestEngine(t, fs, layout)
+				defer e.Close()
+				s, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				other, err := e.OpenShard(1, 1, []routing.Span{rootSpan(1)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.HoldLog()
+				s.HoldLog()
+				id := idsInRoot(0, 1)[0]
+				if _, err := s.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+				if how == "close" {
+					err = e.Close()
+				} else {
+					err = e.DestroyShard(0)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				op := opFor(id, OpIndex, "w")
+				nop := func(Doc) error { return nil }
+				calls := []struct {
+					name string
+					fn   func() error
+				}{
+					{"Write", func() error { _, err := s.Write([]Op{op}, nil); return err }},
+					{"Get", func() error { _, _, err := s.Get(op.Root, op.Key, id); return err }},
+					{"Scan", func() error { return s.Scan(nop) }},
+					{"ScanSpan", func() error { return s.ScanSpan(rootSpan(0), nop) }},
+					{"CountKeys", func() error { _, err := s.CountKeys(rootSpan(0)); return err }},
+					{"ReleaseLog", func() error { return s.ReleaseLog() }},
+					{"LogSince", func() error { return s.LogSince(0, s.Seq(), nil, func(LogEntry) error { return nil }) }},
+					{"ApplyLog", func() error { return s.ApplyLog([]LogEntry{{Seq: s.Seq() + 1, Op: op}}) }},
+					{"RaiseSeq", func() error { return s.RaiseSeq(s.Seq() + 10) }},
+					{"Backlog", func() error { _, err := s.Backlog(); return err }},
+					{"Sync", func() error { return s.Sync() }},
+					{"TrimLog", func() error { return s.TrimLog() }},
+					{"ForeignPending", func() error { _, err := s.ForeignPending(); return err }},
+					{"ForeignDocs", func() error { _, err := s.ForeignDocs(); return err }},
+					{"EstimateSize", func() error { _, err := s.EstimateSize(); return err }},
+					{"DeleteForeign", func() error { _, err := s.DeleteForeign(func(Doc) bool { return true }); return err }},
+					{"TrimToOwned", func() error { _, err := s.TrimToOwned(); return err }},
+					{"CopyFrom", func() error { _, err := other.CopyFrom(s); return err }},
+					{"CatchUp", func() error { _, _, err := e.CatchUp(s, []*Shard{other}, 0); return err }},
+					{"DropSpans", func() error { return e.DropSpans(s, []routing.Span{{Start: 0, End: 1}}, DropExcise) }},
+					{"AwaitOwnFlush", func() error { _, _, err := e.AwaitOwnFlush(s, time.Millisecond); return err }},
+					{"StartForeignCleanup", func() error { _, err := e.StartForeignCleanup(s); return err }},
+					{"CreateChild", func() error { _, _, err := e.CreateChild(s, 5, routing.Span{Start: 0, End: 64}); return err }},
+					{"CreateMergeTarget", func() error {
+						_, _, err := e.CreateMergeTarget([]*Shard{s, s}, 6, rootSpan(0))
+						return err
+					}},
+					{"ReleaseCompactions", func() error { s.ReleaseCompactions(); return nil }},
+					{"HoldCompactions", func() error { e.HoldCompactions(s); return nil }},
+				}
+				for _, c := range calls {
+					func() {
+						defer func() {
+							if p := recover(); p != nil {
+								t.Errorf("%s after %s panicked: %v", c.name, how, p)
+							}
+						}()
+						_ = c.fn()
+					}()
+				}
+			})
+		})
+	}
+}

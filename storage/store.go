@@ -383,11 +383,17 @@ func (s *store) closeThen(shut func()) error {
 // flushable ingest) and cuts the tables when it is flushed: then the
 // excise flushes, so that the cut happens inside the window watched.
 func (s *store) excise(start, end []byte) error {
+	if !s.enter() { // a closed Pebble panics
+		return fmt.Errorf("storage: excise [%x, %x) from %s: %w", start, end, s.dir, ErrShardClosed)
+	}
 	failed := s.cfs.readFailures.Load()
-	if err := s.db.Excise(context.Background(), pebble.KeyRange{Start: start, End: end}); err != nil {
+	err := s.db.Excise(context.Background(), pebble.KeyRange{Start: start, End: end})
+	queued := err == nil && s.db.Metrics().MemTable.Count > 1 // the excise among them, maybe
+	s.exit()                                                  // before the flush, which enters by itself
+	if err != nil {
 		return fmt.Errorf("storage: excise [%x, %x) from %s: %w", start, end, s.dir, err)
 	}
-	if s.db.Metrics().MemTable.Count > 1 { // queued: the excise among them, maybe
+	if queued {
 		if err := s.flush(); err != nil {
 			return fmt.Errorf("storage: excise [%x, %x) from %s: flush it: %w", start, end, s.dir, err)
 		}
@@ -406,7 +412,8 @@ var ErrExciseUnverified = errors.New("storage: a read failed during the excise, 
 // compact runs a manual compaction of [start, end). A sealed child is
 // unsealed first: someone waits for this compaction, and a sealed
 // scheduler would never grant it; a held one grants it at once (see
-// holdScheduler.beginManual).
+// holdScheduler.beginManual). The caller is inside the store's gate
+// (enter): a closed Pebble panics.
 func (s *store) compact(ctx context.Context, start, end []byte, parallelize bool) error {
 	s.sched.beginManual()
 	defer s.sched.endManual()
@@ -416,6 +423,10 @@ func (s *store) compact(ctx context.Context, start, end []byte, parallelize bool
 // deleteRangeAndCompact removes a key range the classic way: a range
 // tombstone, then a compaction that rewrites the boundary files.
 func (s *store) deleteRangeAndCompact(start, end []byte) error {
+	if !s.enter() {
+		return fmt.Errorf("storage: delete range from %s: %w", s.dir, ErrShardClosed)
+	}
+	defer s.exit()
 	if err := s.db.DeleteRange(start, end, pebble.Sync); err != nil {
 		return fmt.Errorf("storage: delete range from %s: %w", s.dir, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -486,5 +487,78 @@ func TestReviewS21EveryOperationAfterClose(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// categoryHookFS calls onCreate (if set) before every file it creates,
+// with the file's write category.
+type categoryHookFS struct {
+	vfs.FS
+	onCreate func(name string, category vfs.DiskWriteCategory)
+}
+
+func (f *categoryHookFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if h := f.onCreate; h != nil {
+		h(name, category)
+	}
+	return f.FS.Create(name, category)
+}
+
+// A forced flush (a split's, before its checkpoints) queued behind the
+// store's own flush when the store closes: Pebble's close waits for the
+// running flush but schedules no other, so the queued memtable is never
+// flushed and store.flush, which waited only for its flush or a failure,
+// waited for good (a split's goroutine stuck beside a node's close).
+func TestReviewS21FlushQueuedAtCloseEnds(t *testing.T) {
+	fs := &categoryHookFS{FS: vfs.NewMem()}
+	e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := idsInRoot(0, 200)
+	for _, id := range ids[:100] {
+		if _, err := s.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fs.onCreate = func(name string, category vfs.DiskWriteCategory) {
+		if category == flushWriteCategory {
+			once.Do(func() { close(at); <-release })
+		}
+	}
+	if _, err := s.st.db.AsyncFlush(); err != nil { // the store's own flush
+		t.Fatal(err)
+	}
+	<-at
+	for _, id := range ids[100:] {
+		if _, err := s.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.st.flush() }()
+	for s.st.db.Metrics().MemTable.Count < 3 { // rotated: queued behind the running flush
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	time.Sleep(20 * time.Millisecond) // Close waits for the running flush
+	close(release)
+	if err := <-closed; err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	select {
+	case err := <-flushed:
+		if err != nil && !errors.Is(err, ErrShardClosed) {
+			t.Errorf("flush queued at close = %v, want nil or ErrShardClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a flush queued when the store closed still waits 5 s after the close")
 	}
 }

@@ -73,6 +73,10 @@ type store struct {
 	// Pebble, which panics ("pebble/record: closed LogWriter").
 	ops  sync.RWMutex
 	shut bool
+	// closed is closed once Pebble is: a flush queued behind a running
+	// one then never ends (Pebble's close schedules no flush), and its
+	// waiter stops (flushWith).
+	closed chan struct{}
 
 	// scans counts the scans with a snapshot open (beginScan/endScan).
 	// A scan cannot hold ops across its caller's callback: a callback that
@@ -273,7 +277,7 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	}
 	sched.opened()
 	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger, l0StopWrites: popts.L0StopWritesThreshold, flushes: &flushes,
-		memStopWrites: uint64(popts.MemTableStopWritesThreshold) * popts.MemTableSize}
+		memStopWrites: uint64(popts.MemTableStopWritesThreshold) * popts.MemTableSize, closed: make(chan struct{})}
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval, o.clock)
 	}
@@ -350,7 +354,9 @@ func (s *store) closeThen(shut func()) error {
 		s.syncDone.Wait()
 		s.stopSync = nil
 	}
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	close(s.closed)
+	if err != nil {
 		return fmt.Errorf("storage: close %s: %w", s.dir, err)
 	}
 	// The WAL deletions parked during a split (waldefer.go), also a
@@ -542,6 +548,13 @@ func (s *store) flushWith(rotated func()) error {
 		case <-flushed:
 			return nil
 		case <-changed:
+		case <-s.closed:
+			select {
+			case <-flushed: // the close waited for it
+				return nil
+			default:
+				return fmt.Errorf("storage: flush %s: the store closed before its memtable was flushed: %w", s.dir, ErrShardClosed)
+			}
 		}
 	}
 }

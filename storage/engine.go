@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -254,7 +253,7 @@ func (e *Engine) OpenShard(id, keyspace routing.ShardID, spans []routing.Span) (
 	if err != nil {
 		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
 	}
-	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: slices.Clone(spans)}
+	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: sortedSpans(spans)}
 	s.seq.Store(seq)
 	s.load.rng = (uint64(id)+1)*0x9e3779b97f4a7c15 | 1 // deterministic, never 0
 	s.load.seed = uint64(id) << 32

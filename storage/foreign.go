@@ -171,7 +171,7 @@ func (s *Shard) ForeignDocs() (int, error) {
 }
 
 // foreignRanges returns the document key ranges outside spans (sorted,
-// non-overlapping spans of keyspace).
+// non-overlapping spans of keyspace, as a shard keeps them: sortedSpans).
 func foreignRanges(keyspace routing.ShardID, spans []routing.Span) [][2][]byte {
 	var out [][2][]byte
 	next := allDocs[0]

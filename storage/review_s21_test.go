@@ -562,3 +562,37 @@ func TestReviewS21FlushQueuedAtCloseEnds(t *testing.T) {
 		t.Fatalf("a flush queued when the store closed still waits 5 s after the close")
 	}
 }
+
+// A shard owning several spans given out of order (OpenShard and SetOwned
+// take them as given; buildSource sorts them, foreignRanges assumed them
+// sorted): trimming it to what it owns excised the documents it owns.
+func TestReviewS21TrimToOwnedWithSpansOutOfOrder(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	owned := []routing.Span{{Start: 64, End: 96}, {Start: 0, End: 32}} // of root 0
+	s, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, id := range idsInRoot(0, 400) {
+		op := opFor(id, OpIndex, "v")
+		if inSpans(owned, op.Key) {
+			want++
+		}
+		if _, err := s.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.SetOwned(owned)
+	if _, err := s.TrimToOwned(); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	if err := s.Scan(func(Doc) error { got++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ForeignDocs(); err != nil || n != 0 || got != want {
+		t.Errorf("after TrimToOwned: %d owned documents (want %d), %d foreign (%v; want 0)", got, want, n, err)
+	}
+}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -93,7 +94,15 @@ func (s *Shard) Owned() []routing.Span {
 func (s *Shard) SetOwned(spans []routing.Span) {
 	s.ownMu.Lock()
 	defer s.ownMu.Unlock()
-	s.owned = slices.Clone(spans)
+	s.owned = sortedSpans(spans)
+}
+
+// sortedSpans returns a copy of spans in key order, the order in which a
+// shard keeps its owned spans: scans return documents in key order, and
+// foreignRanges takes them sorted (spans out of order made every owned
+// document foreign: TestReviewS21TrimToOwnedWithSpansOutOfOrder).
+func sortedSpans(spans []routing.Span) []routing.Span {
+	return slices.SortedFunc(slices.Values(spans), func(a, b routing.Span) int { return cmp.Compare(a.Start, b.Start) })
 }
 
 // owns reports whether the shard owns a key, and the spans it owns.

@@ -214,7 +214,10 @@ func (e *Engine) createChild(parent *Shard, child routing.ShardID, span routing.
 // it until the memtable was rotated (ChildStats.Rotate); skipped says a
 // flush was needed but not made (flushWouldStall).
 func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took, rotate time.Duration, skipped bool, err error) {
-	m := parent.st.db.Metrics()
+	m, err := parent.st.metrics()
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("flush shard %d: %w", parent.id, err)
+	}
 	if !always && m.WAL.Size <= flushBeforeCheckpoint {
 		return 0, 0, false, nil
 	}

@@ -596,3 +596,35 @@ func TestReviewS21TrimToOwnedWithSpansOutOfOrder(t *testing.T) {
 		t.Errorf("after TrimToOwned: %d owned documents (want %d), %d foreign (%v; want 0)", got, want, n, err)
 	}
 }
+
+// A split's flush decision (flushForCheckpoint) read the parent's Pebble
+// metrics outside the store's gate: beside a close they read the engine's
+// file cache while Engine.Close released it (a data race the race
+// detector reports: CI runs -race). Run with -race.
+func TestReviewS21SplitFlushDecisionRacingClose(t *testing.T) {
+	for i := range 20 {
+		e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write([]Op{opFor(idsInRoot(0, 1)[0], OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(time.Duration(i%4) * 100 * time.Microsecond) // no synchronisation with the close: it races
+			_, _, _, err := e.flushForCheckpoint(s, true)
+			done <- err
+		}()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil && !errors.Is(err, ErrShardClosed) {
+			t.Errorf("a split's flush after close = %v, want nil or ErrShardClosed", err)
+		}
+	}
+}

@@ -442,11 +442,28 @@ func (s *store) deleteRangeAndCompact(start, end []byte) error {
 	return nil
 }
 
+// metrics returns Pebble's metrics of the store, or ErrShardClosed.
+//
+// NB: inside the gate. A closed DB's Metrics reads the engine's file
+// cache, which Engine.Close releases, and a read beside the release
+// panicked ("index out of range [15] with length 0" in the cache's
+// Metrics: TestReviewS21SplitFlushDecisionRacingClose).
+func (s *store) metrics() (*pebble.Metrics, error) {
+	if !s.enter() {
+		return nil, fmt.Errorf("storage: metrics of %s: %w", s.dir, ErrShardClosed)
+	}
+	defer s.exit()
+	return s.db.Metrics(), nil
+}
+
 // bytesWritten is the table and blob bytes written to the store since
 // open: flushes, compactions, and ingested tables (a merge target's copied
 // side). The WAL is not counted: flushes write the same data again.
 func (s *store) bytesWritten() uint64 {
-	m := s.db.Metrics()
+	m, err := s.metrics()
+	if err != nil {
+		return 0 // closed: nothing more is written
+	}
 	t := m.Total()
 	return t.TableBytesFlushed + t.TableBytesCompacted + t.TableBytesIngested + t.BlobBytesFlushed + t.BlobBytesCompacted
 }
@@ -516,16 +533,18 @@ func (s *store) flushWith(rotated func()) error {
 	// last failure may be stale (a failed flush Pebble has not retried
 	// since, the disk healthy again), and the simulation's liveness phase
 	// found splits refused on one with no fault injected (3 of 3000 seeds).
-	if err := s.flushes.failingNow(); err != nil && s.db.Metrics().MemTable.Size >= s.memStopWrites {
-		return err
-	}
-	failed, _ := s.flushes.failures()
+	//
 	// A closed Pebble panics in AsyncFlush: a store closed under its
 	// caller (a resize's source shard destroyed behind its node,
 	// TestAFailedResizeLeavesNoTarget) is an error.
 	if !s.enter() {
 		return fmt.Errorf("storage: flush %s: %w", s.dir, ErrShardClosed)
 	}
+	if err := s.flushes.failingNow(); err != nil && s.db.Metrics().MemTable.Size >= s.memStopWrites {
+		s.exit()
+		return err
+	}
+	failed, _ := s.flushes.failures()
 	flushed, err := s.db.AsyncFlush()
 	s.exit()
 	if err != nil {

@@ -54,10 +54,22 @@ func (e *Engine) CreateMergeTarget(sources []*Shard, target routing.ShardID, spa
 		return nil, stats, fmt.Errorf("storage: create merge target %d: %d sources", target, len(sources))
 	}
 	keyspace := sources[0].keyspace
+	var spans []routing.Span
 	for _, s := range sources {
 		if s.keyspace != keyspace {
 			return nil, stats, fmt.Errorf("storage: create merge target %d: source %d is in keyspace %d, source %d in %d",
 				target, sources[0].id, keyspace, s.id, s.keyspace)
+		}
+		spans = append(spans, s.Owned()...)
+	}
+	// The target takes its sources' documents by checkpoint and ingest,
+	// past the span check of every write (INV-6): spans outside its own
+	// would leave it documents it does not own, and overlapping ones two
+	// versions of a document, one silently dropped.
+	spans = sortedSpans(spans)
+	for i, sp := range spans {
+		if sp.Start < span.Start || sp.End > span.End || i > 0 && sp.Start < spans[i-1].End {
+			return nil, stats, fmt.Errorf("storage: create merge target %d: its sources own %v, which are not disjoint spans inside its span %s", target, spans, span)
 		}
 	}
 	if e.opts.Layout == LayoutShared {

@@ -628,3 +628,62 @@ func TestReviewS21SplitFlushDecisionRacingClose(t *testing.T) {
 		}
 	}
 }
+
+// reviewMergeShard opens shard id of keyspace 7 owning sp, with n
+// documents per routing key (ids "a", "b", …), flushed and holding its log.
+func reviewMergeShard(t *testing.T, e *Engine, id routing.ShardID, sp routing.Span, n int) *Shard {
+	t.Helper()
+	s, err := e.OpenShard(id, 7, []routing.Span{sp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := sp.Start; k < sp.End; k++ {
+		for j := range n {
+			if _, err := s.Write([]Op{{Kind: OpIndex, Root: 7, Key: routing.Key(k), ID: string(rune('a' + j)), Source: make([]byte, 100)}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.HoldLog()
+	return s
+}
+
+// A merge target takes its sources' documents by checkpoint and ingest,
+// past the span check every write passes (INV-6): given a span that does
+// not hold a source's span, or sources that overlap, it was made anyway,
+// holding documents it does not own (no marker excuses them, INV-10) or
+// two sources' versions of one document, one of them silently dropped.
+func TestReviewS21MergeTargetRefusesSourcesItCannotHold(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		sources []routing.Span
+		target  routing.Span
+	}{
+		{"a source outside the target", []routing.Span{{Start: 0, End: 10}, {Start: 10, End: 20}}, routing.Span{Start: 0, End: 15}},
+		{"the largest overlapping another", []routing.Span{{Start: 0, End: 10}, {Start: 5, End: 15}}, routing.Span{Start: 0, End: 15}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+			defer e.Close()
+			var sources []*Shard
+			for i, sp := range c.sources {
+				n := 1
+				if i == 0 {
+					n = 5 // the largest: its checkpoint is the target's base
+				}
+				sources = append(sources, reviewMergeShard(t, e, routing.ShardID(10+i), sp, n))
+			}
+			tg, _, err := e.CreateMergeTarget(sources, 99, c.target)
+			if err == nil {
+				n, _ := tg.ForeignDocs()
+				t.Fatalf("CreateMergeTarget(%v into %s) made a target (%d documents outside its span), want an error", c.sources, c.target, n)
+			}
+			if _, statErr := e.opts.FS.Stat(e.ShardDir(99)); statErr == nil {
+				t.Errorf("the refused target's directory is left")
+			}
+		})
+	}
+}

@@ -482,6 +482,14 @@ func (e *Engine) CatchUp(parent *Shard, children []*Shard, after uint64) (uint64
 	// the difference for the earlier child: acknowledged writes were lost.
 	// TestSplitUnderConcurrentWrites and TestSplitLinearizable caught it.
 	upTo := parent.Seq()
+	// INV-8: the log has every write after S only while a hold taken at
+	// or before S lasts. Without one, the writes of the gap are in no log
+	// and the children would silently lack them.
+	if from, held := parent.loggedAfter(); after < upTo && !held {
+		return 0, 0, fmt.Errorf("storage: catch up from shard %d after %d: its operation log is not held, so writes (%d, %d] are in no log", parent.id, after, after, upTo)
+	} else if after < upTo && after < from {
+		return 0, 0, fmt.Errorf("storage: catch up from shard %d after %d: its operation log holds only writes after %d, so writes (%d, %d] are in no log", parent.id, after, from, after, from)
+	}
 	applied := 0
 	for _, c := range children {
 		var batch []LogEntry

@@ -162,6 +162,7 @@ func (s *Shard) TrimLog() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logHold = 0
+	s.logged.Store(0)
 	return s.trimLogLocked()
 }
 

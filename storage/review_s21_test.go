@@ -687,3 +687,97 @@ func TestReviewS21MergeTargetRefusesSourcesItCannotHold(t *testing.T) {
 		})
 	}
 }
+
+// A catch-up replays the parent's writes after S from its operation log,
+// and the log has them only while a hold taken at or before S lasts
+// (INV-8). CatchUp did not check: with the log not held, or held again
+// only after S (a hold released and retaken), it replayed nothing of the
+// gap and returned success, and the child silently lacked acknowledged
+// writes.
+func TestReviewS21CatchUpRefusesAGapInTheLog(t *testing.T) {
+	for _, c := range []string{"never held", "held again after S"} {
+		t.Run(c, func(t *testing.T) {
+			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+			defer e.Close()
+			parent, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := idsInRoot(0, 60)
+			for _, id := range ids[:20] {
+				if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c != "never held" {
+				parent.HoldLog()
+			}
+			child, stats, err := e.CreateChild(parent, 1, rootSpan(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c != "never held" {
+				if err := parent.ReleaseLog(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range ids[20:40] { // logged by no one
+				if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c != "never held" {
+				parent.HoldLog()
+			}
+			for _, id := range ids[40:] {
+				if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, n, err := e.CatchUp(parent, []*Shard{child}, stats.Seq)
+			if err == nil {
+				got, _ := child.CountKeys(rootSpan(0))
+				t.Fatalf("CatchUp from S=%d with the log %s = %d applied, no error; the child holds %d of %d documents", stats.Seq, c, n, got, len(ids))
+			}
+		})
+	}
+}
+
+// The handoff replays the tail with the parent fenced (its apply lock
+// held by the driver): CatchUp's check of the log must not take that lock.
+func TestReviewS21CatchUpOfAFencedParent(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := idsInRoot(0, 40)
+	parent.HoldLog()
+	child, stats, err := e.CreateChild(parent, 1, rootSpan(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := parent.Fence(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Unfence()
+	done := make(chan error, 1)
+	go func() { _, _, err := e.CatchUp(parent, []*Shard{child}, stats.Seq); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("CatchUp of a fenced parent still runs after 5 s")
+	}
+	if n, err := child.CountKeys(rootSpan(0)); err != nil || n != len(ids) {
+		t.Errorf("child holds %d documents (%v), want %d", n, err, len(ids))
+	}
+}

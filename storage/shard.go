@@ -62,8 +62,12 @@ type Shard struct {
 	mu      sync.Mutex    // the apply lock: commits happen under it, in sequence order
 	seq     atomic.Uint64 // last sequence number applied; written under mu
 	logHold int           // splits that need the operation log (> 0: log every write); under mu
-	logFrom uint64        // while logHold > 0: every write after this sequence number is in the log; under mu
 	closed  atomic.Bool   // retired or engine closed
+
+	// logged is 0 while no one holds the log, else 1 + the sequence
+	// number after which every write is in it. Written under mu, read
+	// without it (loggedAfter: a fenced parent's catch-up holds mu).
+	logged atomic.Uint64
 
 	ownMu sync.RWMutex // guards owned; never held while waiting for mu
 	owned []routing.Span
@@ -309,17 +313,27 @@ func (s *Shard) HoldLog() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.logHold == 0 {
-		s.logFrom = s.seq.Load()
+		s.logged.Store(s.seq.Load() + 1)
 	}
 	s.logHold++
 }
 
 // loggedAfter returns the sequence number after which every write of the
-// shard is in its operation log, and false if no one holds the log.
+// shard is in its operation log, and false if no one holds the log. It
+// does not take the apply lock, which a fenced shard's caller holds.
 func (s *Shard) loggedAfter() (uint64, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.logFrom, s.logHold > 0
+	v := s.logged.Load()
+	if v == 0 {
+		return 0, false
+	}
+	return v - 1, true
+}
+
+// dropLogHoldLocked drops one hold; s.mu is held.
+func (s *Shard) dropLogHoldLocked() {
+	if s.logHold--; s.logHold == 0 {
+		s.logged.Store(0)
+	}
 }
 
 // ReleaseLog drops a hold; when none remain the log is trimmed, because no
@@ -333,13 +347,13 @@ func (s *Shard) ReleaseLog() error {
 		return fmt.Errorf("storage: shard %d: release of an operation log nobody holds", s.id)
 	}
 	if s.logHold > 1 || s.closed.Load() {
-		s.logHold--
+		s.dropLogHoldLocked()
 		return nil
 	}
 	if err := s.trimLogLocked(); err != nil {
 		return err
 	}
-	s.logHold--
+	s.dropLogHoldLocked()
 	return nil
 }
 

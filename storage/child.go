@@ -439,6 +439,10 @@ func (e *Engine) destroySharedShard(id routing.ShardID) error {
 		}
 	}
 	e.mu.Unlock()
+	if !st.enter() { // the node's store, which Engine.Close may close beside us
+		return fmt.Errorf("storage: destroy shard %d: %w", id, ErrShardClosed)
+	}
+	defer st.exit()
 	lo, hi := logBounds(id)
 	b := st.db.NewBatch()
 	defer b.Close()

@@ -781,3 +781,45 @@ func TestReviewS21CatchUpOfAFencedParent(t *testing.T) {
 		t.Errorf("child holds %d documents (%v), want %d", n, err, len(ids))
 	}
 }
+
+// In the shared layout a shard's destruction (a split's cleanup retiring
+// its parent, a cancel destroying its children) and a roll-back's
+// sequence-number raise write to the node's one store, which they looked
+// up and then used outside its gate: an Engine.Close beside them closed
+// it in between, and Pebble panicked ("pebble: closed", "pebble/record:
+// closed LogWriter"). A race, so many rounds.
+func TestReviewS21SharedDestroyRacingClose(t *testing.T) {
+	for round := range 500 {
+		e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20, Layout: LayoutShared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			s, err := e.OpenShard(routing.ShardID(i), 0, []routing.Span{rootSpan(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.HoldLog()
+			if _, err := s.Write([]Op{opFor(idsInRoot(0, 1)[0], OpIndex, "v")}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan any, 4)
+		for i := range 4 {
+			go func() {
+				defer func() { done <- recover() }()
+				time.Sleep(time.Duration(round%5) * 20 * time.Microsecond)
+				_ = e.DestroyShard(routing.ShardID(i))
+				_ = e.RaiseSeqTo(routing.ShardID(i), []routing.ShardID{9})
+			}()
+		}
+		if err := e.Close(); err != nil {
+			t.Errorf("round %d: close: %v", round, err)
+		}
+		for range 4 {
+			if p := <-done; p != nil {
+				t.Fatalf("round %d: a destruction racing Close panicked: %v", round, p)
+			}
+		}
+	}
+}

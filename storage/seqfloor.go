@@ -42,29 +42,44 @@ func (e *Engine) RaiseSeqTo(id routing.ShardID, from []routing.ShardID) error {
 	}
 	s := e.shards[id]
 	e.mu.Unlock()
+	top, raised, err := raiseStoredSeq(st, id, from)
+	if err != nil || !raised {
+		return err
+	}
+	if s != nil {
+		return s.RaiseSeq(top) // after the gate: RaiseSeq enters it itself
+	}
+	return nil
+}
+
+// raiseStoredSeq writes shard id's sequence number as the largest of its
+// own and from's, durably, inside st's gate (the shared store may close
+// beside it: Engine.Close), and reports whether it raised it.
+func raiseStoredSeq(st *store, id routing.ShardID, from []routing.ShardID) (uint64, bool, error) {
+	if !st.enter() {
+		return 0, false, fmt.Errorf("storage: raise sequence number of shard %d: %w", id, ErrShardClosed)
+	}
+	defer st.exit()
 	own, err := readSeq(st.db, id)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	top := own
 	for _, f := range from {
 		seq, err := readSeq(st.db, f)
 		if err != nil {
-			return err
+			return 0, false, err
 		}
 		top = max(top, seq)
 	}
 	if top == own {
-		return nil
+		return top, false, nil
 	}
 	b := st.db.NewBatch()
 	defer b.Close()
 	_ = b.Set(metaKey(metaSeq, id), binary.BigEndian.AppendUint64(nil, top), nil)
 	if err := st.applySynced(b); err != nil {
-		return fmt.Errorf("storage: raise sequence number of shard %d to %d: %w", id, top, err)
+		return 0, false, fmt.Errorf("storage: raise sequence number of shard %d to %d: %w", id, top, err)
 	}
-	if s != nil {
-		return s.RaiseSeq(top)
-	}
-	return nil
+	return top, true, nil
 }

@@ -823,3 +823,152 @@ func TestReviewS21SharedDestroyRacingClose(t *testing.T) {
 		}
 	}
 }
+
+// A close (or the parent's destruction, then the close) at a random
+// instant beside every kind of work on a parent: writes, reads, scans, log
+// reads, size and backlog reads, syncs, flush waits, splits with catch-up
+// (both builds), merges. Nothing may panic and Close must return nil.
+// Coverage for the gates above; it found the metrics race
+// (TestReviewS21SplitFlushDecisionRacingClose).
+func TestReviewS21CloseStorm(t *testing.T) {
+	for round := range 16 {
+		for _, layout := range []Layout{LayoutPerShard, LayoutShared} {
+			retire := round%2 == 1
+			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20, Layout: layout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := e.OpenShard(0, 0, []routing.Span{rootSpan(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := idsInRoot(0, 300)
+			for _, id := range ids[:150] {
+				if _, err := p.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.HoldLog()
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			run := func(name string, fn func(i int) error) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() {
+						if r := recover(); r != nil {
+							t.Errorf("round %d %v: %s panicked: %v", round, layout, name, r)
+						}
+					}()
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if err := fn(i); err != nil {
+							if errors.Is(err, ErrShardClosed) {
+								return
+							}
+							_ = err
+						}
+					}
+				}()
+			}
+			run("write", func(i int) error {
+				_, err := p.Write([]Op{opFor(ids[i%len(ids)], OpIndex, "w")}, nil)
+				return err
+			})
+			run("scan", func(int) error { return p.Scan(func(Doc) error { return nil }) })
+			run("logsince", func(int) error {
+				return p.LogSince(0, p.Seq(), nil, func(LogEntry) error { return nil })
+			})
+			run("estimate", func(int) error { _, err := p.EstimateSize(); return err })
+			run("backlog", func(int) error { _, err := p.Backlog(); return err })
+			run("sync", func(int) error { return p.Sync() })
+			run("align", func(int) error { _, _, err := e.AwaitOwnFlush(p, time.Millisecond); return err })
+			run("get", func(i int) error {
+				op := opFor(ids[i%len(ids)], OpIndex, "")
+				_, _, err := p.Get(op.Root, op.Key, op.ID)
+				return err
+			})
+			run("merge", func(i int) error {
+				a, err := e.OpenShard(routing.ShardID(5000+2*i), 7, []routing.Span{{Start: 0, End: 10}})
+				if err != nil {
+					return err
+				}
+				b, err := e.OpenShard(routing.ShardID(5001+2*i), 7, []routing.Span{{Start: 10, End: 20}})
+				if err != nil {
+					return err
+				}
+				_, _ = a.Write([]Op{{Kind: OpIndex, Root: 7, Key: 1, ID: "x", Source: []byte("v")}}, nil)
+				_, _ = b.Write([]Op{{Kind: OpIndex, Root: 7, Key: 11, ID: "y", Source: []byte("v")}}, nil)
+				a.HoldLog()
+				b.HoldLog()
+				tg, _, err := e.CreateMergeTarget([]*Shard{a, b}, routing.ShardID(9000+i), routing.Span{Start: 0, End: 20})
+				if tg != nil {
+					_ = e.DestroyShard(tg.ID())
+				}
+				_ = e.DestroyShard(a.ID())
+				_ = e.DestroyShard(b.ID())
+				if err != nil && e.isClosed() {
+					return ErrShardClosed
+				}
+				return nil
+			})
+			run("keepall", func(i int) error {
+				id := routing.ShardID(20000 + i)
+				cs, _, err := e.CreateChildren(p, []ChildSpec{{Shard: id, Span: routing.Span{Start: 0, End: 64}}}, ChildKeepAll, false)
+				for _, c := range cs {
+					if c != nil {
+						_, _ = e.StartForeignCleanup(c)
+						_, _ = c.ForeignDocs()
+						_ = e.DestroyShard(c.ID())
+					}
+				}
+				if err != nil && (e.isClosed() || errors.Is(err, ErrShardClosed)) {
+					return ErrShardClosed
+				}
+				return nil
+			})
+			run("split", func(i int) error {
+				id := routing.ShardID(100 + i)
+				cs, _, err := e.CreateChildren(p, []ChildSpec{{Shard: id, Span: routing.Span{Start: 0, End: 64}}, {Shard: id + 1000, Span: routing.Span{Start: 64, End: 128}}}, ChildExcise, i%2 == 0)
+				for _, c := range cs {
+					if c != nil {
+						if _, _, err := e.CatchUp(p, []*Shard{c}, 0); err != nil && !errors.Is(err, ErrShardClosed) {
+							_ = err
+						}
+						_ = c.RaiseSeq(p.Seq())
+						_ = e.DestroyShard(c.ID())
+					}
+				}
+				if err != nil && errors.Is(err, ErrShardClosed) {
+					return err
+				}
+				if err != nil && e.isClosed() {
+					return ErrShardClosed
+				}
+				return nil
+			})
+			time.Sleep(time.Duration(round%7+1) * time.Millisecond)
+			if retire {
+				if err := e.DestroyShard(0); err != nil {
+					t.Errorf("round %d %v: destroy: %v", round, layout, err)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if err := e.Close(); err != nil {
+				t.Errorf("round %d %v: close: %v", round, layout, err)
+			}
+			close(stop)
+			wg.Wait()
+		}
+	}
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}

@@ -290,6 +290,21 @@ func reviewParent(t *testing.T, e *Engine) *Shard {
 // parent under it (it holds a version of the parent's tables).
 func TestReviewS21CheckpointRacingClose(t *testing.T) {
 	fs := &createHookFS{FS: vfs.NewMem()}
+	childCreationRacingClose(t, fs, "a checkpoint", func(childDir string, block func()) {
+		fs.onCreate = func(name string) {
+			if strings.HasPrefix(name, childDir+"/") {
+				block() // the checkpoint is writing the child's files
+			}
+		}
+	})
+}
+
+// childCreationRacingClose makes a child of reviewParent's parent on an
+// engine over fs while the engine closes, at the instant arm's hook calls
+// block, and checks that neither panics, the close succeeds, the creation
+// fails, and the child's directory is removed.
+func childCreationRacingClose(t *testing.T, fs vfs.FS, what string, arm func(childDir string, block func())) {
+	t.Helper()
 	e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -297,19 +312,15 @@ func TestReviewS21CheckpointRacingClose(t *testing.T) {
 	parent := reviewParent(t, e)
 	childDir := e.ShardDir(1)
 	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
-		fs.onCreate = func(name string) {
-			if strings.HasPrefix(name, childDir+"/") {
-				block() // the checkpoint is writing the child's files
-			}
-		}
+		arm(childDir, block)
 		_, _, err := e.CreateChildren(parent, []ChildSpec{{Shard: 1, Span: routing.Span{Start: 0, End: 64}}}, ChildExcise, false)
 		return err
 	})
 	if p != nil {
-		t.Fatalf("a checkpoint racing Close panicked: %v", p)
+		t.Fatalf("%s racing Close panicked: %v", what, p)
 	}
 	if closeErr != nil {
-		t.Errorf("Close while a child's checkpoint runs = %v, want nil", closeErr)
+		t.Errorf("Close during %s = %v, want nil", what, closeErr)
 	}
 	if opErr == nil {
 		t.Errorf("CreateChildren racing Close succeeded on a closed engine")
@@ -376,33 +387,13 @@ func onStack(fn string) bool {
 // closed it under the excise.
 func TestReviewS21ChildTrimRacingClose(t *testing.T) {
 	fs := &openHookFS{FS: vfs.NewMem()}
-	e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := reviewParent(t, e)
-	childDir := e.ShardDir(1)
-	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
+	childCreationRacingClose(t, fs, "a child's trim", func(childDir string, block func()) {
 		fs.onOpen = func(name string) {
 			if strings.HasPrefix(name, childDir+"/") && onStack("storage.trimChildStore") {
 				block() // the excise reads a table it cuts
 			}
 		}
-		_, _, err := e.CreateChildren(parent, []ChildSpec{{Shard: 1, Span: routing.Span{Start: 0, End: 64}}}, ChildExcise, false)
-		return err
 	})
-	if p != nil {
-		t.Fatalf("a child's trim racing Close panicked: %v", p)
-	}
-	if closeErr != nil {
-		t.Errorf("Close while a child is trimmed = %v, want nil", closeErr)
-	}
-	if opErr == nil {
-		t.Errorf("CreateChildren racing Close succeeded on a closed engine")
-	}
-	if _, err := fs.Stat(childDir); err == nil {
-		t.Errorf("the failed child's directory %s is left", childDir)
-	}
 }
 
 // Every operation of a shard whose store is gone (the engine closed, or

@@ -6,9 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/recovery"
+	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 	"github.com/shardsplit/shardsplit/storage/crashfs"
@@ -38,32 +40,46 @@ func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
 			}
 			disk := mem.Crash(0, 0)
 			_ = n.Close()
-			for k := 1; ; k++ {
-				img := disk.Crash(0, 0)
-				var ops atomic.Int32
-				var mu sync.Mutex // Pebble calls the injector concurrently
-				var crashed *crashfs.Disk
-				inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-					if isDurableOp(op.Kind) && int(ops.Add(1)) == k {
-						mu.Lock()
-						crashed = img.Crash(0, 0)
-						mu.Unlock()
-					}
-					return nil
-				})
-				n2, _, _, err := recovery.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(img.FS(nil), inj), CacheBytes: 1 << 20}, tab, nil)
-				if err != nil {
-					t.Fatalf("first recovery: %v", err)
-				}
-				_ = n2.Close()
-				mu.Lock()
-				defer mu.Unlock()
-				if crashed == nil {
-					t.Logf("%d crash points in recovery", k-1)
-					break
-				}
-				t.Run(fmt.Sprint(k), func(t *testing.T) { reopen(t, crashed.FS(nil), tab).Close() })
-			}
+			crashRecoveryAtEveryOp(t, disk, storage.Options{Dir: "/data", CacheBytes: 1 << 20}, tab, func(t *testing.T, fs vfs.FS) {
+				reopen(t, fs, tab).Close()
+			})
 		})
+	}
+}
+
+// crashRecoveryAtEveryOp recovers the disk a crash left (disk) with opts
+// over it, crashing the recovery at its k-th durable operation for every k
+// in turn (a power loss there), until a recovery makes no more, and checks
+// what each such crash left with check (in a subtest named k).
+func crashRecoveryAtEveryOp(t *testing.T, disk *crashfs.Disk, opts storage.Options, tab *routing.Table, check func(t *testing.T, fs vfs.FS)) {
+	t.Helper()
+	for k := 1; ; k++ {
+		img := disk.Crash(0, 0)
+		var ops atomic.Int32
+		var mu sync.Mutex // Pebble calls the injector concurrently
+		var crashed *crashfs.Disk
+		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if isDurableOp(op.Kind) && int(ops.Add(1)) == k {
+				mu.Lock()
+				crashed = img.Crash(0, 0)
+				mu.Unlock()
+			}
+			return nil
+		})
+		o := opts
+		o.FS = errorfs.Wrap(img.FS(nil), inj)
+		n, _, _, err := recovery.Open(o, tab, nil)
+		if err != nil {
+			t.Fatalf("first recovery: %v", err)
+		}
+		_ = n.Close()
+		mu.Lock()
+		c := crashed
+		mu.Unlock()
+		if c == nil {
+			t.Logf("%d crash points in recovery", k-1)
+			return
+		}
+		t.Run(fmt.Sprint(k), func(t *testing.T) { check(t, c.FS(nil)) })
 	}
 }

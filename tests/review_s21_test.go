@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
@@ -59,49 +59,23 @@ func TestReviewS21MergeRecoveryCrashesAtEveryPoint(t *testing.T) {
 				}
 				disk := mem.Crash(0, 0)
 				_ = n.Close()
-				for k := 1; ; k++ {
-					img := disk.Crash(0, 0)
-					var ops atomic.Int32
-					var mu sync.Mutex
-					var crashed *crashfs.Disk
-					inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-						if isDurableOp(op.Kind) && int(ops.Add(1)) == k {
-							mu.Lock()
-							crashed = img.Crash(0, 0)
-							mu.Unlock()
-						}
-						return nil
-					})
-					n2, _, _, err := recovery.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(img.FS(nil), inj), CacheBytes: 1 << 20, Layout: layout}, tab, nil)
+				crashRecoveryAtEveryOp(t, disk, storage.Options{Dir: "/data", CacheBytes: 1 << 20, Layout: layout}, tab, func(t *testing.T, fs vfs.FS) {
+					n3, j3, _, err := recovery.Open(storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20, Layout: layout}, tab, nil)
 					if err != nil {
-						t.Fatalf("first recovery: %v", err)
+						t.Fatalf("recovery after a crash in recovery: %v", err)
 					}
-					_ = n2.Close()
-					mu.Lock()
-					c := crashed
-					mu.Unlock()
-					if c == nil {
-						t.Logf("%d crash points in recovery", k-1)
-						break
+					defer n3.Close()
+					if rep := recovery.Check(n3, j3, nil); !rep.OK() {
+						t.Fatalf("after recovery: %v", rep.Violations)
 					}
-					t.Run(fmt.Sprint(k), func(t *testing.T) {
-						n3, j3, _, err := recovery.Open(storage.Options{Dir: "/data", FS: c.FS(nil), CacheBytes: 1 << 20, Layout: layout}, tab, nil)
-						if err != nil {
-							t.Fatalf("recovery after a crash in recovery: %v", err)
+					r := node.NewRouter(n3, tab, node.RouterConfig{})
+					for i := range 20 {
+						id := fmt.Sprintf("d%d", i)
+						if doc, ok, err := r.Get(id, ""); err != nil || !ok || string(doc.Source) != "v1" {
+							t.Errorf("%s = %q, %v, %v", id, doc.Source, ok, err)
 						}
-						defer n3.Close()
-						if rep := recovery.Check(n3, j3, nil); !rep.OK() {
-							t.Fatalf("after recovery: %v", rep.Violations)
-						}
-						r := node.NewRouter(n3, tab, node.RouterConfig{})
-						for i := range 20 {
-							id := fmt.Sprintf("d%d", i)
-							if doc, ok, err := r.Get(id, ""); err != nil || !ok || string(doc.Source) != "v1" {
-								t.Errorf("%s = %q, %v, %v", id, doc.Source, ok, err)
-							}
-						}
-					})
-				}
+					}
+				})
 			})
 		}
 	}

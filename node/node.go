@@ -552,10 +552,11 @@ func (n *Node) closedErr(err error) error {
 
 // Search scans every active shard of the current table, each over its span
 // in that table, so every document is returned exactly once even while a
-// split publishes; while that table is not durable, a leaf the durable table
-// lacks is read from the durable leaves over it (readParts), so no write a
-// failed commit rolls back is returned. It returns the version it searched. fn must not keep
-// doc.Source after it returns (storage.Shard.ScanSpan).
+// split publishes; while that table is not durable, a leaf the durable
+// table lacks is read from the durable leaves over it (readParts), so no
+// write a failed commit rolls back is returned. It returns the version it
+// searched. fn must not keep doc.Source after it returns
+// (storage.Shard.ScanSpan).
 func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Version, error) {
 	t, err := n.SearchAt(0, fn)
 	if err != nil {

@@ -425,8 +425,10 @@ const (
 )
 
 // writeTarget resolves a write's target: an index, or an alias with one
-// index or a write index; it returns the alias's index_routing too. A
-// missing name is created with default settings (action.auto_create_index).
+// index or a write index; it returns the alias's index_routing too. What
+// the name may be is to's: with mayCreate a missing name is created with
+// default settings (action.auto_create_index); with mustBeAlias an index
+// name is refused as OpenSearch refuses it under require_alias.
 func (s *Service) writeTarget(name string, to writeTo) (*Index, string, error) {
 	for range 2 {
 		s.mu.RLock()

@@ -244,7 +244,7 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "splitdemo compare: %s: reads returned %d foreign documents\n", o.Strategy, o.Reads.Foreign)
 			return exitFail
 		}
-		if n := failedWrites(o); n > 0 && mustServe(o.Strategy) {
+		if n := o.FailedWrites(); n > 0 && mustServe(o.Strategy) {
 			fmt.Fprintf(stderr, "splitdemo compare: %s: %d writes failed\n", o.Strategy, n)
 			return exitFail
 		}

@@ -124,7 +124,7 @@ func reading(res *comparison) string {
 		fmt.Fprintf(&b, " READS FAILED: %d foreign documents returned.", foreign)
 	}
 	for _, o := range res.outcomes {
-		if n := failedWrites(o); n > 0 {
+		if n := o.FailedWrites(); n > 0 {
 			if mustServe(o.Strategy) {
 				fmt.Fprintf(&b, " WRITES FAILED: %d writes of the %s run got an error (an in-place split must fail none).", n, o.Strategy)
 			} else {
@@ -133,16 +133,6 @@ func reading(res *comparison) string {
 		}
 	}
 	return b.String()
-}
-
-// failedWrites is how many of a run's writes were answered with an error
-// (none of them was acknowledged, so verification allows whatever each
-// left; the client saw a failure all the same).
-func failedWrites(o *experiment.Outcome) int {
-	if o.Load == nil {
-		return 0
-	}
-	return loadgen.Summarize(o.Load.Records, 0, o.End+time.Hour).Errors
 }
 
 // mustServe reports whether a strategy promises that no write fails

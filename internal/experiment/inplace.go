@@ -447,3 +447,16 @@ func (s searcher) Search(fn func(routing.ShardID, storage.Doc) error) error {
 // ErrVerify marks a verification that found lost, duplicated or misplaced
 // documents.
 var ErrVerify = errors.New("experiment: verification failed")
+
+// ErrWritesFailed is an in-place run whose writes got errors: verification
+// allows whatever a failed write left, but its client saw the failure, and
+// no write may fail because of an in-place split or merge.
+var ErrWritesFailed = errors.New("experiment: writes failed during an in-place run")
+
+// FailedWrites is how many of the run's writes were answered with an error.
+func (o *Outcome) FailedWrites() int {
+	if o.Load == nil {
+		return 0
+	}
+	return loadgen.Summarize(o.Load.Records, 0, o.End+time.Hour).Errors
+}

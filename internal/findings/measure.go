@@ -232,6 +232,9 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		if !out.Verify.OK() {
 			return nil, fmt.Errorf("%s, run %d: %w: %+v", k, i+1, experiment.ErrVerify, out.Verify)
 		}
+		if n := out.FailedWrites(); n > 0 {
+			return nil, fmt.Errorf("%s, run %d: %w: %d of %d", k, i+1, experiment.ErrWritesFailed, n, len(out.Load.Records))
+		}
 		r := summarize(out, window)
 		r.ParentMiB = float64(d.Bytes) / (1 << 20)
 		c.Progressf("%s: %s: run %d/%d: stall %.1f ms at +%.0f ms%s (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady (run took %.0f s, %.0f s of it load)",

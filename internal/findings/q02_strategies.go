@@ -179,6 +179,9 @@ func (c Config) runStrategy(ctx context.Context, name string, d *experiment.Data
 	if !out.Verify.OK() {
 		return nil, fmt.Errorf("%w: %+v", experiment.ErrVerify, out.Verify)
 	}
+	if n := out.FailedWrites(); n > 0 && name != "newindex" {
+		return nil, fmt.Errorf("%w: %d of %d", experiment.ErrWritesFailed, n, len(out.Load.Records))
+	}
 	if out.Reads != nil && out.Reads.Foreign > 0 {
 		return nil, fmt.Errorf("reads returned %d foreign documents", out.Reads.Foreign)
 	}

@@ -76,15 +76,16 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 			}
 			continue
 		}
-		// The whole keyspace around the span, not only the root's: in
-		// partition mode every root shares keyspace 0.
-		for _, foreign := range []routing.Span{{Start: 0, End: o.Span.Start}, {Start: o.Span.End, End: 1 << 32}} {
-			if foreign.Width() == 0 || n.Engine().Layout() == storage.LayoutShared {
-				continue
-			}
-			if k, err := s.CountKeys(foreign); err != nil || k != 0 {
-				r.violate("shard %d holds %d keys outside its span %s (%v)", id, k, o.Span, err)
-			}
+		// Every keyspace, not only the root's span: in partition mode
+		// every root shares keyspace 0, in opensearch mode each has its own.
+		if n.Engine().Layout() == storage.LayoutShared {
+			continue
+		}
+		switch k, err := s.CountKeysOutside(o.Span); {
+		case err != nil:
+			r.violate("shard %d: count keys outside its span: %v", id, err)
+		case k != 0:
+			r.violate("shard %d holds %d keys outside its span %s of keyspace %d", id, k, o.Span, t.Keyspace(o.Root))
 		}
 	}
 	// INV-11: a shard numbers its next write above every document it holds

@@ -262,6 +262,11 @@ type reader interface {
 
 func scanSpan(r reader, keyspace routing.ShardID, sp routing.Span, fn func(Doc) error) error {
 	lo, hi := SpanBounds(keyspace, sp)
+	return scanDocs(r, lo, hi, fn)
+}
+
+// scanDocs calls fn for every document with a key in [lo, hi).
+func scanDocs(r reader, lo, hi []byte, fn func(Doc) error) error {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
@@ -302,6 +307,26 @@ func (s *Shard) CountKeys(sp routing.Span) (int, error) {
 	defer s.st.endScan()
 	n := 0
 	err := scanSpan(s.st.db, s.keyspace, sp, s.stopOnClose(func(Doc) error { n++; return nil }))
+	return n, err
+}
+
+// CountKeysOutside returns the number of documents stored in the shard's
+// store outside a span of its keyspace: in every other keyspace, and in its
+// own around the span. A store whose shard owns sp must hold none (INV-6;
+// recovery.Check). Like CountKeys it reads the shard's whole store, which
+// only the per-shard layout gives a shard to itself.
+func (s *Shard) CountKeysOutside(sp routing.Span) (int, error) {
+	if s.closed.Load() || !s.st.beginScan() {
+		return 0, ErrShardClosed
+	}
+	defer s.st.endScan()
+	n := 0
+	count := s.stopOnClose(func(Doc) error { n++; return nil })
+	lo, hi := SpanBounds(s.keyspace, sp)
+	if err := scanDocs(s.st.db, allDocs[0], lo, count); err != nil {
+		return n, err
+	}
+	err := scanDocs(s.st.db, hi, allDocs[1], count)
 	return n, err
 }
 

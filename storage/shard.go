@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/internal/invariants"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -453,7 +454,7 @@ func inSpans(spans []routing.Span, k routing.Key) bool {
 // ApplyLog applies operations replayed from a parent's log, keeping their
 // sequence numbers, and raises the shard's sequence number to the last one.
 // Replaying an entry twice is harmless: entries are applied in ascending
-// order and each sets the document to the state it had at that sequence
+// order (an assertion: entries out of order are refused) and each sets the document to the state it had at that sequence
 // number.
 func (s *Shard) ApplyLog(entries []LogEntry) error {
 	if len(entries) == 0 {
@@ -471,7 +472,12 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 	defer s.st.exit()
 	var dk, val []byte
 	last := s.seq.Load()
-	for _, e := range entries {
+	for i, e := range entries {
+		// A log holds one entry per sequence number, read in key order:
+		// entries out of order would leave an older state of a document.
+		if i > 0 && e.Seq <= entries[i-1].Seq {
+			return invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
+		}
 		if err := s.outOfSpan(e.Op.Root, e.Op.Key); err != nil {
 			return err
 		}

@@ -23,11 +23,7 @@ func TestKillDashNine(t *testing.T) {
 	if s := os.Getenv("SHARDSPLIT_KILLS"); s != "" {
 		kills, _ = strconv.Atoi(s)
 	}
-	bin := filepath.Join(t.TempDir(), "splitdemo")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/splitdemo")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build splitdemo: %v\n%s", err, out)
-	}
+	bin := buildSplitdemo(t)
 	dir := t.TempDir()
 	data, acked := filepath.Join(dir, "data"), filepath.Join(dir, "acked.jsonl")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))

@@ -22,13 +22,41 @@ import (
 	"time"
 )
 
+// buildSplitdemo returns the splitdemo binary, built once per test process.
 func buildSplitdemo(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "splitdemo")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/splitdemo").CombinedOutput(); err != nil {
-		t.Fatalf("build splitdemo: %v\n%s", err, out)
+	splitdemo.once.Do(func() {
+		dir, err := os.MkdirTemp("", "splitdemo-bin-")
+		if err != nil {
+			splitdemo.err = err
+			return
+		}
+		splitdemo.dir = dir
+		splitdemo.bin = filepath.Join(dir, "splitdemo")
+		if out, err := exec.Command("go", "build", "-o", splitdemo.bin, "../cmd/splitdemo").CombinedOutput(); err != nil {
+			splitdemo.err = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if splitdemo.err != nil {
+		t.Fatalf("build splitdemo: %v", splitdemo.err)
 	}
-	return bin
+	return splitdemo.bin
+}
+
+// splitdemo is the binary buildSplitdemo builds once per test process (a
+// link of the CLI takes seconds; three tests run it); TestMain removes it.
+var splitdemo struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if splitdemo.dir != "" {
+		_ = os.RemoveAll(splitdemo.dir)
+	}
+	os.Exit(code)
 }
 
 // serveProc is a running 'splitdemo serve'.

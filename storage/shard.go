@@ -323,12 +323,12 @@ func (s *Shard) CountKeysOutside(sp routing.Span) (int, error) {
 	defer s.st.endScan()
 	n := 0
 	count := s.stopOnClose(func(Doc) error { n++; return nil })
-	lo, hi := SpanBounds(s.keyspace, sp)
-	if err := scanDocs(s.st.db, allDocs[0], lo, count); err != nil {
-		return n, err
+	for _, r := range foreignRanges(s.keyspace, []routing.Span{sp}) {
+		if err := scanDocs(s.st.db, r[0], r[1], count); err != nil {
+			return n, err
+		}
 	}
-	err := scanDocs(s.st.db, hi, allDocs[1], count)
-	return n, err
+	return n, nil
 }
 
 // HoldLog makes every later write also append to the shard's operation

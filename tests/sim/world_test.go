@@ -88,14 +88,20 @@ type swarm struct {
 	// quarter of the seeds (seed%4 is 2 or 3) copy, so both builds meet
 	// serial and concurrent children.
 	copyChildWAL bool
+	// keepAll builds a split's children as the OpenSearch RFC does
+	// (splitter.Config.ChildBuild = storage.ChildKeepAll; per-shard
+	// layout): every document of the parent kept, the foreign ones deleted
+	// in the background after the handoff. Not drawn either: a quarter of
+	// the seeds (seed%16 is 12 to 15, which meet both of the above).
+	keepAll bool
 }
 
 func (s swarm) String() string {
 	return fmt.Sprintf("mode=%s layout=%s shards=%d R=%d P=%d clients=%d stale=%d ids=%d steps=%d "+
-		"w[client=%d split=%d merge=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f badmerge=%.2f points=%.2f openfault=%.1f pebblelogs=%v serialchildren=%v copychildwal=%v",
+		"w[client=%d split=%d merge=%d step=%d faultstep=%d cancel=%d hookcancel=%d lock=%d fault=%d crash=%d restart=%d reader=%d] bad=%.2f badmerge=%.2f points=%.2f openfault=%.1f pebblelogs=%v serialchildren=%v copychildwal=%v keepall=%v",
 		s.mode, s.layout, s.settings.Shards, s.settings.RoutingShards, s.settings.PartitionSize, s.clients, s.stale, s.ids, s.steps,
 		s.wClient, s.wSplitStart, s.wMergeStart, s.wStep, s.wFaultStep, s.wCancel, s.wHookCancel, s.wLock, s.wFault, s.wCrash, s.wRestart, s.wReader,
-		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs, s.serialChildren, s.copyChildWAL)
+		s.pBadPlan, s.pBadMerge, s.pPoints, s.pOpenFault, s.pebbleLogs, s.serialChildren, s.copyChildWAL, s.keepAll)
 }
 
 func drawSwarm(rng *rand.Rand) swarm {
@@ -327,6 +333,7 @@ func runSeed(seed uint64) (res result) {
 	w.sw = drawSwarm(w.rng)
 	w.sw.serialChildren = w.seed%2 == 1
 	w.sw.copyChildWAL = w.seed%4 >= 2
+	w.sw.keepAll = w.seed%16 >= 12 && w.sw.layout == storage.LayoutPerShard
 	off.apply(&w.sw)
 	res.swarm = w.sw
 	w.tracef("swarm", "%s", w.sw)
@@ -1691,6 +1698,14 @@ func reclaim(n *node.Node, calls *sync.WaitGroup, op *simSplit) {
 	}()
 }
 
+// childBuild is how this seed's splits make their children (swarm.keepAll).
+func (w *world) childBuild() storage.ChildBuild {
+	if w.sw.keepAll {
+		return storage.ChildKeepAll
+	}
+	return storage.ChildExcise
+}
+
 // openNode opens (or recovers) the node on the current filesystem and runs
 // the recovery checks. An open that fails is a finding: a fault may fail
 // an operation, never the next open.
@@ -1710,7 +1725,7 @@ func (w *world) openNode(action string) {
 	}
 	w.n, w.j = n, j
 	w.drv = splitter.NewDriver(n, splitter.Config{DrainTimeout: drainTimeout, RetireWait: retireWait, StallWait: stallWait,
-		Clock: w.clk, Journal: j, Hook: w.hook, SerialChildren: w.sw.serialChildren})
+		Clock: w.clk, Journal: j, Hook: w.hook, SerialChildren: w.sw.serialChildren, ChildBuild: w.childBuild()})
 	var decisions []string
 	for _, d := range rep.Decisions {
 		if d.Kind == splitter.KindMerge {

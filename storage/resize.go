@@ -46,7 +46,15 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	if err := src.st.flush(); err != nil {
 		return nil, stats, fmt.Errorf("storage: link shard %d: flush source %d: %w", id, src.id, err)
 	}
-	if err := src.st.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(restrict)); err != nil {
+	// Inside the source's gate: a close or destroy of the source waits for
+	// the checkpoint, which holds a version of its tables (and panics on a
+	// closed DB).
+	if !src.st.enter() {
+		return nil, stats, fmt.Errorf("storage: link shard %d: checkpoint of shard %d: %w", id, src.id, ErrShardClosed)
+	}
+	err := src.st.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(restrict))
+	src.st.exit()
+	if err != nil {
 		return fail(fmt.Errorf("checkpoint of shard %d: %w", src.id, err))
 	}
 	if err := syncDir(dst.opts.FS, dst.opts.Dir); err != nil {
@@ -55,24 +63,31 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 	stats.Checkpoint = dst.opts.Clock.Since(start)
 	stats.Linked, stats.Copied = dst.linkedBytes(dir)
 	start = dst.opts.Clock.Now()
-	dst.mu.Lock()
-	st, err := dst.storeLocked(dir)
-	dst.mu.Unlock()
-	stats.Open = dst.opts.Clock.Since(start)
+	// The source's log dropped and its sequence number adopted before the
+	// engine knows the store, so that the engine's close cannot close it
+	// under them (openChildStore).
+	opened := false
+	st, err := dst.openChildStore(dir, siblings{}, func(st *store) error {
+		stats.Open, opened = dst.opts.Clock.Since(start), true
+		seq, err := readSeq(st.db, src.id)
+		if err != nil {
+			return err
+		}
+		if err := st.db.DeleteRange([]byte{tagLog}, []byte{tagEnd}, pebble.NoSync); err != nil {
+			return fmt.Errorf("drop the source's log: %w", err)
+		}
+		stats.Seq = seq
+		return adoptSeq(st, src.id, id, seq)
+	})
+	if !opened {
+		stats.Open = dst.opts.Clock.Since(start)
+	}
 	if err != nil {
 		return fail(err)
 	}
-	seq, err := readSeq(st.db, src.id)
-	if err != nil {
-		return fail(err)
-	}
-	if err := st.db.DeleteRange([]byte{tagLog}, []byte{tagEnd}, pebble.NoSync); err != nil {
-		return fail(fmt.Errorf("drop the source's log: %w", err))
-	}
-	if err := adoptSeq(st, src.id, id, seq); err != nil {
-		return fail(err)
-	}
-	stats.Seq = seq
+	// openChildStore holds a new store's compactions (a child's, until its
+	// handoff); a resize target serves as soon as it is built.
+	st.sched.release()
 	s, err := dst.OpenShard(id, keyspace, spans)
 	if err != nil {
 		return fail(err)

@@ -191,7 +191,8 @@ func checkLinkable(req ResizeRequest, t *routing.Table) error {
 // shards (hard-linked checkpoints, plus copies for a shrink, minus foreign
 // documents for a split; rewritten under the target's keys when a split of
 // a one-shard index changes number_of_routing_shards) and returns the
-// target's table. The source must be write-blocked and have passed Prepare.
+// target's table, every shard durable whatever eng's durability. The source
+// must be write-blocked and have passed Prepare.
 func Build(req ResizeRequest, src *node.Node, eng *storage.Engine, target routing.Settings, rep *ResizeReport) (*routing.Table, error) {
 	rep.Target = target
 	tab, err := routing.NewTable(routing.ModePartition, target)
@@ -320,6 +321,13 @@ func buildTargetShard(req ResizeRequest, src *node.Node, eng *storage.Engine, ta
 			return err
 		}
 	}
+	if len(sources) > 1 {
+		// The copies were written with the engine's durability, maybe
+		// async: the target is the index once Build returns.
+		if err := shard.Sync(); err != nil {
+			return fmt.Errorf("sync the copied sources: %w", err)
+		}
+	}
 	rep.Copy += time.Since(start)
 	if req.Op != routing.Split {
 		return nil
@@ -387,6 +395,11 @@ func rekeyTargetShard(src *node.Node, eng *storage.Engine, tab *routing.Table, t
 		if err != nil {
 			return fmt.Errorf("rewrite source shard %d under the target's routing shards: %w", sid, err)
 		}
+	}
+	// Written with the engine's durability, maybe async: the target is the
+	// index once Build returns.
+	if err := shard.Sync(); err != nil {
+		return fmt.Errorf("sync the rewritten documents: %w", err)
 	}
 	return nil
 }

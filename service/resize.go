@@ -38,7 +38,14 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	if err := ValidateIndexName(req.Target); err != nil {
 		return nil, rep, err
 	}
+	// OpenSearch's ResizeRequest.validate, in its order.
 	var invalid []string
+	if req.Op == routing.Split && req.Settings[SettingShards] == nil {
+		invalid = append(invalid, "index.number_of_shards is required for split operations")
+	}
+	if req.MaxShardSize != nil && *req.MaxShardSize <= 0 {
+		invalid = append(invalid, "max_shard_size must be greater than 0")
+	}
 	for _, b := range []string{SettingBlockReadOnly, SettingBlockMetadata} {
 		if v := req.Settings[b]; v != nil && *v == "true" {
 			invalid = append(invalid, fmt.Sprintf("target index [%s] will be blocked by [%s=true], this will disable metadata writes and cause the shards to be unassigned", req.Target, b))

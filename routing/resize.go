@@ -243,6 +243,11 @@ func prepareTargetShards(req ResizeRequest) (int, error) {
 		if req.Op == Shrink && req.MaxShardSize != nil {
 			return 0, newError(IllegalArgument, "Cannot set max_shard_size and index.number_of_shards at the same time!")
 		}
+		// Read as the setting is (INDEX_NUMBER_OF_SHARDS_SETTING.get),
+		// before any shard is selected with it.
+		if err := validateShardCount(shards); err != nil {
+			return 0, err
+		}
 	case req.Op == Shrink:
 		shards = TargetShardsForShrink(req.MaxShardSize, req.SourceStoreBytes, src.Shards)
 	case req.Op == Clone:

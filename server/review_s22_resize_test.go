@@ -43,3 +43,24 @@ func TestReviewS22ResizeRequestValidation(t *testing.T) {
 		t.Errorf("a refused resize left its target: HEAD /t = %d", st)
 	}
 }
+
+// A resize's target index.number_of_shards above 1024 is refused as
+// OpenSearch's TransportResizeAction reads it (Setting.parseInt, before any
+// shard selection): 400 illegal_argument_exception naming the value. It
+// came back as the selection's error instead: for a split a 500
+// illegal_state_exception about routing shards.
+func TestReviewS22ResizeTargetShardsAboveTheMaximum(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/src", `{"settings":{"number_of_shards":4,"number_of_replicas":0}}`, nil)
+	ts.do(t, "PUT", "/src/_settings", `{"index.blocks.write":true}`, nil)
+	const reason = "Failed to parse value [2048] for setting [index.number_of_shards] must be <= 1024"
+	for _, op := range []string{"_split", "_shrink", "_clone"} {
+		t.Run(op, func(t *testing.T) {
+			var eb errBody
+			st := ts.do(t, "PUT", "/src/"+op+"/t", `{"settings":{"index.number_of_shards":2048}}`, &eb)
+			if st != 400 || eb.Error.Type != "illegal_argument_exception" || eb.Error.Reason != reason {
+				t.Fatalf("got %d %s %q, want 400 illegal_argument_exception %q", st, eb.Error.Type, eb.Error.Reason, reason)
+			}
+		})
+	}
+}

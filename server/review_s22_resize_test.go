@@ -64,3 +64,20 @@ func TestReviewS22ResizeTargetShardsAboveTheMaximum(t *testing.T) {
 		})
 	}
 }
+
+// A source whose index.blocks.read_only the target would inherit is refused
+// with TransportResizeAction's message, verbatim; the message was ours
+// ("... inherited from [src]; set [index.blocks.read_only] to null in the
+// request").
+func TestReviewS22ResizeInheritedReadOnlyMessage(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/src", `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`, nil)
+	ts.do(t, "PUT", "/src/_settings", `{"index.blocks.read_only":true}`, nil)
+	const reason = "target index [t] will be blocked by [index.blocks.read_only=true] which is copied from the source index [src], " +
+		"this will disable metadata writes and cause the shards to be unassigned"
+	var eb errBody
+	st := ts.do(t, "PUT", "/src/_clone/t", "", &eb)
+	if st != 400 || eb.Error.Type != "illegal_argument_exception" || eb.Error.Reason != reason {
+		t.Fatalf("got %d %s %q, want 400 illegal_argument_exception %q", st, eb.Error.Type, eb.Error.Reason, reason)
+	}
+}

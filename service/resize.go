@@ -135,7 +135,8 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	}
 	if blocksOf(m.Settings).ReadOnly {
 		return nil, rep, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Target,
-			"target index [%s] will be blocked by [index.blocks.read_only=true] inherited from [%s]; set [index.blocks.read_only] to null in the request", req.Target, req.Source)
+			"target index [%s] will be blocked by [index.blocks.read_only=true] which is copied from the source index [%s], this will disable metadata writes and cause the shards to be unassigned",
+			req.Target, req.Source)
 	}
 	m.Settings[SettingShards] = strconv.Itoa(target.Shards)
 	m.Settings[SettingRoutingShards] = strconv.Itoa(target.RoutingShards)

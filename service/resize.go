@@ -35,6 +35,11 @@ var notInherited = map[string]bool{SettingShards: true, SettingRoutingShards: tr
 // one), as OpenSearch's resize does.
 func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, error) {
 	var rep baseline.ResizeReport
+	// The REST layer parsed them so (ParseSettings); a Go caller may not
+	// have, and the numbers are read below.
+	if err := req.Settings.check(); err != nil {
+		return nil, rep, err
+	}
 	if err := ValidateIndexName(req.Target); err != nil {
 		return nil, rep, err
 	}

@@ -132,18 +132,32 @@ func ParseSettings(raw json.RawMessage) (FlatSettings, error) {
 	if err := flatten("", obj, out); err != nil {
 		return nil, err
 	}
-	for k, val := range out {
+	if err := out.check(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// check refuses unknown setting names and bad values (a nil value, a
+// removal, has none), in name order, with OpenSearch's messages.
+func (f FlatSettings) check() error {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
 		spec, ok := specOf(k)
 		if !ok {
-			return nil, unknownSetting(k)
+			return unknownSetting(k)
 		}
-		if val != nil {
-			if err := spec.parse(k, *val); err != nil {
-				return nil, err
+		if v := f[k]; v != nil {
+			if err := spec.parse(k, *v); err != nil {
+				return err
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func flatten(prefix string, obj map[string]any, out FlatSettings) error {

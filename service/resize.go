@@ -120,6 +120,12 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	if aliasClash {
 		return nil, rep, newErr(TypeInvalidIndexName, http.StatusBadRequest, req.Target, "Invalid index name [%s], already exists as alias", req.Target)
 	}
+	// Linked keys are partition-mode keys (baseline.Prepare refuses any
+	// other source): the target cannot be made in another mode.
+	if v := req.Settings[SettingMode]; v != nil && *v != routing.ModePartition.String() {
+		return nil, rep, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Target,
+			"cannot provide %s [%s] on resize: a new-index resize makes a partition-mode index", SettingMode, *v)
+	}
 	// The target's settings: the source's, then the request's.
 	m := &IndexMeta{Name: req.Target, UUID: newUUID()[:22], Created: time.Now().UnixMilli(), Mappings: srcMeta.Mappings,
 		Settings: map[string]string{}, Aliases: req.Aliases}

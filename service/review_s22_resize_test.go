@@ -47,3 +47,32 @@ func TestReviewS22ResizeValidatesTheRequestSettings(t *testing.T) {
 		})
 	}
 }
+
+// A resize target is always in partition mode (its keys are linked from a
+// partition-mode source). A request asking for another mode was obeyed in
+// silence: the target was made in partition mode. It must be refused,
+// naming the value, as OpenSearch refuses the settings a resize cannot
+// honour (index.number_of_routing_shards, routing_partition_size).
+func TestReviewS22ResizeRefusesAnotherMode(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	if _, err := s.CreateIndex(CreateRequest{Name: "src", Settings: FlatSettings{SettingShards: str("2"), SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSettings("src", FlatSettings{SettingBlockWrite: str("true")}, IndicesOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "src", Target: "t", Settings: FlatSettings{SettingMode: str("opensearch")}})
+	if err == nil {
+		m, _ := s.Meta("t")
+		t.Fatalf("a clone asking for index.shardsplit.mode opensearch succeeded with mode %s", m.Settings[SettingMode])
+	}
+	const reason = "cannot provide index.shardsplit.mode [opensearch] on resize: a new-index resize makes a partition-mode index"
+	if e := AsError(err); e.Type != TypeIllegalArgument || e.Reason != reason {
+		t.Fatalf("got %s %q, want %s %q", e.Type, e.Reason, TypeIllegalArgument, reason)
+	}
+	// Asking for the mode it gets is no error.
+	if _, _, err := s.Resize(ResizeRequest{Op: routing.Clone, Source: "src", Target: "t", Settings: FlatSettings{SettingMode: str("partition")}}); err != nil {
+		t.Fatalf("a clone asking for partition mode: %v", err)
+	}
+}

@@ -316,10 +316,44 @@ func (sp *Split) Next() (Intent, Event, error) {
 	sp.afterStep(from, ev)
 	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
 		// The node's memory and disk disagree about the table: nothing more
-		// can be done here; reopening (recovery) decides.
+		// can be done here; reopening (recovery) decides. The caller stops
+		// on this error, so the fence goes first.
+		sp.unfenceFailed()
 		return rd.Intent, ev, fmt.Errorf("splitter: split of %d: %w", sp.m.Plan().Parent, ev.Err)
 	}
 	return rd.Intent, ev, nil
+}
+
+// unfenceFailed carries out the unfence a split still fenced asks for
+// after its node failed (a failure before the publish aborts a fenced
+// split through IntentUnfence). Next returns the node's failure as an
+// error, on which its callers stop stepping (Run, the service's task): a
+// fence left held then kept every writer already waiting on the parent's
+// apply lock waiting for ever. The caller holds sp.mu.
+func (sp *Split) unfenceFailed() {
+	if sp.fence == nil {
+		return
+	}
+	rd := sp.m.Ready()
+	if rd.Intent.Kind != IntentUnfence {
+		// No unfence to step through (the machine ended): release it all
+		// the same.
+		sp.d.release(sp)
+		return
+	}
+	sp.m.Advance()
+	if err := sp.d.writeJournal(rd.Journal); err != nil {
+		sp.log.Warn("journal record not written; unfencing all the same", zap.Error(err))
+	}
+	from := sp.m.Phase()
+	ev := sp.d.carryOut(sp, rd.Intent)
+	if err := sp.m.Step(ev); err != nil {
+		sp.d.release(sp)
+		sp.log.Error("unfence after the node failed refused by the machine", zap.Error(err))
+		return
+	}
+	sp.retry.stepped(from, sp.m.Phase(), ev, sp.d.cfg.Clock.Now())
+	sp.afterStep(from, ev)
 }
 
 // checkAlone refuses to begin a split or merge while the journal has

@@ -143,9 +143,38 @@ func (mg *Merge) Next() (Intent, Event, error) {
 	mg.retry.stepped(from, mg.m.Phase(), ev, mg.d.cfg.Clock.Now())
 	mg.afterStep(from, ev)
 	if ev.Kind == EventFailed && errors.Is(ev.Err, node.ErrFailed) {
+		mg.unfenceFailed() // the caller stops on this error (Split.unfenceFailed)
 		return rd.Intent, ev, fmt.Errorf("splitter: merge of %v: %w", mg.m.Plan().Sources, ev.Err)
 	}
 	return rd.Intent, ev, nil
+}
+
+// unfenceFailed carries out the unfence a merge still fenced asks for
+// after its node failed, as Split.unfenceFailed: the sources' writers must
+// not wait for ever on the locks of a merge its caller stopped stepping.
+// The caller holds mg.mu.
+func (mg *Merge) unfenceFailed() {
+	if len(mg.fences) == 0 {
+		return
+	}
+	rd := mg.m.Ready()
+	if rd.Intent.Kind != IntentUnfence {
+		_, _ = mg.unfence()
+		return
+	}
+	mg.m.Advance()
+	if err := mg.d.writeJournal(rd.Journal); err != nil {
+		mg.log.Warn("journal record not written; unfencing all the same", zap.Error(err))
+	}
+	from := mg.m.Phase()
+	ev := mg.carryOut(rd.Intent)
+	if err := mg.m.Step(ev); err != nil {
+		_, _ = mg.unfence()
+		mg.log.Error("unfence after the node failed refused by the machine", zap.Error(err))
+		return
+	}
+	mg.retry.stepped(from, mg.m.Phase(), ev, mg.d.cfg.Clock.Now())
+	mg.afterStep(from, ev)
 }
 
 func (mg *Merge) afterStep(from Phase, ev Event) {

@@ -3,7 +3,9 @@
 // sample and size estimate), feeds them to a policy.Recorder, asks
 // policy.Decide for at most one action and carries it out through an
 // Executor — splits and merges with the splitter's driver (Driver.Run,
-// Driver.RunMerge).
+// Driver.RunMerge). A failed action's shards are held back for
+// Thresholds.RetryAfter and, however slowly the loop ticks, at the next
+// Tick's decision.
 //
 // Ticks are synchronous: an action runs to its end inside Tick, so there is
 // never more than one action at a time per index; and the policy proposes
@@ -78,8 +80,15 @@ type Loop struct {
 	cfg        Config
 	rec        *policy.Recorder
 	loadSplits []policy.LoadSplit
-	failures   []policy.Failure // actions that failed, for Thresholds.RetryAfter
+	failures   []failure // actions that failed, for Thresholds.RetryAfter
 	buf        []storage.KeySample
+}
+
+// failure is a failed action the loop holds back: for Thresholds.RetryAfter
+// and, whatever the tick, at the first decision after it.
+type failure struct {
+	policy.Failure
+	held bool // a decision has held it back
 }
 
 // Event is what one Tick saw and did.
@@ -140,7 +149,7 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 	}
 	l.rec.Observe(now, readings)
 	ev := Event{At: now, Stats: l.rec.Stats()}
-	ev.Decision = policy.Decide(policy.Input{Now: now, Table: t, Shards: ev.Stats, LoadSplits: l.loadSplits, Failures: l.failures}, l.cfg.Thresholds)
+	ev.Decision = policy.Decide(policy.Input{Now: now, Table: t, Shards: ev.Stats, LoadSplits: l.loadSplits, Failures: l.holdFailures(now)}, l.cfg.Thresholds)
 	for _, h := range ev.Decision.Unsplittable {
 		l.cfg.Logger.Info("hot key cannot be split", zap.Uint32("shard", uint32(h.Shard)), zap.String("routing", h.Value),
 			zap.Float64("share", h.Share), zap.Float64("writes_per_s", h.WritesPerSec), zap.String("remedy", h.Remedy))
@@ -169,11 +178,30 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 		if a.Kind == policy.Split {
 			shards = []routing.ShardID{a.Shard}
 		}
-		l.failures = append(l.failures, policy.Failure{Shards: shards, At: now})
+		l.failures = append(l.failures, failure{Failure: policy.Failure{Shards: shards, At: now}})
 	}
 	l.trimLoadSplits(now)
 	ev.Version = n.Table().Version()
 	return ev, nil
+}
+
+// holdFailures returns the failures for the decision at now. A failure
+// the next decision would find older than RetryAfter (the loop ticks less
+// often than that) is dated now, so that this decision holds it back all
+// the same: otherwise an action that keeps failing was proposed again at
+// every tick of a slow loop, and the next hottest leaf starved. With
+// RetryAfter 0 it is not held back (age 0 is not under 0).
+func (l *Loop) holdFailures(now time.Time) []policy.Failure {
+	out := make([]policy.Failure, len(l.failures))
+	for i := range l.failures {
+		f := &l.failures[i]
+		if !f.held && now.Sub(f.At) >= l.cfg.Thresholds.RetryAfter {
+			f.At = now
+		}
+		f.held = true
+		out[i] = f.Failure
+	}
+	return out
 }
 
 // trimLoadSplits forgets load splits older than the merge delay and

@@ -330,15 +330,22 @@ func (s *Service) launchErr(task *Task, err error) error {
 	return e
 }
 
+// end frees the index for its next operation, then stores the task's
+// final snapshot: a client that sees the task completed (GET _tasks) can
+// start the next split or merge at once. (Cleared after the snapshot, the
+// index refused it with 409 "already splitting" until the goroutine
+// returned.)
+func (t *Task) end(snap *TaskSnapshot) {
+	t.ix.splitMu.Lock()
+	if t.ix.split == t {
+		t.ix.split = nil
+	}
+	t.ix.splitMu.Unlock()
+	t.snap.Store(snap)
+}
+
 func (t *Task) run() {
 	defer close(t.done)
-	defer func() {
-		t.ix.splitMu.Lock()
-		if t.ix.split == t {
-			t.ix.split = nil
-		}
-		t.ix.splitMu.Unlock()
-	}()
 	var runErr error
 	cancelled := false
 	byCancel := false // the cancel was accepted and is why the operation aborts
@@ -353,7 +360,7 @@ func (t *Task) run() {
 				// good. Step to the unfence first.
 				break
 			}
-			t.snap.Store(&TaskSnapshot{Phase: t.op.Phase(), Report: t.op.Report(), Completed: true,
+			t.end(&TaskSnapshot{Phase: t.op.Phase(), Report: t.op.Report(), Completed: true,
 				Err: fmt.Errorf("the node shut down during the %s; recovery decides it on restart", t.kind()), End: time.Now()})
 			return
 		default:
@@ -387,7 +394,7 @@ func (t *Task) run() {
 				Reason: "task cancelled [by user request]", cause: runErr}
 		}
 	}
-	t.snap.Store(&TaskSnapshot{Phase: rep.Phase, Report: rep, Completed: true, Cancelled: cancelled && rep.Phase == splitter.PhaseAborted,
+	t.end(&TaskSnapshot{Phase: rep.Phase, Report: rep, Completed: true, Cancelled: cancelled && rep.Phase == splitter.PhaseAborted,
 		CancelRefused: refused, Err: runErr, End: time.Now()})
 	t.ix.svc.log.Info("task ended", zap.String("task", t.ID), zap.String("action", t.Action()), zap.Stringer("phase", rep.Phase), zap.Error(runErr))
 }

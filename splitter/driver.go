@@ -74,8 +74,8 @@ type Config struct {
 	// RetryFor bounds how long Run and RunMerge go on retrying an undo or
 	// a cleanup that keeps failing (default 1 minute): then they return
 	// an error and leave the operation unfinished, its reservation in the
-	// table, for a later Next or the next open's recovery. Next itself
-	// retries for as long as it is called.
+	// table, for Resume, a later Next or the next open's recovery. Next
+	// itself retries for as long as it is called.
 	RetryFor time.Duration
 }
 
@@ -125,6 +125,10 @@ type Driver struct {
 	n      *node.Node
 	cfg    Config
 	nextID uint64 // split ids without a journal
+	// unfinished is the operation Run or RunMerge last gave up on (drive),
+	// for Resume; what names it.
+	unfinished     driven
+	unfinishedWhat string
 }
 
 // NewDriver returns a driver for splits on n.
@@ -160,18 +164,59 @@ func (d *Driver) Run(plan Plan) (Report, error) {
 	wait, aligned := d.alignFlush(plan.Parent)
 	sp := d.Start(plan)
 	sp.report.AlignWait, sp.report.Aligned = wait, aligned
-	for steps := 0; !sp.Done(); steps++ {
+	return d.drive(sp, fmt.Sprintf("split of %d", plan.Parent))
+}
+
+// driven is a split or a merge as Run, RunMerge and Resume step it.
+type driven interface {
+	Next() (Intent, Event, error)
+	Done() bool
+	Phase() Phase
+	Report() Report
+	retrier() (*retryBackoff, *sync.Mutex)
+}
+
+func (sp *Split) retrier() (*retryBackoff, *sync.Mutex) { return &sp.retry, &sp.mu }
+
+// drive steps op to its end; what names it in errors ("split of 3"). An
+// undo or a cleanup that fails for longer than Config.RetryFor ends the
+// drive with an error and leaves op unfinished, for Resume.
+func (d *Driver) drive(op driven, what string) (Report, error) {
+	for steps := 0; !op.Done(); steps++ {
 		if steps > maxSteps {
-			return sp.Report(), fmt.Errorf("splitter: split of %d did not end in %d steps (phase %s)", plan.Parent, maxSteps, sp.Phase())
+			return op.Report(), fmt.Errorf("splitter: %s did not end in %d steps (phase %s)", what, maxSteps, op.Phase())
 		}
-		if _, _, err := sp.Next(); err != nil {
-			return sp.Report(), err
+		if _, _, err := op.Next(); err != nil {
+			return op.Report(), err
 		}
-		if err := sp.retry.gaveUp(d, &sp.mu); err != nil {
-			return sp.Report(), fmt.Errorf("splitter: split of %d (phase %s): %w", plan.Parent, sp.Phase(), err)
+		b, mu := op.retrier()
+		if err := b.gaveUp(d, mu); err != nil {
+			d.unfinished, d.unfinishedWhat = op, what
+			return op.Report(), fmt.Errorf("splitter: %s (phase %s): %w", what, op.Phase(), err)
 		}
 	}
-	return sp.Report(), nil
+	return op.Report(), nil
+}
+
+// Resume carries on the split or merge that Run or RunMerge last gave up
+// on (an undo or a cleanup failing for longer than Config.RetryFor, its
+// reservation still in the table), as they would, with RetryFor counted
+// afresh; resumed is false when there is none. A caller that runs
+// operations with Run or RunMerge takes it up this way once the cause may
+// have passed: nothing else steps it before the next open's recovery, and
+// the table refuses other operations on its shards meanwhile.
+func (d *Driver) Resume() (rep Report, resumed bool, err error) {
+	op, what := d.unfinished, d.unfinishedWhat
+	if op == nil {
+		return Report{}, false, nil
+	}
+	d.unfinished, d.unfinishedWhat = nil, ""
+	b, mu := op.retrier()
+	mu.Lock()
+	b.restart(d.cfg.Clock.Now())
+	mu.Unlock()
+	rep, err = d.drive(op, what)
+	return rep, true, err
 }
 
 // alignFlush waits, at most Config.AlignFlush, for parent's own flush.
@@ -707,6 +752,14 @@ func (b *retryBackoff) stepped(from, to Phase, ev Event, now time.Time) {
 		b.last = ev.Err
 	} else {
 		b.failed, b.last = 0, nil
+	}
+}
+
+// restart counts a run of failures as begun at now (Resume: RetryFor
+// afresh).
+func (b *retryBackoff) restart(now time.Time) {
+	if b.failed > 0 {
+		b.since = now
 	}
 }
 

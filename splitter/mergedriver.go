@@ -19,20 +19,10 @@ import (
 // as Run does for a split. Report.Sources are the merged shards and
 // Report.Children the target.
 func (d *Driver) RunMerge(plan MergePlan) (Report, error) {
-	mg := d.StartMerge(plan)
-	for steps := 0; !mg.Done(); steps++ {
-		if steps > maxSteps {
-			return mg.Report(), fmt.Errorf("splitter: merge of %v did not end in %d steps (phase %s)", plan.Sources, maxSteps, mg.Phase())
-		}
-		if _, _, err := mg.Next(); err != nil {
-			return mg.Report(), err
-		}
-		if err := mg.retry.gaveUp(d, &mg.mu); err != nil {
-			return mg.Report(), fmt.Errorf("splitter: merge of %v (phase %s): %w", plan.Sources, mg.Phase(), err)
-		}
-	}
-	return mg.Report(), nil
+	return d.drive(d.StartMerge(plan), fmt.Sprintf("merge of %v", plan.Sources))
 }
+
+func (mg *Merge) retrier() (*retryBackoff, *sync.Mutex) { return &mg.retry, &mg.mu }
 
 // StartMerge begins a merge that the caller advances with Next, one intent
 // at a time. Merges and splits share the journal's id sequence and run one

@@ -253,6 +253,12 @@ func (e *stallExecutor) Merge(shards []routing.ShardID) (splitter.Report, error)
 	return e.inner.Merge(shards)
 }
 
+// Resume takes up a split or merge the driver gave up on
+// (autosplit.Resumer).
+func (e *stallExecutor) Resume() (splitter.Report, bool, error) {
+	return e.inner.Resume()
+}
+
 func (e *stallExecutor) moving(id, r string) bool {
 	p := e.parent.Load()
 	if p == nil {

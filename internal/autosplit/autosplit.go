@@ -36,6 +36,17 @@ type Executor interface {
 	Merge(shards []routing.ShardID) (splitter.Report, error)
 }
 
+// Resumer is an Executor that can take up again an action it left
+// unfinished: one whose undo or cleanup kept failing, so that it returned
+// with the operation unfinished. While it is reserved in the table the
+// policy proposes nothing, so the loop resumes it at each Tick until it
+// has ended.
+type Resumer interface {
+	// Resume carries the unfinished action on; resumed is false when
+	// there is none.
+	Resume() (r splitter.Report, resumed bool, err error)
+}
+
 // SplitterExecutor splits and merges with the splitter's driver.
 type SplitterExecutor struct {
 	Driver *splitter.Driver
@@ -64,6 +75,12 @@ func (e SplitterExecutor) Merge(shards []routing.ShardID) (splitter.Report, erro
 		return r, fmt.Errorf("autosplit: merge of shards %v ended %s: %w", shards, r.Phase, r.Err)
 	}
 	return r, nil
+}
+
+// Resume carries on the split or merge the driver last gave up on
+// (splitter.Driver.Resume).
+func (e SplitterExecutor) Resume() (splitter.Report, bool, error) {
+	return e.Driver.Resume()
 }
 
 // Config configures a Loop.
@@ -102,7 +119,11 @@ type Event struct {
 	// Merge is the report of the merge carried out (Decision.Action.Kind ==
 	// policy.Merge and the executor ran it); Merge.Children is the target.
 	Merge *splitter.Report
-	// Err is why the action failed.
+	// Resumed is the report of an action an earlier Tick left unfinished
+	// (Resumer) that this Tick took up again before reading the
+	// statistics.
+	Resumed *splitter.Report
+	// Err is why the action (or the resumed one) failed.
 	Err     error
 	Version routing.Version // the table version after the action
 }
@@ -128,6 +149,18 @@ func New(cfg Config) (*Loop, error) {
 // Tick reads the statistics at now, decides, and carries out the action.
 func (l *Loop) Tick(now time.Time) (Event, error) {
 	n := l.cfg.Node
+	var resumed *splitter.Report
+	var resumeErr error
+	if r, ok := l.cfg.Executor.(Resumer); ok && inProgress(n.Table()) {
+		// An action left reserved holds back every other: the policy
+		// proposes nothing while the table has one in progress. (One left
+		// past its commit, its cleanup failing, holds nothing back and
+		// waits for the next open's recovery.)
+		if rep, ok, err := r.Resume(); ok {
+			resumed, resumeErr = &rep, err
+			l.cfg.Logger.Info("autosplit resumed an unfinished action", zap.Stringer("phase", rep.Phase), zap.Error(err))
+		}
+	}
 	t := n.Table()
 	readings := map[routing.ShardID]policy.Reading{}
 	for _, id := range t.ActiveShards() {
@@ -148,7 +181,7 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 		readings[id] = policy.Reading{Writes: ls.Writes, Reads: ls.Reads, Size: size, Keys: keys}
 	}
 	l.rec.Observe(now, readings)
-	ev := Event{At: now, Stats: l.rec.Stats()}
+	ev := Event{At: now, Stats: l.rec.Stats(), Resumed: resumed, Err: resumeErr}
 	ev.Decision = policy.Decide(policy.Input{Now: now, Table: t, Shards: ev.Stats, LoadSplits: l.loadSplits, Failures: l.holdFailures(now)}, l.cfg.Thresholds)
 	for _, h := range ev.Decision.Unsplittable {
 		l.cfg.Logger.Info("hot key cannot be split", zap.Uint32("shard", uint32(h.Shard)), zap.String("routing", h.Value),
@@ -171,7 +204,7 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 		ev.Merge, ev.Err = &r, err
 		l.cfg.Logger.Info("autosplit merge", zap.Stringer("action", a), zap.Error(ev.Err))
 	}
-	if ev.Err != nil {
+	if ev.Err != nil && a.Kind != policy.None {
 		// Held back for RetryAfter, so that an action that keeps failing
 		// is neither retried at every tick nor starves the next one.
 		shards := a.Shards
@@ -183,6 +216,11 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 	l.trimLoadSplits(now)
 	ev.Version = n.Table().Version()
 	return ev, nil
+}
+
+// inProgress reports whether t has a split or a merge in progress.
+func inProgress(t *routing.Table) bool {
+	return len(t.InProgress()) > 0 || len(t.MergesInProgress()) > 0
 }
 
 // holdFailures returns the failures for the decision at now. A failure

@@ -418,6 +418,12 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 		Routing: req.Routing, Source: req.Source}
 	var wait routing.Version // the table this write needs durable before its acknowledgement
 	guard := func() error {
+		// Again under the apply lock: a write that waited on a fence may
+		// find the node failed meanwhile, and a failed node acknowledges
+		// nothing (its table on disk may no longer be the one in memory).
+		if err := n.failure(); err != nil {
+			return err
+		}
 		if b := n.block.Load(); b != nil {
 			return *b
 		}

@@ -463,7 +463,11 @@ func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) 
 	}
 	if err := step("wait-consistent", func() error {
 		var err error
-		rep.Verified, err = countOnce(target)
+		source, ok := c.Index(req.Source)
+		if !ok {
+			return fmt.Errorf("baseline: source index [%s] is gone before the target was verified", req.Source)
+		}
+		rep.Verified, err = verifyTarget(source, target)
 		return err
 	}); err != nil {
 		return rep, err
@@ -486,8 +490,28 @@ func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) 
 }
 
 // ErrInconsistent marks a target that holds a document twice or on the
-// wrong shard.
+// wrong shard, or not as many documents as its source.
 var ErrInconsistent = errors.New("baseline: target index is not consistent")
+
+// verifyTarget is the procedure's wait for a consistent target: every
+// document of the target once, on its shard (countOnce), and as many
+// documents as the write-blocked source holds, as a user comparing the two
+// indices' _count would check (placement alone passes a target that lost
+// documents).
+func verifyTarget(source, target *Index) (int, error) {
+	n, err := countOnce(target)
+	if err != nil {
+		return n, err
+	}
+	want, err := source.Node.CheckPlacement(nil)
+	if err != nil {
+		return n, fmt.Errorf("baseline: count the source's documents: %w", err)
+	}
+	if n != want.Documents {
+		return n, fmt.Errorf("%w: it holds %d documents, the write-blocked source %d", ErrInconsistent, n, want.Documents)
+	}
+	return n, nil
+}
 
 // countOnce scans the target and checks every document is on its shard,
 // once (node.CheckPlacement).

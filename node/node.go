@@ -279,7 +279,7 @@ func (n *Node) Close() error {
 func (n *Node) Apply(e routing.Edit) (*routing.Table, error) {
 	n.publish.Lock()
 	defer n.publish.Unlock()
-	if err := n.failure(); err != nil {
+	if err := n.editable(); err != nil {
 		return nil, err
 	}
 	t, err := routing.Apply(n.table.Load(), e)
@@ -315,7 +315,7 @@ func (p *PendingTable) Table() *routing.Table { return p.t }
 // applied.
 func (n *Node) Publish(e routing.Edit) (*PendingTable, error) {
 	n.publish.Lock()
-	if err := n.failure(); err != nil {
+	if err := n.editable(); err != nil {
 		n.publish.Unlock()
 		return nil, err
 	}
@@ -328,6 +328,22 @@ func (n *Node) Publish(e routing.Edit) (*PendingTable, error) {
 	n.table.Store(t)
 	n.mu.Unlock()
 	return &PendingTable{n: n, t: t, e: e}, nil
+}
+
+// editable refuses a table edit on a failed or closed node: a closed
+// node's data directory may be another node's by now (a reopen), whose
+// table file the edit would replace.
+func (n *Node) editable() error {
+	if err := n.failure(); err != nil {
+		return err
+	}
+	n.mu.RLock()
+	closed := n.closed
+	n.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("%w: no table edit", ErrClosed)
+	}
+	return nil
 }
 
 // failure returns the node's sticky failure, if any.

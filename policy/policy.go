@@ -120,6 +120,8 @@ func (th Thresholds) Validate() error {
 		return fmt.Errorf("policy: merge delay %v must not be negative", th.MergeDelay)
 	case th.RetryAfter < 0:
 		return fmt.Errorf("policy: retry delay %v must not be negative", th.RetryAfter)
+	case th.MinKeySamples < 0:
+		return fmt.Errorf("policy: minimum key samples %d must not be negative", th.MinKeySamples)
 	}
 	return nil
 }

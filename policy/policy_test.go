@@ -438,3 +438,11 @@ func TestValidateRefusesANegativeRetryDelay(t *testing.T) {
 		t.Fatalf("Validate with RetryAfter -1s: %v, want an error naming -1s", err)
 	}
 }
+
+func TestValidateRefusesANegativeKeySampleMinimum(t *testing.T) {
+	th := testThresholds()
+	th.MinKeySamples = -5
+	if err := th.Validate(); err == nil || !strings.Contains(err.Error(), "-5") {
+		t.Fatalf("Validate with MinKeySamples -5: %v, want an error naming -5", err)
+	}
+}

@@ -591,6 +591,16 @@ func (n *Node) Search(fn func(routing.ShardID, storage.Doc) error) (routing.Vers
 // perShard documents from each shard (0 = all of them): a page of hits
 // from every shard, as a query-then-fetch of that size asks for.
 func (n *Node) SearchAt(perShard int, fn func(routing.ShardID, storage.Doc) error) (*routing.Table, error) {
+	return n.SearchChosen(nil, perShard, fn)
+}
+
+// SearchChosen is SearchAt over the shards choose names in the table it
+// searches (every active shard when choose is nil). A caller that picks
+// shards by routing or preference picks them here, from the table the scan
+// reads, not from one it loaded before: a split that commits in between
+// reports the parent's documents under its children's ids, which a choice
+// from the older table does not hold.
+func (n *Node) SearchChosen(choose func(*routing.Table) []routing.ShardID, perShard int, fn func(routing.ShardID, storage.Doc) error) (*routing.Table, error) {
 	if err := n.failure(); err != nil {
 		return nil, err
 	}
@@ -600,6 +610,13 @@ func (n *Node) SearchAt(perShard int, fn func(routing.ShardID, storage.Doc) erro
 		return nil, ErrClosed
 	}
 	t := n.table.Load()
+	var chosen map[routing.ShardID]bool
+	if choose != nil {
+		chosen = map[routing.ShardID]bool{}
+		for _, id := range choose(t) {
+			chosen[id] = true
+		}
+	}
 	// A leaf's hits are reported as its shard's in t, but read from the
 	// parts readParts chooses: its owners in the durable table while t is
 	// pending (as readFrom does for a Get).
@@ -617,6 +634,9 @@ func (n *Node) SearchAt(perShard int, fn func(routing.ShardID, storage.Doc) erro
 	}
 	for r := range t.Settings().Shards {
 		for _, l := range t.Leaves(routing.ShardID(r)) {
+			if chosen != nil && !chosen[l.Shard] {
+				continue
+			}
 			parts, err := n.readParts(t, routing.ShardID(r), l)
 			if err != nil {
 				n.mu.RUnlock()

@@ -98,18 +98,32 @@ func (s *Service) SearchShards(expr, routingValue, preference string, o IndicesO
 		if !ok {
 			continue
 		}
-		r := routingValue
-		if r == "" {
-			r = s.searchRoutingOf(expr, name)
-		}
-		for _, id := range ix.node.Table().SearchShards(r) {
-			if pref.Type == routing.PreferShards && !pref.Includes(id) {
-				continue
-			}
+		for _, id := range s.shardChooser(expr, name, routingValue, pref)(ix.node.Table()) {
 			out = append(out, ShardTarget{Index: name, UUID: ix.uuid, Shard: id})
 		}
 	}
 	return out, nil
+}
+
+// shardChooser returns the shards of a table of index name that a search
+// of expr with this routing and preference reaches: routing.SearchShards
+// for the routing values (the request's, else an alias's search_routing),
+// then a _shards preference filters them.
+func (s *Service) shardChooser(expr, name, routingValue string, pref routing.Preference) func(*routing.Table) []routing.ShardID {
+	r := routingValue
+	if r == "" {
+		r = s.searchRoutingOf(expr, name)
+	}
+	return func(t *routing.Table) []routing.ShardID {
+		var out []routing.ShardID
+		for _, id := range t.SearchShards(r) {
+			if pref.Type == routing.PreferShards && !pref.Includes(id) {
+				continue
+			}
+			out = append(out, id)
+		}
+		return out
+	}
 }
 
 // nodeMatches reports whether a node specification (ids, names or '*'
@@ -148,14 +162,18 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 	if err != nil {
 		return SearchResult{}, err
 	}
-	byIndex := map[string]map[routing.ShardID]bool{}
+	pref, err := routing.ParsePreference(req.Preference)
+	if err != nil {
+		return SearchResult{}, AsError(err) // SearchShards parsed it already
+	}
+	// The indices searched are those with a shard to search; each index's
+	// shards are chosen again from the table its scan reads (a split or a
+	// merge may publish in between).
 	var order []string
 	for _, t := range targets {
-		if byIndex[t.Index] == nil {
-			byIndex[t.Index] = map[routing.ShardID]bool{}
+		if len(order) == 0 || order[len(order)-1] != t.Index {
 			order = append(order, t.Index)
 		}
-		byIndex[t.Index][t.Shard] = true
 	}
 	if req.Size >= 0 {
 		window := -1 // the smallest index.max_result_window of the indices searched
@@ -175,7 +193,7 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 				window, int64(req.From)+int64(req.Size))
 		}
 	}
-	res := SearchResult{Shards: len(targets)}
+	var res SearchResult
 	// Hits are ordered by shard, then in each shard's scan order, and the
 	// page is [From, From+Size) of that order: no shard contributes more
 	// than From+Size of them, so no more are kept (a size=1 search of a
@@ -191,13 +209,19 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 				return SearchResult{}, err
 			}
 		}
-		shards := byIndex[name]
+		choose := s.shardChooser(req.Indices, name, req.Routing, pref)
+		chosen := 0
 		var hits []Doc
 		total := 0
 		kept := map[routing.ShardID]int{}
-		t := ix.node.Table()
-		_, err := ix.node.Search(func(shard routing.ShardID, d storage.Doc) error {
-			if !shards[shard] || !req.Query.match(d) {
+		var t *routing.Table // the table the scan reads, set before any hit
+		_, err := ix.node.SearchChosen(func(st *routing.Table) []routing.ShardID {
+			t = st
+			ids := choose(st)
+			chosen = len(ids)
+			return ids
+		}, 0, func(shard routing.ShardID, d storage.Doc) error {
+			if !req.Query.match(d) {
 				return nil
 			}
 			total++
@@ -219,6 +243,7 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 			return SearchResult{}, AsError(err)
 		}
 		res.Total += total
+		res.Shards += chosen
 		sort.SliceStable(hits, func(i, j int) bool { return hits[i].Shard < hits[j].Shard })
 		res.Hits = append(res.Hits, hits...)
 	}

@@ -165,6 +165,32 @@ func (s *Server) fetch(r *http.Request) (service.Doc, bool, url.Values, error) {
 	return d, found, q, err
 }
 
+// sourceParam reads a _source query parameter: true or false (a bare
+// ?_source fetches it, as an empty include list does in OpenSearch's
+// FetchSourceContext); nil when absent. Any other value is a list of
+// fields to keep, which shardsplit cannot filter: refused rather than
+// answered with the whole source.
+func sourceParam(q url.Values) (*bool, error) {
+	if !q.Has("_source") {
+		return nil, nil
+	}
+	switch v := q.Get("_source"); v {
+	case "", "true":
+		yes := true
+		return &yes, nil
+	case "false":
+		no := false
+		return &no, nil
+	default:
+		return nil, sourceFilteringUnsupported(v)
+	}
+}
+
+func sourceFilteringUnsupported(v string) *service.Error {
+	return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+		Reason: fmt.Sprintf("_source filtering [%s] is not supported by shardsplit: use true or false", v)}
+}
+
 func sourceJSON(b []byte) any {
 	if json.Valid(b) {
 		return json.RawMessage(b)
@@ -187,7 +213,11 @@ func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) error {
 	if d.Routing != "" {
 		body["_routing"] = d.Routing
 	}
-	if src := q.Get("_source"); src != "false" && !(q.Has("stored_fields") && !q.Has("_source")) {
+	src, err := sourceParam(q)
+	if err != nil {
+		return err
+	}
+	if (src == nil && !q.Has("stored_fields")) || (src != nil && *src) {
 		body["_source"] = sourceJSON(d.Source)
 	}
 	s.writeJSON(w, r, http.StatusOK, body)
@@ -214,12 +244,20 @@ type SearchBody struct {
 	Query service.Query
 	Size  *int
 	From  *int
+	// Source is "_source": false leaves each hit's source out (nil: absent).
+	Source *bool
+	// Version is "version": each hit carries its _version.
+	Version *bool
+	// SeqNoPrimaryTerm is "seq_no_primary_term": each hit carries its
+	// _seq_no and _primary_term.
+	SeqNoPrimaryTerm *bool
 }
 
 var searchBodyKeys = []string{"query", "size", "from", "track_total_hits", "_source", "timeout", "version", "seq_no_primary_term", "stored_fields"}
 
 // ParseSearchBody parses a search or count body: query (match_all, ids,
-// term or terms on _id or _routing), size, from.
+// term or terms on _id or _routing), size, from, and the hits' _source
+// (true or false), version and seq_no_primary_term.
 func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
 	var sb SearchBody
 	m, err := decodeObject(body)
@@ -233,7 +271,7 @@ func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
 		}
 		if !allowed {
 			return sb, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
-				Reason: fmt.Sprintf("search body field [%s] is not supported by shardsplit (supported: query, size, from, track_total_hits, _source)", k)}
+				Reason: fmt.Sprintf("search body field [%s] is not supported by shardsplit (supported: query, size, from, track_total_hits, _source, version, seq_no_primary_term)", k)}
 		}
 	}
 	for _, k := range []string{"size", "from"} {
@@ -248,6 +286,23 @@ func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
 				sb.From = &n
 			}
 		}
+	}
+	for _, f := range []struct {
+		key string
+		dst **bool
+	}{{"_source", &sb.Source}, {"version", &sb.Version}, {"seq_no_primary_term", &sb.SeqNoPrimaryTerm}} {
+		v, ok := m[f.key]
+		if !ok {
+			continue
+		}
+		var b bool
+		if err := json.Unmarshal(v, &b); err != nil {
+			if f.key == "_source" {
+				return sb, sourceFilteringUnsupported(string(bytes.TrimSpace(v)))
+			}
+			return sb, parseErr("[%s] must be a boolean", f.key)
+		}
+		*f.dst = &b
 	}
 	if v, ok := m["query"]; ok {
 		if sb.Query, err = parseQuery(v); err != nil {
@@ -336,29 +391,60 @@ var searchParams = []string{"routing", "preference", "size", "from", "track_tota
 	"timeout", "search_type", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "request_cache", "typed_keys",
 	"seq_no_primary_term", "version", "allow_partial_search_results", "batched_reduce_size", "ccs_minimize_roundtrips", "q"}
 
-func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchRequest, url.Values, error) {
+// hitOptions are what each search hit carries besides _index, _id and
+// _score: the body's _source, version and seq_no_primary_term, each
+// overridden by its query parameter (as RestSearchAction does).
+type hitOptions struct {
+	source, version, seqNoPrimaryTerm bool
+}
+
+func hitOptionsOf(sb SearchBody, q url.Values) (hitOptions, error) {
+	o := hitOptions{source: true}
+	for _, f := range []struct {
+		body *bool
+		dst  *bool
+	}{{sb.Source, &o.source}, {sb.Version, &o.version}, {sb.SeqNoPrimaryTerm, &o.seqNoPrimaryTerm}} {
+		if f.body != nil {
+			*f.dst = *f.body
+		}
+	}
+	src, err := sourceParam(q)
+	if err != nil {
+		return o, err
+	}
+	if src != nil {
+		o.source = *src
+	}
+	if o.version, err = boolParam(q, "version", o.version); err != nil {
+		return o, err
+	}
+	o.seqNoPrimaryTerm, err = boolParam(q, "seq_no_primary_term", o.seqNoPrimaryTerm)
+	return o, err
+}
+
+func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchRequest, hitOptions, url.Values, error) {
 	allowed := searchParams
 	if count {
 		allowed = []string{"routing", "preference", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "min_score", "terminate_after", "q"}
 	}
 	q, err := params(r, allowed...)
 	if err != nil {
-		return service.SearchRequest{}, nil, err
+		return service.SearchRequest{}, hitOptions{}, nil, err
 	}
 	if err := unsupportedParams(q, "q"); err != nil {
-		return service.SearchRequest{}, nil, err
+		return service.SearchRequest{}, hitOptions{}, nil, err
 	}
 	body, err := readBody(r)
 	if err != nil {
-		return service.SearchRequest{}, nil, err
+		return service.SearchRequest{}, hitOptions{}, nil, err
 	}
 	sb, err := ParseSearchBody(body, count)
 	if err != nil {
-		return service.SearchRequest{}, nil, err
+		return service.SearchRequest{}, hitOptions{}, nil, err
 	}
 	o, err := indicesOptions(q)
 	if err != nil {
-		return service.SearchRequest{}, nil, err
+		return service.SearchRequest{}, hitOptions{}, nil, err
 	}
 	req := service.SearchRequest{Indices: r.PathValue("index"), Query: sb.Query, Size: 10, Routing: q.Get("routing"), Preference: q.Get("preference"), Options: o}
 	if sb.Size != nil {
@@ -371,7 +457,7 @@ func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchReque
 		if v := q.Get(k); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return req, nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+				return req, hitOptions{}, nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
 					Reason: fmt.Sprintf("Failed to parse int parameter [%s] with value [%s]", k, v)}
 			}
 			if k == "size" {
@@ -384,12 +470,16 @@ func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchReque
 	if count {
 		req.Size = -1
 	}
-	return req, q, nil
+	ho, err := hitOptionsOf(sb, q)
+	if err != nil {
+		return req, hitOptions{}, nil, err
+	}
+	return req, ho, q, nil
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	req, q, err := s.searchRequest(r, false)
+	req, ho, q, err := s.searchRequest(r, false)
 	if err != nil {
 		return err
 	}
@@ -403,8 +493,14 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 		if d.Routing != "" {
 			h["_routing"] = d.Routing
 		}
-		if q.Get("_source") != "false" {
+		if ho.source {
 			h["_source"] = sourceJSON(d.Source)
+		}
+		if ho.version {
+			h["_version"] = d.Version
+		}
+		if ho.seqNoPrimaryTerm {
+			h["_seq_no"], h["_primary_term"] = d.SeqNo, 1
 		}
 		hits = append(hits, h)
 	}
@@ -426,7 +522,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) count(w http.ResponseWriter, r *http.Request) error {
-	req, _, err := s.searchRequest(r, true)
+	req, _, _, err := s.searchRequest(r, true)
 	if err != nil {
 		return err
 	}

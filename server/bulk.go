@@ -63,6 +63,12 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 				it.Index = s
 			case "_id":
 				it.ID = s
+				if s == "" && bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) && it.Op != "delete" {
+					// Only an absent _id asks for a generated one
+					// (IndexRequest.process).
+					it.Err = &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+						Reason: "if _id is specified it must not be empty"}
+				}
 			case "routing", "_routing":
 				it.Routing = s
 			case "require_alias":
@@ -89,11 +95,15 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 					Reason: "The bulk request must be terminated by a newline [\\n]"}
 			}
 			it.Source = bytes.TrimSpace(lines[i])
-			if it.Op == "update" {
+			switch {
+			case it.Err != nil: // the action line's own error stands
+			case it.Op == "update":
 				it.Err = &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Index: it.Index,
 					Reason: "bulk update is not supported by shardsplit; use index"}
-			} else if err := checkSource(it.Index, it.Source); err != nil {
-				it.Err = service.AsError(err)
+			default:
+				if err := checkSource(it.Index, it.Source); err != nil {
+					it.Err = service.AsError(err)
+				}
 			}
 		} else if it.ID == "" {
 			it.Err = &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: id is missing;"}

@@ -150,6 +150,9 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
 	if err := refreshParam(q); err != nil {
 		return err
 	}
+	if err := unsupportedParams(q, "pipeline"); err != nil {
+		return err // as the single-document index refuses it
+	}
 	requireAlias, err := boolParam(q, "require_alias", false)
 	if err != nil {
 		return err

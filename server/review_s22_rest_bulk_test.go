@@ -51,3 +51,23 @@ func TestReviewS22RESTBulkEmptyID(t *testing.T) {
 		t.Errorf("documents after the bulk: %d (HTTP %d), want 1", count.Count, st)
 	}
 }
+
+// TestReviewS22RESTBulkPipelineRefused: a bulk's pipeline parameter names
+// an ingest pipeline that would transform every document (OpenSearch fails
+// each item whose pipeline does not exist); shardsplit has none, and the
+// single-document index refuses pipeline as unsupported. The bulk accepted
+// it and stored every document untransformed, answering 201s.
+func TestReviewS22RESTBulkPipelineRefused(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	var res struct {
+		Errors bool `json:"errors"`
+	}
+	st := ts.do(t, "POST", "/logs/_bulk?pipeline=redact", "{\"index\":{\"_id\":\"1\"}}\n{\"secret\":\"s\"}\n", &res)
+	if st == 200 && !res.Errors {
+		t.Errorf("bulk with pipeline=redact: HTTP 200 without errors; the pipeline was ignored")
+	}
+	var got map[string]any
+	if st := ts.do(t, "GET", "/logs/_doc/1", "", &got); st == 200 {
+		t.Errorf("the document was stored without its pipeline: %v", got)
+	}
+}

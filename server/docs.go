@@ -431,7 +431,8 @@ func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchReque
 	if err != nil {
 		return service.SearchRequest{}, hitOptions{}, nil, err
 	}
-	if err := unsupportedParams(q, "q"); err != nil {
+	// min_score and terminate_after (the count's) would change the answer.
+	if err := unsupportedParams(q, "q", "min_score", "terminate_after"); err != nil {
 		return service.SearchRequest{}, hitOptions{}, nil, err
 	}
 	body, err := readBody(r)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -161,8 +162,53 @@ func (s *Server) fetch(r *http.Request) (service.Doc, bool, url.Values, error) {
 	if err := unsupportedParams(q, "_source_includes", "_source_excludes"); err != nil {
 		return service.Doc{}, false, nil, err
 	}
+	version, err := getVersionParam(q)
+	if err != nil {
+		return service.Doc{}, false, nil, err
+	}
 	d, found, err := s.svc.GetDoc(r.PathValue("index"), r.PathValue("id"), q.Get("routing"))
+	if err == nil && found && version != matchAnyVersion && d.Version != version {
+		e := &service.Error{Type: service.TypeVersionConflict, Status: http.StatusConflict, Index: d.Index,
+			Reason: fmt.Sprintf("[%s]: version conflict, current version [%d] is different than the one provided [%d]", d.ID, d.Version, version)}
+		if m, ok := s.svc.Meta(d.Index); ok {
+			e.UUID = m.UUID
+		}
+		return d, found, q, e
+	}
 	return d, found, q, err
+}
+
+// matchAnyVersion is OpenSearch's Versions.MATCH_ANY: no version condition.
+const matchAnyVersion = -3
+
+// getVersionParam reads a get's version and version_type, as GetRequest
+// does: version is a long, MATCH_ANY (-3, the default) or positive, and
+// every version type (internal, external, external_gte) compares a read
+// for equality (isVersionConflictForReads).
+func getVersionParam(q url.Values) (int64, error) {
+	switch vt := q.Get("version_type"); vt {
+	case "", "internal", "external", "external_gte":
+	default:
+		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("No version type match [%s]", vt)}
+	}
+	if !q.Has("version") {
+		return matchAnyVersion, nil
+	}
+	v, err := strconv.ParseInt(q.Get("version"), 10, 64)
+	if err != nil {
+		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("Failed to parse long parameter [version] with value [%s]", q.Get("version"))}
+	}
+	if v != matchAnyVersion && v <= 0 {
+		vt := strings.ToUpper(q.Get("version_type"))
+		if vt == "" {
+			vt = "INTERNAL"
+		}
+		return 0, &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("Validation Failed: 1: illegal version value [%d] for version type [%s];", v, vt)}
+	}
+	return v, nil
 }
 
 // sourceParam reads a _source query parameter: true or false (a bare

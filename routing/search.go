@@ -18,7 +18,7 @@ import (
 //
 // Children of in-progress splits are never targeted, as in OpenSearch.
 func (t *Table) SearchShards(routing string) []ShardID {
-	values := splitRouting(routing)
+	values := SplitRouting(routing)
 	if len(values) == 0 {
 		return t.ActiveShards()
 	}
@@ -33,9 +33,9 @@ func (t *Table) SearchShards(routing string) []ShardID {
 	return slices.Compact(out)
 }
 
-// splitRouting splits a comma-separated routing parameter into its distinct
+// SplitRouting splits a comma-separated routing parameter into its distinct
 // non-empty values.
-func splitRouting(routing string) []string {
+func SplitRouting(routing string) []string {
 	var values []string
 	for v := range strings.SplitSeq(routing, ",") {
 		if v = strings.TrimSpace(v); v != "" && !slices.Contains(values, v) {

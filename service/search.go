@@ -92,31 +92,28 @@ func (s *Service) SearchShards(expr, routingValue, preference string, o IndicesO
 		// One node holds every shard: a filter that excludes it leaves none.
 		return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, "", "No data node with criteria [%s] found", pref.Value)
 	}
+	routings := s.searchRoutings(expr, routingValue)
 	var out []ShardTarget
 	for _, name := range names {
 		ix, ok := s.index(name)
 		if !ok {
 			continue
 		}
-		for _, id := range s.shardChooser(expr, name, routingValue, pref)(ix.node.Table()) {
+		for _, id := range shardChooser(routings[name], pref)(ix.node.Table()) {
 			out = append(out, ShardTarget{Index: name, UUID: ix.uuid, Shard: id})
 		}
 	}
 	return out, nil
 }
 
-// shardChooser returns the shards of a table of index name that a search
-// of expr with this routing and preference reaches: routing.SearchShards
-// for the routing values (the request's, else an alias's search_routing),
-// then a _shards preference filters them.
-func (s *Service) shardChooser(expr, name, routingValue string, pref routing.Preference) func(*routing.Table) []routing.ShardID {
-	r := routingValue
-	if r == "" {
-		r = s.searchRoutingOf(expr, name)
-	}
+// shardChooser returns the shards of an index's table that a search with
+// these routing values (searchRoutings') and preference reaches:
+// routing.SearchShards for the routing values, then a _shards preference
+// filters them.
+func shardChooser(routingValues string, pref routing.Preference) func(*routing.Table) []routing.ShardID {
 	return func(t *routing.Table) []routing.ShardID {
 		var out []routing.ShardID
-		for _, id := range t.SearchShards(r) {
+		for _, id := range t.SearchShards(routingValues) {
 			if pref.Type == routing.PreferShards && !pref.Includes(id) {
 				continue
 			}
@@ -138,17 +135,95 @@ func (s *Service) nodeMatches(spec string) bool {
 	return false
 }
 
-// searchRoutingOf returns the search_routing of an alias in expr that
-// points at index, if expr is exactly that alias.
-func (s *Service) searchRoutingOf(expr, index string) string {
+// searchRoutings returns the routing values (comma-separated) a search of
+// expr with the routing parameter param uses for each index, as OpenSearch's
+// IndexNameExpressionResolver.resolveSearchRouting: an alias named in expr
+// with search_routing gives its index those values, narrowed to param's
+// (none left: the index is searched whole); an index named outright, by a
+// wildcard or through an alias without search_routing, gets param's values
+// and is no longer limited by any alias. An index absent from the map is
+// searched on every shard.
+func (s *Service) searchRoutings(expr, param string) map[string]string {
+	paramValues := routing.SplitRouting(param)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if m, ok := s.st.Indices[index]; ok {
-		if a, ok := m.Aliases[expr]; ok {
-			return a.SearchRouting
+	sets := map[string]map[string]bool{}
+	norouting := map[string]bool{}
+	plain := func(index string) {
+		if norouting[index] {
+			return
+		}
+		norouting[index] = true
+		delete(sets, index)
+		if len(paramValues) > 0 {
+			sets[index] = map[string]bool{}
+			for _, v := range paramValues {
+				sets[index][v] = true
+			}
 		}
 	}
-	return ""
+	var parts []string
+	if expr == "" || expr == "_all" {
+		parts = []string{"*"}
+	} else {
+		parts = strings.Split(expr, ",")
+	}
+	for _, part := range parts {
+		part = strings.TrimSpace(part)
+		switch {
+		case part == "":
+		case strings.Contains(part, "*"):
+			// A wildcard resolves to concrete indices, an alias's too.
+			for n, m := range s.st.Indices {
+				matched := GlobMatch(part, n)
+				for a := range m.Aliases {
+					matched = matched || GlobMatch(part, a)
+				}
+				if matched {
+					plain(n)
+				}
+			}
+		case s.st.Indices[part] != nil:
+			plain(part)
+		default:
+			for _, index := range s.aliasTargetsLocked(part) {
+				am := s.st.Indices[index].Aliases[part]
+				if norouting[index] {
+					continue
+				}
+				if am.SearchRouting == "" {
+					plain(index)
+					continue
+				}
+				if sets[index] == nil {
+					sets[index] = map[string]bool{}
+				}
+				for _, v := range routing.SplitRouting(am.SearchRouting) {
+					sets[index][v] = true
+				}
+				if len(paramValues) > 0 {
+					for v := range sets[index] {
+						if !slices.Contains(paramValues, v) {
+							delete(sets[index], v)
+						}
+					}
+				}
+				if len(sets[index]) == 0 {
+					delete(sets, index)
+				}
+			}
+		}
+	}
+	out := make(map[string]string, len(sets))
+	for index, set := range sets {
+		values := make([]string, 0, len(set))
+		for v := range set {
+			values = append(values, v)
+		}
+		sort.Strings(values)
+		out[index] = strings.Join(values, ",")
+	}
+	return out
 }
 
 // defaultMaxResultWindow is index.max_result_window's default.
@@ -166,6 +241,7 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 	if err != nil {
 		return SearchResult{}, AsError(err) // SearchShards parsed it already
 	}
+	routings := s.searchRoutings(req.Indices, req.Routing)
 	// The indices searched are those with a shard to search; each index's
 	// shards are chosen again from the table its scan reads (a split or a
 	// merge may publish in between).
@@ -209,7 +285,7 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 				return SearchResult{}, err
 			}
 		}
-		choose := s.shardChooser(req.Indices, name, req.Routing, pref)
+		choose := shardChooser(routings[name], pref)
 		chosen := 0
 		var hits []Doc
 		total := 0

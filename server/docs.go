@@ -297,13 +297,16 @@ type SearchBody struct {
 	// SeqNoPrimaryTerm is "seq_no_primary_term": each hit carries its
 	// _seq_no and _primary_term.
 	SeqNoPrimaryTerm *bool
+	// StoredFields says the body names stored_fields: without _source,
+	// hits carry no source (there are no stored fields to return).
+	StoredFields bool
 }
 
 var searchBodyKeys = []string{"query", "size", "from", "track_total_hits", "_source", "timeout", "version", "seq_no_primary_term", "stored_fields"}
 
 // ParseSearchBody parses a search or count body: query (match_all, ids,
 // term or terms on _id or _routing), size, from, and the hits' _source
-// (true or false), version and seq_no_primary_term.
+// (true or false), version, seq_no_primary_term and stored_fields.
 func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
 	var sb SearchBody
 	m, err := decodeObject(body)
@@ -349,6 +352,14 @@ func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
 			return sb, parseErr("[%s] must be a boolean", f.key)
 		}
 		*f.dst = &b
+	}
+	if v, ok := m["stored_fields"]; ok {
+		var one string
+		var list []string
+		if json.Unmarshal(v, &one) != nil && json.Unmarshal(v, &list) != nil {
+			return sb, parseErr("[stored_fields] must be a string or an array of strings")
+		}
+		sb.StoredFields = true
 	}
 	if v, ok := m["query"]; ok {
 		if sb.Query, err = parseQuery(v); err != nil {
@@ -445,7 +456,8 @@ type hitOptions struct {
 }
 
 func hitOptionsOf(sb SearchBody, q url.Values) (hitOptions, error) {
-	o := hitOptions{source: true}
+	// Naming stored fields fetches the source only when it is asked for.
+	o := hitOptions{source: !sb.StoredFields}
 	for _, f := range []struct {
 		body *bool
 		dst  *bool

@@ -90,3 +90,36 @@ func TestReviewS22RESTSearchHitOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewS22RESTSearchStoredFieldsLeavesSourceOut: a search body's
+// stored_fields without _source leaves each hit's _source out, as a get's
+// stored_fields parameter does here and as OpenSearch's fetch phase does
+// (a request that names stored fields fetches _source only when it asks
+// for it; "_none_" fetches none). stored_fields was accepted and ignored:
+// every hit carried its source.
+func TestReviewS22RESTSearchStoredFieldsLeavesSourceOut(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs/_doc/1", `{"a":1}`, nil); st != 201 {
+		t.Fatal(st)
+	}
+	for _, tc := range []struct {
+		body       string
+		wantSource bool
+	}{
+		{`{"stored_fields":"_none_"}`, false},
+		{`{"stored_fields":["a"]}`, false},
+		{`{"stored_fields":["a"],"_source":true}`, true},
+	} {
+		var out struct {
+			Hits struct {
+				Hits []map[string]json.RawMessage `json:"hits"`
+			} `json:"hits"`
+		}
+		if st := ts.do(t, "POST", "/logs/_search", tc.body, &out); st != 200 || len(out.Hits.Hits) != 1 {
+			t.Fatalf("%s: HTTP %d, %d hits", tc.body, st, len(out.Hits.Hits))
+		}
+		if _, has := out.Hits.Hits[0]["_source"]; has != tc.wantSource {
+			t.Errorf("%s: hit has _source %v, want %v", tc.body, has, tc.wantSource)
+		}
+	}
+}

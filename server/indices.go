@@ -86,7 +86,8 @@ func parseAliasesObject(raw json.RawMessage) (map[string]service.AliasMeta, erro
 }
 
 // parseAliasMeta parses an alias body: routing, index_routing,
-// search_routing, is_write_index, filter.
+// search_routing, is_write_index; filter and is_hidden only when null or
+// off (neither is supported).
 func parseAliasMeta(raw json.RawMessage) (service.AliasMeta, error) {
 	var am service.AliasMeta
 	m, err := decodeObject(raw)
@@ -134,6 +135,18 @@ func parseAliasMeta(raw json.RawMessage) (service.AliasMeta, error) {
 			return am, parseErr("[alias] [is_write_index] must be a boolean")
 		}
 		am.IsWriteIndex = &b
+	}
+	if v, ok := m["is_hidden"]; ok && string(v) != "null" {
+		var hidden bool
+		if err := json.Unmarshal(v, &hidden); err != nil {
+			return am, parseErr("[alias] [is_hidden] must be a boolean")
+		}
+		if hidden {
+			// Every name resolves as visible here (expand_wildcards is not
+			// read): a hidden alias would be matched by wildcards.
+			return am, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+				Reason: "hidden aliases (is_hidden: true) are not supported by shardsplit: no index or alias is hidden"}
+		}
 	}
 	if v, ok := m["filter"]; ok {
 		if string(v) != "null" {

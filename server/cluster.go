@@ -124,7 +124,7 @@ func durationParam(q map[string][]string, name string, def time.Duration) (time.
 	if !ok || v[0] == "" {
 		return def, nil
 	}
-	d, err := parseTimeValue(v[0], name)
+	d, err := service.ParseTimeValue(v[0], name)
 	if err != nil {
 		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Reason: err.Error()}
 	}
@@ -132,53 +132,7 @@ func durationParam(q map[string][]string, name string, def time.Duration) (time.
 }
 
 // noTimeout is what a timeout of -1 (none) waits at most.
-const noTimeout = 24 * time.Hour
-
-// parseTimeValue parses a time value as OpenSearch's
-// TimeValue.parseTimeValue does, with its messages: a whole number (a Java
-// long, -1 the only negative) and a unit (nanos, micros, ms, s, m, h, d;
-// case-insensitive except m), or "-1" or "0" alone. A negative value (-1:
-// no timeout) waits noTimeout; a value too long for a Duration is capped to
-// noTimeout.
-func parseTimeValue(sValue, setting string) (time.Duration, error) {
-	normalized := strings.TrimSpace(strings.ToLower(sValue))
-	units := []struct {
-		suffix string
-		d      time.Duration
-	}{{"nanos", time.Nanosecond}, {"micros", time.Microsecond}, {"ms", time.Millisecond}, {"s", time.Second},
-		{"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}}
-	for _, u := range units {
-		if u.suffix == "m" && !strings.HasSuffix(sValue, "m") {
-			continue // "M" would be months: only a lowercase m is minutes
-		}
-		n, ok := strings.CutSuffix(normalized, u.suffix)
-		if !ok {
-			continue
-		}
-		n = strings.TrimSpace(n)
-		v, err := strconv.ParseInt(n, 10, 64)
-		if err != nil {
-			if _, ferr := strconv.ParseFloat(n, 64); ferr == nil {
-				return 0, fmt.Errorf("failed to parse [%s], fractional time values are not supported", sValue)
-			}
-			return 0, fmt.Errorf("failed to parse [%s]", sValue)
-		}
-		if v < -1 {
-			return 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: negative durations are not supported", setting, sValue)
-		}
-		if v < 0 || v > int64(noTimeout/u.d) {
-			return noTimeout, nil
-		}
-		return time.Duration(v) * u.d, nil
-	}
-	switch {
-	case strings.TrimLeft(normalized, "0") == "" && normalized != "":
-		return 0, nil
-	case strings.HasPrefix(normalized, "-") && strings.TrimLeft(normalized[1:], "0") == "1":
-		return noTimeout, nil
-	}
-	return 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: unit is missing or unrecognized", setting, sValue)
-}
+const noTimeout = service.NoTimeout
 
 var nodeRoles = []string{"cluster_manager", "data", "ingest", "remote_cluster_client"}
 

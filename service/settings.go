@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -70,6 +71,65 @@ func parseMode(key, v string) error {
 
 func anyValue(key, v string) error { return nil }
 
+// parseTime accepts a time value (ParseTimeValue), as OpenSearch's time
+// settings do.
+func parseTime(key, v string) error {
+	if _, err := ParseTimeValue(v, key); err != nil {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "%s", err.Error())
+	}
+	return nil
+}
+
+// NoTimeout is what a time value of -1 (none) means as a wait: the longest
+// one ParseTimeValue returns.
+const NoTimeout = 24 * time.Hour
+
+// ParseTimeValue parses a time value as OpenSearch's
+// TimeValue.parseTimeValue does, with its messages: a whole number (a Java
+// long, -1 the only negative) and a unit (nanos, micros, ms, s, m, h, d;
+// case-insensitive except m), or "-1" or "0" alone. A negative value (-1:
+// no timeout) waits NoTimeout; a value too long for a Duration is capped to
+// NoTimeout.
+func ParseTimeValue(sValue, setting string) (time.Duration, error) {
+	normalized := strings.TrimSpace(strings.ToLower(sValue))
+	units := []struct {
+		suffix string
+		d      time.Duration
+	}{{"nanos", time.Nanosecond}, {"micros", time.Microsecond}, {"ms", time.Millisecond}, {"s", time.Second},
+		{"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}}
+	for _, u := range units {
+		if u.suffix == "m" && !strings.HasSuffix(sValue, "m") {
+			continue // "M" would be months: only a lowercase m is minutes
+		}
+		n, ok := strings.CutSuffix(normalized, u.suffix)
+		if !ok {
+			continue
+		}
+		n = strings.TrimSpace(n)
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			if _, ferr := strconv.ParseFloat(n, 64); ferr == nil {
+				return 0, fmt.Errorf("failed to parse [%s], fractional time values are not supported", sValue)
+			}
+			return 0, fmt.Errorf("failed to parse [%s]", sValue)
+		}
+		if v < -1 {
+			return 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: negative durations are not supported", setting, sValue)
+		}
+		if v < 0 || v > int64(NoTimeout/u.d) {
+			return NoTimeout, nil
+		}
+		return time.Duration(v) * u.d, nil
+	}
+	switch {
+	case strings.TrimLeft(normalized, "0") == "" && normalized != "":
+		return 0, nil
+	case strings.HasPrefix(normalized, "-") && strings.TrimLeft(normalized[1:], "0") == "1":
+		return NoTimeout, nil
+	}
+	return 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: unit is missing or unrecognized", setting, sValue)
+}
+
 var settingSpecs = map[string]settingSpec{
 	SettingShards:              {kindStatic, parseIntMin(1)},
 	SettingRoutingShards:       {kindFinal, parseIntMin(1)},
@@ -80,7 +140,7 @@ var settingSpecs = map[string]settingSpec{
 	SettingBlockReadOnly:       {kindDynamic, parseBool},
 	SettingBlockRead:           {kindDynamic, parseBool},
 	SettingBlockMetadata:       {kindDynamic, parseBool},
-	"index.refresh_interval":   {kindDynamic, anyValue},
+	"index.refresh_interval":   {kindDynamic, parseTime},
 	"index.max_result_window":  {kindDynamic, parseIntMin(1)},
 	"index.uuid":               {kindPrivate, anyValue},
 	"index.creation_date":      {kindPrivate, anyValue},

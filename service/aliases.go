@@ -75,6 +75,13 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 				}
 			}
 		}
+		// The indices to remove go first, as in OpenSearch's
+		// applyAliasActions: an alias may then take a removed index's name
+		// (replacing an index by an alias in one request), and an alias
+		// action on a removed index names a missing index.
+		for _, n := range removeIndices {
+			delete(st.Indices, n)
+		}
 		for _, r := range rs {
 			for _, n := range r.indices {
 				m, ok := st.Indices[n]
@@ -104,9 +111,6 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 					}
 				}
 			}
-		}
-		for _, n := range removeIndices {
-			delete(st.Indices, n)
 		}
 		added := map[string]AliasMeta{}
 		for _, r := range rs {

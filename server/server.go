@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -277,7 +278,63 @@ func params(r *http.Request, allowed ...string) (url.Values, error) {
 		return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
 			Reason: fmt.Sprintf("request [%s] contains unrecognized %s: [%s]", r.URL.Path, what, strings.Join(bad, "], ["))}
 	}
+	if err := checkParamValues(q); err != nil {
+		return nil, err
+	}
 	return q, nil
+}
+
+// checkParamValues parses the values of the parameters endpoints accept
+// without acting on them, as OpenSearch's REST layer parses each one, so a
+// bad value is a 400 naming it rather than ignored.
+func checkParamValues(q url.Values) error {
+	bad := func(format string, args ...any) error {
+		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Reason: fmt.Sprintf(format, args...)}
+	}
+	for name, vs := range q {
+		v := vs[0]
+		switch name {
+		case "timeout", "master_timeout", "cluster_manager_timeout":
+			if _, err := service.ParseTimeValue(v, name); v != "" && err != nil {
+				return bad("%s", err.Error())
+			}
+		case "request_cache", "rest_total_hits_as_int":
+			if _, err := boolParam(q, name, false); err != nil {
+				return err
+			}
+		case "track_total_hits": // an int, else a boolean
+			if _, err := strconv.ParseInt(v, 10, 32); err != nil {
+				if _, err := boolParam(q, name, false); err != nil {
+					return err
+				}
+			}
+		case "search_type":
+			if v != "query_then_fetch" && v != "dfs_query_then_fetch" {
+				return bad("No search type for [%s]", v)
+			}
+		case "expand_wildcards":
+			for _, w := range strings.Split(v, ",") {
+				switch strings.TrimSpace(w) {
+				case "open", "closed", "hidden", "none", "all":
+				default:
+					return bad("No valid expand wildcard value [%s]", w)
+				}
+			}
+		case "wait_for_active_shards": // ActiveShardCount.parseString
+			if v == "" || v == "all" || v == "index-setting" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return &service.Error{Type: "number_format_exception", Status: http.StatusBadRequest,
+					Reason: fmt.Sprintf("For input string: \"%s\"", v)}
+			}
+			if n < 0 {
+				return bad("shard count cannot be a negative value")
+			}
+		}
+	}
+	return nil
 }
 
 // readBody reads the whole body (bounded by MaxBytesReader).

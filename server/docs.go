@@ -353,6 +353,22 @@ func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
 		}
 		*f.dst = &b
 	}
+	if v, ok := m["timeout"]; ok {
+		var tv string
+		if err := json.Unmarshal(v, &tv); err != nil {
+			return sb, parseErr("[timeout] must be a time value string, got %s", v)
+		}
+		if _, err := service.ParseTimeValue(tv, "timeout"); err != nil {
+			return sb, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Reason: err.Error()}
+		}
+	}
+	if v, ok := m["track_total_hits"]; ok {
+		var b bool
+		var n int32
+		if json.Unmarshal(v, &b) != nil && json.Unmarshal(v, &n) != nil {
+			return sb, parseErr("[track_total_hits] must be a boolean or an integer, got %s", v)
+		}
+	}
 	if v, ok := m["stored_fields"]; ok {
 		var one string
 		var list []string

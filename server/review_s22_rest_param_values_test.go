@@ -58,3 +58,23 @@ func TestReviewS22RESTParamValuesValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewS22RESTSearchBodyValuesValidated: a search body's timeout is a
+// time value and its track_total_hits a boolean or an integer, as
+// SearchSourceBuilder.parseXContent reads them; any value was accepted.
+func TestReviewS22RESTSearchBodyValuesValidated(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs", "", nil); st != 200 {
+		t.Fatal(st)
+	}
+	for _, body := range []string{`{"timeout":"abc"}`, `{"timeout":true}`, `{"track_total_hits":"abc"}`, `{"track_total_hits":1.5}`} {
+		if st := ts.do(t, "POST", "/logs/_search", body, nil); st != 400 {
+			t.Errorf("search %s: HTTP %d, want 400", body, st)
+		}
+	}
+	for _, body := range []string{`{"timeout":"10s"}`, `{"track_total_hits":false}`, `{"track_total_hits":1000}`} {
+		if st := ts.do(t, "POST", "/logs/_search", body, nil); st != 200 {
+			t.Errorf("search %s: HTTP %d, want 200", body, st)
+		}
+	}
+}

@@ -270,10 +270,15 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 		}
 	}
 	var res SearchResult
-	// Hits are ordered by shard, then in each shard's scan order, and the
-	// page is [From, From+Size) of that order: no shard contributes more
-	// than From+Size of them, so no more are kept (a size=1 search of a
-	// large index held every match before).
+	// Hits are in the order the scan reads them: root by root, each root's
+	// leaves in key order, each leaf in key order. That is the storage's
+	// key order, which a split or a merge does not change (children
+	// partition their parent's span in order), so pages taken with from
+	// and size stay consistent across one (ordering by shard id did not:
+	// children take new, higher ids). The page is [From, From+Size) of
+	// that order: a leaf's hits are contiguous in it, so no shard
+	// contributes more than From+Size of them, and no more are kept (a
+	// size=1 search of a large index held every match before).
 	keep := req.From + req.Size
 	for _, name := range order {
 		ix, ok := s.index(name)
@@ -320,7 +325,6 @@ func (s *Service) Search(req SearchRequest) (SearchResult, error) {
 		}
 		res.Total += total
 		res.Shards += chosen
-		sort.SliceStable(hits, func(i, j int) bool { return hits[i].Shard < hits[j].Shard })
 		res.Hits = append(res.Hits, hits...)
 	}
 	if req.Size >= 0 {

@@ -17,6 +17,8 @@ package server
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,6 +109,15 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxContentLength)
+	// OpenSearch's HTTP layer (Netty's HttpContentDecompressor)
+	// decompresses gzip and deflate bodies, as the official clients'
+	// CompressRequestBody sends them, and passes other encodings through;
+	// the decompressed body is what http.max_content_length bounds.
+	if dec, ok := newBodyDecoder(strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))), r.Body); ok {
+		r.Body = http.MaxBytesReader(w, dec, s.cfg.MaxContentLength)
+		r.Header.Del("Content-Encoding")
+		r.ContentLength = -1
+	}
 	if _, err := decodeQueryString(r.URL.RawQuery); err != nil {
 		s.writeError(w, r, badParameter(err))
 		return
@@ -124,6 +135,64 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mux.ServeHTTP(w, r)
+}
+
+// bodyDecoder decompresses a request body on its first read, so that a
+// body that is not in its encoding fails that read with a 400
+// parse_exception naming the encoding, as a malformed body does.
+type bodyDecoder struct {
+	enc  string
+	src  io.ReadCloser
+	dec  io.ReadCloser
+	fail error
+}
+
+func newBodyDecoder(enc string, src io.ReadCloser) (io.ReadCloser, bool) {
+	switch enc {
+	case "gzip", "x-gzip", "deflate":
+		return &bodyDecoder{enc: enc, src: src}, true
+	}
+	return nil, false
+}
+
+func (b *bodyDecoder) Read(p []byte) (int, error) {
+	if b.fail != nil {
+		return 0, b.fail
+	}
+	if b.dec == nil {
+		var err error
+		if b.enc == "deflate" {
+			b.dec, err = zlib.NewReader(b.src)
+		} else {
+			b.dec, err = gzip.NewReader(b.src)
+		}
+		if err != nil {
+			b.fail = b.wrap(err)
+			return 0, b.fail
+		}
+	}
+	n, err := b.dec.Read(p)
+	if err != nil && err != io.EOF {
+		err = b.wrap(err)
+	}
+	return n, err
+}
+
+// wrap names a decoding failure; a body over the limit stays an
+// *http.MaxBytesError (a 413).
+func (b *bodyDecoder) wrap(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return err
+	}
+	return parseErr("request body is not valid %s content: %v", b.enc, err)
+}
+
+func (b *bodyDecoder) Close() error {
+	if b.dec != nil {
+		_ = b.dec.Close()
+	}
+	return b.src.Close()
 }
 
 // statusWriter notes whether a response has begun.

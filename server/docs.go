@@ -100,7 +100,13 @@ func (s *Server) putDoc(w http.ResponseWriter, r *http.Request, create bool) err
 	if err := unsupportedParams(q, "version", "if_seq_no", "if_primary_term", "pipeline"); err != nil {
 		return err
 	}
-	switch q.Get("op_type") {
+	// RestIndexAction: _create takes only create (validateOpType), and
+	// IndexRequest.opType reads the value case-insensitively.
+	if opType := q.Get("op_type"); create && q.Has("op_type") && strings.ToLower(opType) != "create" {
+		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("opType must be 'create', found: [%s]", opType)}
+	}
+	switch strings.ToLower(q.Get("op_type")) {
 	case "", "index":
 	case "create":
 		create = true

@@ -139,8 +139,12 @@ func (s *Server) putDoc(w http.ResponseWriter, r *http.Request, create bool) err
 	return nil
 }
 
+// deleteParams are RestDeleteAction's parameters.
+var deleteParams = []string{"routing", "refresh", "timeout", "wait_for_active_shards", "version", "version_type",
+	"if_seq_no", "if_primary_term"}
+
 func (s *Server) deleteDoc(w http.ResponseWriter, r *http.Request) error {
-	q, err := params(r, writeParams...)
+	q, err := params(r, deleteParams...)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,13 @@ type BulkItem struct {
 // by a source line. A malformed action line fails the whole request (as in
 // OpenSearch, before anything is applied); a bad source fails its item only.
 func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
+	// Every line ends with a newline, the last one too: BulkRequestParser
+	// refuses anything after the last newline, so a body cut short after a
+	// whole line is not taken for the whole request.
+	if i := bytes.LastIndexByte(body, '\n'); len(body[i+1:]) > 0 {
+		return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: "The bulk request must be terminated by a newline [\\n]"}
+	}
 	var items []BulkItem
 	lines := bytes.Split(body, []byte("\n"))
 	for i := 0; i < len(lines); i++ {

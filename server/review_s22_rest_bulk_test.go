@@ -71,3 +71,25 @@ func TestReviewS22RESTBulkPipelineRefused(t *testing.T) {
 		t.Errorf("the document was stored without its pipeline: %v", got)
 	}
 }
+
+// TestReviewS22RESTBulkMustEndWithNewline: OpenSearch's BulkRequestParser
+// refuses a body whose last line is not terminated ("The bulk request must
+// be terminated by a newline [\n]", findNextMarker), before applying
+// anything, so a body cut short after a whole line is not taken for the
+// whole request. A last source or delete line without its newline was
+// applied.
+func TestReviewS22RESTBulkMustEndWithNewline(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	for _, body := range []string{
+		"{\"index\":{\"_index\":\"logs\",\"_id\":\"1\"}}\n{\"a\":1}",
+		"{\"index\":{\"_index\":\"logs\",\"_id\":\"1\"}}\n{\"a\":1}\n{\"delete\":{\"_index\":\"logs\",\"_id\":\"2\"}}",
+	} {
+		var eb errBody
+		if st := ts.do(t, "POST", "/_bulk", body, &eb); st != 400 || eb.Error.Reason != "The bulk request must be terminated by a newline [\\n]" {
+			t.Errorf("bulk %q: HTTP %d %+v; want 400 terminated by a newline", body, st, eb.Error)
+		}
+	}
+	if st := ts.do(t, "GET", "/logs/_doc/1", "", nil); st != 404 {
+		t.Errorf("a document of a refused bulk: GET HTTP %d, want 404", st)
+	}
+}

@@ -34,11 +34,15 @@ func (t *Table) SearchShards(routing string) []ShardID {
 }
 
 // SplitRouting splits a comma-separated routing parameter into its distinct
-// non-empty values.
+// values, untrimmed: OpenSearch splits with String.split(",")
+// (Strings.splitStringByCommaToArray), so "a, b" names "a" and " b", and a
+// value with a space is the one a write used. A value of spaces only is
+// dropped (routing " , " searches every shard, a superset of the shard of
+// " ").
 func SplitRouting(routing string) []string {
 	var values []string
 	for v := range strings.SplitSeq(routing, ",") {
-		if v = strings.TrimSpace(v); v != "" && !slices.Contains(values, v) {
+		if strings.TrimSpace(v) != "" && !slices.Contains(values, v) {
 			values = append(values, v)
 		}
 	}

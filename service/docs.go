@@ -83,6 +83,64 @@ func validateID(index, id string) error {
 	return nil
 }
 
+// gcDeletes is index.gc_deletes' default: how long a delete's version is
+// remembered.
+const gcDeletes = 60 * time.Second
+
+// tombstones remember each recent delete's version for gcDeletes, as
+// OpenSearch's engine keeps a deleted document's version in its live
+// version map (in memory: a restart forgets them there too), so a
+// document indexed again soon after its delete continues its _version
+// instead of restarting at 1. Keyed by _id and routing; writes to one key
+// are serialised by the index's id lock.
+type tombstones struct {
+	mu sync.Mutex
+	m  map[string]tombstone
+}
+
+type tombstone struct {
+	version int64
+	at      time.Time
+}
+
+func tombstoneKey(id, routingValue string) string { return id + "\x00" + routingValue }
+
+// version returns the remembered version of a deleted document, if its
+// delete is recent.
+func (ts *tombstones) version(id, routingValue string) (int64, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.m[tombstoneKey(id, routingValue)]
+	if !ok || time.Since(t.at) >= gcDeletes {
+		return 0, false
+	}
+	return t.version, true
+}
+
+// put remembers a delete (v > 0) or forgets one (v == 0, the document was
+// written again), dropping expired tombstones as the map grows.
+func (ts *tombstones) put(id, routingValue string, v int64) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	k := tombstoneKey(id, routingValue)
+	if v == 0 {
+		delete(ts.m, k)
+		return
+	}
+	if ts.m == nil {
+		ts.m = map[string]tombstone{}
+	}
+	now := time.Now()
+	ts.m[k] = tombstone{version: v, at: now}
+	if len(ts.m)%1024 == 0 {
+		for k, t := range ts.m {
+			if now.Sub(t.at) >= gcDeletes {
+				delete(ts.m, k)
+			}
+		}
+	}
+}
+
 // WriteOptions are an index request's flags.
 type WriteOptions struct {
 	// Create is _create / op_type=create: fail if the document exists.
@@ -128,11 +186,14 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 			}
 			version = pv + 1
 			res.Result, res.Status = "updated", http.StatusOK
+		} else if dv, ok := ix.deletes.version(id, routingValue); ok {
+			version = dv + 1 // created again: the version continues
 		}
 		r, err := ix.router.Index(id, routingValue, encodeSource(version, source))
 		if err != nil {
 			return err
 		}
+		ix.deletes.put(id, routingValue, 0)
 		res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
 		return nil
 	})
@@ -168,6 +229,12 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 		r, err := ix.router.Delete(id, routingValue)
 		if err != nil {
 			return err
+		}
+		// A delete of a missing document answers version 1, as before
+		// (TestDocumentsREST; OpenSearch would continue a recent delete's
+		// version), and leaves a recent delete's tombstone as it is.
+		if _, recent := ix.deletes.version(id, routingValue); found || !recent {
+			ix.deletes.put(id, routingValue, res.Version)
 		}
 		res.SeqNo, res.Shard = r.Seq, r.Shard
 		return nil

@@ -123,6 +123,8 @@ type Index struct {
 	journal *splitter.Journal
 	router  *node.Router
 	locks   [64]sync.Mutex
+	// deletes are the tombstones of recent deletes (index.gc_deletes).
+	deletes tombstones
 
 	splitMu sync.Mutex // guards split and closing
 	split   *Task      // the running in-place split or merge, if any

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -310,6 +311,39 @@ type SearchBody struct {
 	// StoredFields says the body names stored_fields: without _source,
 	// hits carry no source (there are no stored fields to return).
 	StoredFields bool
+	// TrackTotalHits is "track_total_hits" as OpenSearch holds it: the
+	// count up to which the total is exact, trackTotalAccurate for true,
+	// trackTotalDisabled for false (nil: absent).
+	TrackTotalHits *int
+}
+
+// OpenSearch's SearchContext values of track_total_hits: true, false, and
+// the default (hits.total is exact up to 10,000, then "gte" 10,000).
+const (
+	trackTotalAccurate = math.MaxInt32
+	trackTotalDisabled = -1
+	trackTotalDefault  = 10_000
+)
+
+// parseTrackTotalHits reads a track_total_hits value: a boolean or an
+// integer that is positive or -1.
+func parseTrackTotalHits(v string) (int, error) {
+	switch v {
+	case "true":
+		return trackTotalAccurate, nil
+	case "false":
+		return trackTotalDisabled, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("[track_total_hits] must be a boolean or an integer, got [%s]", v)}
+	}
+	if n < 0 && n != trackTotalDisabled {
+		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("[track_total_hits] parameter must be positive or equals to -1, got %d", n)}
+	}
+	return int(n), nil
 }
 
 var searchBodyKeys = []string{"query", "size", "from", "track_total_hits", "_source", "timeout", "version", "seq_no_primary_term", "stored_fields"}
@@ -378,6 +412,11 @@ func ParseSearchBody(body []byte, count bool) (SearchBody, error) {
 		if json.Unmarshal(v, &b) != nil && json.Unmarshal(v, &n) != nil {
 			return sb, parseErr("[track_total_hits] must be a boolean or an integer, got %s", v)
 		}
+		t, err := parseTrackTotalHits(string(bytes.TrimSpace(v)))
+		if err != nil {
+			return sb, err
+		}
+		sb.TrackTotalHits = &t
 	}
 	if v, ok := m["stored_fields"]; ok {
 		var one string
@@ -479,6 +518,10 @@ var searchParams = []string{"routing", "preference", "size", "from", "track_tota
 // overridden by its query parameter (as RestSearchAction does).
 type hitOptions struct {
 	source, version, seqNoPrimaryTerm bool
+	// trackTotal is track_total_hits (the parameter's, else the body's,
+	// else trackTotalDefault); totalAsInt is rest_total_hits_as_int.
+	trackTotal int
+	totalAsInt bool
 }
 
 func hitOptionsOf(sb SearchBody, q url.Values) (hitOptions, error) {
@@ -502,8 +545,42 @@ func hitOptionsOf(sb SearchBody, q url.Values) (hitOptions, error) {
 	if o.version, err = boolParam(q, "version", o.version); err != nil {
 		return o, err
 	}
-	o.seqNoPrimaryTerm, err = boolParam(q, "seq_no_primary_term", o.seqNoPrimaryTerm)
-	return o, err
+	if o.seqNoPrimaryTerm, err = boolParam(q, "seq_no_primary_term", o.seqNoPrimaryTerm); err != nil {
+		return o, err
+	}
+	return o, o.trackTotalHits(sb, q)
+}
+
+// trackTotalHits sets how hits.total is counted, as RestSearchAction
+// does: the parameter over the body; rest_total_hits_as_int makes the
+// default exact and refuses any other limit.
+func (o *hitOptions) trackTotalHits(sb SearchBody, q url.Values) error {
+	var given *int
+	if sb.TrackTotalHits != nil {
+		given = sb.TrackTotalHits
+	}
+	if v := q.Get("track_total_hits"); v != "" {
+		t, err := parseTrackTotalHits(v)
+		if err != nil {
+			return err
+		}
+		given = &t
+	}
+	asInt, err := boolParam(q, "rest_total_hits_as_int", false)
+	if err != nil {
+		return err
+	}
+	o.totalAsInt, o.trackTotal = asInt, trackTotalDefault
+	switch {
+	case given != nil && asInt && *given != trackTotalAccurate:
+		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+			Reason: fmt.Sprintf("[rest_total_hits_as_int] cannot be used if the tracking of total hits is not accurate, got %d", *given)}
+	case given != nil:
+		o.trackTotal = *given
+	case asInt:
+		o.trackTotal = trackTotalAccurate
+	}
+	return nil
 }
 
 func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchRequest, hitOptions, url.Values, error) {
@@ -564,7 +641,7 @@ func (s *Server) searchRequest(r *http.Request, count bool) (service.SearchReque
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	req, ho, q, err := s.searchRequest(r, false)
+	req, ho, _, err := s.searchRequest(r, false)
 	if err != nil {
 		return err
 	}
@@ -593,15 +670,21 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	if len(hits) > 0 {
 		maxScore = 1.0
 	}
-	var total any = map[string]any{"value": res.Total, "relation": "eq"}
-	if q.Get("rest_total_hits_as_int") == "true" {
-		total = res.Total
+	out := map[string]any{"max_score": maxScore, "hits": hits}
+	switch {
+	case ho.totalAsInt:
+		out["total"] = res.Total
+	case ho.trackTotal == trackTotalDisabled: // no total at all
+	case res.Total > ho.trackTotal:
+		out["total"] = map[string]any{"value": ho.trackTotal, "relation": "gte"}
+	default:
+		out["total"] = map[string]any{"value": res.Total, "relation": "eq"}
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{
 		"took":      time.Since(start).Milliseconds(),
 		"timed_out": false,
 		"_shards":   map[string]int{"total": res.Shards, "successful": res.Shards, "skipped": 0, "failed": 0},
-		"hits":      map[string]any{"total": total, "max_score": maxScore, "hits": hits},
+		"hits":      out,
 	})
 	return nil
 }

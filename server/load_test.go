@@ -104,7 +104,7 @@ func TestLoadDuringSplits(t *testing.T) {
 			} `json:"hits"`
 		} `json:"hits"`
 	}
-	if st := ts.do(t, "POST", fmt.Sprintf("/load/_search?size=%d", len(acked)+10), `{"query":{"match_all":{}}}`, &res); st != 200 {
+	if st := ts.do(t, "POST", fmt.Sprintf("/load/_search?size=%d&track_total_hits=true", len(acked)+10), `{"query":{"match_all":{}}}`, &res); st != 200 {
 		t.Fatalf("search: %d", st)
 	}
 	seen := map[string]int{}

@@ -84,6 +84,11 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 					return nil, err
 				}
 				it.RequireAlias = &b
+			case "op_type", "version", "version_type", "if_seq_no", "if_primary_term", "retry_on_conflict", "pipeline", "_source":
+				// Fields OpenSearch's BulkRequestParser knows: refused as
+				// what they are, not as unknown.
+				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+					Reason: fmt.Sprintf("Action/metadata line [%d]: parameter [%s] is not supported by shardsplit", i+1, k)}
 			default:
 				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
 					Reason: fmt.Sprintf("Action/metadata line [%d] contains an unknown parameter [%s]", i+1, k)}

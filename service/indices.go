@@ -65,6 +65,10 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 	if err := ValidateIndexName(req.Name); err != nil {
 		return nil, err
 	}
+	// The REST layer checked them (ParseSettings); a Go caller may not have.
+	if err := req.Settings.check(); err != nil {
+		return nil, err
+	}
 	m := &IndexMeta{Name: req.Name, UUID: newUUID()[:22], Created: time.Now().UnixMilli(), Mappings: req.Mappings,
 		Settings: map[string]string{SettingShards: "1", SettingReplicas: "1", SettingMode: "partition"}}
 	for k, v := range req.Settings {
@@ -538,6 +542,9 @@ func blockSetting(k string) bool { return strings.HasPrefix(k, "index.blocks.") 
 // setting; a block takes effect before the call returns (every write
 // admitted before it has been applied).
 func (s *Service) PutSettings(expr string, set FlatSettings, o IndicesOptions) error {
+	if err := set.check(); err != nil { // as CreateIndex
+		return err
+	}
 	names, err := s.resolve(expr, forSettingsUpdate.with(o))
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"net/http"
@@ -167,6 +168,9 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
 		return WriteResult{}, err
 	}
+	if err := ix.requireRouting(id, routingValue); err != nil {
+		return WriteResult{}, err
+	}
 	mu := ix.lockFor(id)
 	mu.Lock()
 	defer mu.Unlock()
@@ -210,6 +214,9 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 		return WriteResult{}, err
 	}
 	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
+		return WriteResult{}, err
+	}
+	if err := ix.requireRouting(id, routingValue); err != nil {
 		return WriteResult{}, err
 	}
 	mu := ix.lockFor(id)
@@ -260,6 +267,29 @@ func resolveIndexRouting(target, aliasRouting, routingValue string) (string, err
 	return aliasRouting, nil
 }
 
+// routingRequiredBy reads _routing.required from an index's mappings
+// (typeless, as OpenSearch 2 takes them); mappings that do not say so, or
+// do not parse, require none.
+func routingRequiredBy(mappings json.RawMessage) bool {
+	var m struct {
+		Routing struct {
+			Required bool `json:"required"`
+		} `json:"_routing"`
+	}
+	return len(mappings) != 0 && json.Unmarshal(mappings, &m) == nil && m.Routing.Required
+}
+
+// requireRouting is OpenSearch's RoutingMissingException for a document
+// operation without routing on an index whose mappings require it.
+func (ix *Index) requireRouting(id, routingValue string) error {
+	if !ix.routingRequired || routingValue != "" {
+		return nil
+	}
+	e := newErr(TypeRoutingMissing, http.StatusBadRequest, ix.name, "routing is required for [%s]/[%s]", ix.name, id)
+	e.UUID = "_na_" // the exception names its index by name only
+	return e
+}
+
 // retryWrite runs a write, retrying it while the routing table changes
 // under it (the router retries stale routing itself; this covers a write
 // whose router ran out of retries during a burst of splits), within the
@@ -287,6 +317,9 @@ func (s *Service) GetDoc(target, id, routingValue string) (Doc, bool, error) {
 		return Doc{}, false, err
 	}
 	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
+		return Doc{}, false, err
+	}
+	if err := ix.requireRouting(id, routingValue); err != nil {
 		return Doc{}, false, err
 	}
 	if m, ok := s.Meta(ix.name); ok {

@@ -51,6 +51,7 @@ const (
 	TypeResourceNotFound     = "resource_not_found_exception"
 	TypeTaskCancelled        = "task_cancelled_exception"
 	TypeUnsupportedOperation = "unsupported_operation_exception"
+	TypeRoutingMissing       = "routing_missing_exception"
 	TypeException            = "exception"
 )
 

@@ -125,6 +125,10 @@ type Index struct {
 	locks   [64]sync.Mutex
 	// deletes are the tombstones of recent deletes (index.gc_deletes).
 	deletes tombstones
+	// routingRequired is the mappings' _routing.required: a document
+	// operation without a routing value is refused (the mappings do not
+	// change after the index is made).
+	routingRequired bool
 
 	splitMu sync.Mutex // guards split and closing
 	split   *Task      // the running in-place split or merge, if any
@@ -330,7 +334,7 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 		s.log.Info("recovered split", zap.String("index", m.Name), zap.Uint32("parent", uint32(d.Parent)),
 			zap.Stringer("action", d.Action), zap.String("why", d.Why))
 	}
-	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j}
+	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
 	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()
@@ -356,7 +360,7 @@ func (s *Service) openBuilt(m *IndexMeta, eng *storage.Engine, tab *routing.Tabl
 		_ = n.Close()
 		return nil, fmt.Errorf("service: new index %s has a split journal", m.Name)
 	}
-	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j}
+	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
 	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()

@@ -16,7 +16,9 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
 	"encoding/json"
@@ -149,7 +151,7 @@ type bodyDecoder struct {
 
 func newBodyDecoder(enc string, src io.ReadCloser) (io.ReadCloser, bool) {
 	switch enc {
-	case "gzip", "x-gzip", "deflate":
+	case "gzip", "x-gzip", "deflate", "x-deflate":
 		return &bodyDecoder{enc: enc, src: src}, true
 	}
 	return nil, false
@@ -161,8 +163,8 @@ func (b *bodyDecoder) Read(p []byte) (int, error) {
 	}
 	if b.dec == nil {
 		var err error
-		if b.enc == "deflate" {
-			b.dec, err = zlib.NewReader(b.src)
+		if b.enc == "deflate" || b.enc == "x-deflate" {
+			b.dec, err = newDeflateReader(b.src)
 		} else {
 			b.dec, err = gzip.NewReader(b.src)
 		}
@@ -176,6 +178,25 @@ func (b *bodyDecoder) Read(p []byte) (int, error) {
 		err = b.wrap(err)
 	}
 	return n, err
+}
+
+// newDeflateReader reads a deflate body zlib-wrapped or raw, as Netty's
+// lenient decoder (ZlibWrapper.ZLIB_OR_NONE) does: zlib when its first two
+// bytes look like a zlib header (JdkZlibDecoder.looksLikeZlib), else raw
+// deflate.
+func newDeflateReader(src io.Reader) (io.ReadCloser, error) {
+	br := bufio.NewReader(src)
+	hdr, err := br.Peek(2)
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	if cmfFlg := uint16(hdr[0])<<8 | uint16(hdr[1]); cmfFlg&0x7800 == 0x7800 && cmfFlg%31 == 0 {
+		return zlib.NewReader(br)
+	}
+	return flate.NewReader(br), nil
 }
 
 // wrap names a decoding failure; a body over the limit stays an

@@ -71,11 +71,17 @@ func parseMode(key, v string) error {
 
 func anyValue(key, v string) error { return nil }
 
-// parseTime accepts a time value (ParseTimeValue), as OpenSearch's time
-// settings do.
-func parseTime(key, v string) error {
-	if _, err := ParseTimeValue(v, key); err != nil {
+// parseTimeMinMinusOneMs accepts a time value (ParseTimeValue) of at
+// least -1ms, as OpenSearch's Setting.timeSetting with that minimum
+// (index.refresh_interval's) does: "-1s" is a time value, and refused.
+func parseTimeMinMinusOneMs(key, v string) error {
+	n, unit, err := parseTimeValue(v, key)
+	if err != nil {
 		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "%s", err.Error())
+	}
+	if n < 0 && unit >= time.Second { // TimeValue.millis() below -1
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+			"failed to parse value [%s] for setting [%s], must be >= [-1ms]", v, key)
 	}
 	return nil
 }
@@ -91,6 +97,19 @@ const NoTimeout = 24 * time.Hour
 // no timeout) waits NoTimeout; a value too long for a Duration is capped to
 // NoTimeout.
 func ParseTimeValue(sValue, setting string) (time.Duration, error) {
+	n, unit, err := parseTimeValue(sValue, setting)
+	switch {
+	case err != nil:
+		return 0, err
+	case n < 0 || n > int64(NoTimeout/unit):
+		return NoTimeout, nil
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// parseTimeValue is ParseTimeValue's parse: the number and its unit ("-1"
+// alone is -1 of a millisecond, "0" alone 0 of one).
+func parseTimeValue(sValue, setting string) (int64, time.Duration, error) {
 	normalized := strings.TrimSpace(strings.ToLower(sValue))
 	units := []struct {
 		suffix string
@@ -109,25 +128,22 @@ func ParseTimeValue(sValue, setting string) (time.Duration, error) {
 		v, err := strconv.ParseInt(n, 10, 64)
 		if err != nil {
 			if _, ferr := strconv.ParseFloat(n, 64); ferr == nil {
-				return 0, fmt.Errorf("failed to parse [%s], fractional time values are not supported", sValue)
+				return 0, 0, fmt.Errorf("failed to parse [%s], fractional time values are not supported", sValue)
 			}
-			return 0, fmt.Errorf("failed to parse [%s]", sValue)
+			return 0, 0, fmt.Errorf("failed to parse [%s]", sValue)
 		}
 		if v < -1 {
-			return 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: negative durations are not supported", setting, sValue)
+			return 0, 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: negative durations are not supported", setting, sValue)
 		}
-		if v < 0 || v > int64(NoTimeout/u.d) {
-			return NoTimeout, nil
-		}
-		return time.Duration(v) * u.d, nil
+		return v, u.d, nil
 	}
 	switch {
 	case strings.TrimLeft(normalized, "0") == "" && normalized != "":
-		return 0, nil
+		return 0, time.Millisecond, nil
 	case strings.HasPrefix(normalized, "-") && strings.TrimLeft(normalized[1:], "0") == "1":
-		return NoTimeout, nil
+		return -1, time.Millisecond, nil
 	}
-	return 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: unit is missing or unrecognized", setting, sValue)
+	return 0, 0, fmt.Errorf("failed to parse setting [%s] with value [%s] as a time value: unit is missing or unrecognized", setting, sValue)
 }
 
 var settingSpecs = map[string]settingSpec{
@@ -140,7 +156,7 @@ var settingSpecs = map[string]settingSpec{
 	SettingBlockReadOnly:       {kindDynamic, parseBool},
 	SettingBlockRead:           {kindDynamic, parseBool},
 	SettingBlockMetadata:       {kindDynamic, parseBool},
-	"index.refresh_interval":   {kindDynamic, parseTime},
+	"index.refresh_interval":   {kindDynamic, parseTimeMinMinusOneMs},
 	"index.max_result_window":  {kindDynamic, parseIntMin(1)},
 	"index.uuid":               {kindPrivate, anyValue},
 	"index.creation_date":      {kindPrivate, anyValue},

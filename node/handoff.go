@@ -57,6 +57,8 @@ func (p *PendingTable) Stage() error {
 	if p.done {
 		return fmt.Errorf("node: table v%d staged after its commit", p.t.Version())
 	}
+	p.n.writing.RLock()
+	defer p.n.writing.RUnlock()
 	if err := p.n.failure(); err != nil { // closed: the directory may be another node's now
 		return p.Fail(err)
 	}
@@ -77,6 +79,8 @@ func (p *PendingTable) Install() error {
 	if p.staged == nil {
 		return p.Fail(fmt.Errorf("node: table v%d installed before it was staged", p.t.Version()))
 	}
+	p.n.writing.RLock()
+	defer p.n.writing.RUnlock()
 	if err := p.n.failure(); err != nil {
 		return p.Fail(err)
 	}

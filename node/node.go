@@ -115,6 +115,11 @@ type Node struct {
 	retiring map[routing.ShardID][]*shardRef
 	closed   bool
 	publish  sync.Mutex // serialises edits
+	// writing is held shared by a write of the TABLE file from its
+	// editable or failure check to its end, and taken exclusively by Close
+	// once closed is set: no table write outlives Close into a directory
+	// that may be another node's by then.
+	writing sync.RWMutex
 }
 
 // shardRef is a shard store with a count of readers that resolved it.
@@ -264,6 +269,8 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	n.writing.Lock() // the table writes under way end; later ones see closed
+	n.writing.Unlock()
 	n.commitMu.Lock()
 	if t := n.table.Load(); n.durable.Load() != t && n.failed.Load() == nil {
 		err := fmt.Errorf("%w: table v%d was published but not made durable", ErrClosed, t.Version())
@@ -279,6 +286,8 @@ func (n *Node) Close() error {
 func (n *Node) Apply(e routing.Edit) (*routing.Table, error) {
 	n.publish.Lock()
 	defer n.publish.Unlock()
+	n.writing.RLock()
+	defer n.writing.RUnlock()
 	if err := n.editable(); err != nil {
 		return nil, err
 	}

@@ -193,12 +193,19 @@ func (s *Server) fetch(r *http.Request) (service.Doc, bool, url.Values, error) {
 const matchAnyVersion = -3
 
 // getVersionParam reads a get's version and version_type, as GetRequest
-// does: version is a long, MATCH_ANY (-3, the default) or positive, and
-// every version type (internal, external, external_gte) compares a read
-// for equality (isVersionConflictForReads).
+// does: version_type is VersionType.fromString's (internal, external,
+// external_gt: external, external_gte), version a long, MATCH_ANY (-3, the
+// default) or valid for reads (positive for internal, at least 0 for the
+// external types), and every version type compares a read for equality
+// (isVersionConflictForReads).
 func getVersionParam(q url.Values) (int64, error) {
+	name, min := "INTERNAL", int64(1) // VersionType.name(), validateVersionForReads
 	switch vt := q.Get("version_type"); vt {
-	case "", "internal", "external", "external_gte":
+	case "", "internal":
+	case "external", "external_gt":
+		name, min = "EXTERNAL", 0
+	case "external_gte":
+		name, min = "EXTERNAL_GTE", 0
 	default:
 		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
 			Reason: fmt.Sprintf("No version type match [%s]", vt)}
@@ -211,13 +218,9 @@ func getVersionParam(q url.Values) (int64, error) {
 		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
 			Reason: fmt.Sprintf("Failed to parse long parameter [version] with value [%s]", q.Get("version"))}
 	}
-	if v != matchAnyVersion && v <= 0 {
-		vt := strings.ToUpper(q.Get("version_type"))
-		if vt == "" {
-			vt = "INTERNAL"
-		}
+	if v != matchAnyVersion && v < min {
 		return 0, &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest,
-			Reason: fmt.Sprintf("Validation Failed: 1: illegal version value [%d] for version type [%s];", v, vt)}
+			Reason: fmt.Sprintf("Validation Failed: 1: illegal version value [%d] for version type [%s];", v, name)}
 	}
 	return v, nil
 }

@@ -39,8 +39,9 @@ type Executor interface {
 // Resumer is an Executor that can take up again an action it left
 // unfinished: one whose undo or cleanup kept failing, so that it returned
 // with the operation unfinished. While it is reserved in the table the
-// policy proposes nothing, so the loop resumes it at each Tick until it
-// has ended.
+// policy proposes nothing, and past its commit (its cleanup failing) the
+// driver begins no other operation while the journal has it unfinished,
+// so the loop resumes it at each Tick until it has ended.
 type Resumer interface {
 	// Resume carries the unfinished action on; resumed is false when
 	// there is none.
@@ -151,11 +152,11 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 	n := l.cfg.Node
 	var resumed *splitter.Report
 	var resumeErr error
-	if r, ok := l.cfg.Executor.(Resumer); ok && inProgress(n.Table()) {
-		// An action left reserved holds back every other: the policy
-		// proposes nothing while the table has one in progress. (One left
-		// past its commit, its cleanup failing, holds nothing back and
-		// waits for the next open's recovery.)
+	if r, ok := l.cfg.Executor.(Resumer); ok {
+		// An action left unfinished holds back every other: reserved, the
+		// policy proposes nothing while the table has it in progress; past
+		// its commit, its cleanup failing, the driver refuses to begin
+		// another while the journal has it unfinished (checkAlone).
 		if rep, ok, err := r.Resume(); ok {
 			resumed, resumeErr = &rep, err
 			l.cfg.Logger.Info("autosplit resumed an unfinished action", zap.Stringer("phase", rep.Phase), zap.Error(err))
@@ -216,11 +217,6 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 	l.trimLoadSplits(now)
 	ev.Version = n.Table().Version()
 	return ev, nil
-}
-
-// inProgress reports whether t has a split or a merge in progress.
-func inProgress(t *routing.Table) bool {
-	return len(t.InProgress()) > 0 || len(t.MergesInProgress()) > 0
 }
 
 // holdFailures returns the failures for the decision at now. A failure

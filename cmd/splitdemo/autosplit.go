@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -110,16 +109,11 @@ func parseAutosplit(args []string, stdout io.Writer) (*autosplitConfig, int, err
 	switch {
 	case c.duration <= 0:
 		return nil, exitUsage, fmt.Errorf("--duration %v must be positive", c.duration)
-	case !(c.rate > 0) || math.IsInf(c.rate, 1):
-		return nil, exitUsage, fmt.Errorf("--rate %v must be positive and finite", c.rate)
 	case c.writers < 1:
 		return nil, exitUsage, fmt.Errorf("--writers %d must be at least 1", c.writers)
-	case float64(time.Second)*float64(c.writers)/c.rate >= math.MaxInt64:
-		// Each writer waits writers/rate seconds between writes; past a
-		// time.Duration that wait overflows to a negative one, which the
-		// load generator reads as "unpaced".
-		return nil, exitUsage, fmt.Errorf("--rate %v is too low to pace %d writers (one write each every %.3g s)",
-			c.rate, c.writers, float64(c.writers)/c.rate)
+	}
+	if err := paceable("--rate", c.rate, c.writers, fmt.Sprintf("one write per writer of %d", c.writers)); err != nil {
+		return nil, exitUsage, err
 	}
 	if _, err := newLogger(c.logLevel); err != nil { // a usage error, before anything is built
 		return nil, exitUsage, err

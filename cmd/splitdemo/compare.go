@@ -58,7 +58,7 @@ Flags:
   --docs N             documents loaded before the writes start (default 200000)
   --doc-size BYTES     document source size (default 1024)
   --writers N          concurrent writers (default 16)
-  --rate N             target writes per second, all writers (default 2000)
+  --rate N             target writes per second, all writers, > 0 (default 2000)
   --shards N           number_of_shards (default 8; routing shards = the create default)
   --split SHARD[:N]    in-place: the shard to split and into how many (default: the
                        hot shard, 2)
@@ -73,7 +73,7 @@ Flags:
                        one every 10 s at the default rates)
   --cleanup C          new-index foreign-document cleanup: per-doc (deletes + compaction,
                        as OpenSearch) or range (excise) (default per-doc)
-  --steady DURATION    writes before the split (default 4s)
+  --steady DURATION    writes before the split, > 0 (default 4s)
   --after DURATION     writes after the split (default 10s; the rfc strategy goes on
                        until its children's cleanup has ended, at most 60s more)
   --align-flush D      inplace and rfc: wait up to D for the parent's own memtable
@@ -181,14 +181,28 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 			return nil, exitUsage, fmt.Errorf("%s %d: must be at least 1", name, v)
 		}
 	}
-	if c.rate < 0 {
-		return nil, exitUsage, fmt.Errorf("--rate %v: must not be negative", c.rate)
+	if err := paceable("--rate", c.rate, c.writers, fmt.Sprintf("one write per writer of %d", c.writers)); err != nil {
+		return nil, exitUsage, err
 	}
 	if c.countEvery < 0 {
 		return nil, exitUsage, fmt.Errorf("--count-every %d: must not be negative", c.countEvery)
 	}
 	if c.readRate < 0 {
 		return nil, exitUsage, fmt.Errorf("--read-rate %v: must not be negative", c.readRate)
+	}
+	if c.readRate != 0 { // 0: no reads; searches run at a tenth of the rate
+		if err := paceable("--read-rate", c.readRate, 10, "one search"); err != nil {
+			return nil, exitUsage, err
+		}
+	}
+	// The steady window is what the split window is measured against
+	// (throughput during the split as a share of steady): without one the
+	// share divides by 0 ops/s.
+	if c.steady <= 0 {
+		return nil, exitUsage, fmt.Errorf("--steady %v: must be positive", c.steady)
+	}
+	if c.after < 0 {
+		return nil, exitUsage, fmt.Errorf("--after %v: must not be negative", c.after)
 	}
 	if c.alignFlush < 0 {
 		return nil, exitUsage, fmt.Errorf("--align-flush %v: must not be negative", c.alignFlush)

@@ -13,8 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
+	"time"
 )
 
 // parseFlags parses a subcommand's command line, which takes flags only:
@@ -32,6 +34,22 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer)
 		return exitUsage, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return exitOK, nil
+}
+
+// paceable checks a rate the load generator paces: n loops share it, each
+// waiting n/rate seconds between operations. loadgen reads a wait <= 0 as
+// "as fast as possible", so a NaN or infinite rate, or one so low that the
+// wait overflows a time.Duration, would run unpaced, the opposite of what
+// was asked. Zero is refused too: a caller for which 0 means "none" tests
+// for it first. what names one loop's operation ("one write per writer").
+func paceable(flag string, rate float64, n int, what string) error {
+	switch {
+	case !(rate > 0) || math.IsInf(rate, 1):
+		return fmt.Errorf("%s %v must be positive and finite", flag, rate)
+	case float64(time.Second)*float64(n)/rate >= math.MaxInt64:
+		return fmt.Errorf("%s %v is too low to pace (%s every %.3g s)", flag, rate, what, float64(n)/rate)
+	}
+	return nil
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" }

@@ -337,7 +337,7 @@ func reportMarkdown(res *comparison) string {
 		{"write stall: steady 1 s median / second after the handoff (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.1f / %.1f", m.Steady1sStallMs, m.AfterHandoffStallMs)
 		}},
-		{"writes acked in the second after the handoff", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.ThroughputAfterHandoffOps) }},
+		{"writes/s acked in the second after the handoff", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.ThroughputAfterHandoffOps) }},
 		{"cleanup: duration (ms) / docs deleted / MiB written", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.0f / %d / %.1f", m.CleanupDurationMs, m.CleanupDocsDeleted, float64(m.CleanupBytesWritten)/(1<<20))
 		}},

@@ -89,7 +89,7 @@ var SummaryKeyDocs = [][2]string{
 	{"read_foreign_docs", "documents a read returned from a shard the table it read at does not name for them: a foreign document seen (must be 0)"},
 	{"steady_1s_stall_ms", "the median, over the whole one-second windows of the steady window, of each window's longest write stall (same stall measure as max_write_stall_ms): the disk's own noise"},
 	{"after_handoff_stall_ms", "the longest write stall in the second after the split window ends"},
-	{"throughput_after_handoff_ops", "writes acknowledged in the second after the split window ends"},
+	{"throughput_after_handoff_ops", "writes acknowledged per second in the second after the split window ends (or in what the run has of it, when the load stopped sooner)"},
 	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then the children's background per-document deletes of their foreign documents and the compaction of those ranges, to the last child's end; newindex, the resize step (link, per-document or range cleanup, open), under the write block"},
 	{"cleanup_bytes_written", "bytes written (flushes and compactions) by the cleanup: inplace, the engine's during the parent's retirement; rfc, that plus what each child's store wrote while its cleanup ran (the writers' own flushes and compactions on those stores in that time included); newindex, the resize cleanup's own (writes are blocked)"},
 	{"cleanup_docs_deleted", "documents deleted one by one by the cleanup (rfc; newindex with per-doc cleanup)"},
@@ -155,7 +155,7 @@ func Summarize(o *Outcome) Summary {
 
 		Steady1sStallMs:           ms(MedianStall(recs, steadyFrom, o.SteadyEnd())),
 		AfterHandoffStallMs:       ms(loadgen.MaxStall(recs, o.WindowEnd, handoffEnd)),
-		ThroughputAfterHandoffOps: float64(loadgen.Summarize(recs, o.WindowEnd, handoffEnd).Acked),
+		ThroughputAfterHandoffOps: loadgen.Summarize(recs, o.WindowEnd, handoffEnd).OpsPerS,
 
 		CleanupDurationMs:   ms(o.CleanupEnd - o.CleanupStart),
 		CleanupBytesWritten: o.CleanupWritten,

@@ -296,9 +296,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	sum := experiment.Summarize(out)
 	r.Steady1sStallMs, r.AfterHandoffStallMs = sum.Steady1sStallMs, sum.AfterHandoffStallMs
 	r.SteadySecondOps = sum.ThroughputSteadyOps
-	if span := experiment.WindowsOf(out).HandoffEnd - we; span > 0 {
-		r.AfterHandoffOps = sum.ThroughputAfterHandoffOps / span.Seconds()
-	}
+	r.AfterHandoffOps = sum.ThroughputAfterHandoffOps
 	return r
 }
 

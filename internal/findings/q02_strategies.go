@@ -198,9 +198,7 @@ func strategyRunOf(o *experiment.Outcome) strategyRun {
 		CleanupStartS:    (o.CleanupStart - o.WindowStart).Seconds(),
 		CleanupEndS:      (o.CleanupEnd - o.WindowStart).Seconds(),
 	}
-	if span := win.HandoffEnd - o.WindowEnd; span > 0 {
-		r.AfterHandoffOps = r.Summary.ThroughputAfterHandoffOps / span.Seconds()
-	}
+	r.AfterHandoffOps = r.Summary.ThroughputAfterHandoffOps
 	if o.CleanupEnd > o.CleanupStart {
 		r.CleanupOps = loadgen.SummarizeOverlap(recs, o.CleanupStart, o.CleanupEnd).OpsPerS
 	}

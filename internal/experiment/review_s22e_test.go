@@ -1,0 +1,31 @@
+package experiment
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shardsplit/shardsplit/internal/loadgen"
+)
+
+// TestReviewS22eAfterHandoffThroughputIsARate: throughput_after_handoff_ops
+// was the count of writes acknowledged in [WindowEnd, WindowEnd+1s) cut at
+// the load's end, so a run whose load stopped half a second after the
+// handoff (compare --after 500ms) reported half its throughput under an
+// ops/s key, beside throughput_steady_ops, a true rate. It must be writes
+// per second over the part of that second the run has.
+func TestReviewS22eAfterHandoffThroughputIsARate(t *testing.T) {
+	var recs []loadgen.Record
+	for at := time.Duration(0); at < 2500*time.Millisecond; at += time.Millisecond { // 1,000 writes/s throughout
+		recs = append(recs, loadgen.Record{Start: at, End: at + 100*time.Microsecond, OK: true, Moving: true})
+	}
+	o := &Outcome{Strategy: "inplace", Load: &loadgen.Result{Records: recs},
+		WindowStart: 1900 * time.Millisecond, WindowEnd: 2 * time.Second, End: 2500 * time.Millisecond}
+	s := Summarize(o)
+	if s.ThroughputSteadyOps < 990 || s.ThroughputSteadyOps > 1010 {
+		t.Fatalf("steady %v ops/s, want 1000", s.ThroughputSteadyOps)
+	}
+	if got := s.ThroughputAfterHandoffOps; got < 990 || got > 1010 {
+		t.Fatalf("throughput_after_handoff_ops = %v with writes at 1000/s throughout (steady %v ops/s) and the load ending 500 ms after the handoff; want 1000",
+			got, s.ThroughputSteadyOps)
+	}
+}

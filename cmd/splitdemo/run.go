@@ -181,6 +181,27 @@ type ackLine struct {
 	ValueHash uint64 `json:"value_hash"`
 }
 
+// endTornLine ends the last line of a write log opened for appending if a
+// run killed mid-line left it without its newline, so that verify skips
+// the torn line alone and not the first line this run appends, and
+// returns the log's size before this run.
+func endTornLine(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return 0, err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		return 0, err
+	}
+	if last[0] != '\n' {
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+	}
+	return fi.Size(), nil
+}
+
 func (l *ackLog) write(line ackLine) error {
 	if l == nil {
 		return nil
@@ -201,15 +222,17 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 	// is still recovering or loading leaves an (empty) log to verify.
 	var log *ackLog
 	if c.acked != "" {
-		f, err := os.OpenFile(c.acked, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(c.acked, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o644)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		log = &ackLog{f: f}
-		if fi, err := f.Stat(); err == nil {
-			c.stream = uint64(fi.Size()) // a rerun on the same log draws new values, still from --seed
+		size, err := endTornLine(f)
+		if err != nil {
+			return fmt.Errorf("--acked %q: %w", c.acked, err)
 		}
+		c.stream = uint64(size) // a rerun on the same log draws new values, still from --seed
 	}
 	_, statErr := os.Stat(c.data)
 	fresh := statErr != nil

@@ -177,7 +177,8 @@ func checkAcked(path string, docs map[string]model.Value, rep *verifyReport) err
 		rep.Lines++
 		var l ackLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			// A process killed mid-line leaves a torn last line: skip it.
+			// A process killed mid-line leaves a torn line (a rerun ends
+			// it before appending to the log): skip it.
 			continue
 		}
 		switch l.State {

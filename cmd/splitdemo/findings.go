@@ -86,8 +86,10 @@ func parseFindings(args []string, stdout io.Writer) (*findingsConfig, int, error
 	if code, err := parseFlags(fs, args, findingsUsage, stdout); err != nil {
 		return nil, code, err
 	}
+	runsSet := false // 0 is findings.Config's "default", never a count asked for
+	fs.Visit(func(f *flag.Flag) { runsSet = runsSet || f.Name == "runs" })
 	switch {
-	case c.runs < 0:
+	case c.runs < 0 || (runsSet && c.runs == 0):
 		return nil, exitUsage, fmt.Errorf("--runs %d must be at least 1", c.runs)
 	case c.big && c.quick:
 		return nil, exitUsage, errors.New("--big and --quick exclude each other")

@@ -43,7 +43,10 @@ Each writer owns its ids, so per id the order of FILE is the order of
 application. Before sending a write it appends to FILE
   {"w":W,"seq":N,"state":"attempt","id":"…","routing":"…","op":"index|delete","value_hash":H}
 and the same line with "state":"ack" after the acknowledgement, each line
-written to the OS before going on. Runs until killed or --duration.
+written to the OS before going on. The load of a new index, once each of
+its --docs documents (base-0, base-1, ...) is acknowledged, is the line
+  {…,"state":"loaded",…,"docs":N}
+before any writer's. Runs until killed or --duration.
 
 Flags:
   --data DIR            data directory (required)
@@ -179,6 +182,7 @@ type ackLine struct {
 	Routing   string `json:"routing"`
 	Op        string `json:"op"`
 	ValueHash uint64 `json:"value_hash"`
+	Docs      int    `json:"docs,omitempty"` // "loaded": how many base-N documents
 }
 
 // endTornLine ends the last line of a write log opened for appending if a
@@ -248,6 +252,10 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 		if err := loadDocs(n, c); err != nil {
 			return err
 		}
+		// Every loaded document is acknowledged: verify checks them all.
+		if err := log.write(ackLine{State: "loaded", Docs: c.docs}); err != nil {
+			return err
+		}
 	}
 	ctx, stopWriters := context.WithCancel(ctx)
 	defer stopWriters()
@@ -275,10 +283,16 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 	return <-errs
 }
 
+// baseDoc is the i-th document run loads into a new index.
+func baseDoc(i int) (id string, source []byte) {
+	return fmt.Sprintf("base-%d", i), []byte(fmt.Sprintf("base value %d", i))
+}
+
 func loadDocs(n *node.Node, c runConfig) error {
 	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
 	for i := range c.docs {
-		if _, err := r.Index(fmt.Sprintf("base-%d", i), "", []byte(fmt.Sprintf("base value %d", i))); err != nil {
+		id, src := baseDoc(i)
+		if _, err := r.Index(id, "", src); err != nil {
 			return err
 		}
 	}

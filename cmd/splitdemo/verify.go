@@ -30,8 +30,10 @@ in progress; the journal agrees with it; every shard store holds only keys of it
 document is in two live shards and every document is on the shard the table
 names. With --acked (the write log of 'splitdemo run'), every id in it must
 be in the state of its last acknowledged write, or of a write attempted
-after it (in flight at a crash); deleted ids must be absent; and every
-document but the loaded base-N ones must be named by the log.
+after it (in flight at a crash); deleted ids must be absent; every
+document loaded into a new index (base-N) must be there with its value when
+the log records that load's end; and every other document must be named by
+the log.
 
 Exit status 0 only if everything holds; 1 if something does not; 2 on bad
 input. --json prints a report with the counts and every failure.
@@ -161,8 +163,10 @@ func verify(dir, ackedPath string) (verifyReport, error) {
 // one write at a time, so a writer's new attempt while its previous one is
 // unacknowledged means the run died with that one in flight (the log is
 // appended to across runs): it is over, and may or may not have happened.
-// Documents the run loaded before the load (ids "base-N") are not in the log
-// and are not checked; any other document must be.
+// Documents the run loaded before the load (ids "base-N") are checked when
+// the log records the load's end (a "loaded" line): each must be there
+// with its value. Without one (a run killed while loading) they are not
+// checked. Any other document must be named by the log.
 func checkAcked(path string, docs map[string]model.Value, rep *verifyReport) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -171,6 +175,7 @@ func checkAcked(path string, docs map[string]model.Value, rep *verifyReport) err
 	defer f.Close()
 	m := model.New(model.Options{})
 	pending := map[int]*model.Write{} // per writer, its unacknowledged write
+	loaded := false
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -191,6 +196,12 @@ func checkAcked(path string, docs map[string]model.Value, rep *verifyReport) err
 				v = model.Absent
 			}
 			pending[l.W] = m.Attempt(l.ID, v)
+		case "loaded":
+			loaded = true
+			for i := range l.Docs {
+				id, src := baseDoc(i)
+				m.Ack(m.Attempt(id, model.Doc(src)))
+			}
 		case "ack":
 			w := pending[l.W]
 			if w == nil {
@@ -205,7 +216,7 @@ func checkAcked(path string, docs map[string]model.Value, rep *verifyReport) err
 	}
 	found := make(map[string]model.Value, len(docs))
 	for id, v := range docs {
-		if !strings.HasPrefix(id, "base-") {
+		if loaded || !strings.HasPrefix(id, "base-") {
 			found[id] = v
 		}
 	}

@@ -61,7 +61,8 @@ Flags:
   --rate N             target writes per second, all writers, > 0 (default 2000)
   --shards N           number_of_shards (default 8; routing shards = the create default)
   --split SHARD[:N]    in-place: the shard to split and into how many (default: the
-                       hot shard, 2)
+                       hot shard, 2); refused unless inplace or rfc runs, as are
+                       --mode and --align-flush
   --mode MODE          in-place routing mode: partition or opensearch (default partition)
   --durability D       request (fsync before ack) or async (default request)
   --strategy S         inplace, rfc, newindex, all (the three), or both (inplace and
@@ -72,7 +73,8 @@ Flags:
                        scan here) instead of a page of hits; 0 = never (default 200:
                        one every 10 s at the default rates)
   --cleanup C          new-index foreign-document cleanup: per-doc (deletes + compaction,
-                       as OpenSearch) or range (excise) (default per-doc)
+                       as OpenSearch) or range (excise) (default per-doc); refused
+                       unless newindex runs
   --steady DURATION    writes before the split, > 0 (default 4s)
   --after DURATION     writes after the split (default 10s; the rfc strategy goes on
                        until its children's cleanup has ended, at most 60s more)
@@ -162,6 +164,24 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 		c.newindex = true
 	default:
 		return nil, exitUsage, fmt.Errorf("--strategy %q: want inplace, rfc, newindex, all or both", *strategy)
+	}
+	// A flag that shapes only strategies the run does not run would be
+	// ignored while summary.json's config still reported it.
+	var unused []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "split", "mode", "align-flush":
+			if !c.inplace && !c.rfc {
+				unused = append(unused, fmt.Sprintf("--%s %q shapes the in-place strategies (inplace, rfc), which --strategy %q does not run", f.Name, f.Value, *strategy))
+			}
+		case "cleanup":
+			if !c.newindex {
+				unused = append(unused, fmt.Sprintf("--%s %q shapes the newindex strategy, which --strategy %q does not run", f.Name, f.Value, *strategy))
+			}
+		}
+	})
+	if len(unused) > 0 {
+		return nil, exitUsage, errors.New(strings.Join(unused, "; "))
 	}
 	if *split != "" {
 		id, ways, hasWays := strings.Cut(*split, ":")

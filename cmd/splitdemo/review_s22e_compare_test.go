@@ -37,3 +37,39 @@ func TestReviewS22eCompareRefusesUnmeasurableLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewS22eCompareRefusesFlagsNoStrategyUses: flags that shape only
+// the in-place strategies (--split, --mode, --align-flush) were accepted
+// with --strategy newindex and ignored, as --cleanup (new-index only) was
+// without newindex: a run asked to split shard 3 four ways in opensearch
+// mode measured a _split x2 of the whole index in partition mode, and its
+// summary.json's config still said split_ways 4 and mode opensearch. Each
+// must be a usage error naming the flag and the strategy.
+func TestReviewS22eCompareRefusesFlagsNoStrategyUses(t *testing.T) {
+	for _, args := range [][]string{
+		{"--strategy", "newindex", "--split", "3:4"},
+		{"--strategy", "newindex", "--mode", "opensearch"},
+		{"--strategy", "newindex", "--align-flush", "1s"},
+		{"--strategy", "inplace", "--cleanup", "range"},
+		{"--strategy", "rfc", "--cleanup", "per-doc"},
+	} {
+		_, code, err := parseCompare(args, io.Discard)
+		if err == nil {
+			t.Errorf("%v accepted: the flag is ignored by every strategy run", args)
+			continue
+		}
+		if code != exitUsage || !strings.Contains(err.Error(), args[2]) || !strings.Contains(err.Error(), args[1]) {
+			t.Errorf("%v: exit %d, error %q; want a usage error naming %s and --strategy %s", args, code, err, args[2], args[1])
+		}
+	}
+	for _, args := range [][]string{
+		{"--strategy", "all", "--split", "3:4", "--cleanup", "range", "--mode", "opensearch"},
+		{"--strategy", "both", "--align-flush", "1s", "--cleanup", "range"},
+		{"--strategy", "rfc", "--split", "3"},
+		{"--strategy", "newindex", "--cleanup", "range"},
+	} {
+		if _, _, err := parseCompare(args, io.Discard); err != nil {
+			t.Errorf("%v refused: %v", args, err)
+		}
+	}
+}

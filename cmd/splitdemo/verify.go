@@ -80,6 +80,15 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo verify: --data %q: %v\n", *data, err)
 		return exitUsage
 	}
+	if *acked != "" { // bad input, refused before recovery changes anything
+		if fi, err := os.Stat(*acked); err != nil {
+			fmt.Fprintf(stderr, "splitdemo verify: --acked %q: %v\n", *acked, err)
+			return exitUsage
+		} else if fi.IsDir() {
+			fmt.Fprintf(stderr, "splitdemo verify: --acked %q: is a directory, want the write log of 'splitdemo run'\n", *acked)
+			return exitUsage
+		}
+	}
 	rep, err := verify(*data, *acked)
 	if err != nil {
 		fmt.Fprintf(stderr, "splitdemo verify: %v\n", err)

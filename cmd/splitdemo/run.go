@@ -238,8 +238,10 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 		}
 		c.stream = uint64(size) // a rerun on the same log draws new values, still from --seed
 	}
-	_, statErr := os.Stat(c.data)
-	fresh := statErr != nil
+	// The index is new if DIR holds nothing yet: missing, or made empty
+	// beforehand (--data $(mktemp -d)).
+	entries, statErr := os.ReadDir(c.data)
+	fresh := statErr != nil || len(entries) == 0
 	n, j, rep, err := recovery.Open(storage.Options{Dir: c.data, Durability: storage.DurabilityRequest}, initial, zap.NewNop())
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -27,5 +28,30 @@ func TestReviewS22eAfterHandoffThroughputIsARate(t *testing.T) {
 	if got := s.ThroughputAfterHandoffOps; got < 990 || got > 1010 {
 		t.Fatalf("throughput_after_handoff_ops = %v with writes at 1000/s throughout (steady %v ops/s) and the load ending 500 ms after the handoff; want 1000",
 			got, s.ThroughputSteadyOps)
+	}
+}
+
+// TestReviewS22eParseScaleBenchKeepsLayoutsApart: BenchmarkSplitUnderLoad
+// runs both storage layouts (layout=per-shard/parent=…, layout=shared/
+// parent=…) and its documented command (-bench SplitUnderLoad) prints
+// both; ParseScaleBench keyed its points by parent size alone, so the
+// scale curve's medians pooled per-shard splits (hundreds of ms) with
+// shared ones (metadata only). Runs of different configurations must not
+// share a median: here an error naming both.
+func TestReviewS22eParseScaleBenchKeepsLayoutsApart(t *testing.T) {
+	const out = `BenchmarkSplitUnderLoad/layout=per-shard/parent=100MiB-2   1   300.0 split-ms   10.0 stall-ms   107.0 parent-MiB
+BenchmarkSplitUnderLoad/layout=per-shard/parent=100MiB-2   1   310.0 split-ms   11.0 stall-ms   107.0 parent-MiB
+BenchmarkSplitUnderLoad/layout=shared/parent=100MiB-2      1   2.0 split-ms     1.0 stall-ms    107.0 parent-MiB
+`
+	pts, err := ParseScaleBench(strings.NewReader(out), "x")
+	if err == nil {
+		t.Fatalf("per-shard and shared runs pooled: %+v (split-ms median %v of 300, 310 per-shard and 2 shared)", pts, pts[0].SplitMs)
+	}
+	if !strings.Contains(err.Error(), "layout=per-shard") || !strings.Contains(err.Error(), "layout=shared") {
+		t.Fatalf("error %q does not name both configurations", err)
+	}
+	// One layout selected (-bench 'SplitUnderLoad/layout=shared') parses.
+	if _, err := ParseScaleBench(strings.NewReader(strings.SplitAfterN(out, "\n", 3)[2]), "x"); err != nil {
+		t.Fatalf("one layout: %v", err)
 	}
 }

@@ -34,13 +34,22 @@ type ScalePoint struct {
 	Metrics map[string]float64
 }
 
-var benchParent = regexp.MustCompile(`parent=([0-9A-Za-z]+)`)
+var (
+	benchParent = regexp.MustCompile(`parent=([0-9A-Za-z]+)`)
+	// benchProcs is the -GOMAXPROCS suffix of a benchmark's name.
+	benchProcs = regexp.MustCompile(`-[0-9]+$`)
+)
 
 // ParseScaleBench reads `go test -bench SplitUnderLoad` output and returns
 // one point per parent size (medians over the runs), labelled label, in
-// ascending parent size.
+// ascending parent size. The output must hold one configuration per
+// parent size (the benchmark's name but its parent and -GOMAXPROCS
+// suffix): BenchmarkSplitUnderLoad runs both layouts, and a median over
+// both is neither's, so output of more than one is an error naming them
+// (select one with -bench 'SplitUnderLoad/layout=per-shard').
 func ParseScaleBench(r io.Reader, label string) ([]ScalePoint, error) {
 	runs := map[string]map[string][]float64{}
+	configs := map[string]string{} // parent -> the configuration its runs came from
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -52,6 +61,11 @@ func ParseScaleBench(r io.Reader, label string) ([]ScalePoint, error) {
 		if m == nil {
 			continue
 		}
+		config := benchParent.ReplaceAllString(benchProcs.ReplaceAllString(f[0], ""), "parent=*")
+		if c, ok := configs[m[1]]; ok && c != config {
+			return nil, fmt.Errorf("experiment: benchmark output mixes %s and %s: one configuration at a time, or their medians pool both", c, config)
+		}
+		configs[m[1]] = config
 		if runs[m[1]] == nil {
 			runs[m[1]] = map[string][]float64{}
 		}

@@ -210,15 +210,18 @@ func MedianStall(recs []loadgen.Record, from, to time.Duration) time.Duration {
 // count as reclaimed.
 const ReclaimTolerance = 0.10
 
-// Reclaimed is the time from the split request to the first disk sample
-// after which every sample stays within ReclaimTolerance of the settled
-// size (the last sample); 0 if none after the request exceeds it.
+// Reclaimed is the time from the split request (Outcome.SteadyEnd: an
+// aligned split's wait for its parent's own flush is in it) to the first
+// disk sample after which every sample stays within ReclaimTolerance of
+// the settled size (the last sample); 0 if none after the request exceeds
+// it.
 func Reclaimed(o *Outcome) time.Duration {
 	limit := float64(o.DiskAfter) * (1 + ReclaimTolerance)
+	req := o.SteadyEnd()
 	var at time.Duration
 	for i, s := range o.Disk {
-		if s.At > o.WindowStart && float64(s.Bytes) > limit && i+1 < len(o.Disk) {
-			at = o.Disk[i+1].At - o.WindowStart
+		if s.At > req && float64(s.Bytes) > limit && i+1 < len(o.Disk) {
+			at = o.Disk[i+1].At - req
 		}
 	}
 	return at

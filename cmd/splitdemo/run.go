@@ -269,6 +269,7 @@ func runLoad(ctx context.Context, c runConfig, mode routing.Mode, settings routi
 			defer wg.Done()
 			if err := runWriter(ctx, n, log, c, w); err != nil {
 				errs <- err
+				stopWriters() // the run has failed: end it now, not at --duration or a kill
 			}
 		}()
 	}

@@ -213,7 +213,17 @@ func runRoute(args []string, stdout, stderr io.Writer) int {
 		}
 		return failUsage(stderr, err)
 	}
-	lines, err := route(*shards, *routingShards, *partitionSize, *modeName, routingValue, ops, fs.Args())
+	ids := fs.Args()
+	// Parsing stops at the first id: a flag after it would be taken for
+	// more ids. Ids may start with "-" only after "--".
+	if first := len(args) - len(ids); first == 0 || args[first-1] != "--" {
+		for _, id := range ids {
+			if strings.HasPrefix(id, "-") && len(id) > 1 {
+				return failUsage(stderr, fmt.Errorf("%q after the ids: flags come first, and ids that start with \"-\" after \"--\"", id))
+			}
+		}
+	}
+	lines, err := route(*shards, *routingShards, *partitionSize, *modeName, routingValue, ops, ids)
 	if err != nil {
 		return failUsage(stderr, err)
 	}

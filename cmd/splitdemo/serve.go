@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -35,7 +36,7 @@ recovery on the next start).
 Flags:
   --addr HOST:PORT    address to listen on (default 127.0.0.1:9200; an empty
                       host means 127.0.0.1: give 0.0.0.0 to listen on every
-                      interface)
+                      interface; PORT is a number, 0 for any free port)
   --data DIR          data directory (default ./splitdemo-data)
   --log-level LEVEL   zap level for the log on stderr (default info)
 
@@ -71,6 +72,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	host, port, err := net.SplitHostPort(c.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "splitdemo serve: --addr %q: want HOST:PORT\n", c.addr)
+		return exitUsage
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); port != "" && err != nil { // empty or 0: any free port
+		fmt.Fprintf(stderr, "splitdemo serve: --addr %q: port %q is not a number from 0 to 65535\n", c.addr, port)
 		return exitUsage
 	}
 	if host == "" {

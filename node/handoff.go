@@ -59,7 +59,11 @@ func (p *PendingTable) Stage() error {
 	}
 	p.n.writing.RLock()
 	defer p.n.writing.RUnlock()
-	if err := p.n.failure(); err != nil { // closed: the directory may be another node's now
+	// Closed too, not only failed: Close marks a pending table failed only
+	// after it has waited for the writes under way (writing), so a Stage
+	// that came later could pass a failure check alone and write into a
+	// directory that may be another node's by then.
+	if err := p.n.editable(); err != nil {
 		return p.Fail(err)
 	}
 	staged, err := p.n.eng.StageFile(tableFile, p.t.Encode())
@@ -81,7 +85,7 @@ func (p *PendingTable) Install() error {
 	}
 	p.n.writing.RLock()
 	defer p.n.writing.RUnlock()
-	if err := p.n.failure(); err != nil {
+	if err := p.n.editable(); err != nil { // as Stage
 		return p.Fail(err)
 	}
 	if err := p.staged.Install(); err != nil {

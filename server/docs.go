@@ -558,10 +558,7 @@ func hitOptionsOf(sb SearchBody, q url.Values) (hitOptions, error) {
 // does: the parameter over the body; rest_total_hits_as_int makes the
 // default exact and refuses any other limit.
 func (o *hitOptions) trackTotalHits(sb SearchBody, q url.Values) error {
-	var given *int
-	if sb.TrackTotalHits != nil {
-		given = sb.TrackTotalHits
-	}
+	given := sb.TrackTotalHits
 	if v := q.Get("track_total_hits"); v != "" {
 		t, err := parseTrackTotalHits(v)
 		if err != nil {

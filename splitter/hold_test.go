@@ -42,11 +42,17 @@ func openHoldNode(t *testing.T, fs vfs.FS) *node.Node {
 	return n
 }
 
-// parentFenced reports whether shard 0's apply lock is held: taking it
-// with a short drain times out.
+// parentFenced reports whether shard 0's apply lock is held.
 func parentFenced(t *testing.T, n *node.Node) bool {
 	t.Helper()
-	f, err := n.Fence(0, 5*time.Millisecond)
+	return shardFenced(t, n, 0)
+}
+
+// shardFenced reports whether shard id's apply lock is held: taking it
+// with a short drain times out.
+func shardFenced(t *testing.T, n *node.Node, id routing.ShardID) bool {
+	t.Helper()
+	f, err := n.Fence(id, 5*time.Millisecond)
 	if errors.Is(err, storage.ErrLockTimeout) {
 		return true
 	}

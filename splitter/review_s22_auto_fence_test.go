@@ -81,21 +81,6 @@ func (f *fenceFailureNode) failNode(t *testing.T) {
 	}
 }
 
-// fenced reports whether shard id's apply lock is held (parentFenced, for
-// any shard).
-func (f *fenceFailureNode) fenced(t *testing.T, id routing.ShardID) bool {
-	t.Helper()
-	fc, err := f.n.Fence(id, 5*time.Millisecond)
-	if errors.Is(err, storage.ErrLockTimeout) {
-		return true
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc.Release()
-	return false
-}
-
 // An operation whose node fails while it holds the fence (another shard's
 // write could not be made durable, between the fence and the publish)
 // stops with node.ErrFailed, as the service's task loop and Run do on any
@@ -162,7 +147,7 @@ func TestReviewS22AutoNodeFailureWhileFencedReleasesTheFence(t *testing.T) {
 				t.Errorf("the %s still reports its fence held after Next returned %v", c.name, err)
 			}
 			for _, id := range held {
-				if f.fenced(t, id) {
+				if shardFenced(t, f.n, id) {
 					t.Errorf("shard %d's apply lock is still held after the %s stopped with %v", id, c.name, err)
 				}
 			}

@@ -392,11 +392,9 @@ func checkParamValues(q url.Values) error {
 			if _, err := boolParam(q, name, false); err != nil {
 				return err
 			}
-		case "track_total_hits": // an int, else a boolean
-			if _, err := strconv.ParseInt(v, 10, 32); err != nil {
-				if _, err := boolParam(q, name, false); err != nil {
-					return err
-				}
+		case "track_total_hits":
+			if _, err := parseTrackTotalHits(v); err != nil {
+				return err
 			}
 		case "search_type":
 			if v != "query_then_fetch" && v != "dfs_query_then_fetch" {

@@ -1,6 +1,6 @@
 package tests
 
-// Crash-point enumeration: internal/crashpoint runs a split, a nested
+// Crash-point enumeration: lab/crashpoint runs a split, a nested
 // split and a merge of the nested split's children under concurrent
 // acknowledged writes and takes a crash clone at every operation that can
 // change durable state; every clone is recovered and checked (its package
@@ -21,7 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
-	"github.com/shardsplit/shardsplit/internal/crashpoint"
+	"github.com/shardsplit/shardsplit/lab/crashpoint"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"

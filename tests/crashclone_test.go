@@ -2,7 +2,7 @@ package tests
 
 // The crash cloner of the rfc crash test (rfc_crash_test.go): a crash
 // clone of a crashfs disk at every durable operation while armed, with the
-// model's cut around it. internal/crashpoint has its own for the split and
+// model's cut around it. lab/crashpoint has its own for the split and
 // merge enumeration. It clones through crashfs.Disk, never MemFS.CrashClone
 // directly: Pebble's MemFS.Lock and Link nest read locks that a concurrent
 // CrashClone deadlocks (crashfs.go), and TestRFCCleanupCrashPoints hung so

@@ -1,8 +1,8 @@
 package tests
 
 // House rules as a test (Pebble's internal/lint pattern): imports point one
-// way, routing ← storage ← splitter ← recovery ← cmd; routing does no I/O;
-// only storage imports Pebble; nothing imports cmd/ or tests/.
+// way as allowedOurs lists them; routing does no I/O; only storage imports
+// Pebble; nothing imports cmd/ or tests/.
 
 import (
 	"bufio"
@@ -18,23 +18,46 @@ import (
 
 const module = "github.com/shardsplit/shardsplit"
 
-// allowedOurs lists, per package of ours, which of our packages it may
-// import directly (routing ← storage ← node ← splitter ← recovery ← service ← server ← cmd;
-// node serves fenced requests, see DESIGN.md). Packages not listed (cmd/..., tests, internal/...) may
-// import anything of ours but cmd/ and tests/.
+// allowedOurs lists, for every package of ours that is not a test harness,
+// exactly which of our packages it may import directly. The layers, lowest
+// first (DESIGN.md, "Components"):
+//
+//	internal/{invariants,clock,model}      the ground floor
+//	routing ← policy                       pure
+//	routing ← storage ← node ← splitter, baseline ← recovery ← service ← server
+//	splitter, policy ← autosplit           the load-based split loop
+//	lab/...                                harnesses: experiments, findings, crash enumeration, load
+//	cmd/splitdemo                          the CLI, on top of everything
+//
+// A package missing from the table fails the lint: a new package takes a
+// place in the layering deliberately. tests/ and tests/sim hold only test
+// files and may import anything but cmd/.
 var allowedOurs = map[string][]string{
+	"internal/invariants": {},
+	"internal/clock":      {},
+	"internal/model":      {"internal/invariants"},
 	"routing":             {},
 	"policy":              {"routing"},
-	"storage":             {"routing", "internal/"},
-	"node":                {"routing", "storage", "internal/"},
-	"splitter":            {"routing", "storage", "node", "internal/"},
-	"baseline":            {"routing", "storage", "node", "internal/"},
-	"recovery":            {"routing", "storage", "node", "splitter", "internal/"},
-	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery", "internal/"},
-	"server":              {"routing", "splitter", "service", "internal/"},
-	"internal/invariants": {},
-	"internal/model":      {"internal/invariants"},
+	"storage":             {"routing", "internal/clock", "internal/invariants"},
+	"storage/crashfs":     {},
+	"node":                {"routing", "storage", "internal/clock", "internal/invariants"},
+	"splitter":            {"routing", "storage", "node", "internal/clock", "internal/invariants"},
+	"baseline":            {"routing", "storage", "node"},
+	"recovery":            {"routing", "storage", "node", "splitter"},
+	"autosplit":           {"routing", "storage", "node", "splitter", "policy"},
+	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery"},
+	"server":              {"routing", "splitter", "service"},
+	"lab/loadgen":         {"internal/clock", "internal/model"},
+	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},
+	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},
+	"lab/findings":        {"routing", "storage", "node", "splitter", "baseline", "policy", "lab/crashpoint", "lab/experiment", "lab/loadgen"},
+	"cmd/splitdemo": {"routing", "storage", "node", "splitter", "baseline", "recovery", "policy", "autosplit", "service", "server",
+		"lab/experiment", "lab/findings", "lab/loadgen", "internal/model"},
 }
+
+// testHarness reports whether path is one of the test-only packages, which
+// may import any package of ours but cmd/.
+func testHarness(path string) bool { return path == "tests" || strings.HasPrefix(path, "tests/") }
 
 // routingForbiddenStd are standard packages that would give routing I/O, a
 // clock, goroutine coordination, logging or randomness.
@@ -79,8 +102,11 @@ func violations(p pkg) []string {
 		switch {
 		case isOurs && (strings.HasPrefix(ours, "cmd/") || ours == "tests" || strings.HasPrefix(ours, "tests/")):
 			bad = append(bad, fmt.Sprintf("%s imports %s: nothing may import cmd/ or tests/", p.path, ours))
+		case isOurs && testHarness(p.path):
 		case isOurs:
-			if allowed, ok := allowedOurs[p.path]; ok && !hasPrefixIn(ours, allowed) {
+			if allowed, ok := allowedOurs[p.path]; !ok {
+				bad = append(bad, fmt.Sprintf("%s imports %s: %s has no row in allowedOurs; give it its place in the layering", p.path, ours, p.path))
+			} else if !contains(allowed, ours) {
 				bad = append(bad, fmt.Sprintf("%s imports %s: allowed are %v", p.path, ours, allowed))
 			}
 		case strings.HasPrefix(imp, "github.com/cockroachdb/pebble") && p.path != "storage" && !strings.HasPrefix(p.path, "storage/"):
@@ -111,19 +137,30 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func hasPrefixIn(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if s == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(s, p)) {
-			return true
-		}
-	}
-	return false
-}
-
 func TestImportDirection(t *testing.T) {
 	for _, p := range listPackages(t) {
+		if _, listed := allowedOurs[p.path]; !listed && !testHarness(p.path) && p.path != "" {
+			t.Errorf("%s has no row in allowedOurs: give it its place in the layering", p.path)
+		}
 		for _, v := range violations(p) {
 			t.Error(v)
+		}
+	}
+}
+
+// TestInternalIsTheGroundFloor keeps internal/ to packages that import
+// nothing of ours outside internal/: storage, node and splitter import from
+// it, so a harness or a feature placed there would sit in a folder the core
+// builds on.
+func TestInternalIsTheGroundFloor(t *testing.T) {
+	for path, allowed := range allowedOurs {
+		if !strings.HasPrefix(path, "internal/") {
+			continue
+		}
+		for _, imp := range allowed {
+			if !strings.HasPrefix(imp, "internal/") {
+				t.Errorf("%s may import %s: internal/ holds only the ground floor", path, imp)
+			}
 		}
 	}
 }
@@ -137,6 +174,9 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{path: "storage", imports: []string{module + "/splitter"}},
 		{path: "splitter", imports: []string{"github.com/cockroachdb/pebble/v2"}},
 		{path: "recovery", imports: []string{module + "/cmd/splitdemo"}},
+		{path: "storage", imports: []string{module + "/lab/experiment"}},
+		{path: "node", imports: []string{module + "/internal/model"}},
+		{path: "unlisted", imports: []string{module + "/routing"}},
 	}
 	for _, c := range cases {
 		if len(violations(c)) == 0 {

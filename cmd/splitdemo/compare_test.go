@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/shardsplit/shardsplit/internal/experiment"
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/experiment"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
 
 // summaryKeys are the keys every strategy object of summary.json has, in

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/findings"
+	"github.com/shardsplit/shardsplit/lab/findings"
 )
 
 const findingsUsage = `splitdemo findings: the experiment set behind design/findings.md.

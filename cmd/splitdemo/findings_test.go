@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardsplit/shardsplit/internal/findings"
+	"github.com/shardsplit/shardsplit/lab/findings"
 )
 
 // Bad flags exit 2 with a message naming the bad value.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/policy"
 	"github.com/shardsplit/shardsplit/routing"
 )

@@ -3,8 +3,8 @@ package experiment
 import (
 	"testing"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
 	"github.com/shardsplit/shardsplit/internal/model"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )

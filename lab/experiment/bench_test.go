@@ -5,7 +5,7 @@ package experiment
 // fsync per write batch), 64 writers, in both storage layouts (in shared
 // the clone and catch-up have nothing to do). Run with
 //
-//	go test -run '^$' -bench SplitUnderLoad -benchtime 1x -count 5 -timeout 1h ./internal/experiment
+//	go test -run '^$' -bench SplitUnderLoad -benchtime 1x -count 5 -timeout 1h ./lab/experiment
 //
 // With SHARDSPLIT_BENCH_DATASETS=dir the datasets are built once into dir
 // and reused by later runs (a 4 GiB load takes minutes); every run splits a
@@ -49,7 +49,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
@@ -214,7 +214,7 @@ func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration
 // siblings are ~500 MiB each (siblings=500MiB, the case) or ~10 MiB
 // (siblings=10MiB, a quick check). Run with
 //
-//	go test -run '^$' -bench 'MergeUnderLoad' -benchtime 1x -count 5 -timeout 1h ./internal/experiment
+//	go test -run '^$' -bench 'MergeUnderLoad' -benchtime 1x -count 5 -timeout 1h ./lab/experiment
 //
 // Reported as for SplitUnderLoad: stall-ms (writers of the merged keys),
 // node-stall-ms (the longest a source's apply lock was held), merge/steady

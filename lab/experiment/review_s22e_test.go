@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
 
 // TestReviewS22eAfterHandoffThroughputIsARate: throughput_after_handoff_ops

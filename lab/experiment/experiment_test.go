@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/baseline"
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"

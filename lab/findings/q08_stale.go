@@ -13,8 +13,8 @@ import (
 
 	"github.com/opensearch-project/opensearch-go/v4/opensearchutil/shardhash"
 
-	"github.com/shardsplit/shardsplit/internal/experiment"
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/experiment"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
@@ -23,7 +23,7 @@ import (
 
 // Question 8: stale coordinators and smart clients.
 //
-//  1. Under load (internal/experiment.RunInPlace, fsync'd writes): how
+//  1. Under load (lab/experiment.RunInPlace, fsync'd writes): how
 //     many writes one split fences (each retry is one *node.StaleRoutingError
 //     answer) and what the fenced writes' latency is, with routers that keep
 //     what they learn and with routers that fall back to the first table

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/shardsplit/shardsplit/internal/experiment"
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/experiment"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
 
 // strategyRunOf on a hand-made outcome: reads per window, the writes/s

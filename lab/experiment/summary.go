@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
 
 // Summary is one strategy's measures: a row of splitdemo compare's

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/crashpoint"
+	"github.com/shardsplit/shardsplit/lab/crashpoint"
 	"github.com/shardsplit/shardsplit/routing"
 )
 

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/clock"
-	"github.com/shardsplit/shardsplit/internal/loadgen"
 	"github.com/shardsplit/shardsplit/internal/model"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"

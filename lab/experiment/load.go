@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
 
 // loadRun is a strategy run's continuous write load, its read load (if

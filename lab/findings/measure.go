@@ -8,15 +8,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/experiment"
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/experiment"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 )
 
 // This file is the split-under-load measurement questions 1, 10 and 11
-// share: BenchmarkSplitUnderLoad's method (internal/experiment), with the
+// share: BenchmarkSplitUnderLoad's method (lab/experiment), with the
 // datasets built once per Run and the measured runs of a case reused by
 // every question that asks for the same case.
 
@@ -302,7 +302,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 
 // steadyStall is the median of MaxStall over windows of length w (stepped
 // by w/2) in [from, to): what the stall measure reads with no split
-// running (internal/experiment's benchmark measures the same way). A
+// running (lab/experiment's benchmark measures the same way). A
 // window longer than [from, to) is cut to it: one window, the whole span
 // (the benchmark reads 0 there).
 func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/shardsplit/shardsplit/internal/experiment"
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/experiment"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/storage"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardsplit/shardsplit/internal/loadgen"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
 
 // An aligned split's wait for the parent's own flush belongs to neither

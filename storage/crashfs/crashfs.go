@@ -74,9 +74,9 @@ func (d *Disk) CrashWith(cfg vfs.CrashCloneCfg) *Disk {
 // crashes the disk itself: errorfs consults the crash hook before it, and
 // MemFS.Lock's Create is MemFS's own, not errorfs's.) MemFS.Link nests its
 // read locks the same way (the old name, then the new one's directory):
-// TestCrashPointEnumeration hung so once every split flushed its parent
-// (2026-12-01, eighth session), a child's checkpoint linking the parent's
-// tables beside a crash point; Link is guarded too.
+// a split flushes its parent, and a child's checkpoint linking the
+// parent's tables beside a crash point hung TestCrashPointEnumeration so;
+// Link is guarded too.
 type lockGuarded struct {
 	*vfs.MemFS
 	d *Disk

@@ -83,9 +83,8 @@ func TestCrashBesideALockDoesNotHang(t *testing.T) {
 
 // The same for hard links (a checkpoint links the parent's tables into a
 // child): MemFS.Link read-locks the clone mutex and read-locks it again
-// for the new name. TestCrashPointEnumeration hung so in CI (2026-12-01,
-// eighth session), a child's checkpoint linking beside a crash point
-// fired by the parent's WAL sync.
+// for the new name. A child's checkpoint linking beside a crash point
+// fired by the parent's WAL sync hung TestCrashPointEnumeration so.
 func TestCrashBesideALinkDoesNotHang(t *testing.T) {
 	disk := New()
 	fs := disk.FS(nil)

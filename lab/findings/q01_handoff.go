@@ -8,6 +8,11 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
+// handoffQuestion is question 1 of design/findings.md, answered by runHandoff.
+var handoffQuestion = Question{ID: 1, Slug: "handoff", Title: "Write pause at the handoff", Run: runHandoff,
+	RaisedIn: "#13923 (hand-off), MongoDB's critical section, Elasticsearch resharding",
+	Question: "How long are writes paused at the handoff, against parent size, write rate, number of children and layout, and against a handoff that holds every write until the new table is durable?"}
+
 // mongoCriticalMs is MongoDB resharding's write-blocking critical section
 // (it engages when the estimated remaining time is under 500 ms; 2 s up to
 // 8.0.12): the peer bound question 1 compares with.

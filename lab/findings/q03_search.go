@@ -6,6 +6,11 @@ import (
 	"strings"
 )
 
+// searchQuestion is question 3 of design/findings.md, answered by runSearch.
+var searchQuestion = Question{ID: 3, Slug: "search", Title: "Search during and after a split", Run: runSearch,
+	RaisedIn: "#13923 (searches that picked the parent before the handoff)",
+	Question: "What happens to routed gets and unrouted searches (p50/p99) in steady state, during the split and in the 10 s after it?"}
+
 // searchGoalRatio is issue 14's goal: search p99 during the split ≤ 1.25×
 // steady, for inplace.
 const searchGoalRatio = 1.25

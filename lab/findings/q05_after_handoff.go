@@ -6,6 +6,11 @@ import (
 	"strings"
 )
 
+// afterHandoffQuestion is question 5 of design/findings.md, answered by runAfterHandoff.
+var afterHandoffQuestion = Question{ID: 5, Slug: "after-handoff", Title: "The cost after the handoff", Run: runAfterHandoff,
+	RaisedIn: "this project (the second after a 1 GiB handoff stalled 34–39 ms against 12–15 ms steady)",
+	Question: "Does retiring the parent (its close and file deletion) disturb writes in the second after the handoff, and does pacing it help?"}
+
 // Issue 14's goals for the second after the handoff.
 const (
 	afterStallGoal = 1.25 // its longest stall ≤ 1.25× a steady second's

@@ -19,6 +19,11 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
+// crashQuestion is question 9 of design/findings.md, answered by runCrash.
+var crashQuestion = Question{ID: 9, Slug: "crash", Title: "Crash safety", Run: runCrash,
+	RaisedIn: "#13923 (parent primary fails mid-split)",
+	Question: "What happens on a crash at any point of a split or merge: how many crash points, what recovery does, and real kill -9 results?"}
+
 // failurePathBugs are the failure-path bugs found and fixed, with how they
 // were found: data from DESIGN.md, tests/sim/doc.go and the git log, not
 // measured by this run.

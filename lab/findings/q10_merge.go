@@ -7,6 +7,11 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
+// mergeQuestion is question 10 of design/findings.md, answered by runMerge.
+var mergeQuestion = Question{ID: 10, Slug: "merge", Title: "Reversibility: in-place merge", Run: runMerge,
+	RaisedIn: "#18809 (\"a one-time structural operation\", no reversible remapping)",
+	Question: "Can a split be undone in place, and what does merging two siblings cost?"}
+
 // mergeCases are question 10's cases: the large dataset's root split in
 // two before the load, the two siblings (half each) merged under 5,000
 // fsync'd writes/s, in both layouts.

@@ -193,10 +193,10 @@ func (w *windowWriter) MaybeError(op errorfs.Op) error {
 // copy are left out of the child and brought by the catch-up.
 // (TestChildrenCopyNoWAL's writes all come before CreateChildren's flush,
 // so the WAL left to copy is empty whether or not omitWAL takes effect:
-// its byte check alone cannot fail.) With
-// the WAL left out a child copies only its MANIFEST and OPTIONS, and the
-// catch-up still brings every one of those writes; the copying build is
-// the control (the same writes show up as copied bytes). Both Pebble
+// its byte check alone cannot fail.) With the WAL left out a child copies
+// only its MANIFEST and OPTIONS, and the catch-up still brings every one
+// of those writes; the copying build is the control (the same writes show
+// up as copied bytes). Both Pebble
 // filesystems run, the OS one with a data directory spelled with "./" and
 // doubled slashes (omitsWAL's directory must match Pebble's spelling of
 // the checkpoint's paths).

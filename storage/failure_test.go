@@ -109,8 +109,8 @@ func TestReleaseLogKeepsTheHoldOnAFailedTrim(t *testing.T) {
 
 // In the shared layout DestroyShard of a shard that was never opened since
 // the engine opened (recovery's case) removes its sequence number and its
-// operation log, and leaves the documents of its span,
-// which belong to the shards that own the span now.
+// operation log, and leaves the documents of its span, which belong to the
+// shards that own the span now.
 func TestDestroyUnopenedSharedShard(t *testing.T) {
 	mem := vfs.NewMem()
 	e := openTestEngine(t, mem, LayoutShared)

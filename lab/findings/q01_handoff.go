@@ -20,7 +20,7 @@ const mongoCriticalMs = 500
 
 // handoffCases are question 1's cases. The factors are varied one at a
 // time around a small parent (per-shard, 5,000 writes/s, 2 children: a
-// run there takes seconds); the large parent is the issue's goal case (a
+// run there takes seconds); the large parent is the goals' case (a
 // run at 1 GiB takes ~30 s, most of it opening and verifying the index).
 // The hold-until-durable variant runs beside the goal case, the small base
 // and the shared layout (quick: the goal case only).
@@ -167,7 +167,7 @@ func handoffAnswer(base splitCase, rows []handoffRow) string {
 	return s
 }
 
-// handoffGoals evaluates issue 14's goals on the goal case (at the quick
+// handoffGoals evaluates the handoff goals on the goal case (at the quick
 // run's large size when quick).
 func handoffGoals(base splitCase, rows []handoffRow, quick bool) []Goal {
 	b, ok := findRow(rows, base)

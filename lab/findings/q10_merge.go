@@ -76,7 +76,7 @@ func runMerge(ctx context.Context, cfg Config) (Answer, error) {
 	a.Charts = []string{"q10-merge.png"}
 	a.NotMeasured = "merges of more than two siblings, or of siblings of unequal size; merges of shards that were never split (OpenSearch's _shrink case); " +
 		"search during the merge; the cost after the merge's handoff (the sources' retirement). " +
-		"Issue 14 states no goal for the merge; the stall and throughput are read against the same runs' steady windows. A window longer than the steady span (2 s; quick 1 s) is compared with one steady window of the whole span, which favours the steady side."
+		"No goal is set for the merge; the stall and throughput are read against the same runs' steady windows. A window longer than the steady span (2 s; quick 1 s) is compared with one steady window of the whole span, which favours the steady side."
 	return a, nil
 }
 

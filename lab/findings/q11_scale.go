@@ -173,7 +173,7 @@ func scaleAnswer(rows []scaleRow) string {
 		num(first.Stall), num(last.Stall), num(first.Steady), num(last.Steady), verdict)
 }
 
-// scaleGoals evaluates issue 15's goals on the largest size measured: its
+// scaleGoals evaluates the scale goals on the largest size measured: its
 // split ≤ 1.5× the smallest's, and at every size a longest stall ≤ 20 ms
 // and ≤ 1.25× the steady windows as long.
 func scaleGoals(rows []scaleRow, quick bool, variant string) []Goal {

@@ -22,9 +22,9 @@ import (
 // AsyncFlush rotates the memtable through makeRoomForWrite, which first
 // waits (maybeInduceWriteStall, holding the commit pipeline's mutex) until
 // the queued memtables are below MemTableStopWritesThreshold x
-// MemTableSize: with every flush failing, for good. The split then holds
-// the parent's log and compactions for good, and its Cancel waits behind
-// it, as before 28fb885. No writer is stalled here (the last write made
+// MemTableSize: with every flush failing, for good. A split waiting there
+// would hold the parent's log and compactions for good, and its Cancel
+// would wait behind it. No writer is stalled here (the last write made
 // room in a fresh memtable): only the split's own flush waits.
 func TestAFailedForcedFlushFailsTheSplitAtTheMemtableLimit(t *testing.T) {
 	inj := noNewTables()

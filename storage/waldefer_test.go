@@ -242,8 +242,8 @@ func TestADestroyedHeldParentUnlinksItsParkedWALWhole(t *testing.T) {
 	}
 	// Pebble deletes obsolete WALs in the background: wait for the one this
 	// flush made obsolete, not for any. A flush of the write loop's earlier
-	// memtables can park its smaller WALs first (CI, 2026-12-03: parked
-	// 11 B, 1, 3 and 7 MiB, then the 9 MiB one just after the check).
+	// memtables can park its smaller WALs first (a CI run parked 11 B, 1,
+	// 3 and 7 MiB, then the 9 MiB one just after the check).
 	bigParked := func() bool {
 		for _, p := range s.st.cfs.parkedWALDeletes() {
 			if info, err := os.Stat(p); err == nil && info.Size() > shrinkStep {

@@ -577,9 +577,9 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 //
 // NB: pausing, not cancelling. A cancelled compaction deletes its partial
 // outputs at once, and at 4 GiB those are hundreds of MB whose unlink
-// stalls the writers (cancelFS.pause). It is also why a store under
-// pressure (L0 or compaction debt: Pebble allows more than the normal
-// concurrency) used to keep its running compaction, which then competed
+// stalls the writers (cancelFS.pause). Not cancelled for that reason, a
+// store under pressure (L0 or compaction debt: Pebble allows more than the
+// normal concurrency) would keep its running compaction, which competed
 // with the split at every 4 GiB split measured. A pause stops it without
 // either cost. A write stall ends the pause (store.go): a parent whose L0
 // fills during the split compacts at once, as it would without the split.

@@ -59,10 +59,9 @@ func isWALSync(op errorfs.Op) bool {
 	return false
 }
 
-// A failed trim of the operation log must leave the hold in place (issue
-// 11, item 2). Before, the hold was dropped before the trim, and every retry
-// failed with "release of an operation log nobody holds", hiding the I/O
-// error.
+// A failed trim of the operation log must leave the hold in place: a hold
+// dropped before the trim would fail every retry with "release of an
+// operation log nobody holds", hiding the I/O error.
 //
 // NB: Pebble makes a failed WAL fsync sticky (the store refuses every later
 // synced write until it is reopened, as it must: the kernel may have dropped

@@ -113,9 +113,9 @@ func TestAFailedForcedFlushFailsTheSplitAtTheMemtableLimit(t *testing.T) {
 // A failed flush long past must not refuse a later one: the last flush to
 // end failed, but the store's memtables are far below the stop-writes
 // size, so AsyncFlush cannot wait in Pebble's write stall and the flush
-// must simply run. The simulation's liveness phase found splits refused,
-// with no fault injected, on such a failure (seeds 2212, 2973, 2989 of
-// 3000, on 3cd22b6's unconditional check).
+// must simply run. Refusing on any past failure, the simulation's liveness
+// phase refuses splits with no fault injected (seeds 2212, 2973, 2989 of
+// 3000).
 func TestAStaleFlushFailureDoesNotRefuseTheNextFlush(t *testing.T) {
 	_, parent := openParentOn(t, "/data", vfs.NewMem(), false)
 	writeDocs(t, parent, "d", 100, 1024)

@@ -122,9 +122,9 @@ func (s *holdScheduler) endManual() {
 // WAL, and the flush's end asks for compactions; later in the same Open,
 // scanObsoleteFiles waits for every running compaction to finish. A store
 // that inherits compaction debt (a child of a parent with a deep L0) gets an
-// urgent compaction there, so its Open waited for a whole compaction: 1.4
-// and 6.7 s for the two children of a freshly loaded 4 GiB parent (issue
-// 15, TestScaleProbe's stacks: 347 samples of 20 ms in that wait). Nothing
+// urgent compaction there, so its Open would wait for a whole compaction:
+// 1.4 and 6.7 s for the two children of a freshly loaded 4 GiB parent
+// (TestScaleProbe's stacks: 347 samples of 20 ms in that wait). Nothing
 // writes to a store before its Open returns, so holding every compaction
 // until then cannot stall a writer.
 func (s *holdScheduler) opened() {

@@ -52,8 +52,8 @@ func TestRunMergesNeedsMergeEvery(t *testing.T) {
 }
 
 // Bad values of run's other flags are refused before anything is written,
-// each in one line naming the flag and its value. Before, a negative
-// duration was taken as "never" and a stray argument was ignored.
+// each in one line naming the flag and its value: a negative duration is
+// not taken as "never", nor a stray argument ignored.
 func TestRunRefusesBadFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

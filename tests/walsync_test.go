@@ -32,16 +32,15 @@ func (f *walSyncFault) MaybeError(op errorfs.Op) error {
 func (f *walSyncFault) String() string { return "wal-sync" }
 
 // A write whose WAL sync fails is answered with an error, but it stays in
-// the shard's memtable and every later get returns it until a crash loses
-// it: a client saw a value that then vanished (a dirty read; the write's
-// own client was told it may not have happened, the reader was not). The
-// simulation found it in 4 of 200 seeds once a write a get returned had to
-// survive (review s21: model.Observe); PostgreSQL and Pebble treat a failed
-// WAL fsync as fatal for this reason, and the node does so for its table
-// (node.ErrFailed) but not for a shard's WAL. This test fails until a
-// shard whose WAL sync failed stops serving reads of what it did not make
-// durable (or the node fails).
-func TestReviewS21AFailedWALSyncIsADirtyRead(t *testing.T) {
+// the shard's memtable: if later gets returned it, a crash would then lose
+// a value a client saw (a dirty read; the write's own client was told it
+// may not have happened, the reader was not). PostgreSQL and Pebble treat
+// a failed WAL fsync as fatal for this reason, and so does the node
+// (node.ErrFailed), for a shard's WAL as for its table: a value a get
+// returns after the failed write must survive a power loss. The
+// simulation draws this case since the model requires a write a get
+// returned to survive (model.Observe).
+func TestNoDirtyReadAfterAFailedWALSync(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	fault := &walSyncFault{}
 	fs := errorfs.Wrap(mem, fault)

@@ -36,16 +36,30 @@ import (
 // twice, down to one partition) on fs with 20 documents.
 func openFailpath(t *testing.T, fs vfs.FS) (*node.Node, *splitter.Journal, *routing.Table) {
 	t.Helper()
+	return openIndex(t, storage.Options{FS: fs}, 20)
+}
+
+// openIndex opens, through recovery, a new 1-shard partition index (R=4)
+// on opts (Dir /data and a 1 MiB cache unless set) and indexes docs
+// documents d0, d1, … with source "v1".
+func openIndex(t *testing.T, opts storage.Options, docs int) (*node.Node, *splitter.Journal, *routing.Table) {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = "/data"
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 1 << 20
+	}
 	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, j, _, err := recovery.Open(storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20}, tab, nil)
+	n, j, _, err := recovery.Open(opts, tab, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := node.NewRouter(n, tab, node.RouterConfig{})
-	for i := range 20 {
+	for i := range docs {
 		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v1")); err != nil {
 			t.Fatal(err)
 		}

@@ -94,21 +94,7 @@ func TestMergeRecoveryCrashesAtEveryPoint(t *testing.T) {
 			splitter.IntentPublish, splitter.IntentSyncTarget, splitter.IntentCommitTable} {
 			t.Run(fmt.Sprintf("%s/%s", layout, stop), func(t *testing.T) {
 				mem := crashfs.New()
-				opts := storage.Options{Dir: "/data", FS: mem.FS(nil), CacheBytes: 1 << 20, Layout: layout}
-				tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				n, j, _, err := recovery.Open(opts, tab, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := node.NewRouter(n, tab, node.RouterConfig{})
-				for i := range 20 {
-					if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v1")); err != nil {
-						t.Fatal(err)
-					}
-				}
+				n, j, tab := openIndex(t, storage.Options{FS: mem.FS(nil), Layout: layout}, 20)
 				d := splitter.NewDriver(n, splitter.Config{Journal: j})
 				if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
 					t.Fatalf("split: %v %v", err, rep.Err)

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -13,7 +12,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/shardsplit/shardsplit/node"
-	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -74,20 +72,7 @@ func TestNoDirtyReadAfterAFailedWALSync(t *testing.T) {
 // failures).
 func openFailpathLogged(t *testing.T, fs vfs.FS) (*node.Node, *routing.Table) {
 	t.Helper()
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logger := zap.NewNop().WithOptions(zap.WithFatalHook(zapcore.WriteThenPanic))
-	n, _, _, err := recovery.Open(storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20, Logger: logger}, tab, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := node.NewRouter(n, tab, node.RouterConfig{})
-	for i := range 20 {
-		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v1")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n, _, tab := openIndex(t, storage.Options{FS: fs, Logger: logger}, 20)
 	return n, tab
 }

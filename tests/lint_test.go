@@ -47,6 +47,7 @@ var allowedOurs = map[string][]string{
 	"autosplit":           {"routing", "storage", "node", "splitter", "policy"},
 	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery"},
 	"server":              {"routing", "splitter", "service"},
+	"transport":           {},
 	"lab/loadgen":         {"internal/clock", "internal/model"},
 	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},
 	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},

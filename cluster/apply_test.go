@@ -436,3 +436,39 @@ func TestAllocationIDsAreOpenSearchShapedAndDeterministic(t *testing.T) {
 		t.Errorf("AllocationID: %q %q, want 22 characters, one per (cluster, n)", a, b)
 	}
 }
+
+// TestPrimaryReopensOnTheCopyThatWasPrimary: with two in-sync copies on
+// the nodes' disks, the primary opens on the one that was a primary
+// (PrimaryShardAllocator's PRIMARY_FIRST_COMPARATOR), not the lower name.
+func TestPrimaryReopensOnTheCopyThatWasPrimary(t *testing.T) {
+	for _, wasPrimary := range []string{"n1", "n2"} {
+		s := &State{ClusterName: "c", ClusterUUID: "u", Version: 9, NextAllocation: 2, Nodes: map[string]NodeInfo{}}
+		for i, n := range []string{"n1", "n2"} {
+			ni := node(n)
+			ni.Copies = []LocalCopy{{IndexUUID: "uuid-i", Shard: 0, AllocationID: AllocationID("u", uint64(i)), Primary: n == wasPrimary}}
+			s.Nodes[n] = ni
+		}
+		left := unassignedCopyForTest(ReasonNodeLeft)
+		s.Indices = map[string]*IndexMeta{"i": {
+			Name: "i", UUID: "uuid-i", Settings: map[string]string{}, Shards: 1, Replicas: 1, RoutingShards: 1,
+			PrimaryTerms: map[routing.ShardID]uint64{0: 3},
+			InSync:       map[routing.ShardID][]string{0: slices.Sorted(slices.Values([]string{AllocationID("u", 0), AllocationID("u", 1)}))},
+			Copies: map[routing.ShardID][]ShardCopy{0: {
+				{Primary: true, State: Unassigned, RecoverySource: ExistingStore, UnassignedReason: left.UnassignedReason, AllocationStatus: StatusNoValidShardCopy},
+				left,
+			}},
+			Version: 4,
+		}}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("hand-built state: %v", err)
+		}
+		next := mustApply(t, s, Task{Reroute: &Reroute{}})
+		if p := primary(t, next, "i", 0); p.Node != wasPrimary || p.RecoverySource != ExistingStore || next.Indices["i"].PrimaryTerms[0] != 4 {
+			t.Errorf("primary = %+v at term %d, want %s's copy (it was primary) at term 4", p, next.Indices["i"].PrimaryTerms[0], wasPrimary)
+		}
+	}
+}
+
+func unassignedCopyForTest(reason string) ShardCopy {
+	return ShardCopy{State: Unassigned, RecoverySource: Peer, UnassignedReason: reason, AllocationStatus: StatusNoAttempt}
+}

@@ -11,9 +11,15 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
+// tb is what the checks need of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // apply applies t to s and checks what every Apply must keep: s unchanged,
 // the result valid, the transition allowed. A refusal comes back as err.
-func apply(tb testing.TB, s *State, t Task) (*State, error) {
+func apply(tb tb, s *State, t Task) (*State, error) {
 	tb.Helper()
 	before := encode(tb, s)
 	next, err := Apply(s, t)
@@ -39,7 +45,7 @@ func apply(tb testing.TB, s *State, t Task) (*State, error) {
 	return next, nil
 }
 
-func mustApply(tb testing.TB, s *State, t Task) *State {
+func mustApply(tb tb, s *State, t Task) *State {
 	tb.Helper()
 	next, err := apply(tb, s, t)
 	if err != nil {
@@ -48,11 +54,11 @@ func mustApply(tb testing.TB, s *State, t Task) *State {
 	return next
 }
 
-func encode(tb testing.TB, s *State) string {
+func encode(tb tb, s *State) string {
 	tb.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("encode: %v", err)
 	}
 	return string(b)
 }

@@ -129,7 +129,7 @@ func validateIndex(s *State, name string, im *IndexMeta) error {
 }
 
 func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID) {
-	where := fmt.Sprintf("[%s][%d]", im.Name, shard)
+	where := shardName{im.Name, shard} // formatted only for a violation: Apply runs this on every change
 	copies, inSync := im.Copies[shard], im.InSync[shard]
 	if len(copies) != im.Replicas+1 {
 		v.addf("%s has %d copies, want %d", where, len(copies), im.Replicas+1)
@@ -140,9 +140,9 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 			break
 		}
 	}
-	primaries, onNode := 0, map[string]bool{}
+	primaries := 0
 	var primary ShardCopy
-	for _, c := range copies {
+	for i, c := range copies {
 		if c.Primary {
 			primaries++
 			primary = c
@@ -162,10 +162,9 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 		} else if lc, ok := localCopy(n, im.UUID, shard); !ok || lc.AllocationID != c.AllocationID {
 			v.addf("%s has copy [%s] on node [%s], whose disk holds %+v", where, c.AllocationID, c.Node, lc)
 		}
-		if onNode[c.Node] {
+		if slices.ContainsFunc(copies[:i], func(o ShardCopy) bool { return o.Node == c.Node }) {
 			v.addf("%s has two copies on node [%s]", where, c.Node)
 		}
-		onNode[c.Node] = true
 		if c.Active() && !slices.Contains(inSync, c.AllocationID) {
 			v.addf("%s copy [%s] is started but not in the in-sync set %v", where, c.AllocationID, inSync)
 		}
@@ -201,6 +200,14 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 		v.addf("%s has primary term %d with primary %s and in-sync %v", where, im.PrimaryTerms[shard], primary.State, inSync)
 	}
 }
+
+// shardName prints as [index][shard].
+type shardName struct {
+	index string
+	shard routing.ShardID
+}
+
+func (n shardName) String() string { return fmt.Sprintf("[%s][%d]", n.index, n.shard) }
 
 // CheckTransition checks what must hold between a state and the state
 // Apply made of it with task t: the version grows by one; primary terms

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // refusal is a *RefusedError, and a result passes Validate and
 // CheckTransition (terms monotone, in-sync ids only from starts, new
 // primaries only from the in-sync set under a greater term). The same
-// tasks replayed give byte-identical states and the same refusals. Once
+// tasks replayed, each from the previous state encoded and decoded as a
+// snapshot carries it, give byte-identical states and the same refusals. Once
 // quiet (all copies started, a reroute), the allocator has left nothing
 // it could place.
 func TestRandomTasksKeepTheStateValid(t *testing.T) {
@@ -38,9 +40,15 @@ func TestRandomTasksKeepTheStateValid(t *testing.T) {
 			g.remember(s)
 			trail = append(trail, encode(rt, s))
 		}
+		// Replayed, each step starts from the previous state as a snapshot
+		// would carry it: encoded and decoded.
 		replay := &State{}
 		for i, task := range tasks {
-			next, err := Apply(replay, task)
+			var decoded State
+			if err := json.Unmarshal([]byte(encode(rt, replay)), &decoded); err != nil {
+				rt.Fatalf("decode: %v", err)
+			}
+			next, err := Apply(&decoded, task)
 			got := ""
 			if err != nil {
 				got = "refused: " + err.Error()

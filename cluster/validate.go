@@ -38,25 +38,20 @@ func (s *State) Validate() error {
 	if err := validateNodes(s); err != nil {
 		v.add(err)
 	}
-	ids := map[string]string{}
 	for _, name := range s.IndexNames() {
-		im := s.Indices[name]
-		if err := validateIndex(s, name, im); err != nil {
+		if err := validateIndex(s, name, s.Indices[name]); err != nil {
 			v.add(err)
+		}
+	}
+	ids := map[string]shardName{}
+	for c := range s.AllCopies() {
+		if !c.Copy.Assigned() {
 			continue
 		}
-		for sh := range im.Shards {
-			for _, c := range im.Copies[routing.ShardID(sh)] {
-				if !c.Assigned() {
-					continue
-				}
-				where := fmt.Sprintf("[%s][%d]", name, sh)
-				if other, dup := ids[c.AllocationID]; dup {
-					v.addf("allocation id [%s] is used by %s and %s", c.AllocationID, other, where)
-				}
-				ids[c.AllocationID] = where
-			}
+		if other, dup := ids[c.Copy.AllocationID]; dup {
+			v.addf("allocation id [%s] is used by %s and %s", c.Copy.AllocationID, other, shardName{c.Index, c.Shard})
 		}
+		ids[c.Copy.AllocationID] = shardName{c.Index, c.Shard}
 	}
 	return v.err()
 }

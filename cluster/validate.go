@@ -171,6 +171,15 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 		v.addf("%s has %d primaries", where, primaries)
 		return
 	}
+	validateRecovery(v, im, shard, primary)
+}
+
+// validateRecovery checks where a shard's copies recover from: replicas
+// from a started primary, the primary from an empty store only while the
+// in-sync set is empty, else from an in-sync copy's store.
+func validateRecovery(v *violations, im *IndexMeta, shard routing.ShardID, primary ShardCopy) {
+	where := shardName{im.Name, shard}
+	copies, inSync := im.Copies[shard], im.InSync[shard]
 	for _, c := range copies {
 		if !c.Primary && c.Assigned() && !primary.Active() {
 			v.addf("%s replica [%s] is %s while the primary is %s", where, c.AllocationID, c.State, primary.State)

@@ -78,6 +78,28 @@ func TestJournalReadsFormat2(t *testing.T) {
 	}
 }
 
+// A journal in format 3 (a kind byte, then one shard and one id list per
+// record: a split's parent and children, a merge's target and sources)
+// still decodes.
+func TestJournalReadsFormat3(t *testing.T) {
+	data, err := os.ReadFile("testdata/journal-format3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, got, err := DecodeJournal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(sampleJournal(),
+		Record{Split: 2, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8, 9}, Version: 3},
+		Record{Split: 2, Kind: KindMerge, Stage: StageReserved, Target: 10, Sources: []routing.ShardID{8, 9}, Version: 4},
+		Record{Split: 2, Kind: KindMerge, Stage: StageAborted, Target: 10, Sources: []routing.ShardID{8, 9}, Version: 5},
+	)
+	if diff := cmp.Diff(want, got); diff != "" || next != 3 {
+		t.Errorf("DecodeJournal(format 3) = next %d, diff (-want +got):\n%s", next, diff)
+	}
+}
+
 // Merge records round-trip in format 3 beside split records, and invalid
 // merge records are refused.
 func TestJournalMergeRecords(t *testing.T) {

@@ -73,7 +73,7 @@ func TestLoopCarriesOutTheDecision(t *testing.T) {
 		wantMerges [][]routing.ShardID
 	}{
 		{name: "hot shard 1 is split between its two hot partitions", hot: true,
-			wantSplits: []splitter.Plan{{Parent: 1, Points: []routing.Key{12}}}},
+			wantSplits: []splitter.Plan{{Sources: []routing.ShardID{1}, Points: []routing.Key{12}}}},
 		{name: "cool leaves 2 and 3 are merged", hot: false,
 			wantMerges: [][]routing.ShardID{{2, 3}}},
 	}
@@ -124,7 +124,7 @@ func TestLoopCarriesOutTheDecision(t *testing.T) {
 				t.Fatalf("merges carried out: %+v, want one done", merged)
 			}
 			// Root 0 is one leaf again: the merge's target, owning [0, 8).
-			want := []routing.Leaf{{Shard: merged[0].Children[0], Span: routing.Span{Start: 0, End: 8}}}
+			want := []routing.Leaf{{Shard: merged[0].Targets[0], Span: routing.Span{Start: 0, End: 8}}}
 			if diff := cmp.Diff(want, n.Table().Leaves(0)); diff != "" {
 				t.Errorf("leaves of root 0 after the merge (-want +got):\n%s", diff)
 			}
@@ -143,9 +143,9 @@ type failing struct {
 }
 
 func (f *failing) Split(p splitter.Plan) (splitter.Report, error) {
-	f.splits = append(f.splits, p.Parent)
-	if p.Parent == f.shard {
-		return splitter.Report{Phase: splitter.PhaseFailed}, fmt.Errorf("split of shard %d: injected failure", p.Parent)
+	f.splits = append(f.splits, p.Parent())
+	if p.Parent() == f.shard {
+		return splitter.Report{Phase: splitter.PhaseFailed}, fmt.Errorf("split of shard %d: injected failure", p.Parent())
 	}
 	return splitter.Report{Phase: splitter.PhaseDone}, nil
 }

@@ -53,9 +53,10 @@ func TestReviewS22AutoAbandonedMergeDoesNotStopTheLoop(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = n.Close() })
 
+	var filled atomic.Bool
 	hook := func(_ splitter.Phase, in splitter.Intent) {
-		if in.Kind == splitter.IntentBuildTarget {
-			full.Store(true) // the disk fills as the merge builds its target
+		if in.Kind == splitter.IntentBuildTargets && filled.CompareAndSwap(false, true) {
+			full.Store(true) // the disk fills as the merge (the first operation) builds its target
 		}
 	}
 	drv := splitter.NewDriver(n, splitter.Config{Hook: hook, RetryFor: 100 * time.Millisecond})

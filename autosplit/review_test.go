@@ -108,7 +108,7 @@ func TestReviewAutosplitCommittedSplitThatErredStaysSticky(t *testing.T) {
 	if split.Err == nil || !r.Phase.Published() {
 		t.Fatalf("the split ended %s with error %v; the test needs one published and reported as an error", r.Phase, split.Err)
 	}
-	t.Logf("split of 1 into %v: %s, %v", r.SortedChildren(), r.Phase, split.Err)
+	t.Logf("split of 1 into %v: %s, %v", r.SortedTargets(), r.Phase, split.Err)
 	// The children cool down; for the merge delay (1 min) they must not merge.
 	for i := 1; i <= 20; i++ {
 		now := split.At.Add(time.Duration(i) * 500 * time.Millisecond)
@@ -116,8 +116,8 @@ func TestReviewAutosplitCommittedSplitThatErredStaysSticky(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a := ev.Decision.Action; a.Kind == policy.Merge && slices.ContainsFunc(a.Shards, func(id routing.ShardID) bool { return slices.Contains(r.Children, id) }) {
-			t.Fatalf("%v after the load split of %v: %v, inside the merge delay %v", now.Sub(split.At), r.SortedChildren(), a, th.MergeDelay)
+		if a := ev.Decision.Action; a.Kind == policy.Merge && slices.ContainsFunc(a.Shards, func(id routing.ShardID) bool { return slices.Contains(r.Targets, id) }) {
+			t.Fatalf("%v after the load split of %v: %v, inside the merge delay %v", now.Sub(split.At), r.SortedTargets(), a, th.MergeDelay)
 		}
 	}
 }

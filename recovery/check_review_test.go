@@ -37,7 +37,7 @@ func TestReviewS21CheckReportsWhatRecoveryLeftUndone(t *testing.T) {
 	t.Run("split in progress", func(t *testing.T) {
 		tn, done := open(t)
 		defer done()
-		if _, err := tn.n.Apply(splitter.Plan{Parent: 0, Ways: 2}.Edit()); err != nil {
+		if _, err := tn.n.Apply(splitter.SplitPlan(0, 2).Edit()); err != nil {
 			t.Fatal(err)
 		}
 		want(t, tn, "splits in progress")
@@ -45,7 +45,7 @@ func TestReviewS21CheckReportsWhatRecoveryLeftUndone(t *testing.T) {
 	t.Run("active shard without a store", func(t *testing.T) {
 		tn, done := open(t)
 		defer done()
-		tab, err := tn.n.Apply(splitter.Plan{Parent: 0, Ways: 2}.Edit())
+		tab, err := tn.n.Apply(splitter.SplitPlan(0, 2).Edit())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestReviewS21CheckReportsWhatRecoveryLeftUndone(t *testing.T) {
 	t.Run("journal left unfinished", func(t *testing.T) {
 		tn, done := open(t)
 		defer done()
-		if err := tn.j.Append(splitter.Record{Split: tn.j.NewSplitID(), Kind: splitter.KindSplit, Stage: splitter.StageBegin, Parent: 0, Version: 1}); err != nil {
+		if err := tn.j.Append(splitter.Record{ID: tn.j.NewID(), Kind: splitter.KindSplit, Stage: splitter.StageBegin, Sources: []routing.ShardID{0}, Version: 1}); err != nil {
 			t.Fatal(err)
 		}
 		want(t, tn, "left at begin")

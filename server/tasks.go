@@ -190,12 +190,12 @@ func taskResponse(t *service.Task, snap service.TaskSnapshot) map[string]any {
 func operands(t *service.Task, rep splitter.Report) map[string]any {
 	if t.Merge != nil {
 		target := routing.ShardID(0)
-		if len(rep.Children) == 1 {
-			target = rep.Children[0]
+		if len(rep.Targets) == 1 {
+			target = rep.Targets[0]
 		}
 		return map[string]any{"shards": append([]routing.ShardID{}, t.Merge.Shards...), "target": target}
 	}
-	return map[string]any{"shard": t.Req.Shard, "children": append([]routing.ShardID{}, rep.SortedChildren()...)}
+	return map[string]any{"shard": t.Req.Shard, "children": append([]routing.ShardID{}, rep.SortedTargets()...)}
 }
 
 func phaseDurations(rep splitter.Report) map[string]float64 {

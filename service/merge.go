@@ -52,7 +52,7 @@ func (s *Service) StartMerge(req MergeRequest) (*Task, error) {
 	task := s.newTask(ix)
 	sorted := slices.Sorted(slices.Values(req.Shards))
 	task.Merge = &MergeRequest{Index: req.Index, Shards: sorted}
-	task.op = splitter.NewDriver(ix.node, s.driverConfig(ix)).StartMerge(splitter.MergePlan{Sources: sorted})
+	task.op = splitter.NewDriver(ix.node, s.driverConfig(ix)).Start(splitter.MergePlan(sorted...))
 	if err := s.launch(task); err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func TestCloseMidMergeRecovers(t *testing.T) {
 	// The held intent is carried out before the task sees the stop: held at
 	// the sync, the table is staged but not installed; held at the commit,
 	// it is installed and the sources are not yet retired.
-	for _, at := range []splitter.IntentKind{splitter.IntentBuildTarget, splitter.IntentCatchUp, splitter.IntentSyncTarget, splitter.IntentCommitTable} {
+	for _, at := range []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentCatchUp, splitter.IntentSyncTargets, splitter.IntentCommitTable} {
 		t.Run(at.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			armed := false

@@ -18,11 +18,11 @@ import (
 // done (refused: past the fence), the index serves reads and writes, and
 // every acknowledged write is there, before and after a reopen.
 func TestReviewS22AutoCancelAtEveryIntent(t *testing.T) {
-	splitAt := []splitter.IntentKind{splitter.IntentCreateChildren, splitter.IntentCatchUp, splitter.IntentFence,
-		splitter.IntentReplayTail, splitter.IntentPublish, splitter.IntentUnfence, splitter.IntentSyncChildren,
+	splitAt := []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentCatchUp, splitter.IntentFence,
+		splitter.IntentReplayTail, splitter.IntentPublish, splitter.IntentUnfence, splitter.IntentSyncTargets,
 		splitter.IntentCommitTable, splitter.IntentCleanup}
-	mergeAt := []splitter.IntentKind{splitter.IntentBuildTarget, splitter.IntentCatchUp, splitter.IntentFence,
-		splitter.IntentReplayTail, splitter.IntentPublish, splitter.IntentUnfence, splitter.IntentSyncTarget,
+	mergeAt := []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentCatchUp, splitter.IntentFence,
+		splitter.IntentReplayTail, splitter.IntentPublish, splitter.IntentUnfence, splitter.IntentSyncTargets,
 		splitter.IntentCommitTable, splitter.IntentCleanup}
 	for _, kind := range []string{"split", "merge"} {
 		at := splitAt

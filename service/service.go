@@ -326,12 +326,7 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 		return nil, err
 	}
 	for _, d := range rep.Decisions {
-		if d.Kind == splitter.KindMerge {
-			s.log.Info("recovered merge", zap.String("index", m.Name), zap.Uint32("target", uint32(d.Target)), zap.Any("sources", d.Sources),
-				zap.Stringer("action", d.Action), zap.String("why", d.Why))
-			continue
-		}
-		s.log.Info("recovered split", zap.String("index", m.Name), zap.Uint32("parent", uint32(d.Parent)),
+		s.log.Info("recovered "+d.Kind.String(), zap.String("index", m.Name), zap.Any("sources", d.Sources), zap.Any("targets", d.Targets),
 			zap.Stringer("action", d.Action), zap.String("why", d.Why))
 	}
 	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}

@@ -42,7 +42,7 @@ type Task struct {
 	Merge *MergeRequest // of a merge; nil for a split
 	Start time.Time
 	ix    *Index
-	// op is the *splitter.Split or *splitter.Merge the task drives.
+	// op is the *splitter.Operation the task drives.
 	op     operation
 	cancel atomic.Bool
 	stop   chan struct{}
@@ -50,7 +50,7 @@ type Task struct {
 	snap   atomic.Pointer[TaskSnapshot]
 }
 
-// operation is what a task drives: a *splitter.Split or a *splitter.Merge.
+// operation is what a task drives: a *splitter.Operation.
 type operation interface {
 	Next() (splitter.Intent, splitter.Event, error)
 	Cancel() error
@@ -191,7 +191,7 @@ func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 	if err := s.checkMetadataBlock(req.Index); err != nil {
 		return nil, err
 	}
-	plan := splitter.Plan{Parent: req.Shard, Ways: req.Ways}
+	plan := splitter.SplitPlan(req.Shard, req.Ways)
 	if len(req.Points) > 0 {
 		if req.Ways != 0 {
 			return nil, newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "give either [number_of_splits] or [split_points], not both")

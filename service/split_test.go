@@ -28,7 +28,7 @@ func holdAt(k splitter.IntentKind) (hook func(string, splitter.Phase, splitter.I
 // before its handoff: on reopen, recovery rolls it back, every document is
 // there, and the shard can be split again.
 func TestCloseMidSplitRecovers(t *testing.T) {
-	for _, at := range []splitter.IntentKind{splitter.IntentCreateChildren, splitter.IntentCatchUp, splitter.IntentCleanup} {
+	for _, at := range []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentCatchUp, splitter.IntentCleanup} {
 		t.Run(at.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			hook, reached, release := holdAt(at)

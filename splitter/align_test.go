@@ -16,7 +16,7 @@ import (
 // the parent as before.
 func TestRunAlignsWithTheParentsOwnFlush(t *testing.T) {
 	n := openHoldNode(t, vfs.NewMem()) // 40 small documents: nothing to flush
-	r, err := NewDriver(n, Config{AlignFlush: time.Second}).Run(Plan{Parent: 0, Ways: 2})
+	r, err := NewDriver(n, Config{AlignFlush: time.Second}).Run(SplitPlan(0, 2))
 	if err != nil || r.Phase != PhaseDone {
 		t.Fatalf("split: %v, phase %s (%v)", err, r.Phase, r.Err)
 	}
@@ -33,7 +33,7 @@ func TestRunAlignsWithTheParentsOwnFlush(t *testing.T) {
 		}
 	}
 	const bound = 100 * time.Millisecond
-	r, err = NewDriver(n, Config{AlignFlush: bound}).Run(Plan{Parent: 0, Ways: 2})
+	r, err = NewDriver(n, Config{AlignFlush: bound}).Run(SplitPlan(0, 2))
 	if err != nil || r.Phase != PhaseDone {
 		t.Fatalf("split after the bound: %v, phase %s (%v)", err, r.Phase, r.Err)
 	}

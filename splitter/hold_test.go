@@ -73,15 +73,15 @@ func TestHoldUntilDurable(t *testing.T) {
 			n := openHoldNode(t, vfs.NewMem())
 			fencedAt := map[IntentKind]bool{}
 			hook := func(_ Phase, in Intent) {
-				if in.Kind == IntentSyncChildren || in.Kind == IntentCommitTable || in.Kind == IntentCleanup {
+				if in.Kind == IntentSyncTargets || in.Kind == IntentCommitTable || in.Kind == IntentCleanup {
 					fencedAt[in.Kind] = parentFenced(t, n)
 				}
 			}
-			r, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: hold}).Run(Plan{Parent: 0, Ways: 2})
+			r, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: hold}).Run(SplitPlan(0, 2))
 			if err != nil || r.Phase != PhaseDone {
 				t.Fatalf("split: %v (%s, %v)", err, r.Phase, r.Err)
 			}
-			want := map[IntentKind]bool{IntentSyncChildren: hold, IntentCommitTable: hold, IntentCleanup: false}
+			want := map[IntentKind]bool{IntentSyncTargets: hold, IntentCommitTable: hold, IntentCleanup: false}
 			for k, w := range want {
 				if fencedAt[k] != w {
 					t.Errorf("parent fenced before %s: %v, want %v", k, fencedAt[k], w)
@@ -114,7 +114,7 @@ func TestHoldUntilDurableReleasesOnFailure(t *testing.T) {
 			failTable.Store(true)
 		}
 	}
-	_, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: true}).Run(Plan{Parent: 0, Ways: 2})
+	_, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: true}).Run(SplitPlan(0, 2))
 	if !errors.Is(err, node.ErrFailed) {
 		t.Fatalf("driver: %v, want node.ErrFailed", err)
 	}

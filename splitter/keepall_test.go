@@ -46,12 +46,12 @@ func TestKeepAllSplitServesNoForeignDocument(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(Plan{Parent: 0, Ways: 2})
+			rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(SplitPlan(0, 2))
 			if err != nil || rep.Phase != PhaseDone {
 				t.Fatalf("split: %v %v", err, rep.Err)
 			}
 			foreign := 0
-			for _, c := range rep.Children {
+			for _, c := range rep.Targets {
 				s, _ := n.Store(c)
 				k, err := s.ForeignDocs()
 				if err != nil {
@@ -109,7 +109,7 @@ func TestKeepAllSplitCleanupEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(Plan{Parent: 0, Ways: 3})
+	rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(SplitPlan(0, 3))
 	if err != nil || rep.Phase != PhaseDone {
 		t.Fatalf("split: %v %v", err, rep.Err)
 	}
@@ -117,7 +117,7 @@ func TestKeepAllSplitCleanupEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := 0
-	for _, c := range rep.Children {
+	for _, c := range rep.Targets {
 		s, _ := n.Store(c)
 		if k, err := s.ForeignDocs(); err != nil || k != 0 {
 			t.Errorf("child %d: %d foreign documents after its cleanup (%v)", c, k, err)

@@ -21,9 +21,9 @@ func TestLeftoverStoreOfAReservedID(t *testing.T) {
 		name string
 		run  func(d *Driver) (Report, error)
 	}{
-		{name: "split of 1 reserves 4 and 5", run: func(d *Driver) (Report, error) { return d.Run(Plan{Parent: 1, Ways: 2}) }},
+		{name: "split of 1 reserves 4 and 5", run: func(d *Driver) (Report, error) { return d.Run(SplitPlan(1, 2)) }},
 		{name: "merge of 2 and 3 reserves 4", run: func(d *Driver) (Report, error) {
-			return d.RunMerge(MergePlan{Sources: []routing.ShardID{2, 3}})
+			return d.Run(MergePlan(2, 3))
 		}},
 	}
 	for _, c := range cases {

@@ -20,11 +20,11 @@ import (
 func TestSearchDuringAPendingMergeReadsTheSources(t *testing.T) {
 	n := openHoldNode(t, vfs.NewMem())
 	d := NewDriver(n, Config{})
-	split, err := d.Run(Plan{Parent: 0, Ways: 2})
+	split, err := d.Run(SplitPlan(0, 2))
 	if err != nil || split.Phase != PhaseDone {
 		t.Fatalf("split: %s, %v, %v", split.Phase, split.Err, err)
 	}
-	mg := d.StartMerge(MergePlan{Sources: split.Children})
+	mg := d.Start(MergePlan(split.Targets...))
 	for {
 		in, _, err := mg.Next()
 		if err != nil || mg.Done() {
@@ -35,7 +35,7 @@ func TestSearchDuringAPendingMergeReadsTheSources(t *testing.T) {
 		}
 	}
 	tab := n.Table()
-	target := mg.Machine().Target()
+	target := mg.Machine().Targets()[0]
 	pl, _ := tab.Route("late", "")
 	acked := make(chan error, 1)
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/routing"
 )
 
 // Run retries an undo that keeps failing for Config.RetryFor, not for ever
@@ -35,7 +36,7 @@ func TestRunGivesUpOnAnUndoFailingLongerThanRetryFor(t *testing.T) {
 	}
 	d := NewDriver(n, Config{Journal: j, Hook: hook, DrainTimeout: 5 * time.Millisecond, RetryFor: 300 * time.Millisecond})
 	start := time.Now()
-	rep, err := d.Run(Plan{Parent: 0, Ways: 2, MaxHandoffs: 1})
+	rep, err := d.Run(Plan{Sources: []routing.ShardID{0}, Ways: 2, MaxHandoffs: 1})
 	took := time.Since(start)
 	t.Logf("Run returned after %v: %s, %v", took, rep.Phase, err)
 	if !errors.Is(err, syscall.ENOSPC) || rep.Phase != PhaseAborting {

@@ -19,7 +19,7 @@ import (
 // (it raises cancelSignal before taking the mutex).
 func TestReviewS14PhaseDuringTheStallWaitDoesNotBlock(t *testing.T) {
 	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
-	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(Plan{Parent: 0, Ways: 2})
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(SplitPlan(0, 2))
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
@@ -67,16 +67,16 @@ func TestReviewS14PhaseDuringTheStallWaitDoesNotBlock(t *testing.T) {
 func TestReviewS14MergeCancelDuringAStallWait(t *testing.T) {
 	n, _, g := stallNode(t, "none", storage.LayoutPerShard)
 	d := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute})
-	split, err := d.Run(Plan{Parent: 0, Ways: 2})
+	split, err := d.Run(SplitPlan(0, 2))
 	if err != nil || split.Phase != PhaseDone {
 		t.Fatalf("split: %s, %v, %v", split.Phase, split.Err, err)
 	}
-	lo, hi := split.Children[0], split.Children[1]
+	lo, hi := split.Targets[0], split.Targets[1]
 	if lo > hi {
 		lo, hi = hi, lo
 	}
 	g.gate(fmt.Sprintf("shard-%d", hi))
-	mg := d.StartMerge(MergePlan{Sources: split.Children})
+	mg := d.Start(MergePlan(split.Targets...))
 	for !mg.Done() && mg.Phase() != PhaseHandoff {
 		if _, _, err := mg.Next(); err != nil {
 			t.Fatal(err)
@@ -146,7 +146,7 @@ func TestReviewS14MergeCancelDuringAStallWait(t *testing.T) {
 // write stall, and the split completes with every write readable.
 func TestReviewS14SharedLayoutHandoffWaitsOutTheStall(t *testing.T) {
 	n, tab, g := stallNode(t, "node", storage.LayoutShared)
-	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Parent: 0, Ways: 2, MaxHandoffs: 2})
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Sources: []routing.ShardID{0}, Ways: 2, MaxHandoffs: 2})
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)

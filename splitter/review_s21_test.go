@@ -24,10 +24,10 @@ import (
 func TestReviewS21MergeMachineRefusesAnEarlyBoundEvent(t *testing.T) {
 	for _, kind := range []EventKind{EventCaughtUp, EventTailReplayed} {
 		for _, reserved := range []bool{false, true} {
-			m := NewMerge(1, MergePlan{Sources: []routing.ShardID{1, 2}})
+			m := New(1, MergePlan(1, 2))
 			if reserved {
 				m.Advance()
-				if err := m.Step(Event{Kind: EventReserved, Children: []routing.ShardID{3}}); err != nil {
+				if err := m.Step(Event{Kind: EventReserved, Targets: []routing.ShardID{3}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -46,7 +46,7 @@ func TestReviewS21MergeMachineRefusesAnEarlyBoundEvent(t *testing.T) {
 }
 
 // stepRecovering steps m and returns what Step returned or the panic.
-func stepRecovering(m *MergeMachine, ev Event) (err error, panicked any) {
+func stepRecovering(m *Machine, ev Event) (err error, panicked any) {
 	defer func() { panicked = recover() }()
 	return m.Step(ev), nil
 }
@@ -75,13 +75,13 @@ func TestReviewS21ACancelOutlastsAShortDiskFull(t *testing.T) {
 			var next func() (Intent, Event, error)
 			var report func() Report
 			if op == "split" {
-				sp := d.Start(Plan{Parent: 0, Ways: 2})
+				sp := d.Start(SplitPlan(0, 2))
 				cancel, next, report = sp.Cancel, sp.Next, sp.Report
 			} else {
-				if rep, err := d.Run(Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != PhaseDone {
+				if rep, err := d.Run(SplitPlan(0, 2)); err != nil || rep.Phase != PhaseDone {
 					t.Fatalf("split: %v %v", err, rep.Err)
 				}
-				mg := d.StartMerge(MergePlan{Sources: []routing.ShardID{1, 2}})
+				mg := d.Start(MergePlan(1, 2))
 				cancel, next, report = mg.Cancel, mg.Next, mg.Report
 			}
 			start := time.Now()

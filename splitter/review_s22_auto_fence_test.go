@@ -88,25 +88,20 @@ func (f *fenceFailureNode) failNode(t *testing.T) {
 // already past the node's failure check waits on it, and nothing would
 // ever release it (the caller stops stepping; Fenced's contract).
 func TestReviewS22AutoNodeFailureWhileFencedReleasesTheFence(t *testing.T) {
-	type op interface {
-		Next() (Intent, Event, error)
-		Done() bool
-		Fenced() bool
-	}
 	cases := []struct {
 		name  string
-		start func(f *fenceFailureNode, d *Driver) (op, []routing.ShardID)
+		start func(f *fenceFailureNode, d *Driver) (*Operation, []routing.ShardID)
 	}{
-		{"split", func(f *fenceFailureNode, d *Driver) (op, []routing.ShardID) {
-			return d.Start(Plan{Parent: 0, Ways: 2}), []routing.ShardID{0}
+		{"split", func(f *fenceFailureNode, d *Driver) (*Operation, []routing.ShardID) {
+			return d.Start(SplitPlan(0, 2)), []routing.ShardID{0}
 		}},
-		{"merge", func(f *fenceFailureNode, d *Driver) (op, []routing.ShardID) {
-			if _, err := NewDriver(f.n, Config{}).Run(Plan{Parent: 0, Ways: 2}); err != nil {
+		{"merge", func(f *fenceFailureNode, d *Driver) (*Operation, []routing.ShardID) {
+			if _, err := NewDriver(f.n, Config{}).Run(SplitPlan(0, 2)); err != nil {
 				t.Fatal(err)
 			}
 			leaves := f.n.Table().Leaves(0)
 			srcs := []routing.ShardID{leaves[0].Shard, leaves[1].Shard}
-			return d.StartMerge(MergePlan{Sources: srcs}), srcs
+			return d.Start(MergePlan(srcs...)), srcs
 		}},
 	}
 	for _, c := range cases {
@@ -129,7 +124,7 @@ func TestReviewS22AutoNodeFailureWhileFencedReleasesTheFence(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 				f.failNode(t)
 			}
-			var o op
+			var o *Operation
 			o, held = c.start(f, NewDriver(f.n, Config{Hook: hook}))
 			var err error
 			for !o.Done() {

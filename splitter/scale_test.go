@@ -34,7 +34,7 @@ func TestSplitHoldsTheParentsCompactions(t *testing.T) {
 			if !ok {
 				t.Fatal("no shard 0")
 			}
-			sp := NewDriver(n, Config{}).Start(Plan{Parent: 0, Ways: 2})
+			sp := NewDriver(n, Config{}).Start(SplitPlan(0, 2))
 			for !sp.Done() && sp.Phase() != PhaseCatchUp {
 				if _, _, err := sp.Next(); err != nil {
 					t.Fatal(err)
@@ -66,8 +66,8 @@ func TestSplitHoldsTheParentsCompactions(t *testing.T) {
 			if r.Phase != PhaseDone {
 				t.Fatalf("ended %s: %v", r.Phase, r.Err)
 			}
-			if len(r.ChildStats) != 2 || r.ChildStats[0].Shard != r.Children[0] || r.ChildStats[1].Shard != r.Children[1] {
-				t.Errorf("ChildStats %+v, children %v", r.ChildStats, r.Children)
+			if len(r.ChildStats) != 2 || r.ChildStats[0].Shard != r.Targets[0] || r.ChildStats[1].Shard != r.Targets[1] {
+				t.Errorf("ChildStats %+v, children %v", r.ChildStats, r.Targets)
 			}
 			if r.Retire.Close == 0 && r.Retire.Remove == 0 {
 				t.Errorf("no retirement measured: %+v", r.Retire)

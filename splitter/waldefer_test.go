@@ -34,7 +34,7 @@ func TestASplitsParkedParentWALEndsWithTheSplit(t *testing.T) {
 			fs := vfs.NewMem()
 			n := openHoldNode(t, fs)
 			dir := n.Engine().ShardDir(0)
-			sp := NewDriver(n, Config{}).Start(Plan{Parent: 0, Ways: 2})
+			sp := NewDriver(n, Config{}).Start(SplitPlan(0, 2))
 			for sp.Phase() != PhaseCatchUp {
 				if _, _, err := sp.Next(); err != nil || sp.Done() {
 					t.Fatalf("split before catch-up: %v (phase %s)", err, sp.Phase())

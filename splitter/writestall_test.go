@@ -168,7 +168,7 @@ const drainInTests = 200 * time.Millisecond
 // the moment. It waits for the stall to end before it tries again.
 func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
-	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Parent: 0, Ways: 2, MaxHandoffs: 2})
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Sources: []routing.ShardID{0}, Ways: 2, MaxHandoffs: 2})
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
@@ -208,7 +208,7 @@ func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 // other: it ends with the stall (the gate opens 1 s after the cancel).
 func TestCancelEndsTheStallWait(t *testing.T) {
 	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
-	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(Plan{Parent: 0, Ways: 2})
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(SplitPlan(0, 2))
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
@@ -260,13 +260,13 @@ func TestCancelEndsTheStallWait(t *testing.T) {
 func TestMergeHandoffWaitsOutASourcesWriteStall(t *testing.T) {
 	n, _, g := stallNode(t, "none", storage.LayoutPerShard)
 	d := NewDriver(n, Config{DrainTimeout: drainInTests})
-	split, err := d.Run(Plan{Parent: 0, Ways: 2})
+	split, err := d.Run(SplitPlan(0, 2))
 	if err != nil || split.Phase != PhaseDone {
 		t.Fatalf("split: %s, %v, %v", split.Phase, split.Err, err)
 	}
-	stalled := split.Children[0]
+	stalled := split.Targets[0]
 	g.gate(fmt.Sprintf("shard-%d", stalled))
-	mg := d.StartMerge(MergePlan{Sources: split.Children, MaxHandoffs: 2})
+	mg := d.Start(Plan{Kind: KindMerge, Sources: split.Targets, MaxHandoffs: 2})
 	for !mg.Done() && mg.Phase() != PhaseHandoff {
 		if _, _, err := mg.Next(); err != nil {
 			t.Fatal(err)

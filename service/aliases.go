@@ -137,7 +137,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 	for _, ix := range closing {
 		ix.stopSplit()
 		_ = ix.node.Close()
-		_ = removeAll(ix.dir)
+		_ = s.removeIndexDir(ix.dir)
 	}
 	return nil
 }

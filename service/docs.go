@@ -6,7 +6,6 @@ import (
 	"errors"
 	"hash/fnv"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
-
-func removeAll(dir string) error { return os.RemoveAll(dir) }
 
 // The service keeps each document's _version with its source: a stored
 // value is envelopeMagic, the version as a uvarint, then the source.

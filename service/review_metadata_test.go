@@ -17,7 +17,7 @@ import (
 // does not know of as dangling indices; it never deletes it at startup).
 func TestReviewMissingMetadataKeepsIndexData(t *testing.T) {
 	dir, ixDir := closedDirWithLogs(t)
-	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil {
+	if err := os.Remove(filepath.Join(dir, stateDir, stateFile)); err != nil {
 		t.Fatal(err)
 	}
 	s2, err := Open(Config{Dir: dir})
@@ -29,7 +29,7 @@ func TestReviewMissingMetadataKeepsIndexData(t *testing.T) {
 	if _, err := os.Stat(ixDir); err != nil {
 		t.Fatalf("the index directory is gone after Open: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, stateDir, stateFile)); err == nil {
 		t.Errorf("Open wrote fresh metadata over a directory with index data")
 	}
 }

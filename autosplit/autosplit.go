@@ -155,7 +155,7 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 		// An action left unfinished holds back every other: reserved, the
 		// policy proposes nothing while the table has it in progress; past
 		// its commit, its cleanup failing, the driver refuses to begin
-		// another while the journal has it unfinished (checkAlone).
+		// another while the journal has it unfinished (checkBegin).
 		if rep, ok, err := r.Resume(); ok {
 			resumed, resumeErr = &rep, err
 			l.cfg.Logger.Info("autosplit resumed an unfinished action", zap.Stringer("phase", rep.Phase), zap.Error(err))

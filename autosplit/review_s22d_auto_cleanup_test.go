@@ -24,7 +24,7 @@ import (
 // unfinished in the journal. Nothing is reserved in the table any more, so
 // the loop does not Resume it ("holds nothing back"), but with a journal
 // the driver refuses every later split or merge while one is unfinished
-// (checkAlone): once the disk worked again the loop never acted on the
+// (checkBegin): once the disk worked again the loop never acted on the
 // index again, however hot a leaf, until a restart.
 func TestReviewS22dAutoAbandonedCleanupDoesNotStopTheLoop(t *testing.T) {
 	var broken, broke atomic.Bool

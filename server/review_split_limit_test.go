@@ -55,8 +55,8 @@ func TestReviewRESTSplitShardCountBounded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := task.Wait(ctx); err != nil || task.Snapshot().Err != nil {
-		t.Fatalf("split into 2: %v %v", err, task.Snapshot().Err)
+	if err := task.Wait(ctx); err != nil || task.Status().Err != nil {
+		t.Fatalf("split into 2: %v %v", err, task.Status().Err)
 	}
 	tab, _ := ts.svc.Table("osm")
 	if n := len(tab.ActiveShards()); n != 2 {

@@ -64,7 +64,7 @@ func TestReviewWriteBlockDuringSplit(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the split did not end")
 	}
-	if e := task.Snapshot().Err; e != nil {
+	if e := task.Status().Err; e != nil {
 		t.Fatalf("split: %v", e)
 	}
 	close(unhold)

@@ -82,7 +82,7 @@ func TestReviewCloseDuringSplitReservation(t *testing.T) {
 		select {
 		case <-res.task.Done():
 		default:
-			t.Errorf("task %s is still running on an index the closed service no longer owns (phase %s)", res.task.ID, res.task.Snapshot().Phase)
+			t.Errorf("task %s is still running on an index the closed service no longer owns (phase %s)", res.task.ID, res.task.Status().Phase)
 			<-res.task.Done()
 		}
 	}

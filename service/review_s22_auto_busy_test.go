@@ -54,7 +54,7 @@ func TestReviewS22AutoCompletedTaskFreesItsIndex(t *testing.T) {
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	defer free()
-	snap := task.Snapshot()
+	snap := task.Status()
 	if !snap.Completed || snap.Err != nil {
 		t.Fatalf("the split's snapshot: %+v", snap)
 	}
@@ -70,7 +70,7 @@ func TestReviewS22AutoCompletedTaskFreesItsIndex(t *testing.T) {
 	if err := next.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if snap := next.Snapshot(); snap.Err != nil {
+	if snap := next.Status(); snap.Err != nil {
 		t.Fatalf("the next split: %v", snap.Err)
 	}
 }

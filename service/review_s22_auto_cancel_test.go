@@ -99,19 +99,19 @@ func TestReviewS22AutoCancelAtEveryIntent(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				if err := task.Wait(ctx); err != nil {
-					t.Fatalf("the cancelled %s held at %s did not end: %v (%+v)", kind, k, err, task.Snapshot())
+					t.Fatalf("the cancelled %s held at %s did not end: %v (%+v)", kind, k, err, task.Status())
 				}
 				time.Sleep(20 * time.Millisecond) // writes after the task's end
 				close(stop)
 				wg.Wait()
-				snap := task.Snapshot()
+				snap := task.Status()
 				t.Logf("cancel: %v; task: phase %s cancelled %v refused %q err %v", cerr, snap.Phase, snap.Cancelled, snap.CancelRefused, snap.Err)
 				switch snap.Phase {
-				case splitter.PhaseAborted:
+				case "aborted":
 					if !snap.Cancelled || cerr != nil {
 						t.Errorf("aborted, but cancelled %v and the cancel answered %v", snap.Cancelled, cerr)
 					}
-				case splitter.PhaseDone:
+				case "done":
 					if cerr == nil && snap.CancelRefused == "" {
 						t.Errorf("the cancel was accepted but the %s completed without saying it was refused", kind)
 					}

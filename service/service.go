@@ -129,6 +129,7 @@ type Index struct {
 	dir     string
 	node    *node.Node
 	journal *splitter.Journal
+	driver  *splitter.Driver // runs the index's in-place splits and merges, one at a time
 	router  *node.Router
 	locks   [64]sync.Mutex
 	// deletes are the tombstones of recent deletes (index.gc_deletes).
@@ -331,6 +332,7 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 			zap.Stringer("action", d.Action), zap.String("why", d.Why))
 	}
 	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
+	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
 	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()
@@ -357,6 +359,7 @@ func (s *Service) openBuilt(m *IndexMeta, eng *storage.Engine, tab *routing.Tabl
 		return nil, fmt.Errorf("service: new index %s has a split journal", m.Name)
 	}
 	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
+	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
 	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
-	"github.com/shardsplit/shardsplit/splitter"
 )
 
 func str(s string) *string { return &s }
@@ -64,7 +63,7 @@ func TestLifecycle(t *testing.T) {
 	if err := task.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if snap := task.Snapshot(); snap.Phase != splitter.PhaseDone || snap.Err != nil {
+	if snap := task.Status(); snap.Phase != "done" || snap.Err != nil {
 		t.Fatalf("split ended in %s: %v", snap.Phase, snap.Err)
 	}
 	if _, err := s.StartSplit(SplitRequest{Index: "logs", Shard: 0, Ways: 2}); errType(err) != TypeIllegalArgument {

@@ -56,7 +56,7 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 			if err := <-closed; err != nil {
 				t.Fatal(err)
 			}
-			if snap := task.Snapshot(); !snap.Completed {
+			if snap := task.Status(); !snap.Completed {
 				t.Fatalf("task not completed after Close: %+v", snap)
 			}
 			s = openT(t, dir)
@@ -83,8 +83,8 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				if err := task.Wait(ctx); err != nil || task.Snapshot().Phase != splitter.PhaseDone {
-					t.Fatalf("split after recovery: %v %+v", err, task.Snapshot())
+				if err := task.Wait(ctx); err != nil || task.Status().Phase != "done" {
+					t.Fatalf("split after recovery: %v %+v", err, task.Status())
 				}
 			}
 		})
@@ -117,7 +117,7 @@ func TestDeleteDuringSplit(t *testing.T) {
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}
-	if snap := task.Snapshot(); snap.Phase != splitter.PhaseAborted || !snap.Cancelled {
+	if snap := task.Status(); snap.Phase != "aborted" || !snap.Cancelled {
 		t.Fatalf("split of a deleted index: %+v", snap)
 	}
 	if len(s.Names()) != 0 {
@@ -146,8 +146,8 @@ func TestOpenSearchModeIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := task.Wait(ctx); err != nil || task.Snapshot().Phase != splitter.PhaseDone {
-			t.Fatalf("%+v: %v %+v", req, err, task.Snapshot())
+		if err := task.Wait(ctx); err != nil || task.Status().Phase != "done" {
+			t.Fatalf("%+v: %v %+v", req, err, task.Status())
 		}
 	}
 	tab, _ := s.Table("os")
@@ -192,7 +192,7 @@ func TestCancelAfterHandoff(t *testing.T) {
 	}
 	close(release)
 	<-task.Done()
-	if snap := task.Snapshot(); snap.Phase != splitter.PhaseDone || snap.Cancelled {
+	if snap := task.Status(); snap.Phase != "done" || snap.Cancelled {
 		t.Fatalf("after a refused cancel: %+v", snap)
 	}
 	if _, err := s.CancelTask(task.ID); errType(err) != TypeIllegalState {

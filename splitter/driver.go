@@ -294,25 +294,31 @@ func (e *UnfinishedError) Error() string {
 	return fmt.Sprintf("splitter: operation %d not begun: split or merge %v is unfinished; reopen the index to recover it", e.ID, e.Unfinished)
 }
 
-// checkAlone refuses to begin an operation while the journal has another
-// one unfinished (one running, or one that failed its node, left for
-// recovery): they run one at a time, which recovery relies on to tell a
-// superseded record from an operation in flight. It runs before the begin
-// record is written. A plan the table refuses anyway is refused in the
-// table's words, which name the shards.
-func (d *Driver) checkAlone(o *Operation, in Intent) error {
-	j := d.cfg.Journal
-	if in.Kind != IntentReserve || j == nil {
+// checkBegin refuses, before its begin record is written, an operation
+// that cannot begin: one whose plan is not of its kind's shape (the
+// journal could not record it), or one that would run beside another the
+// journal has unfinished (one running, or one that failed its node, left
+// for recovery): operations run one at a time, which recovery relies on to
+// tell a superseded record from an operation in flight. A plan the table
+// refuses anyway is refused in the table's words, which name the shards.
+func (d *Driver) checkBegin(o *Operation, in Intent) error {
+	if in.Kind != IntentReserve {
 		return nil
 	}
-	ids := j.Unfinished(o.m.ID())
-	if len(ids) == 0 {
+	plan := o.m.Plan()
+	err := o.parts.check(plan)
+	if j := d.cfg.Journal; err == nil && j != nil {
+		if ids := j.Unfinished(o.m.ID()); len(ids) > 0 {
+			err = &UnfinishedError{ID: o.m.ID(), Unfinished: ids}
+		}
+	}
+	if err == nil {
 		return nil
 	}
-	if _, err := routing.Apply(d.n.Table(), o.m.Plan().Edit()); err != nil {
-		return err
+	if _, terr := routing.Apply(d.n.Table(), plan.Edit()); terr != nil {
+		return terr
 	}
-	return &UnfinishedError{ID: o.m.ID(), Unfinished: ids}
+	return err
 }
 
 // writeJournal writes records durably, stamped with the table version; a

@@ -10,7 +10,12 @@ import (
 // that owns the union of their spans.
 type mergeParts struct{}
 
-func (mergeParts) check(p Plan) error { return nil } // the table refuses a bad merge in its own words
+func (mergeParts) check(p Plan) error {
+	if len(p.Sources) < 2 {
+		return fmt.Errorf("a merge has two sources or more; the plan names %v", p.Sources)
+	}
+	return nil
+}
 
 func (mergeParts) reservation(t *routing.Table, p Plan) ([]routing.Leaf, bool, bool) {
 	if len(p.Sources) == 0 {

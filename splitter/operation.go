@@ -3,6 +3,7 @@ package splitter
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -106,7 +107,7 @@ func (o *Operation) Next() (Intent, Event, error) {
 	}
 	from := o.m.Phase()
 	var ev Event
-	if err := o.d.checkAlone(o, rd.Intent); err != nil {
+	if err := o.d.checkBegin(o, rd.Intent); err != nil {
 		// Nothing of this operation was written: it ends with an aborted
 		// record.
 		ev = Event{Kind: EventFailed, Err: err}
@@ -228,6 +229,8 @@ func (o *Operation) Report() Report {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.report
+	r.Durations = maps.Clone(o.report.Durations)
+	r.ChildStats = slices.Clone(o.report.ChildStats)
 	r.Phase, r.Err = o.m.Phase(), o.m.Err()
 	r.Targets = o.m.Targets()
 	r.ToVersion = o.d.n.Table().Version()
@@ -277,15 +280,13 @@ func (o *Operation) carryOut(in Intent) Event {
 	return ev
 }
 
-// reserve applies the plan's begin edit: the targets' ids and spans are
-// reserved, invisible to routing. Every source must be a shard of this
-// node; one that is not is refused in the table's words when the table
-// refuses the plan too (they name the shards).
+// reserve applies the plan's begin edit (checkBegin has checked its
+// shape): the targets' ids and spans are reserved, invisible to routing.
+// Every source must be a shard of this node; one that is not is refused in
+// the table's words when the table refuses the plan too (they name the
+// shards).
 func (o *Operation) reserve() (Event, error) {
 	d, plan := o.d, o.m.Plan()
-	if err := o.parts.check(plan); err != nil {
-		return Event{}, err
-	}
 	sources := make([]*storage.Shard, len(plan.Sources))
 	for i, id := range plan.Sources {
 		s, ok := d.n.ShardStore(id)

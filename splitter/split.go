@@ -13,8 +13,7 @@ import (
 // commit, the cleanup, the cancel) is one protocol over sources and
 // targets.
 type kindParts interface {
-	// check refuses a plan the kind cannot carry out, before the table
-	// sees it.
+	// check refuses a plan that is not of the kind's shape (checkBegin).
 	check(p Plan) error
 	// reservation returns the targets t reserves for the plan (their ids
 	// and spans), and whether the reservation is still in progress.

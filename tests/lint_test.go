@@ -48,7 +48,7 @@ var allowedOurs = map[string][]string{
 	"recovery":            {"routing", "storage", "node", "splitter"},
 	"autosplit":           {"routing", "storage", "node", "splitter", "policy"},
 	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery"},
-	"server":              {"routing", "splitter", "service"},
+	"server":              {"routing", "service"},
 	"transport":           {},
 	"lab/loadgen":         {"internal/clock", "internal/model"},
 	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},

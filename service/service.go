@@ -28,6 +28,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -55,8 +56,9 @@ type Config struct {
 	NodeName   string // default "shardsplit-0"
 	Logger     *zap.Logger
 	Durability storage.Durability // default request durability
-	// WriteWait bounds how long one write may keep retrying while the
-	// routing table changes under it (default 30 s).
+	// WriteWait bounds how long one request to an index (a write, a
+	// read) may keep retrying while the routing table changes under it
+	// (default 30 s): the index's router retries it, on its node's clock.
 	WriteWait time.Duration
 	// SplitHook, if set, runs before each intent of every in-place split
 	// and merge (tests use it to hold one in a phase).
@@ -333,12 +335,20 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 	}
 	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
 	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
-	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
+	ix.router = s.newRouter(n)
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()
 		return nil, err
 	}
 	return ix, nil
+}
+
+// newRouter is the router of an index's requests, their one retry loop:
+// a request routed with a table that changed under it is retried at the
+// owner the newer table names, for as long as WriteWait allows (the number
+// of attempts is not what bounds it), timed on the node's clock.
+func (s *Service) newRouter(n *node.Node) *node.Router {
+	return node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: math.MaxInt32, MaxWait: s.cfg.WriteWait, Clock: n.Clock()})
 }
 
 // openBuilt opens an index whose fresh directory was just built on eng (a
@@ -360,7 +370,7 @@ func (s *Service) openBuilt(m *IndexMeta, eng *storage.Engine, tab *routing.Tabl
 	}
 	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
 	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
-	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
+	ix.router = s.newRouter(n)
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -63,10 +62,9 @@ func (s *Server) splitShard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	shard, err := strconv.ParseUint(r.PathValue("shard_id"), 10, 32)
+	shard, err := shardIDParam(r)
 	if err != nil {
-		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
-			Reason: fmt.Sprintf("Failed to parse int parameter [shard_id] with value [%s]", r.PathValue("shard_id"))}
+		return err
 	}
 	body, err := readBody(r)
 	if err != nil {
@@ -76,7 +74,7 @@ func (s *Server) splitShard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	task, err := s.svc.StartSplit(service.SplitRequest{Index: r.PathValue("index"), Shard: routing.ShardID(shard), Ways: sb.Ways, Points: sb.Points})
+	task, err := s.svc.StartSplit(service.SplitRequest{Index: r.PathValue("index"), Shard: shard, Ways: sb.Ways, Points: sb.Points})
 	if err != nil {
 		return err
 	}

@@ -61,8 +61,8 @@ func TestJournalRoundTripAndDamage(t *testing.T) {
 	}
 }
 
-// A journal written by the format-2 code (commit abed041, before merges)
-// still decodes: its records are all splits.
+// A journal in format 2 (splits only, the next id persisted) still
+// decodes.
 func TestJournalReadsFormat2(t *testing.T) {
 	data, err := os.ReadFile("testdata/journal-format2")
 	if err != nil {
@@ -139,8 +139,8 @@ func TestJournalMergeRecords(t *testing.T) {
 	}
 }
 
-// A journal written by the format-1 code (commit 04fb9f5, before split ids
-// were persisted) still decodes; its next id is one above its highest.
+// A journal in format 1 (splits only, no next id) still decodes; its next
+// id is one above its highest.
 func TestJournalReadsFormat1(t *testing.T) {
 	data, err := os.ReadFile("testdata/journal-format1")
 	if err != nil {

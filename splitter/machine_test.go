@@ -308,3 +308,37 @@ func TestMachineRefusesABoundGoingBack(t *testing.T) {
 		refused(t, New(1, Plan{Kind: KindMerge, Sources: []routing.ShardID{1, 2}, LagThreshold: 1}), seqs(EventCaughtUp, 70), merge...)
 	})
 }
+
+// Step's contract: an event the current phase does not expect is a driver
+// bug and returns an error, leaving the machine unchanged. A catch-up or
+// tail event before the clone (no bounds yet) must not index the missing
+// per-source bounds.
+func TestMachineRefusesABoundEventBeforeTheClone(t *testing.T) {
+	for _, kind := range []EventKind{EventCaughtUp, EventTailReplayed} {
+		for _, reserved := range []bool{false, true} {
+			m := New(1, MergePlan(1, 2))
+			if reserved {
+				m.Advance()
+				if err := m.Step(Event{Kind: EventReserved, Targets: []routing.ShardID{3}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := m.Phase()
+			err, panicked := stepRecovering(m, Event{Kind: kind, Seqs: []uint64{5, 6}})
+			if panicked != nil {
+				t.Errorf("%s in %s panicked: %v", kind, before, panicked)
+			} else if err == nil {
+				t.Errorf("%s in %s was accepted", kind, before)
+			}
+			if m.Phase() != before {
+				t.Errorf("%s in %s moved the machine to %s", kind, before, m.Phase())
+			}
+		}
+	}
+}
+
+// stepRecovering steps m and returns what Step returned or the panic.
+func stepRecovering(m *Machine, ev Event) (err error, panicked any) {
+	defer func() { panicked = recover() }()
+	return m.Step(ev), nil
+}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsplit/shardsplit/node"
@@ -16,9 +15,9 @@ import (
 // Between a merge's publish and its table commit, the target holds writes
 // only the published table admits, not acknowledged (INV-9): a search then
 // reads the target's span from the sources, the durable table's owners,
-// and reports the hits as the target's. Node's review test covers a split.
+// and reports the hits as the target's. node's searchat_test covers a split.
 func TestSearchDuringAPendingMergeReadsTheSources(t *testing.T) {
-	n := openHoldNode(t, vfs.NewMem())
+	n := openNode(t, storage.Options{}, nil, 40)
 	d := NewDriver(n, Config{})
 	split, err := d.Run(SplitPlan(0, 2))
 	if err != nil || split.Phase != PhaseDone {

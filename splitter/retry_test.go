@@ -1,6 +1,7 @@
 package splitter
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,53 +12,58 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// Step's contract: an event the current phase does not expect is a driver
-// bug and returns an error, leaving the machine unchanged. A merge machine
-// fed a catch-up or tail event before it was cloned (no bounds yet)
-// indexed its empty per-source bounds and panicked instead.
-func TestReviewS21MergeMachineRefusesAnEarlyBoundEvent(t *testing.T) {
-	for _, kind := range []EventKind{EventCaughtUp, EventTailReplayed} {
-		for _, reserved := range []bool{false, true} {
-			m := New(1, MergePlan(1, 2))
-			if reserved {
-				m.Advance()
-				if err := m.Step(Event{Kind: EventReserved, Targets: []routing.ShardID{3}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before := m.Phase()
-			err, panicked := stepRecovering(m, Event{Kind: kind, Seqs: []uint64{5, 6}})
-			if panicked != nil {
-				t.Errorf("%s in %s panicked: %v", kind, before, panicked)
-			} else if err == nil {
-				t.Errorf("%s in %s was accepted", kind, before)
-			}
-			if m.Phase() != before {
-				t.Errorf("%s in %s moved the machine to %s", kind, before, m.Phase())
-			}
+// Run retries an undo that keeps failing for Config.RetryFor, not for ever
+// (the retry pauses grow to a second, so its step bound alone would let a
+// disk that stays full hold Run for hours), and then returns the error,
+// leaving the split aborting for a later Next or recovery. Here the
+// handoff's drain times out (the test holds the parent's fence until the
+// undo), the split aborts, and its undo cannot write the table: the disk stays full.
+func TestRunGivesUpOnAnUndoFailingLongerThanRetryFor(t *testing.T) {
+	n, j, full := tableFullNode(t)
+	var held *node.Fence
+	hook := func(_ Phase, in Intent) {
+		if in.Kind == IntentCancel && held != nil {
+			held.Release() // the drain timed out: the undo needs the lock
+			held = nil
 		}
+		if in.Kind == IntentFence && !full.Load() {
+			f, err := n.Fence(0, time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			held = f
+			full.Store(true)
+		}
+	}
+	d := NewDriver(n, Config{Journal: j, Hook: hook, DrainTimeout: 5 * time.Millisecond, RetryFor: 300 * time.Millisecond})
+	start := time.Now()
+	rep, err := d.Run(Plan{Sources: []routing.ShardID{0}, Ways: 2, MaxHandoffs: 1})
+	took := time.Since(start)
+	t.Logf("Run returned after %v: %s, %v", took, rep.Phase, err)
+	if !errors.Is(err, syscall.ENOSPC) || rep.Phase != PhaseAborting {
+		t.Fatalf("Run = %s, %v; want aborting and an error naming the ENOSPC", rep.Phase, err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Run gave up after %v, want soon after RetryFor", took)
+	}
+	if len(n.Table().InProgress()) == 0 {
+		t.Errorf("the table no longer reserves the split: the undo did not fail as the test needs")
 	}
 }
 
-// stepRecovering steps m and returns what Step returned or the panic.
-func stepRecovering(m *Machine, ev Event) (err error, panicked any) {
-	defer func() { panicked = recover() }()
-	return m.Step(ev), nil
-}
-
 // A cancel whose undo fails while the disk is full for a moment (the
-// table's write refused for 300 ms) must outlast the moment: Run retries
-// a failed undo until it succeeds or its step bound runs out, and it ran
-// out after 10,000 immediate retries, well inside the 300 ms. The split
-// (merge) was left aborting, its reservation in the table and its journal
-// unfinished, so every later split or merge was refused until a restart.
-func TestReviewS21ACancelOutlastsAShortDiskFull(t *testing.T) {
+// table's write refused for 300 ms) must outlast the moment: Run retries a
+// failed undo until it succeeds or its step bound runs out, and retried at
+// once, 10,000 retries end well inside the 300 ms. The operation would be
+// left aborting, its reservation in the table and its journal unfinished,
+// and every later split or merge refused until a restart.
+func TestACancelOutlastsAShortDiskFull(t *testing.T) {
 	for _, op := range []string{"split", "merge"} {
 		t.Run(op, func(t *testing.T) {
 			n, j, full := tableFullNode(t)
@@ -110,10 +116,6 @@ func TestReviewS21ACancelOutlastsAShortDiskFull(t *testing.T) {
 // fail with ENOSPC while full is set.
 func tableFullNode(t *testing.T) (*node.Node, *Journal, *atomic.Bool) {
 	t.Helper()
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	full := new(atomic.Bool)
 	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if full.Load() && op.Kind == errorfs.OpCreate && strings.HasPrefix(filepath.Base(op.Path), "TABLE") {
@@ -121,16 +123,8 @@ func tableFullNode(t *testing.T) (*node.Node, *Journal, *atomic.Bool) {
 		}
 		return nil
 	})
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	j, err := OpenJournal(eng)
+	n := openNode(t, storage.Options{FS: errorfs.Wrap(vfs.NewMem(), inj)}, newTable(t, routing.ModePartition, 1, 4), 0)
+	j, err := OpenJournal(n.Engine())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,25 +37,8 @@ func openFenceFailureNode(t *testing.T) *fenceFailureNode {
 		}
 		return nil
 	})
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 16, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), Durability: storage.DurabilityRequest, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.n, err = node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.n.Close() })
-	f.r = node.NewRouter(f.n, tab, node.RouterConfig{})
-	for i := range 40 {
-		if _, err := f.r.Index(fmt.Sprintf("d%d", i), "", []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.n = openNode(t, storage.Options{FS: errorfs.Wrap(vfs.NewMem(), inj)}, newTable(t, routing.ModePartition, 2, 16), 40)
+	f.r = node.NewRouter(f.n, f.n.Table(), node.RouterConfig{})
 	return f
 }
 
@@ -87,7 +70,7 @@ func (f *fenceFailureNode) failNode(t *testing.T) {
 // error from Next. It must not stop holding the apply lock: a writer
 // already past the node's failure check waits on it, and nothing would
 // ever release it (the caller stops stepping; Fenced's contract).
-func TestReviewS22AutoNodeFailureWhileFencedReleasesTheFence(t *testing.T) {
+func TestNodeFailureWhileFencedReleasesTheFence(t *testing.T) {
 	cases := []struct {
 		name  string
 		start func(f *fenceFailureNode, d *Driver) (*Operation, []routing.ShardID)

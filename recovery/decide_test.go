@@ -10,8 +10,6 @@ package recovery
 //	decide                                                     input: one record per line:
 //	  split=N stage=S parent=P [children=A,B]
 //	  split=N kind=merge stage=S sources=A,B [target=T]
-//	journal format=1                                            (decide's input as the format-1
-//	                                                             code of commit 04fb9f5 wrote it)
 
 import (
 	"fmt"

@@ -32,10 +32,7 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 		t.Run(at.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			hook, reached, release := holdAt(at)
-			s, err := Open(Config{Dir: dir, SplitHook: hook})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openService(t, Config{Dir: dir, SplitHook: hook})
 			if _, err := s.CreateIndex(CreateRequest{Name: "ix", Settings: FlatSettings{SettingShards: str("2")}}); err != nil {
 				t.Fatal(err)
 			}
@@ -95,11 +92,7 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 // cancelled first, the index and its directory are gone.
 func TestDeleteDuringSplit(t *testing.T) {
 	hook, reached, release := holdAt(splitter.IntentCatchUp)
-	s, err := Open(Config{Dir: t.TempDir(), SplitHook: hook})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openService(t, Config{SplitHook: hook})
 	if _, err := s.CreateIndex(CreateRequest{Name: "ix", Settings: FlatSettings{SettingShards: str("2")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +166,7 @@ func TestOpenSearchModeIndex(t *testing.T) {
 // cancel is refused with a reason and the split completes.
 func TestCancelAfterHandoff(t *testing.T) {
 	hook, reached, release := holdAt(splitter.IntentCleanup)
-	s, err := Open(Config{Dir: t.TempDir(), SplitHook: hook})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openService(t, Config{SplitHook: hook})
 	if _, err := s.CreateIndex(CreateRequest{Name: "ix"}); err != nil {
 		t.Fatal(err)
 	}

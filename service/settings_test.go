@@ -3,22 +3,53 @@ package service
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shardsplit/shardsplit/splitter"
 )
 
-// TestReviewWriteBlockDuringSplit: a write block set while an in-place split
-// hands off takes effect and is acknowledged. The block drains every shard
-// of the table it read; a shard the split retired meanwhile failed the
-// drain ("node: write block: drain shard 1: ... no shard 1" or "storage:
-// shard closed"), so PUT _settings answered a 500 and the block was lifted
-// again. Here shard 0's apply lock is held (as an in-flight write would)
-// while the split of shard 1 publishes and retires its parent. (Found by a
-// stress run: 150 splits under block toggling failed once in four runs
-// with "drain shard 149: storage: shard closed".)
-func TestReviewWriteBlockDuringSplit(t *testing.T) {
+// CreateIndex and PutSettings check the setting names and values they are
+// given, not only the REST layer's ParseSettings: an unknown name or a bad
+// value is refused with OpenSearch's message, whoever calls.
+func TestCreateAndPutSettingsCheckTheirSettings(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	for _, tc := range []struct {
+		name string
+		set  FlatSettings
+		want string
+	}{
+		{"unknown", FlatSettings{"index.bogus": str("1")}, "index.bogus"},
+		{"negative replicas", FlatSettings{SettingReplicas: str("-1")}, "-1"},
+		{"shards not a number", FlatSettings{SettingShards: str("abc")}, "abc"},
+	} {
+		if _, err := s.CreateIndex(CreateRequest{Name: "a", Settings: tc.set}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			m, _ := s.Meta("a")
+			t.Errorf("create with %s setting: %v (index %+v), want an error naming %q", tc.name, err, m, tc.want)
+			_ = s.DeleteIndex("a", IndicesOptions{})
+		}
+	}
+	if _, err := s.CreateIndex(CreateRequest{Name: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []FlatSettings{{"index.bogus": str("1")}, {SettingReplicas: str("-1")}} {
+		if err := s.PutSettings("b", set, IndicesOptions{}); err == nil {
+			m, _ := s.Meta("b")
+			t.Errorf("put settings %v: accepted; settings now %v", set, m.Settings)
+		}
+	}
+}
+
+// TestWriteBlockDuringASplitTakesEffect: a write block set while an
+// in-place split hands off takes effect and is acknowledged. The block
+// drains every shard of the table it read; a shard the split retires
+// meanwhile must not fail the drain ("no shard 1", "shard closed"), which
+// would answer PUT _settings with a 500 and lift the block again. Here
+// shard 0's apply lock is held (as an in-flight write would) while the
+// split of shard 1 publishes and retires its parent.
+func TestWriteBlockDuringASplitTakesEffect(t *testing.T) {
 	atFence := make(chan struct{})
 	release := make(chan struct{})
 	s, err := Open(Config{Dir: t.TempDir(), SplitHook: func(index string, phase splitter.Phase, next splitter.Intent) {

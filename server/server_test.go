@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"bytes"
+	"compress/flate"
+	"compress/zlib"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,17 +13,14 @@ import (
 
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
-
 	"github.com/shardsplit/shardsplit/service"
 )
 
-// TestReviewS22RESTGzipRequestBody: the official client's
-// CompressRequestBody sends every body gzipped with Content-Encoding: gzip,
-// which OpenSearch's HTTP layer decompresses (Netty's
-// HttpContentDecompressor). The compressed bytes were parsed as JSON: a
-// create failed with a parse_exception and an index with mapper_parsing,
-// so a client configured so could do nothing.
-func TestReviewS22RESTGzipRequestBody(t *testing.T) {
+// TestGzipRequestBody: the official client's CompressRequestBody sends
+// every body gzipped with Content-Encoding: gzip, which OpenSearch's HTTP
+// layer decompresses (Netty's HttpContentDecompressor): a client configured
+// so creates and indexes as any other.
+func TestGzipRequestBody(t *testing.T) {
 	ts := startServer(t, service.Config{})
 	c, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{
 		Addresses: []string{ts.url}, DisableRetry: true, RequestTimeout: 30 * time.Second, CompressRequestBody: true}})
@@ -53,5 +54,47 @@ func TestReviewS22RESTGzipRequestBody(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Errorf("PUT with Content-Encoding: gzip and a plain body: HTTP %d, want 400", resp.StatusCode)
+	}
+}
+
+// TestDeflateBodies: OpenSearch's HTTP layer (Netty's
+// HttpContentDecompressor, not strict) decompresses a body whose
+// Content-Encoding is deflate or x-deflate (case-insensitive),
+// zlib-wrapped or raw (ZlibWrapper.ZLIB_OR_NONE).
+func TestDeflateBodies(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	doc := []byte(`{"a":1}`)
+	var zl, raw bytes.Buffer
+	zw := zlib.NewWriter(&zl)
+	zw.Write(doc)
+	zw.Close()
+	fw, _ := flate.NewWriter(&raw, flate.DefaultCompression)
+	fw.Write(doc)
+	fw.Close()
+	for i, tc := range []struct {
+		enc  string
+		body []byte
+	}{
+		{"deflate", zl.Bytes()},
+		{"x-deflate", zl.Bytes()},
+		{"X-Deflate", zl.Bytes()},
+		{"deflate", raw.Bytes()},
+		{"x-deflate", raw.Bytes()},
+	} {
+		req, err := http.NewRequest("PUT", ts.url+"/logs/_doc/"+string(rune('a'+i)), bytes.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", tc.enc)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Errorf("case %d: PUT with Content-Encoding %s (raw %v): HTTP %d %s, want 201", i, tc.enc, &tc.body[0] == &raw.Bytes()[0], resp.StatusCode, b)
+		}
 	}
 }

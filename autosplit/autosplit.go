@@ -221,8 +221,8 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 // holdFailures returns the failures for the decision at now. A failure
 // the next decision would find older than RetryAfter (the loop ticks less
 // often than that) is dated now, so that this decision holds it back all
-// the same: otherwise an action that keeps failing was proposed again at
-// every tick of a slow loop, and the next hottest leaf starved. With
+// the same: otherwise an action that keeps failing would be proposed again
+// at every tick of a slow loop, and the next hottest leaf starve. With
 // RetryAfter 0 it is not held back (age 0 is not under 0).
 func (l *Loop) holdFailures(now time.Time) []policy.Failure {
 	out := make([]policy.Failure, len(l.failures))

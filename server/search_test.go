@@ -15,10 +15,10 @@ import (
 	"github.com/shardsplit/shardsplit/service"
 )
 
-// track_total_hits was parsed and then ignored: every search answered an
-// exact total. OpenSearch counts exactly up to the limit (10,000 by
-// default; true: always; an integer n: up to n) and answers "gte" the
-// limit beyond it, and leaves the total out for false
+// track_total_hits is applied, not only parsed: OpenSearch counts exactly
+// up to the limit (10,000 by default; true: always; an integer n: up to n)
+// and answers "gte" the limit beyond it, and leaves the total out for
+// false
 // (https://www.elastic.co/guide/en/elasticsearch/reference/7.1/search-request-track-total-hits.html;
 // RestSearchAction refuses rest_total_hits_as_int with a limit that is not
 // exact).

@@ -146,9 +146,9 @@ const drainInTests = 200 * time.Millisecond
 
 // A handoff whose parent is in Pebble's write stop (its memtables full, the
 // flush that frees one slow) cannot drain the stalled writes in
-// DrainTimeout. The split used to retry at once, and MaxHandoffs attempts
-// ran out inside the stall: the split aborted though nothing was wrong but
-// the moment. It waits for the stall to end before it tries again.
+// DrainTimeout. Retried at once, its MaxHandoffs attempts would run out
+// inside the stall and the split abort though nothing is wrong but the
+// moment: it waits for the stall to end before it tries again.
 func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
 	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Sources: []routing.ShardID{0}, Ways: 2, MaxHandoffs: 2})

@@ -55,8 +55,8 @@ func (g *stalledFlushes) Create(name string, category vfs.DiskWriteCategory) (vf
 // shard's write stall (splitter.Config.StallWait, 10 s) ends promptly: the
 // service interrupts the wait, and its loop delivers the cancel at once.
 // So does a stop (Close). The stall is real: the shard's flushes are held
-// and 256 KiB documents fill its memtables while the split's fence waits
-// to drain them.
+// and 1 MiB documents fill its memtables while the split's fence waits to
+// drain them.
 func TestCancelAndStopInterruptAStallWait(t *testing.T) {
 	for _, how := range []string{"cancel", "close"} {
 		t.Run(how, func(t *testing.T) {
@@ -84,10 +84,11 @@ func TestCancelAndStopInterruptAStallWait(t *testing.T) {
 			gate.set(dir+"/shard-0/", true)
 			ix, _ := s.index("ix")
 			shard, _ := ix.node.ShardStore(0)
-			body := []byte(`{"v":"` + strings.Repeat("x", 256<<10) + `"}`)
+			body := []byte(`{"v":"` + strings.Repeat("x", 1<<20) + `"}`)
 			writes := make(chan error, 1)
+			var stalled atomic.Bool // the writer stops once a write of its is held
 			go func() {
-				for i := 0; i < 400; i++ {
+				for i := 0; i < 100 && !stalled.Load(); i++ {
 					if _, err := s.IndexDoc("ix", fmt.Sprintf("big%d", i), "", body, WriteOptions{}); err != nil {
 						writes <- err
 						return
@@ -100,6 +101,7 @@ func TestCancelAndStopInterruptAStallWait(t *testing.T) {
 					t.Fatal("the shard never stalled")
 				}
 			}
+			stalled.Store(true)
 			close(fence)
 			for deadline := time.Now().Add(time.Minute); task.Status().Handoffs == 0; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
@@ -110,7 +112,6 @@ func TestCancelAndStopInterruptAStallWait(t *testing.T) {
 			// The stall ends 1 s from now: a wait the service does not
 			// interrupt lasts until then.
 			time.AfterFunc(time.Second, func() { gate.set("", false) })
-			start := time.Now()
 			closed := make(chan error, 1)
 			switch how {
 			case "cancel":
@@ -125,19 +126,20 @@ func TestCancelAndStopInterruptAStallWait(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the task never ended")
 			}
-			took, st := time.Since(start), task.Status()
+			// The wait for the stall ends at the cancel or the stop, long
+			// before the stall does (the abort's own write, and the retry's
+			// catch-up after a stop, wait for the stall or take their time:
+			// not what is measured).
+			st := task.Status()
+			if st.StallWaits != 1 || st.StallWaited > 700*time.Millisecond {
+				t.Errorf("after the %s the task waited %d times for the stall, %v in all; want one wait cut short", how, st.StallWaits, st.StallWaited)
+			}
 			switch how {
 			case "cancel":
-				// The abort's own write waits for the stall to end; the
-				// wait for the stall must not have.
-				if st.Phase != "aborted" || st.StallWaits != 1 || st.StallWaited > 700*time.Millisecond {
-					t.Errorf("the cancelled task ended %s after %d stall waits (%v in all); want aborted after one cut short by the cancel",
-						st.Phase, st.StallWaits, st.StallWaited)
+				if st.Phase != "aborted" {
+					t.Errorf("the cancelled task ended %s: %v", st.Phase, st.Err)
 				}
 			case "close":
-				if took > 700*time.Millisecond {
-					t.Errorf("the task ended %v after the close: the step's wait was not interrupted", took)
-				}
 				if err := <-closed; err != nil {
 					t.Fatal(err)
 				}

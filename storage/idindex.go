@@ -489,7 +489,8 @@ func (e *Engine) trimIDIndex(st *store, ks routing.ShardID, span routing.Span, h
 	}
 	// Rebuild: the kept entries, read in key order, into tables of their
 	// own; the index range excised; the tables ingested into the emptied
-	// range (the lowest level: nothing overlaps them).
+	// range (the lowest level: nothing overlaps them). An index with no
+	// other entry is left as it is.
 	tmp := filepath.Join(st.dir, idIndexTableDir)
 	if err := e.opts.FS.MkdirAll(tmp, 0o755); err != nil {
 		return stats, fmt.Errorf("storage: create %s: %w", tmp, err)
@@ -518,6 +519,14 @@ func (e *Engine) trimIDIndex(st *store, ks routing.ShardID, span routing.Span, h
 	}
 	if err := it.Close(); err != nil {
 		return stats, err
+	}
+	if stats.Dropped == 0 { // all its own already (a merge target's checkpoint of a child)
+		tb.abort()
+		if err := e.opts.FS.RemoveAll(tmp); err != nil {
+			return stats, fmt.Errorf("storage: remove %s: %w", tmp, err)
+		}
+		st.idEntries.Store(stats.Kept > 0)
+		return stats, nil
 	}
 	if err := tb.finish(); err != nil {
 		return stats, err

@@ -17,7 +17,7 @@ import (
 // (async durability, an in-memory filesystem: the CPU and Pebble work,
 // without the fsync a request-durable write waits for). Each write is an
 // update of a random one of them or an insert of a new _id (half and
-// half). Cases, side by side in one run (-count alternates them):
+// half). Cases, side by side in one run:
 //
 //	off/unrouted            no `_id` index (IDIndexOff): the layout before it
 //	on/unrouted-none-routed the store holds no routed document: no lookup
@@ -25,9 +25,10 @@ import (
 //	off/routed              routed writes, no index
 //	on/routed               routed writes: an index seek, the home's point read, the entry
 //
-// It reports the writes' p99 latency beside ns/op. Medians of five:
+// It reports the writes' p99 latency beside ns/op. Medians of five runs,
+// the cases alternating (-count would repeat each case before the next):
 //
-//	go test -run '^$' -bench BenchmarkIDIndexWrite -count 5 ./storage
+//	for i in 1 2 3 4 5; do go test -run '^$' -bench BenchmarkIDIndexWrite -benchtime 30000x ./storage; done
 func BenchmarkIDIndexWrite(b *testing.B) {
 	const docs = 20000
 	ids := idsInRoot(2, 2*docs)

@@ -70,6 +70,10 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 			continue
 		}
 		o, _ := t.Shard(id)
+		// Read before the index: a keep-all cleanup that ends after this
+		// read has dropped its foreign entries before it removes the
+		// marker, so a snapshot taken after it holds none.
+		pendingIDs, _ := s.ForeignPending()
 		ids, err := s.CheckIDIndex(o.Span)
 		switch {
 		case err != nil:
@@ -99,7 +103,7 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 		case k != 0:
 			r.violate("shard %d holds %d keys outside its span %s of keyspace %d", id, k, o.Span, t.Keyspace(o.Root))
 		}
-		if ids.Outside != 0 {
+		if ids.Outside != 0 && !pendingIDs {
 			r.violate("shard %d holds %d _id entries outside its span %s of keyspace %d", id, ids.Outside, o.Span, t.Keyspace(o.Root))
 		}
 	}

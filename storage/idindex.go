@@ -448,35 +448,15 @@ const idIndexTableDir = "id-ingest"
 // other, as how says. The store serves no one yet.
 func (e *Engine) trimIDIndex(st *store, ks routing.ShardID, span routing.Span, how IDIndexBuild) (IDIndexStats, error) {
 	stats := IDIndexStats{Build: how}
-	mine := func(k []byte) (bool, error) {
-		eks, _, key, err := decodeIDKey(k)
-		return err == nil && eks == ks && span.Contains(key), err
-	}
+	nothing := func([]byte) error { return nil }
 	switch how {
 	case IDIndexOff:
 		return stats, nil
 	case IDIndexScanDelete:
 		b := st.db.NewBatch()
 		defer b.Close()
-		it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: allIDs[0], UpperBound: allIDs[1]})
+		err := sortIDIndex(st, ks, span, &stats, nothing, func(k []byte) error { return b.Delete(bytes.Clone(k), nil) })
 		if err != nil {
-			return stats, err
-		}
-		for it.First(); it.Valid(); it.Next() {
-			stats.Scanned++
-			ok, err := mine(it.Key())
-			if err != nil {
-				_ = it.Close()
-				return stats, err
-			}
-			if ok {
-				stats.Kept++
-				continue
-			}
-			stats.Dropped++
-			_ = b.Delete(bytes.Clone(it.Key()), nil)
-		}
-		if err := it.Close(); err != nil {
 			return stats, err
 		}
 		stats.Written = int64(b.Len())
@@ -499,25 +479,7 @@ func (e *Engine) trimIDIndex(st *store, ks routing.ShardID, span routing.Span, h
 	tb := &tableBuilder{fs: e.opts.FS, dir: tmp, limit: mergeTableSize,
 		opts: opts.MakeWriterOptions(len(opts.Levels)-1, st.db.TableFormat())}
 	defer tb.abort()
-	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: allIDs[0], UpperBound: allIDs[1]})
-	if err != nil {
-		return stats, err
-	}
-	for it.First(); it.Valid(); it.Next() {
-		stats.Scanned++
-		ok, err := mine(it.Key())
-		if err == nil && ok {
-			stats.Kept++
-			err = tb.add(it.Key(), nil)
-		} else if err == nil {
-			stats.Dropped++
-		}
-		if err != nil {
-			_ = it.Close()
-			return stats, err
-		}
-	}
-	if err := it.Close(); err != nil {
+	if err := sortIDIndex(st, ks, span, &stats, func(k []byte) error { return tb.add(k, nil) }, nothing); err != nil {
 		return stats, err
 	}
 	if stats.Dropped == 0 { // all its own already (a merge target's checkpoint of a child)
@@ -555,6 +517,34 @@ func (e *Engine) trimIDIndex(st *store, ks routing.ShardID, span routing.Span, h
 	}
 	st.idEntries.Store(stats.Kept > 0)
 	return stats, nil
+}
+
+// sortIDIndex reads every `_id` entry of st in key order, counting them in
+// stats, and hands each to kept if the span of keyspace ks holds its
+// document, else to dropped.
+func sortIDIndex(st *store, ks routing.ShardID, span routing.Span, stats *IDIndexStats, kept, dropped func([]byte) error) error {
+	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: allIDs[0], UpperBound: allIDs[1]})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		stats.Scanned++
+		eks, _, key, err := decodeIDKey(it.Key())
+		switch {
+		case err != nil:
+		case eks == ks && span.Contains(key):
+			stats.Kept++
+			err = kept(it.Key())
+		default:
+			stats.Dropped++
+			err = dropped(it.Key())
+		}
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
 }
 
 // setIDEntries reads whether the store holds an `_id` entry now.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
@@ -52,14 +50,7 @@ func TestRoutingValuesThatReachOneShardShareItsDocumentOfAnID(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), Layout: layout, CacheBytes: 1 << 20})
-				if err != nil {
-					t.Fatal(err)
-				}
-				n, err := node.Open(node.Config{Engine: eng, Table: tab})
-				if err != nil {
-					t.Fatal(err)
-				}
+				n, _ := openNodeOn(t, storage.Options{Layout: layout}, tab)
 				defer n.Close()
 				r := node.NewRouter(n, tab, node.RouterConfig{})
 				const id = "order-7"

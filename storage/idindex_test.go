@@ -315,6 +315,25 @@ func TestKeepAllChildCleanupDropsTheForeignIDEntries(t *testing.T) {
 	}
 }
 
+// twoShardsOfOneID opens shards 9 and 10, the halves of root 2, and
+// writes one _id into each under a routing value of its own: "a" under ra
+// into 9, "b" under rb into 10.
+func twoShardsOfOneID(t *testing.T, e *Engine) (a, b *Shard, id, ra, rb string) {
+	t.Helper()
+	lo, hi := routing.Span{Start: 256, End: 320}, routing.Span{Start: 320, End: 384}
+	a, _ = e.OpenShard(9, 2, []routing.Span{lo})
+	b, _ = e.OpenShard(10, 2, []routing.Span{hi})
+	id = idsInRoot(2, 1)[0]
+	ra, rb = routingsInto(id, lo, 1)[0], routingsInto(id, hi, 1)[0]
+	if _, err := a.Write([]Op{routedOp(id, ra, OpIndex, "a")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write([]Op{routedOp(id, rb, OpIndex, "b")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, id, ra, rb
+}
+
 // A merge keeps every document of its sources, so two documents of one
 // _id from two sources (two routing values that reached two shards) are
 // both in the target, as OpenSearch's shrink keeps them; the next write of
@@ -323,19 +342,8 @@ func TestAMergeKeepsBothDocumentsOfAnIDAndTheNextWriteLeavesOne(t *testing.T) {
 	forLayouts(t, func(t *testing.T, layout Layout) {
 		e := openTestEngine(t, vfs.NewMem(), layout)
 		defer e.Close()
-		lo, hi := routing.Span{Start: 256, End: 320}, routing.Span{Start: 320, End: 384}
-		a, _ := e.OpenShard(9, 2, []routing.Span{lo})
-		b, _ := e.OpenShard(10, 2, []routing.Span{hi})
-		id := idsInRoot(2, 1)[0]
-		ra, rb := routingsInto(id, lo, 1)[0], routingsInto(id, hi, 1)[0]
-		for _, w := range []struct {
-			s  *Shard
-			op Op
-		}{{a, routedOp(id, ra, OpIndex, "a")}, {b, routedOp(id, rb, OpIndex, "b")}} {
-			if _, err := w.s.Write([]Op{w.op}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
+		a, b, id, ra, rb := twoShardsOfOneID(t, e)
+		hi := b.Owned()[0]
 		for i, other := range idsInRoot(2, 300)[1:] {
 			op := routedOp(other, "", OpIndex, fmt.Sprint(i))
 			s := a
@@ -398,17 +406,7 @@ func TestALogEntryKeepsTheKeysItsOpRemoved(t *testing.T) {
 func TestCopyFromKeepsEveryDocument(t *testing.T) {
 	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 	defer e.Close()
-	lo, hi := routing.Span{Start: 256, End: 320}, routing.Span{Start: 320, End: 384}
-	a, _ := e.OpenShard(9, 2, []routing.Span{lo})
-	b, _ := e.OpenShard(10, 2, []routing.Span{hi})
-	id := idsInRoot(2, 1)[0]
-	ra, rb := routingsInto(id, lo, 1)[0], routingsInto(id, hi, 1)[0]
-	if _, err := a.Write([]Op{routedOp(id, ra, OpIndex, "a")}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Write([]Op{routedOp(id, rb, OpIndex, "b")}, nil); err != nil {
-		t.Fatal(err)
-	}
+	a, b, id, ra, rb := twoShardsOfOneID(t, e)
 	a.SetOwned([]routing.Span{{Start: 256, End: 384}})
 	if _, err := a.CopyFrom(b); err != nil {
 		t.Fatal(err)

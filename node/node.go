@@ -439,8 +439,9 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 	if !ok {
 		return 0, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: n.table.Load()}
 	}
-	op := storage.Op{Kind: req.Kind, Root: n.table.Load().Keyspace(req.Root), Key: req.Key, ID: req.ID,
-		Routing: req.Routing, Source: req.Source}
+	t0 := n.table.Load()
+	op := storage.Op{Kind: req.Kind, Root: t0.Keyspace(req.Root), Key: req.Key, ID: req.ID,
+		Routing: req.Routing, Source: req.Source, Home: home(t0, req.Root, req.ID, req.Routing)}
 	var wait routing.Version // the table this write needs durable before its acknowledgement
 	guard := func() error {
 		// Again under the apply lock: a write that waited on a fence may
@@ -514,12 +515,16 @@ type GetRequest struct {
 	Root    routing.ShardID
 	Key     routing.Key
 	ID      string
+	// Routing is the request's routing value ("" for none): a routed get
+	// also finds a document of the _id indexed without routing.
+	Routing string
 }
 
-// Get reads a document from the shard that owns it in the current table.
-// The ownership check and the read happen under one table version: a
-// publish waits for the check, and the shard is not retired while the read
-// holds it.
+// Get reads a document from the shard that owns it in the current table:
+// the shard's document of the _id, whatever routing value stored it (a
+// shard keeps one per _id, as OpenSearch's engine does). The ownership
+// check and the read happen under one table version: a publish waits for
+// the check, and the shard is not retired while the read holds it.
 func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 	if err := n.failure(); err != nil {
 		return storage.Doc{}, false, err
@@ -535,11 +540,15 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 		n.mu.RUnlock()
 		return storage.Doc{}, false, &StaleRoutingError{Shard: req.Shard, Have: req.Version, Current: t}
 	}
-	ref = n.readFrom(t, req.Root, req.Key, ref)
-	ref.acquire()
+	from := n.readFrom(t, req.Root, req.Key, ref)
+	span := leafSpan(t, req.Root, req.Key)
+	if from != ref { // the owner in the durable table: its span there
+		span = leafSpan(n.durable.Load(), req.Root, req.Key)
+	}
+	from.acquire()
 	n.mu.RUnlock()
-	defer ref.release()
-	d, found, err := ref.s.GetAny(t.Keyspace(req.Root), req.Key, req.ID)
+	defer from.release()
+	d, found, err := from.s.GetID(t.Keyspace(req.Root), span, req.Key, req.ID, home(t, req.Root, req.ID, req.Routing))
 	return d, found, n.closedErr(err)
 }
 

@@ -10,7 +10,9 @@ import (
 
 // The placement checker: every document exactly once, on the shard the
 // table names for it. It is the one copy recovery, baseline, the
-// experiments, the tests and splitdemo use.
+// experiments, the tests and splitdemo use. A document is its _id and its
+// routing value: one _id indexed with two routing values that reach two
+// shards is two documents, as in OpenSearch.
 
 // Scan calls fn for every document of an index, naming the shard it was
 // found on (Node.Search without the version, for instance).
@@ -20,7 +22,8 @@ type Scan func(fn func(routing.ShardID, storage.Doc) error) error
 type PlacementKind uint8
 
 const (
-	// Duplicate: the id was found again after its first copy.
+	// Duplicate: the document (its _id and routing value) was found again
+	// after its first copy.
 	Duplicate PlacementKind = iota + 1
 	// Misplaced: the document is on a shard the table does not name for it.
 	Misplaced
@@ -74,8 +77,14 @@ const MaxPlacementViolations = 100
 type PlacementReport struct {
 	Table      routing.Version // the table checked against
 	Documents  int             // documents scanned, duplicates included
-	Duplicates int             // copies found after an id's first
+	Duplicates int             // copies found after a document's first
 	Misplaced  int             // documents on a shard (or under a key) the table does not name for them
+	// SharedIDs counts the documents found on a shard that holds another
+	// document of their _id (under another routing value). A write keeps
+	// one per _id in a shard; only a merge brings two together (one from
+	// each source, as OpenSearch's shrink does), so it is not a violation
+	// here: callers that made no such merge may require none.
+	SharedIDs int
 	// Violations are the first MaxPlacementViolations, in scan order.
 	Violations []PlacementViolation
 }
@@ -108,21 +117,36 @@ var ErrPlacement = errors.New("node: documents not placed as the table names")
 var ErrTableChanged = errors.New("node: table changed during the placement check")
 
 // CheckPlacement scans an index and checks every document against table t:
-// each id exactly once, on the shard t.Route names, under the keyspace and
-// routing key t computes for it (else a routed get misses it). onDoc, if not nil, is
+// each (id, routing value) exactly once, on the shard t.Route names, under
+// the keyspace and routing key t computes for it (else a routed get misses
+// it); and it counts documents sharing their _id with another on the same
+// shard (PlacementReport.SharedIDs). onDoc, if not nil, is
 // called for every document scanned (duplicates and misplaced ones too);
 // the Doc's slices are only valid during the call. The error is the scan's;
 // violations are in the report.
 func CheckPlacement(t *routing.Table, scan Scan, onDoc func(routing.ShardID, storage.Doc)) (PlacementReport, error) {
 	r := PlacementReport{Table: t.Version()}
-	seen := map[string]routing.ShardID{}
+	type doc struct{ id, routing string }
+	type idOn struct {
+		id    string
+		shard routing.ShardID
+	}
+	seen := map[doc]routing.ShardID{}
+	onShard := map[idOn]int{}
 	err := scan(func(shard routing.ShardID, d storage.Doc) error {
 		r.Documents++
-		if first, dup := seen[d.ID]; dup {
+		if first, dup := seen[doc{d.ID, d.Routing}]; dup {
 			r.Duplicates++
 			r.violate(PlacementViolation{Kind: Duplicate, ID: d.ID, Shard: shard, Other: first})
 		} else {
-			seen[d.ID] = shard
+			seen[doc{d.ID, d.Routing}] = shard
+			switch onShard[idOn{d.ID, shard}]++; onShard[idOn{d.ID, shard}] {
+			case 1:
+			case 2:
+				r.SharedIDs += 2
+			default:
+				r.SharedIDs++
+			}
 		}
 		p, want := t.Route(d.ID, d.Routing)
 		switch key, ks := t.KeyOf(p), t.Keyspace(p.Root); {

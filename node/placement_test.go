@@ -129,13 +129,15 @@ func TestCheckPlacementScanError(t *testing.T) {
 	}
 }
 
-// TestNodeCheckPlacement writes, with storage directly, a document twice
-// into its own shard (under two routing values that both route there) and a
-// document whose stored routing value names the other shard, and checks the
-// node's own scan reports both.
+// TestNodeCheckPlacement writes, with storage directly, a document into
+// its own shard and a copy of it into the other, a document whose stored
+// routing value names the other shard, and one _id under two routing values
+// that both route to one shard (storage keeps no `_id` index here, so they
+// are two documents), and checks the node's own scan reports the copy, the
+// misplaced documents and the shared _id.
 func TestNodeCheckPlacement(t *testing.T) {
 	tab := twoShards(t, 64)
-	n, _ := openNodeOn(t, storage.Options{}, tab)
+	n, _ := openNodeOn(t, storage.Options{IDIndex: storage.IDIndexOff}, tab)
 	defer n.Close()
 	r := node.NewRouter(n, tab, node.RouterConfig{})
 	for i := range 20 {
@@ -182,19 +184,29 @@ func TestNodeCheckPlacement(t *testing.T) {
 		}
 	}
 	put("moved", to1, to0)
+	// "copy" (no routing value) on its shard, and the same document
+	// stored again on the other shard.
+	copyShard := put("copy", "", "")
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("c%d", i); func() bool { _, s := tab.Route("copy", k); return s != copyShard }() {
+			put("copy", k, "")
+			break
+		}
+	}
 
 	rep, err := n.CheckPlacement(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := node.PlacementReport{Table: tab.Version(), Documents: 23, Duplicates: 1, Misplaced: 1, Violations: []node.PlacementViolation{
-		{Kind: node.Duplicate, ID: "dup", Shard: dupShard, Other: dupShard},
+	want := node.PlacementReport{Table: tab.Version(), Documents: 25, Duplicates: 1, Misplaced: 2, SharedIDs: 2, Violations: []node.PlacementViolation{
+		{Kind: node.Misplaced, ID: "copy", Shard: 1 - copyShard, Other: copyShard},
 		{Kind: node.Misplaced, ID: "moved", Shard: 1, Other: 0},
+		{Kind: node.Duplicate, ID: "copy", Shard: 1, Other: 0},
 	}}
-	if diff := cmp.Diff(want, rep, cmp.Transformer("sorted", func(vs []node.PlacementViolation) map[node.PlacementKind]node.PlacementViolation {
-		m := map[node.PlacementKind]node.PlacementViolation{}
+	if diff := cmp.Diff(want, rep, cmp.Transformer("sorted", func(vs []node.PlacementViolation) map[string]node.PlacementViolation {
+		m := map[string]node.PlacementViolation{}
 		for _, v := range vs {
-			m[v.Kind] = v
+			m[v.Kind.String()+" "+v.ID] = v
 		}
 		return m
 	})); diff != "" {

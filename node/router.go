@@ -118,7 +118,7 @@ func (r *Router) Get(id, routingValue string) (storage.Doc, bool, error) {
 	var retries int
 	err := r.retry(id, routingValue, func(t *routing.Table, p routing.Placement, shard routing.ShardID) error {
 		var err error
-		doc, found, err = r.backend.Get(GetRequest{Shard: shard, Version: t.Version(), Root: p.Root, Key: t.KeyOf(p), ID: id})
+		doc, found, err = r.backend.Get(GetRequest{Shard: shard, Version: t.Version(), Root: p.Root, Key: t.KeyOf(p), ID: id, Routing: routingValue})
 		return err
 	}, &retries)
 	return doc, found, err

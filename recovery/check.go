@@ -14,6 +14,7 @@ type CheckReport struct {
 	TableVersion routing.Version `json:"table_version"`
 	Shards       int             `json:"active_shards"`
 	Documents    int             `json:"documents"`
+	IDEntries    int             `json:"id_entries"` // the shards' `_id` entries (storage's `_id` index)
 	Violations   []string        `json:"violations"`
 }
 
@@ -30,7 +31,9 @@ func (r *CheckReport) violate(format string, args ...any) {
 // split or merge in progress; the journal has no unfinished split; every store holds
 // only keys of its span (INV-6); every document is on the shard the table
 // names, in exactly one live shard; every shard's sequence number is at
-// least that of every document on it (INV-11). docs, if not nil, receives every
+// least that of every document on it (INV-11); every shard's `_id` entries
+// are exactly its routed documents, and a store of its own holds no other
+// shard's (once any keep-all cleanup has ended). docs, if not nil, receives every
 // document found (for callers that check contents).
 func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage.Doc)) CheckReport {
 	t := n.Table()
@@ -61,6 +64,19 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 			continue
 		}
 		o, _ := t.Shard(id)
+		// Read before the index: a keep-all cleanup that ends after this
+		// read has dropped its foreign entries before it removes the
+		// marker, so a snapshot taken after it holds none.
+		pendingIDs, _ := s.ForeignPending()
+		ids, err := s.CheckIDIndex(o.Span)
+		switch {
+		case err != nil:
+			r.violate("shard %d: check its _id index: %v", id, err)
+		case !ids.OK():
+			r.violate("shard %d: its _id index does not match its routed documents: %d without an entry %v, %d entries without a document %v",
+				id, ids.MissingCount, ids.Missing, ids.OrphanCount, ids.Orphans)
+		}
+		r.IDEntries += ids.Entries
 		// A keep-all child holds foreign keys until its cleanup ends
 		// (storage/foreign.go); they are never read (every read is bounded
 		// by the table's span), but only the durable marker excuses them (INV-10).
@@ -80,6 +96,9 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 			r.violate("shard %d: count keys outside its span: %v", id, err)
 		case k != 0:
 			r.violate("shard %d holds %d keys outside its span %s of keyspace %d", id, k, o.Span, t.Keyspace(o.Root))
+		}
+		if ids.Outside != 0 && !pendingIDs {
+			r.violate("shard %d holds %d _id entries outside its span %s of keyspace %d", id, ids.Outside, o.Span, t.Keyspace(o.Root))
 		}
 	}
 	// INV-11: a shard numbers its next write above every document it holds

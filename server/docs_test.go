@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/service"
 )
 
@@ -164,44 +165,97 @@ func TestDeleteParams(t *testing.T) {
 	}
 }
 
-// TestOneDocumentPerIDPerShard: OpenSearch keeps one document per _id in a
-// shard (Lucene's uid term is the _id): an index of an _id that is already
-// in the shard replaces it, whatever routing value led there, and answers
-// "updated" with the next _version. On a one-shard index every routing
-// leads to shard 0, so PUT /logs/_doc/1 then PUT /logs/_doc/1?routing=x is
-// one document at _version 2, though storage keys a document by
-// [root][routing key][_id]: _count says 1 and GET /logs/_doc/1 returns the
-// new source.
-func TestOneDocumentPerIDPerShard(t *testing.T) {
-	t.Skip("finding: one shard holds two documents with one _id when two routing values reach it (not fixed: storage keys documents by [root][routing key][_id] and has no per-shard _id index; uniqueness by _id needs one that moves with a split's spans, a storage redesign)")
+// An _id indexed with two routing values that reach one shard is one
+// document there, as OpenSearch keeps it (the shard's engine looks a
+// document up by its _id alone; the routing value only chose the shard):
+// the second index answers "updated" with the next _version, _count says
+// one, and a get or delete with any routing value that reaches the shard
+// finds it; a delete's version continues when the _id comes back under
+// another routing value. After an in-place split a routing value that
+// reaches the document's child replaces it there, one that reaches the
+// other child makes a document of its own; a merge of the two children
+// keeps both (as OpenSearch's shrink does), and the next index of the _id
+// leaves one.
+func TestAnIDIndexedWithTwoRoutingValuesThatReachOneShardIsOneDocument(t *testing.T) {
 	ts := startServer(t, service.Config{})
 	if st := ts.do(t, "PUT", "/logs", `{"settings":{"number_of_shards":1}}`, nil); st != 200 {
 		t.Fatal(st)
 	}
-	var w struct {
+	type written struct {
 		Result  string `json:"result"`
 		Version int    `json:"_version"`
 	}
-	if st := ts.do(t, "PUT", "/logs/_doc/1", `{"v":1}`, &w); st != 201 {
-		t.Fatal(st)
+	write := func(method, path, body string, wantStatus int, want written) {
+		t.Helper()
+		var w written
+		if st := ts.do(t, method, path, body, &w); st != wantStatus || w != want {
+			t.Errorf("%s %s: HTTP %d %+v; want %d %+v", method, path, st, w, wantStatus, want)
+		}
 	}
-	st := ts.do(t, "PUT", "/logs/_doc/1?routing=x", `{"v":2}`, &w)
-	if st != 200 || w.Result != "updated" || w.Version != 2 {
-		t.Errorf("second index of _id 1 in the one shard (routing x): HTTP %d result %q _version %d; want 200 updated 2", st, w.Result, w.Version)
+	count := func(step string, want int) {
+		t.Helper()
+		var c struct {
+			Count int `json:"count"`
+		}
+		if ts.do(t, "GET", "/logs/_count", "", &c); c.Count != want {
+			t.Errorf("%s: _count %d, want %d", step, c.Count, want)
+		}
 	}
-	var c struct {
-		Count int `json:"count"`
+	get := func(path string, wantFound bool, wantRouting string, wantV int) {
+		t.Helper()
+		var g struct {
+			Found   bool           `json:"found"`
+			Routing string         `json:"_routing"`
+			Source  map[string]int `json:"_source"`
+		}
+		ts.do(t, "GET", path, "", &g)
+		if g.Found != wantFound || wantFound && (g.Routing != wantRouting || g.Source["v"] != wantV) {
+			t.Errorf("GET %s: found %v _routing %q _source %v; want found %v _routing %q v %d", path, g.Found, g.Routing, g.Source, wantFound, wantRouting, wantV)
+		}
 	}
-	if ts.do(t, "GET", "/logs/_count", "", &c); c.Count != 1 {
-		t.Errorf("_count: %d documents with _id 1 in one shard, want 1", c.Count)
+	write("PUT", "/logs/_doc/1", `{"v":1}`, 201, written{"created", 1})
+	write("PUT", "/logs/_doc/1?routing=x", `{"v":2}`, 200, written{"updated", 2})
+	count("two routing values", 1)
+	get("/logs/_doc/1", true, "x", 2)
+	get("/logs/_doc/1?routing=y", true, "x", 2)
+	write("DELETE", "/logs/_doc/1?routing=y", "", 200, written{"deleted", 3})
+	get("/logs/_doc/1?routing=x", false, "", 0)
+	write("PUT", "/logs/_doc/1?routing=z", `{"v":4}`, 201, written{"created", 4})
+	count("indexed again", 1)
+
+	// The split's children own the two halves of the 1024 partitions.
+	settings := routing.Settings{Shards: 1, RoutingShards: 1024, PartitionSize: 1}
+	half := func(r string) uint32 { return settings.Place("1", r).Partition / 512 }
+	var same, other string
+	for i := 0; same == "" || other == ""; i++ {
+		r := fmt.Sprintf("r%d", i)
+		switch {
+		case half(r) != half("z"):
+			other = r
+		case settings.Place("1", r).Partition != settings.Place("1", "z").Partition:
+			same = r
+		}
 	}
-	var g struct {
-		Found  bool           `json:"found"`
-		Source map[string]int `json:"_source"`
+	if st := ts.do(t, "POST", "/logs/_shards/0/_split?wait_for_completion=true", `{"number_of_splits":2}`, nil); st != 200 {
+		t.Fatalf("split: HTTP %d", st)
 	}
-	if ts.do(t, "GET", "/logs/_doc/1", "", &g); !g.Found || g.Source["v"] != 2 {
-		t.Errorf("GET /logs/_doc/1: found %v source %v; want the acknowledged last write {\"v\":2}", g.Found, g.Source)
+	write("PUT", "/logs/_doc/1?routing="+same, `{"v":5}`, 200, written{"updated", 5})
+	count("split, the same child", 1)
+	write("PUT", "/logs/_doc/1?routing="+other, `{"v":6}`, 201, written{"created", 1})
+	count("split, the other child", 2)
+	get("/logs/_doc/1?routing=z", true, same, 5)
+	get("/logs/_doc/1?routing="+other, true, other, 6)
+
+	if st := ts.do(t, "POST", "/logs/_shards/_merge?wait_for_completion=true", `{"shards":[1,2]}`, nil); st != 200 {
+		t.Fatalf("merge: HTTP %d", st)
 	}
+	count("merged: both documents kept", 2)
+	var w written
+	if st := ts.do(t, "PUT", "/logs/_doc/1?routing=z", `{"v":7}`, &w); st != 200 || w.Result != "updated" {
+		t.Errorf("index after the merge: HTTP %d %+v, want 200 updated", st, w)
+	}
+	count("merged, indexed again", 1)
+	get("/logs/_doc/1?routing="+other, true, "z", 7)
 }
 
 // TestReadYourWritesDuringSplits: each worker owns a few ids

@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"net/http"
 	"strings"
@@ -87,8 +88,9 @@ const gcDeletes = 60 * time.Second
 // OpenSearch's engine keeps a deleted document's version in its live
 // version map (in memory: a restart forgets them there too), so a
 // document indexed again soon after its delete continues its _version
-// instead of restarting at 1. Keyed by _id and routing; writes to one key
-// are serialised by the index's id lock.
+// instead of restarting at 1. Keyed by _id and shard, as the version map
+// is per shard (a shard keeps one document per _id, whatever routing value
+// led there); writes to one _id are serialised by the index's id lock.
 type tombstones struct {
 	mu sync.Mutex
 	m  map[string]tombstone
@@ -99,14 +101,14 @@ type tombstone struct {
 	at      time.Time
 }
 
-func tombstoneKey(id, routingValue string) string { return id + "\x00" + routingValue }
+func tombstoneKey(id string, shard routing.ShardID) string { return fmt.Sprintf("%s\x00%d", id, shard) }
 
 // version returns the remembered version of a deleted document, if its
 // delete is recent.
-func (ts *tombstones) version(id, routingValue string) (int64, bool) {
+func (ts *tombstones) version(id string, shard routing.ShardID) (int64, bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	t, ok := ts.m[tombstoneKey(id, routingValue)]
+	t, ok := ts.m[tombstoneKey(id, shard)]
 	if !ok || time.Since(t.at) >= gcDeletes {
 		return 0, false
 	}
@@ -115,10 +117,10 @@ func (ts *tombstones) version(id, routingValue string) (int64, bool) {
 
 // put remembers a delete (v > 0) or forgets one (v == 0, the document was
 // written again), dropping expired tombstones as the map grows.
-func (ts *tombstones) put(id, routingValue string, v int64) {
+func (ts *tombstones) put(id string, shard routing.ShardID, v int64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	k := tombstoneKey(id, routingValue)
+	k := tombstoneKey(id, shard)
 	if v == 0 {
 		delete(ts.m, k)
 		return
@@ -183,14 +185,14 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 		}
 		version = pv + 1
 		res.Result, res.Status = "updated", http.StatusOK
-	} else if dv, ok := ix.deletes.version(id, routingValue); ok {
+	} else if dv, ok := ix.deletes.version(id, ix.shardOf(id, routingValue)); ok {
 		version = dv + 1 // created again: the version continues
 	}
 	r, err := ix.router.Index(id, routingValue, encodeSource(version, source))
 	if err != nil {
 		return WriteResult{}, err
 	}
-	ix.deletes.put(id, routingValue, 0)
+	ix.deletes.put(id, r.Shard, 0)
 	res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
 	return res, nil
 }
@@ -229,8 +231,8 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 	// A delete of a missing document answers version 1, as before
 	// (TestDocumentsREST; OpenSearch would continue a recent delete's
 	// version), and leaves a recent delete's tombstone as it is.
-	if _, recent := ix.deletes.version(id, routingValue); found || !recent {
-		ix.deletes.put(id, routingValue, res.Version)
+	if _, recent := ix.deletes.version(id, r.Shard); found || !recent {
+		ix.deletes.put(id, r.Shard, res.Version)
 	}
 	res.SeqNo, res.Shard = r.Seq, r.Shard
 	return res, nil
@@ -302,6 +304,12 @@ func (s *Service) GetDoc(target, id, routingValue string) (Doc, bool, error) {
 		return Doc{Index: ix.name, ID: id}, false, err
 	}
 	return toDoc(ix.name, d, ix.node.Table()), true, nil
+}
+
+// shardOf is the shard the index's table routes id to now.
+func (ix *Index) shardOf(id, routingValue string) routing.ShardID {
+	_, shard := ix.node.Table().Route(id, routingValue)
+	return shard
 }
 
 func toDoc(index string, d storage.Doc, t *routing.Table) Doc {

@@ -37,10 +37,14 @@ type ChildStats struct {
 	Seq        uint64        // the parent's sequence number the child starts from (S)
 	Linked     int64         // bytes hard-linked from the parent
 	Copied     int64         // bytes copied (MANIFEST, OPTIONS, WAL)
+	// IDs is the time the child took to drop the `_id` entries of the
+	// documents it does not own (idindex.go), IDIndex what it did.
+	IDs     time.Duration
+	IDIndex IDIndexStats
 }
 
 // Total is the whole creation time.
-func (c ChildStats) Total() time.Duration { return c.Flush + c.Checkpoint + c.Open + c.Excise }
+func (c ChildStats) Total() time.Duration { return c.Flush + c.Checkpoint + c.Open + c.Excise + c.IDs }
 
 // flushBeforeCheckpoint is the unflushed WAL above which a child that copies
 // the WAL (CreateChild, Options.CopyChildWAL) flushes the parent before its
@@ -307,8 +311,11 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	if how.omitWAL {
 		endOmit = parent.st.cfs.omitWAL(dir)
 	}
+	// The `_id` index is ordered by _id, not by span: the child links all
+	// of it and keeps its own entries (trimIDIndex; a keep-all child's
+	// cleanup drops the others).
 	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
-		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
+		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: allIDs[0], End: allIDs[1]}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
 	endOmit()
 	parent.st.exit()
 	if err == nil {
@@ -335,6 +342,11 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 			seq, err = trimChildStore(st, parent.id, child, lo, hi)
 		}
 		stats.Excise, stats.Seq = e.opts.Clock.Since(start), seq
+		if err == nil && build != ChildKeepAll {
+			start := e.opts.Clock.Now()
+			stats.IDIndex, err = e.trimIDIndex(st, parent.keyspace, span, e.opts.IDIndex)
+			stats.IDs = e.opts.Clock.Since(start)
+		}
 		if err == nil && how.omitWAL && seq < logged {
 			// The flushed tables end before the log begins: the writes
 			// between are in neither (a flush made before the hold).

@@ -30,6 +30,13 @@
 // DurabilityAsync after the memtable insert, with an fsync on an interval.
 // A shard refuses any key outside the spans it owns (*OutOfSpanError).
 //
+// A shard keeps one document per _id, as OpenSearch does, whatever routing
+// value led there: routed documents have an entry in an `_id` index kept in
+// the document's batch, and a write deletes the shard's other documents of
+// its _id (idindex.go). A split's per-shard child drops its parent's other
+// entries (Options.IDIndex); a merge keeps a document of an _id from each
+// source, as OpenSearch's shrink does.
+//
 // While a split holds a shard's log (HoldLog), every write also appends an
 // operation-log record in the same batch; when the last hold is released the
 // log is trimmed.

@@ -75,6 +75,10 @@ type Options struct {
 	// Checkpoint does, instead of flushing the parent after its log hold
 	// and leaving the WAL out (CreateChildren). For comparison.
 	CopyChildWAL bool
+	// IDIndex says how a split's per-shard child drops the `_id` entries
+	// of the documents it does not own (idindex.go); IDIndexOff keeps no
+	// `_id` index at all, for comparison.
+	IDIndex IDIndexBuild
 }
 
 // Engine holds a node's shard stores. Its methods are safe for concurrent
@@ -253,7 +257,8 @@ func (e *Engine) OpenShard(id, keyspace routing.ShardID, spans []routing.Span) (
 	if err != nil {
 		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
 	}
-	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: sortedSpans(spans)}
+	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: sortedSpans(spans),
+		ids: e.opts.IDIndex != IDIndexOff}
 	s.seq.Store(seq)
 	s.load.rng = (uint64(id)+1)*0x9e3779b97f4a7c15 | 1 // deterministic, never 0
 	s.load.seed = uint64(id) << 32

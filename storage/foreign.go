@@ -215,7 +215,10 @@ type ForeignCleanup struct {
 	Shard   routing.ShardID
 	Started time.Time // on the engine's clock
 	Deleted int       // point deletes written
-	Batches int
+	// DeletedIDs are the `_id` entries deleted: the index is ordered by
+	// _id, so the child scans all of it (idindex.go).
+	DeletedIDs int
+	Batches    int
 	// Deletes is the time the delete pass took, Compact the compaction of
 	// the foreign ranges after it.
 	Deletes, Compact time.Duration
@@ -394,8 +397,24 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 			}
 		}
 	}
+	pause := func() {
+		if o.Pause > 0 {
+			select {
+			case <-ctx.Done():
+			case <-clk.After(o.Pause):
+			}
+		}
+	}
+	n, idErr := dropForeignIDEntries(ctx, s, keyspace, []routing.Span{span}, o.Batch, pause)
+	r.DeletedIDs = n
+	if idErr != nil {
+		return finish(idErr)
+	}
 	r.Deletes = clk.Since(r.Started)
 	compactStart := clk.Now()
+	if n > 0 {
+		ranges = append(ranges, allIDs)
+	}
 	for _, rg := range ranges {
 		if err := compactRange(ctx, s, rg[0], rg[1], false); err != nil {
 			return finish(err)
@@ -464,6 +483,9 @@ func deleteWhere(r reader, b *pebble.Batch, from, to []byte, limit int, keep fun
 			}
 			if keep(d) {
 				continue
+			}
+			if d.Routing != "" {
+				_ = b.Delete(idKey(nil, d.Root, d.ID, d.Key), nil)
 			}
 		}
 		_ = b.Delete(bytes.Clone(it.Key()), nil)

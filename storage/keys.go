@@ -14,6 +14,7 @@ import (
 //
 //	tagMeta 0x01 | kind byte | shard u32           per-shard metadata (last sequence number)
 //	tagDoc  0x10 | keyspace u32 | routing key u32 | _id   a document
+//	tagID   0x18 | keyspace u32 | len u16 | _id | routing key u32   the `_id` entry of a routed document (idindex.go)
 //	tagLog  0x20 | shard u32 | seq u64             an operation-log entry
 //
 // All integers are big-endian, so byte order is numeric order and a leaf of
@@ -166,6 +167,9 @@ type Op struct {
 	ID      string
 	Routing string
 	Source  []byte
+	// Home is where a document of the _id indexed without routing lives
+	// (a routed op names it; idindex.go).
+	Home Home
 }
 
 // LogEntry is an operation-log record: an operation with the sequence
@@ -173,11 +177,26 @@ type Op struct {
 type LogEntry struct {
 	Seq uint64
 	Op  Op
+	// Removed are the routing keys of the other documents of the op's _id
+	// that it deleted (idindex.go), in the op's keyspace.
+	Removed []routing.Key
 }
 
-// logValue encodes an operation: kind | uvarint len(docKey) | docKey | docValue.
-func logValue(buf []byte, op Op, seq uint64, dk []byte) []byte {
+// logRemoved flags a log value's kind byte: a count and the removed
+// routing keys follow it.
+const logRemoved byte = 0x80
+
+// logValue encodes an operation: kind | [uvarint n | n × routing key u32,
+// when kind has logRemoved] | uvarint len(docKey) | docKey | docValue.
+func logValue(buf []byte, op Op, seq uint64, dk []byte, removed []routing.Key) []byte {
 	buf = append(buf[:0], byte(op.Kind))
+	if len(removed) > 0 {
+		buf[0] |= logRemoved
+		buf = binary.AppendUvarint(buf, uint64(len(removed)))
+		for _, k := range removed {
+			buf = binary.BigEndian.AppendUint32(buf, uint32(k))
+		}
+	}
 	buf = binary.AppendUvarint(buf, uint64(len(dk)))
 	buf = append(buf, dk...)
 	if op.Kind == OpIndex {
@@ -191,7 +210,18 @@ func decodeLogEntry(k, v []byte) (LogEntry, error) {
 		return LogEntry{}, fmt.Errorf("storage: corrupt log entry %x", k)
 	}
 	e := LogEntry{Seq: binary.BigEndian.Uint64(k[5:])}
-	e.Op.Kind = OpKind(v[0])
+	e.Op.Kind = OpKind(v[0] &^ logRemoved)
+	if v[0]&logRemoved != 0 {
+		n, w := binary.Uvarint(v[1:])
+		if w <= 0 || n == 0 || uint64(len(v)-1-w)/4 < n {
+			return LogEntry{}, fmt.Errorf("storage: corrupt log entry %x", k)
+		}
+		e.Removed = make([]routing.Key, n)
+		for i := range e.Removed {
+			e.Removed[i] = routing.Key(binary.BigEndian.Uint32(v[1+w+4*i:]))
+		}
+		v = v[w+4*int(n):] // the kind byte stays at v[0]
+	}
 	n, w := binary.Uvarint(v[1:])
 	if w <= 0 || uint64(len(v)-1-w) < n {
 		return LogEntry{}, fmt.Errorf("storage: corrupt log entry %x", k)

@@ -27,6 +27,9 @@ type MergeStats struct {
 	Docs    int             // documents copied from the other sources
 	Tables  int             // sstables built of the other sources and ingested
 	Took    time.Duration
+	// IDIndex is what the checkpoint of the largest source did to the
+	// `_id` index it linked (its tables are not among Tables).
+	IDIndex IDIndexStats
 }
 
 // CreateMergeTarget makes shard target, owning span (the union of the
@@ -99,7 +102,7 @@ func (e *Engine) CreateMergeTarget(sources []*Shard, target routing.ShardID, spa
 	if err != nil {
 		return nil, stats, fmt.Errorf("storage: create merge target %d: %w", target, err)
 	}
-	stats.Linked, stats.Copied = cs.Linked, cs.Copied
+	stats.Linked, stats.Copied, stats.IDIndex = cs.Linked, cs.Copied+cs.IDIndex.Written, cs.IDIndex
 	stats.Seqs = make([]uint64, len(sources))
 	stats.Seqs[largest] = cs.Seq
 	dir := e.ShardDir(target)
@@ -244,16 +247,24 @@ func (e *Engine) ingestSources(sources []*Shard, skip int, t *Shard, dir string,
 		b.limit = e.mergeCut
 	}
 	defer b.abort()
+	// The sources' `_id` entries interleave (they are ordered by _id) with
+	// one another's and the checkpoint's, and Pebble ingests no tables
+	// that overlap: they go in as writes, made durable with the target.
+	ib := newEntryWriter(t.st)
+	defer ib.close()
 	for i, s := range sources {
 		if i == skip {
 			continue
 		}
-		seq, n, err := buildSource(s, b)
+		seq, n, err := buildSource(s, b, ib.add)
 		if err == nil {
 			// A source's last table ends with it: the sources come in the
 			// caller's order, not necessarily in key order, and a table's
 			// keys must ascend.
 			err = b.finish()
+		}
+		if err == nil {
+			err = ib.flush()
 		}
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("copy source %d: %w", s.id, err)
@@ -289,11 +300,12 @@ func (e *Engine) ingestSources(sources []*Shard, skip int, t *Shard, dir string,
 // buildSource adds every document of src's owned spans to b from one
 // snapshot, and returns the sequence number of src that snapshot reflects
 // and the documents added. Documents keep their values (and so the
-// sequence numbers of the writes that stored them).
+// sequence numbers of the writes that stored them). The `_id` entries of
+// those documents, from the same snapshot, go to entry.
 //
 // The snapshot is registered with src's store like a scan's: a close waits
 // for it and stops the copy at its next document (ErrShardClosed).
-func buildSource(src *Shard, b *tableBuilder) (seq uint64, docs int, err error) {
+func buildSource(src *Shard, b *tableBuilder, entry func([]byte) error) (seq uint64, docs int, err error) {
 	if src.closed.Load() || !src.st.beginScan() {
 		return 0, 0, ErrShardClosed
 	}
@@ -336,8 +348,63 @@ func buildSource(src *Shard, b *tableBuilder) (seq uint64, docs int, err error) 
 			return 0, 0, err
 		}
 	}
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: allIDs[0], UpperBound: allIDs[1]})
+	if err != nil {
+		return 0, 0, err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		ks, _, key, err := decodeIDKey(it.Key())
+		if err == nil && ks == src.keyspace && inSpans(spans, key) {
+			err = entry(it.Key())
+		}
+		if err != nil {
+			_ = it.Close()
+			return 0, 0, err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, 0, err
+	}
 	return seq, docs, nil
 }
+
+// entryWriter writes `_id` entries into a store that serves no one yet, a
+// batch at a time, unsynced (its caller syncs the store).
+type entryWriter struct {
+	st *store
+	b  *pebble.Batch
+	n  int
+}
+
+func newEntryWriter(st *store) *entryWriter { return &entryWriter{st: st, b: st.db.NewBatch()} }
+
+func (w *entryWriter) add(k []byte) error {
+	_ = w.b.Set(k, nil, nil)
+	if w.n++; w.n == 1000 {
+		return w.flush()
+	}
+	return nil
+}
+
+func (w *entryWriter) flush() error {
+	if w.n == 0 {
+		return nil
+	}
+	if !w.st.enter() {
+		return ErrShardClosed
+	}
+	w.st.idEntries.Store(true)
+	err := w.st.db.Apply(w.b, pebble.NoSync)
+	w.st.exit()
+	if err != nil {
+		return fmt.Errorf("storage: write %d _id entries into %s: %w", w.n, w.st.dir, err)
+	}
+	_ = w.b.Close()
+	w.b, w.n = w.st.db.NewBatch(), 0
+	return nil
+}
+
+func (w *entryWriter) close() { _ = w.b.Close() }
 
 func (e *Engine) createSharedMergeTarget(sources []*Shard, target routing.ShardID, span routing.Span) (*Shard, MergeStats, error) {
 	stats := MergeStats{Largest: sources[0].id, Seqs: make([]uint64, len(sources))}

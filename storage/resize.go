@@ -31,7 +31,8 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 		lo, hi := SpanBounds(keyspace, sp)
 		restrict = append(restrict, pebble.CheckpointSpan{Start: lo, End: hi})
 	}
-	restrict = append(restrict, pebble.CheckpointSpan{Start: metaKey(metaSeq, src.id), End: metaKey(metaSeq, src.id+1)})
+	restrict = append(restrict, pebble.CheckpointSpan{Start: allIDs[0], End: allIDs[1]}, // ordered by _id: all of it (idindex.go)
+		pebble.CheckpointSpan{Start: metaKey(metaSeq, src.id), End: metaKey(metaSeq, src.id+1)})
 	if _, err := dst.opts.FS.Stat(dir); err == nil {
 		return nil, stats, fmt.Errorf("storage: link shard %d: %s already exists", id, dir)
 	}
@@ -105,9 +106,10 @@ type CleanupStats struct {
 
 // DeleteForeign is the faithful cost of OpenSearch's split cleanup: it
 // scans every document in the store, deletes each one keep rejects with a
-// point delete (as Lucene marks deleted documents), and then compacts the
-// whole document range (as merges reclaim the deleted documents). keep
-// runs inside the store's gate (store.enter): it must not use the shard.
+// point delete (as Lucene marks deleted documents), and its `_id` entry if
+// it has one, and then compacts the whole document range (as merges
+// reclaim the deleted documents). keep runs inside the store's gate
+// (store.enter): it must not use the shard.
 func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	var stats CleanupStats
 	start, before := s.clock.Now(), s.st.bytesWritten()
@@ -133,7 +135,7 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	if err := s.st.sync(); err != nil {
 		return stats, err
 	}
-	if err := compactRange(context.Background(), s, allDocs[0], allDocs[1], true); err != nil {
+	if err := compactRange(context.Background(), s, allDocs[0], allIDs[1], true); err != nil {
 		return stats, fmt.Errorf("storage: shard %d: compact after deletes: %w", s.id, err)
 	}
 	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
@@ -142,21 +144,31 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 
 // TrimToOwned removes every document outside the shard's owned spans in
 // O(metadata) with Excise: what key-ordered storage allows instead of
-// per-document deletes.
+// per-document deletes. The `_id` index is ordered by _id: its foreign
+// entries are deleted one by one (counted in Deleted).
 func (s *Shard) TrimToOwned() (CleanupStats, error) {
 	var stats CleanupStats
 	start, before := s.clock.Now(), s.st.bytesWritten()
-	for _, r := range foreignRanges(s.keyspace, s.Owned()) {
+	owned := s.Owned()
+	for _, r := range foreignRanges(s.keyspace, owned) {
 		if err := s.st.excise(r[0], r[1]); err != nil {
 			return stats, err
 		}
+	}
+	n, err := dropForeignIDEntries(context.Background(), s, s.keyspace, owned, 1000, nil)
+	stats.Deleted += n
+	if err != nil {
+		return stats, err
 	}
 	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
 	return stats, nil
 }
 
 // CopyFrom copies every document src owns into s, in batches (a shrink's
-// second and later sources: Pebble cannot merge stores by linking files).
+// second and later sources: Pebble cannot merge stores by linking files),
+// under their keys as they are: a document of an _id that s holds under
+// another key does not replace it (OpenSearch's shrink copies every
+// document of every source too).
 func (s *Shard) CopyFrom(src *Shard) (int, error) {
 	var ops []Op
 	n := 0
@@ -164,7 +176,7 @@ func (s *Shard) CopyFrom(src *Shard) (int, error) {
 		if len(ops) == 0 {
 			return nil
 		}
-		_, err := s.Write(ops, nil)
+		_, err := s.write(ops, nil, false) // every copy kept, as Lucene's addIndexes keeps them
 		n += len(ops)
 		ops = ops[:0]
 		return err

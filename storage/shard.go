@@ -59,6 +59,7 @@ type Shard struct {
 	st         *store
 	durability Durability
 	clock      clock.Clock
+	ids        bool // keeps the `_id` index (Options.IDIndex is not IDIndexOff)
 
 	mu      sync.Mutex    // the apply lock: commits happen under it, in sequence order
 	seq     atomic.Uint64 // last sequence number applied; written under mu
@@ -138,9 +139,19 @@ func (s *Shard) outOfSpan(keyspace routing.ShardID, k routing.Key) error {
 // its error aborts the write with nothing applied. A key outside the owned
 // spans fails the whole write with *OutOfSpanError.
 //
+// An op acts on the shard's document of its _id, whatever routing value
+// stored it (idindex.go): an index replaces it, moving it under the op's
+// key, and a delete deletes it.
+//
 // With DurabilityRequest Write returns after the WAL fsync; concurrent
 // writers share fsyncs, because the fsync wait happens outside the lock.
 func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
+	return s.write(ops, guard, true)
+}
+
+// write is Write; without resolve each op is stored under its key as it
+// is (applyLocked).
+func (s *Shard) write(ops []Op, guard func() error, resolve bool) (uint64, error) {
 	// Enter the store only once the apply lock is ours: a write waiting
 	// on a fence must not hold up the store's close.
 	s.mu.Lock()
@@ -150,8 +161,13 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 	}
 	defer s.st.exit()
 	b := s.st.db.NewBatch()
+	if len(ops) > 1 && s.ids && resolve {
+		// An op must see the ones before it in the batch: two ops of one
+		// _id under two keys leave one document.
+		b = s.st.db.NewIndexedBatch()
+	}
 	defer b.Close()
-	last, err := s.applyLocked(b, ops, guard)
+	last, err := s.applyLocked(b, ops, guard, resolve)
 	s.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -167,8 +183,10 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 
 // applyLocked builds and commits the batch. The commit happens under the
 // apply lock so that Pebble's commit order (and so any checkpoint's prefix)
-// equals sequence-number order.
-func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error) (uint64, error) {
+// equals sequence-number order. With resolve, each op acts on the shard's
+// document of its _id (indexOpLocked); without, it is stored under its key
+// as it is (CopyFrom's copies), its `_id` entry with it.
+func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error, resolve bool) (uint64, error) {
 	if s.closed.Load() {
 		return 0, ErrShardClosed
 	}
@@ -183,9 +201,24 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error) (uint
 		}
 	}
 	seq := s.seq.Load()
-	var dk, val, lk, lv []byte
+	var dk, val, lk, lv, ik []byte
+	var r pebble.Reader = s.st.db
+	if b.Indexed() {
+		r = b
+	}
 	for _, op := range ops {
 		seq++
+		var removed []routing.Key
+		switch {
+		case !s.ids:
+		case resolve:
+			var err error
+			if removed, ik, err = s.indexOpLocked(b, r, op, ik); err != nil {
+				return 0, err
+			}
+		default:
+			ik = s.putEntryLocked(b, op.Root, op.ID, op.Key, op.Kind == OpIndex && op.Routing != "", ik)
+		}
 		dk = DocKey(dk, op.Root, op.Key, op.ID)
 		switch op.Kind {
 		case OpIndex:
@@ -198,7 +231,7 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error) (uint
 		}
 		if s.logHold > 0 {
 			lk = logKey(lk, s.id, seq)
-			lv = logValue(lv, op, seq, dk)
+			lv = logValue(lv, op, seq, dk, removed)
 			_ = b.Set(lk, lv, nil)
 		}
 	}
@@ -402,7 +435,8 @@ func (s *Shard) trimLogLocked() error {
 }
 
 // LogSince calls fn for every logged operation with a sequence number in
-// (after, upTo], in order, for the spans given (nil = all). upTo must not
+// (after, upTo], in order, for the spans given (nil = all): those whose key
+// or one of whose removed keys (LogEntry.Removed) is in them. upTo must not
 // exceed Seq(): every write up to Seq() is visible.
 func (s *Shard) LogSince(after, upTo uint64, spans []routing.Span, fn func(LogEntry) error) error {
 	if after >= upTo {
@@ -432,7 +466,7 @@ func (s *Shard) LogSince(after, upTo uint64, spans []routing.Span, fn func(LogEn
 		if err != nil {
 			return err
 		}
-		if spans != nil && !inSpans(spans, e.Op.Key) {
+		if spans != nil && !inSpans(spans, e.Op.Key) && !slices.ContainsFunc(e.Removed, func(k routing.Key) bool { return inSpans(spans, k) }) {
 			continue
 		}
 		if err := fn(e); err != nil {
@@ -455,7 +489,10 @@ func inSpans(spans []routing.Span, k routing.Key) bool {
 // sequence numbers, and raises the shard's sequence number to the last one.
 // Replaying an entry twice is harmless: entries are applied in ascending
 // order (an assertion: entries out of order are refused) and each sets the document to the state it had at that sequence
-// number.
+// number. Of an entry, the shard applies what falls in its spans: the
+// op's own key, and the deletes of the other documents of its _id
+// (LogEntry.Removed), which may have moved to another child; an entry of
+// which nothing is in its spans is refused (*OutOfSpanError).
 func (s *Shard) ApplyLog(entries []LogEntry) error {
 	if len(entries) == 0 {
 		return nil
@@ -470,7 +507,7 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 		return ErrShardClosed
 	}
 	defer s.st.exit()
-	var dk, val []byte
+	var dk, val, ik []byte
 	last := s.seq.Load()
 	for i, e := range entries {
 		// A log holds one entry per sequence number, read in key order:
@@ -478,15 +515,31 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 		if i > 0 && e.Seq <= entries[i-1].Seq {
 			return invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
 		}
-		if err := s.outOfSpan(e.Op.Root, e.Op.Key); err != nil {
+		err := s.outOfSpan(e.Op.Root, e.Op.Key)
+		mine := err == nil
+		for _, k := range e.Removed {
+			if ok, _ := s.owns(e.Op.Root, k); ok {
+				mine = true
+				_ = b.Delete(DocKey(nil, e.Op.Root, k, e.Op.ID), nil)
+				if s.ids && s.st.idEntries.Load() {
+					_ = b.Delete(idKey(nil, e.Op.Root, e.Op.ID, k), nil)
+				}
+			}
+		}
+		if !mine {
 			return err
 		}
-		dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
-		if e.Op.Kind == OpIndex {
-			val = docValue(val, e.Seq, e.Op.Routing, e.Op.Source)
-			_ = b.Set(dk, val, nil)
-		} else {
-			_ = b.Delete(dk, nil)
+		if err == nil {
+			dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
+			if e.Op.Kind == OpIndex {
+				val = docValue(val, e.Seq, e.Op.Routing, e.Op.Source)
+				_ = b.Set(dk, val, nil)
+			} else {
+				_ = b.Delete(dk, nil)
+			}
+			if s.ids {
+				ik = s.putEntryLocked(b, e.Op.Root, e.Op.ID, e.Op.Key, e.Op.Kind == OpIndex && e.Op.Routing != "", ik)
+			}
 		}
 		last = max(last, e.Seq)
 	}

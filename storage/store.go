@@ -64,6 +64,11 @@ type store struct {
 	memStopWrites uint64
 	flushes       *flushEvents // its flushes and WAL deletions (AwaitOwnFlush)
 
+	// idEntries: the store may hold an `_id` entry (idindex.go). False
+	// only while it holds none: read at open, set before a batch that
+	// writes one commits.
+	idEntries atomic.Bool
+
 	stopSync chan struct{} // closes the async syncer
 	syncDone sync.WaitGroup
 
@@ -278,6 +283,16 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	sched.opened()
 	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger, l0StopWrites: popts.L0StopWritesThreshold, flushes: &flushes,
 		memStopWrites: uint64(popts.MemTableStopWritesThreshold) * popts.MemTableSize, closed: make(chan struct{})}
+	// A held store is a new child's checkpoint, whose index its trim reads
+	// (trimIDIndex): until then it may hold its parent's entries.
+	has := held
+	if !held {
+		if has, err = hasIDEntries(db); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("storage: open store %s: look for _id entries: %w", dir, err)
+		}
+	}
+	s.idEntries.Store(has)
 	if o.durability == DurabilityAsync {
 		s.startSyncer(o.syncInterval, o.clock)
 	}

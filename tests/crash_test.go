@@ -73,6 +73,9 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if res.Routed == 0 || res.Moved == 0 {
+		t.Errorf("%d routed writes, %d of them moving an id's document to another key of its shard: the _id index is not exercised", res.Routed, res.Moved)
+	}
 	for _, p := range res.Failures() {
 		t.Errorf("crash point %d (seed %d, %s, phase %s): %v", p.Index, seed, p.Op, p.Phase, p.Err)
 	}

@@ -11,6 +11,12 @@
 // acknowledged before the clone, or one attempted before the clone and not
 // hidden by it (model.Model's rule).
 //
+// Each id is written under several routing values (none among them), all
+// of which reach one shard in every table of the scenario: a shard keeps
+// one document per _id, so each id is one document throughout, and a
+// clone holding two documents of an id, or a shard whose `_id` entries are
+// not exactly its routed documents (recovery.Check), fails its point.
+//
 // tests/crash_test.go runs it as a test; splitdemo findings (question 9)
 // reports its counts and what recovery did.
 package crashpoint
@@ -58,6 +64,10 @@ type Result struct {
 	Points []Point
 	// WriterErrs are errors the concurrent writers saw (none expected).
 	WriterErrs []error
+	// Routed counts the writes made with a routing value, Moved those of
+	// them under a routing value other than the id's previous write's (each
+	// replaced the id's document under another key of its shard).
+	Routed, Moved int
 }
 
 // Failures returns the points whose clone failed a check.
@@ -144,14 +154,30 @@ func Run(mode routing.Mode, seed uint64) (Result, error) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
+	var routed, moved atomic.Int64
 	for w := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := node.NewRouter(n, tab, node.RouterConfig{MaxRetries: 16})
 			wr := rand.New(rand.NewPCG(seed, uint64(w)))
+			last := map[string]string{}
+			routes := map[string][]string{}
 			for i := 0; !stop.Load(); i++ {
 				id := fmt.Sprintf("w%d-%d", w, wr.IntN(30))
+				rs, ok := routes[id]
+				if !ok {
+					rs = sameShardRoutings(tab, id)
+					routes[id] = rs
+				}
+				rv := rs[wr.IntN(len(rs))]
+				if rv != "" {
+					routed.Add(1)
+				}
+				if prev, ok := last[id]; ok && prev != rv {
+					moved.Add(1)
+				}
+				last[id] = rv
 				source := fmt.Appendf(nil, "w%d-v%d", w, i)
 				if wr.IntN(5) == 0 {
 					source = nil // a delete
@@ -160,10 +186,10 @@ func Run(mode routing.Mode, seed uint64) (Result, error) {
 				var err error
 				if source == nil {
 					mw = m.Attempt(id, model.Absent)
-					_, err = r.Delete(id, "")
+					_, err = r.Delete(id, rv)
 				} else {
 					mw = m.Attempt(id, model.Doc(source))
-					_, err = r.Index(id, "", source)
+					_, err = r.Index(id, rv, source)
 				}
 				if err != nil {
 					m.Fail(mw)
@@ -207,7 +233,32 @@ func Run(mode routing.Mode, seed uint64) (Result, error) {
 	wgCheck.Wait()
 	_ = n.Close()
 	res.Points = points
+	res.Routed, res.Moved = int(routed.Load()), int(moved.Load())
 	return res, runErr
+}
+
+// sameShardRoutings returns the routing values an id is written under:
+// none, and two that route it, under keys of their own, into the quarter of
+// its root's span its _id alone routes to. The scenario's splits halve a
+// span and halve one half again, and its merge joins two quarters, so no
+// table of it puts two of them on different shards.
+func sameShardRoutings(tab *routing.Table, id string) []string {
+	quarter := func(r string) (routing.ShardID, uint64, routing.Key) {
+		p, _ := tab.Route(id, r)
+		sp, k := tab.RootSpan(p.Root), tab.KeyOf(p)
+		return p.Root, (uint64(k) - sp.Start) * 4 / (sp.End - sp.Start), k
+	}
+	root, q, home := quarter("")
+	out := []string{""}
+	keys := map[routing.Key]bool{home: true}
+	for i := 0; len(out) < 3; i++ {
+		rv := fmt.Sprintf("%s-r%d", id, i)
+		if r, rq, k := quarter(rv); r == root && rq == q && !keys[k] {
+			keys[k] = true
+			out = append(out, rv)
+		}
+	}
+	return out
 }
 
 // check recovers a clone and checks it: recovery.Check's invariants (a
@@ -227,9 +278,18 @@ func check(c clone, initial *routing.Table, m *model.Model) ([]string, error) {
 		recovered = append(recovered, Describe(d))
 	}
 	found := map[string]model.Value{}
-	rep := recovery.Check(n, j, func(_ routing.ShardID, d storage.Doc) { found[d.ID] = model.Doc(d.Source) })
+	var twice []string
+	rep := recovery.Check(n, j, func(_ routing.ShardID, d storage.Doc) {
+		if _, ok := found[d.ID]; ok {
+			twice = append(twice, d.ID)
+		}
+		found[d.ID] = model.Doc(d.Source)
+	})
 	if !rep.OK() {
 		return recovered, fmt.Errorf("invariants after recovery: %q", rep.Violations)
+	}
+	if len(twice) > 0 {
+		return recovered, fmt.Errorf("two documents of _ids %v, whose routing values all reach one shard", twice)
 	}
 	r, err := m.Check(c.at, found)
 	if err != nil {

@@ -10,3 +10,7 @@ func cpuNow() time.Duration {
 	}
 	return -1
 }
+
+// ProcessCPU is the CPU time this process has used so far, user and
+// system, and whether the platform reports it (findings' per-write costs).
+func ProcessCPU() (time.Duration, bool) { return processCPU() }

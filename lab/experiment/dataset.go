@@ -105,6 +105,17 @@ func BuildDataset(dir string, cfg DatasetConfig, logger *zap.Logger, progress fu
 	return &Dataset{Dir: dir, Config: cfg, Table: tab, Bytes: u.Unique, Built: time.Since(start), Settle: settled, Owed: owed}, nil
 }
 
+// Settle waits, as BuildDataset does, until the shards' stores have run no
+// compaction or flush for a second, and returns what their load left
+// owing (for datasets loaded another way).
+func Settle(shards []*storage.Shard) (storage.Backlog, error) {
+	stores := make([]backlogger, len(shards))
+	for i, s := range shards {
+		stores[i] = s
+	}
+	return settle(clock.Real{}, stores, settleIdle, settleLimit)
+}
+
 // How long a loaded dataset's stores must run no compaction to count as
 // settled, and the longest settle waits.
 const (

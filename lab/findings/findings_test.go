@@ -40,8 +40,8 @@ func TestQuestionsAreNumberedInOrder(t *testing.T) {
 		}
 		seen[q.Slug] = true
 	}
-	if n := len(Questions()); n != 11 {
-		t.Errorf("%d questions, want 11", n)
+	if n := len(Questions()); n != 12 {
+		t.Errorf("%d questions, want 12", n)
 	}
 }
 

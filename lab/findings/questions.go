@@ -15,5 +15,6 @@ func Questions() []Question {
 		crashQuestion,
 		mergeQuestion,
 		scaleQuestion,
+		idIndexQuestion,
 	}
 }

@@ -153,8 +153,14 @@ type finding struct{ msg string }
 
 func (f *finding) Error() string { return f.msg }
 
-// docID is a document the workload writes, with its fixed routing value.
-type docID struct{ id, routing string }
+// docID is a document the workload writes, with its fixed routing value;
+// paired, the id's document under its second routing value pair is
+// another (alt: this is that one; idindex_test.go).
+type docID struct {
+	id, routing string
+	alt, paired bool
+	pair        string
+}
 
 // client is a logical client: a router with its cached table.
 type client struct {
@@ -236,6 +242,9 @@ type world struct {
 	model    writeModel
 	hist     *history
 	ids      []docID
+	alts     []docID    // the ids' documents under their second routing values
+	idRng    *rand.Rand // draws of the _id workload (idindex_test.go)
+	idAt     routing.Version
 	readers  []*heldReader
 	parked   []*parkedWrite
 	valueSeq int
@@ -363,6 +372,7 @@ func (w *world) setup() {
 	for _, i := range w.rng.Perm(len(w.ids))[:4] {
 		w.hist.sample = append(w.hist.sample, w.ids[i].id)
 	}
+	w.drawPairs()
 	w.mem = crashfs.New()
 	w.openNode("open")
 	for i := range w.sw.clients {
@@ -489,7 +499,8 @@ type parkedWrite struct {
 	d     docID
 	value string
 	pw    *model.Write
-	call  int64 // porcupine call time
+	cross *crossWrite // its partner's delete, an unknown outcome
+	call  int64       // porcupine call time
 	done  chan struct{}
 	res   node.Result
 	err   error
@@ -501,7 +512,8 @@ func (w *world) parkWrite() {
 	d := w.ids[w.rng.IntN(len(w.ids))]
 	w.valueSeq++
 	p := &parkedWrite{c: c, d: d, value: fmt.Sprintf("v%d", w.valueSeq), done: make(chan struct{})}
-	p.pw = w.model.Begin(d.id, p.value)
+	p.pw = w.model.Begin(d.key(), p.value)
+	p.cross = w.crossBegin(d, true)
 	p.call = w.hist.now()
 	r := c.r
 	// Not a counted call (spawn): a write enters its store only through
@@ -525,6 +537,7 @@ func (w *world) joinParked() {
 		if !w.await(p.done) {
 			w.tracef(fmt.Sprintf("c%d join", p.c.idx), "%s=%q -> process died", p.d.id, p.value)
 			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+			w.crossEnd(p.cross, p.c.idx, p.call, false, false)
 			continue
 		}
 		w.endParked(p)
@@ -533,6 +546,7 @@ func (w *world) joinParked() {
 
 // endParked records how a parked write that returned ended.
 func (w *world) endParked(p *parkedWrite) {
+	w.crossEnd(p.cross, p.c.idx, p.call, true, false)
 	if p.err != nil {
 		w.model.Fail(p.pw)
 		w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
@@ -551,6 +565,7 @@ func (w *world) dropParked() {
 	for _, p := range w.parked {
 		select {
 		case <-p.done:
+			w.crossEnd(p.cross, p.c.idx, p.call, true, false)
 			if p.err == nil {
 				w.model.Ack(p.pw)
 			} else {
@@ -559,6 +574,7 @@ func (w *world) dropParked() {
 			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, p.err == nil)
 		default:
 			w.hist.writeFrom(p.call, p.c.idx, p.d.id, p.value, false)
+			w.crossEnd(p.cross, p.c.idx, p.call, false, false)
 		}
 	}
 	w.parked = nil
@@ -716,7 +732,7 @@ func (w *world) clientOp() {
 		t := w.tables[w.rng.IntN(len(w.tables))]
 		c.r = node.NewRouter(w.n, t, node.RouterConfig{MaxRetries: 16, Clock: w.clk})
 	}
-	d := w.ids[w.rng.IntN(len(w.ids))]
+	d := w.pick(w.ids[w.rng.IntN(len(w.ids))])
 	name := fmt.Sprintf("c%d", c.idx)
 	switch x := w.rng.IntN(20); {
 	case x < 10:
@@ -795,7 +811,8 @@ func (w *world) windowGet() {
 }
 
 func (w *world) write(c *client, name string, d docID, value string) {
-	pw := w.model.Begin(d.id, value)
+	pw := w.model.Begin(d.key(), value)
+	cross := w.crossBegin(d, false)
 	var res node.Result
 	var err error
 	op := "index"
@@ -811,20 +828,23 @@ func (w *world) write(c *client, name string, d docID, value string) {
 		}
 	}) {
 		// In flight when the process died: never ended.
-		w.hist.write(c.idx, d.id, value, false)
-		w.tracef(name+" "+op, "%s=%q -> process died", d.id, value)
+		w.hist.write(c.idx, d.key(), value, false)
+		w.crossEnd(cross, c.idx, 0, false, false)
+		w.tracef(name+" "+op, "%s=%q -> process died", d.key(), value)
 		return
 	}
 	if err != nil {
 		w.model.Fail(pw)
-		w.hist.write(c.idx, d.id, value, false)
-		w.tracef(name+" "+op, "%s=%q -> error: %v", d.id, value, err)
-		w.opError(err, fmt.Sprintf("%s %s", op, d.id))
+		w.hist.write(c.idx, d.key(), value, false)
+		w.crossEnd(cross, c.idx, 0, true, false)
+		w.tracef(name+" "+op, "%s=%q -> error: %v", d.key(), value, err)
+		w.opError(err, fmt.Sprintf("%s %s", op, d.key()))
 		return
 	}
 	w.model.Ack(pw)
-	w.hist.write(c.idx, d.id, value, true)
-	w.tracef(name+" "+op, "%s=%q -> ok shard=%d seq=%d v%d retries=%d", d.id, value, res.Shard, res.Seq, res.Version, res.Retries)
+	w.hist.write(c.idx, d.key(), value, true)
+	w.crossEnd(cross, c.idx, 0, true, true)
+	w.tracef(name+" "+op, "%s=%q -> ok shard=%d seq=%d v%d retries=%d", d.key(), value, res.Shard, res.Seq, res.Version, res.Retries)
 	w.checkLogHold(res.Shard, res.Seq)
 }
 
@@ -841,16 +861,13 @@ func (w *world) get(c *client, name string, d docID) {
 		w.opError(err, "get "+d.id)
 		return
 	}
-	v := ""
-	if found {
-		v = readValue(doc)
+	key, v := w.checkGot(c.idx, d, doc, found)
+	w.tracef(name+" get", "%s -> %s=%q", d.key(), key, v)
+	if ok, allowed := w.model.Admits(key, v); !ok {
+		w.fail("get %s returned %s=%q; the model allows %s (last acknowledged write, or one whose outcome is unknown)", d.key(), key, v, allowed)
 	}
-	w.tracef(name+" get", "%s -> %q", d.id, v)
-	if ok, allowed := w.model.Admits(d.id, v); !ok {
-		w.fail("get %s returned %q; the model allows %s (last acknowledged write, or one whose outcome is unknown)", d.id, v, allowed)
-	}
-	w.model.Observe(d.id, v)
-	w.hist.read(c.idx, d.id, v)
+	w.model.Observe(key, v)
+	w.hist.read(c.idx, key, v)
 }
 
 // search runs an unrouted search (routingValue "") or a routed one. The
@@ -868,10 +885,11 @@ func (w *world) search(name, routingValue string) {
 			if routingValue != "" && d.Routing != routingValue {
 				return nil
 			}
-			if _, dup := found[d.ID]; dup {
-				problems = append(problems, fmt.Sprintf("%s returned twice", d.ID))
+			key := w.keyOf(d)
+			if _, dup := found[key]; dup {
+				problems = append(problems, fmt.Sprintf("%s returned twice", key))
 			}
-			found[d.ID] = readValue(d)
+			found[key] = readValue(d)
 			if routingValue != "" && !slices.Contains(t.SearchShards(routingValue), shard) {
 				problems = append(problems, fmt.Sprintf("%s (routing %s) on shard %d, not among SearchShards %v", d.ID, routingValue, shard, t.SearchShards(routingValue)))
 			}
@@ -890,12 +908,12 @@ func (w *world) search(name, routingValue string) {
 	if len(problems) > 0 {
 		w.fail("search (routing %q) at table v%d: %s", routingValue, t.Version(), strings.Join(problems, "; "))
 	}
-	for _, d := range w.ids {
+	for _, d := range w.docs() {
 		if routingValue != "" && d.routing != routingValue {
 			continue
 		}
-		if ok, allowed := w.model.Admits(d.id, found[d.id]); !ok {
-			w.fail("search (routing %q) at table v%d: %s = %q; the model allows %s", routingValue, t.Version(), d.id, found[d.id], allowed)
+		if ok, allowed := w.model.Admits(d.key(), found[d.key()]); !ok {
+			w.fail("search (routing %q) at table v%d: %s = %q; the model allows %s", routingValue, t.Version(), d.key(), found[d.key()], allowed)
 		}
 	}
 }
@@ -1424,10 +1442,11 @@ func (w *world) holdReader() {
 		seen := map[string]bool{}
 		first := true
 		_, hr.err = n.Search(func(_ routing.ShardID, d storage.Doc) error {
-			if seen[d.ID] {
-				hr.dups = append(hr.dups, d.ID)
+			key := w.keyOf(d) // reads only the workload's ids, fixed at setup
+			if seen[key] {
+				hr.dups = append(hr.dups, key)
 			}
-			seen[d.ID] = true
+			seen[key] = true
 			if first {
 				first = false
 				close(hr.started)
@@ -1729,7 +1748,8 @@ func (w *world) journalDump() string {
 // tryOpen runs recovery.Open on the current filesystem through w.inj.
 func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, recovery.Report, error, bool) {
 	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem.FS(nil), w.inj), Layout: w.sw.layout,
-		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: w.clk, CopyChildWAL: w.sw.copyChildWAL}
+		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: w.clk, CopyChildWAL: w.sw.copyChildWAL,
+		IDIndex: w.idIndexBuild()}
 	var n *node.Node
 	var j *splitter.Journal
 	var rep recovery.Report
@@ -1844,6 +1864,7 @@ func (w *world) check() {
 		return // a read could fail; check once the fault is disarmed
 	}
 	w.scanCheck("check")
+	w.checkIDIndex("check")
 }
 
 // scanCheck scans every document: each once, on the shard the table names,
@@ -1856,10 +1877,11 @@ func (w *world) scanCheck(what string) map[string]string {
 	n := w.n // see search
 	if !w.do(func() {
 		_, err = n.Search(func(shard routing.ShardID, d storage.Doc) error {
-			if _, dup := found[d.ID]; dup {
-				problems = append(problems, fmt.Sprintf("%s is on two shards", d.ID))
+			key := w.keyOf(d)
+			if _, dup := found[key]; dup {
+				problems = append(problems, fmt.Sprintf("%s is on two shards", key))
 			}
-			found[d.ID] = readValue(d)
+			found[key] = readValue(d)
 			if _, want := t.Route(d.ID, d.Routing); want != shard {
 				problems = append(problems, fmt.Sprintf("%s is on shard %d, table v%d names %d", d.ID, shard, t.Version(), want))
 			}

@@ -42,6 +42,9 @@ type Summary struct {
 	ReadForeignDocs   int     `json:"read_foreign_docs"`
 
 	Steady1sStallMs           float64 `json:"steady_1s_stall_ms"`
+	SteadyWindowStallMs       float64 `json:"steady_window_stall_ms"`
+	WriteP99FirstSecondMs     float64 `json:"write_p99_first_second_ms"`
+	WriteP99SteadySecondMs    float64 `json:"write_p99_steady_second_ms"`
 	AfterHandoffStallMs       float64 `json:"after_handoff_stall_ms"`
 	ThroughputAfterHandoffOps float64 `json:"throughput_after_handoff_ops"`
 
@@ -88,6 +91,9 @@ var SummaryKeyDocs = [][2]string{
 	{"read_errors", "reads that returned an error"},
 	{"read_foreign_docs", "documents a read returned from a shard the table it read at does not name for them: a foreign document seen (must be 0)"},
 	{"steady_1s_stall_ms", "the median, over the whole one-second windows of the steady window, of each window's longest write stall (same stall measure as max_write_stall_ms): the disk's own noise"},
+	{"steady_window_stall_ms", "the same stall measure over steady windows as long as the split window: the median, over windows of the split window's length stepped by half of it across the steady window, of each window's longest write stall (one window, the whole steady window, when the split window is longer); max_write_stall_ms / steady_window_stall_ms is the split's stall against what the disk alone does in as long a window"},
+	{"write_p99_first_second_ms", "99th percentile latency (first attempt to acknowledgement) of the writes aimed at the moved documents (every document, for newindex) that clients issued in the first second from the split request: the window, the handoff and what follows it, whatever the split window's length"},
+	{"write_p99_steady_second_ms", "the same percentile for each whole second of the steady window, and the median of those: the first second's p99 against a steady second's"},
 	{"after_handoff_stall_ms", "the longest write stall in the second after the split window ends"},
 	{"throughput_after_handoff_ops", "writes acknowledged per second in the second after the split window ends (or in what the run has of it, when the load stopped sooner)"},
 	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then the children's background per-document deletes of their foreign documents and the compaction of those ranges, to the last child's end; newindex, the resize step (link, per-document or range cleanup, open), under the write block"},
@@ -154,6 +160,9 @@ func Summarize(o *Outcome) Summary {
 		DiskAfterBytes:           o.DiskAfter,
 
 		Steady1sStallMs:           ms(MedianStall(recs, steadyFrom, o.SteadyEnd())),
+		SteadyWindowStallMs:       ms(SteadyWindowStall(recs, steadyFrom, o.SteadyEnd(), o.WindowEnd-o.WindowStart)),
+		WriteP99FirstSecondMs:     ms(IssuedP99(recs, o.SteadyEnd(), min(o.SteadyEnd()+time.Second, o.End))),
+		WriteP99SteadySecondMs:    ms(MedianSecondP99(recs, steadyFrom, o.SteadyEnd())),
 		AfterHandoffStallMs:       ms(loadgen.MaxStall(recs, o.WindowEnd, handoffEnd)),
 		ThroughputAfterHandoffOps: loadgen.Summarize(recs, o.WindowEnd, handoffEnd).OpsPerS,
 
@@ -204,6 +213,53 @@ func MedianStall(recs []loadgen.Record, from, to time.Duration) time.Duration {
 	}
 	slices.Sort(stalls)
 	return stalls[len(stalls)/2]
+}
+
+// SteadyWindowStall is the median, over the windows of length w in
+// [from, to) stepped by w/2, of each window's longest stall: what the stall
+// measure reads in a window as long as the split's with no split running.
+// The median, not the longest: the split window is one window, and the
+// longest of many steady windows grows with their number. A window longer
+// than [from, to) is cut to it (one window, the whole span).
+func SteadyWindowStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration {
+	w = min(w, to-from)
+	var stalls []time.Duration
+	for at := from; w > 0 && at+w <= to; at += max(w/2, 1) {
+		stalls = append(stalls, loadgen.MaxStall(recs, at, at+w))
+	}
+	if len(stalls) == 0 {
+		return 0
+	}
+	slices.Sort(stalls)
+	return stalls[len(stalls)/2]
+}
+
+// IssuedP99 is the 99th percentile latency of the acknowledged writes aimed
+// at the moved documents that were issued in [from, to): what a client
+// sending such a write then waited, however long after to it was answered.
+func IssuedP99(recs []loadgen.Record, from, to time.Duration) time.Duration {
+	var in []loadgen.Record
+	for _, r := range recs {
+		if r.Moving && r.Start >= from && r.Start < to {
+			in = append(in, r)
+		}
+	}
+	return loadgen.Summarize(in, 0, 1<<62).P99
+}
+
+// MedianSecondP99 is the median, over the whole seconds of [from, to), of
+// each second's IssuedP99 (the whole interval's if it holds no whole
+// second).
+func MedianSecondP99(recs []loadgen.Record, from, to time.Duration) time.Duration {
+	var p99s []time.Duration
+	for at := from; at+time.Second <= to; at += time.Second {
+		p99s = append(p99s, IssuedP99(recs, at, at+time.Second))
+	}
+	if len(p99s) == 0 {
+		return IssuedP99(recs, from, to)
+	}
+	slices.Sort(p99s)
+	return p99s[len(p99s)/2]
 }
 
 // ReclaimTolerance is how far above the settled size the disk may be and

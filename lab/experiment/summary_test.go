@@ -161,3 +161,70 @@ func TestReclaimIsTimedFromTheRequest(t *testing.T) {
 		t.Fatalf("Reclaimed = %v with the request at 1 s, the split's start at 1.5 s (aligned) and the disk settled from 2.1 s; want %v", got, want)
 	}
 }
+
+// steady_window_stall_ms reads the steady window through windows as long as
+// the split window. A write every 10 ms, each 1 ms long, but the writes
+// issued in the 20 ms from 1.5 s, 2.5 s and 3.5 s all end when those 20 ms
+// do: every one-second window holds one such stall, and only 6 of the 59
+// windows of 100 ms do. So a 100 ms split
+// window is measured against 1 ms, a one-second split window against
+// 20 ms, and a split window longer than the steady window against the
+// steady window as one window.
+func TestSteadyWindowStallIsMeasuredOverWindowsOfTheSplitWindowsLength(t *testing.T) {
+	ms := time.Millisecond
+	var recs []loadgen.Record
+	for at := time.Duration(0); at < 6*time.Second; at += 10 * ms {
+		end := at + ms
+		for _, g := range []time.Duration{1500 * ms, 2500 * ms, 3500 * ms} {
+			if at >= g && at < g+20*ms {
+				end = g + 20*ms
+			}
+		}
+		recs = append(recs, loadgen.Record{Start: at, End: end, OK: true, Moving: true})
+	}
+	for _, tc := range []struct {
+		window time.Duration
+		want   float64
+	}{{100 * ms, 1}, {time.Second, 20}, {5 * time.Second, 20}} {
+		o := &Outcome{Load: &loadgen.Result{Records: recs}, WindowStart: 4 * time.Second, WindowEnd: 4*time.Second + tc.window, End: 6 * time.Second}
+		if got := Summarize(o).SteadyWindowStallMs; got != tc.want {
+			t.Errorf("split window of %v: steady_window_stall_ms = %v, want %v", tc.window, got, tc.want)
+		}
+	}
+}
+
+// write_p99_first_second_ms is the latency clients saw for the moved
+// writes they issued in the first second from the split request: 200
+// writes 5 ms apart from the request at 4 s, the i-th answered after i+1 ms
+// (p99: the 199th of 200, 199 ms). Writes issued before the request, and
+// writes to documents that do not move, are not counted, however slow.
+// write_p99_steady_second_ms is the median of the steady seconds' p99s:
+// seconds [1,2), [2,3) and [3,4) each hold one slow write (3, 7 and 5 ms)
+// among writes of 1 ms, so their p99s are 3, 7 and 5 ms, median 5.
+func TestWriteP99OfTheFirstSecondAndOfSteadySeconds(t *testing.T) {
+	ms := time.Millisecond
+	var recs []loadgen.Record
+	slow := map[time.Duration]time.Duration{1500 * ms: 3 * ms, 2500 * ms: 7 * ms, 3500 * ms: 5 * ms}
+	for at := time.Duration(0); at < 4*time.Second; at += 10 * ms {
+		d := ms
+		if s, ok := slow[at]; ok {
+			d = s
+		}
+		recs = append(recs, loadgen.Record{Start: at, End: at + d, OK: true, Moving: true})
+	}
+	// Issued before the request, answered in its first second.
+	recs = append(recs, loadgen.Record{Start: 3999 * ms, End: 4900 * ms, OK: true, Moving: true})
+	for i := range 200 {
+		at := 4*time.Second + time.Duration(i)*5*ms
+		recs = append(recs, loadgen.Record{Start: at, End: at + time.Duration(i+1)*ms, OK: true, Moving: true},
+			loadgen.Record{Start: at, End: at + 10*time.Second, OK: true, Moving: false})
+	}
+	o := &Outcome{Load: &loadgen.Result{Records: recs}, WindowStart: 4 * time.Second, WindowEnd: 4100 * ms, End: 20 * time.Second}
+	m := Summarize(o)
+	if m.WriteP99FirstSecondMs != 199 {
+		t.Errorf("write_p99_first_second_ms = %v, want 199", m.WriteP99FirstSecondMs)
+	}
+	if m.WriteP99SteadySecondMs != 5 {
+		t.Errorf("write_p99_steady_second_ms = %v, want 5 (the median of 3, 7 and 5)", m.WriteP99SteadySecondMs)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/shardsplit/shardsplit/lab/experiment"
 	"github.com/shardsplit/shardsplit/lab/loadgen"
@@ -226,76 +228,237 @@ var strategyColors = map[string]color.NRGBA{
 	"newindex": {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 }
 
-// writeCharts draws throughput and p99 latency per 100 ms bucket for each
-// strategy against time since its split request, with each split window
-// shaded in the strategy's colour.
+// The charts: each PNG has two panels, the whole run in 100 ms buckets and
+// a zoom on the split request (zoomBefore before it to zoomAfter after it)
+// in 10 ms buckets, where a window of milliseconds is wide enough to see.
+// Time is since each strategy's split request (t = 0, marked), its split
+// window shaded in its colour.
+const (
+	zoomBucket = 10 * time.Millisecond
+	zoomBefore = 500 * time.Millisecond
+	zoomAfter  = 1500 * time.Millisecond
+)
+
+// chartSeries is one strategy's line on a panel: points in runs of
+// adjacent buckets. A bucket with nothing to plot (no write issued in it,
+// for the latency line) ends a run, so no segment is drawn across it.
+type chartSeries struct {
+	strategy string
+	runs     []plotter.XYs
+}
+
+// chartPanel is what one panel plots: a line per strategy and the largest
+// value, for the axis.
+type chartPanel struct {
+	series []chartSeries
+	max    float64
+}
+
+// bucketed groups recs into the buckets of [from, to) by the time at
+// returns (a record outside is dropped).
+func bucketed(recs []loadgen.Record, from, to, b time.Duration, at func(loadgen.Record) time.Duration) [][]loadgen.Record {
+	out := make([][]loadgen.Record, max(0, int((to-from+b-1)/b)))
+	for _, r := range recs {
+		if t := at(r); t >= from && t < to {
+			i := int((t - from) / b)
+			out[i] = append(out[i], r)
+		}
+	}
+	return out
+}
+
+// chartData returns the throughput and latency panels over [from, to) of
+// each outcome's run (since its load started), in buckets of b, x in
+// seconds since its split request. Throughput is the writes acknowledged
+// in each bucket, a value in every bucket (none acknowledged is 0 writes/s);
+// latency is the p99 of the writes issued in each bucket, and a bucket in
+// which no write was issued has none.
+func chartData(outcomes []*experiment.Outcome, from, to func(*experiment.Outcome) time.Duration, b time.Duration) (tput, lat chartPanel) {
+	tput.max, lat.max = 1, 1
+	for _, o := range outcomes {
+		lo, hi := max(0, from(o)), min(to(o), o.End.Truncate(b)) // drop the last, partial bucket
+		x := func(i int) float64 { return (lo + time.Duration(i)*b + b/2 - o.WindowStart).Seconds() }
+		var t plotter.XYs
+		for i, in := range bucketed(o.Load.Records, lo, hi, b, func(r loadgen.Record) time.Duration { return r.End }) {
+			acked := 0
+			for _, r := range in {
+				if r.OK {
+					acked++
+				}
+			}
+			ops := float64(acked) / b.Seconds()
+			t = append(t, plotter.XY{X: x(i), Y: ops})
+			tput.max = max(tput.max, ops)
+		}
+		tput.series = append(tput.series, chartSeries{o.Strategy, []plotter.XYs{t}})
+		l := chartSeries{strategy: o.Strategy}
+		var run plotter.XYs
+		for i, in := range bucketed(o.Load.Records, lo, hi, b, func(r loadgen.Record) time.Duration { return r.Start }) {
+			w := loadgen.Summarize(in, 0, 1<<62)
+			if w.Acked == 0 {
+				if len(run) > 0 {
+					l.runs, run = append(l.runs, run), nil
+				}
+				continue
+			}
+			run = append(run, plotter.XY{X: x(i), Y: max(0.01, msOf(w.P99))})
+			lat.max = max(lat.max, msOf(w.P99))
+		}
+		if len(run) > 0 {
+			l.runs = append(l.runs, run)
+		}
+		lat.series = append(lat.series, l)
+	}
+	return tput, lat
+}
+
+// zeroTicks are the default ticks with t = 0 among them, labelled.
+type zeroTicks struct{}
+
+func (zeroTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(min, max)
+	for i, t := range ticks {
+		if t.Value == 0 {
+			ticks[i].Label = "0"
+			return ticks
+		}
+	}
+	if min <= 0 && max >= 0 {
+		ticks = append(ticks, plot.Tick{Value: 0, Label: "0"})
+	}
+	return ticks
+}
+
+// writeCharts draws throughput.png and latency.png.
 func writeCharts(dir string, res *comparison) error {
-	type series struct {
-		name string
-		xys  plotter.XYs
-	}
-	var tput, lat []series
-	maxT, maxL := 1.0, 1.0
-	for _, o := range res.outcomes {
-		var t, l plotter.XYs
-		end := o.End.Truncate(bucket) // drop the last, partial bucket
-		for i, b := range loadgen.Buckets(o.Load.Records, bucket, end) {
-			x := (time.Duration(i)*bucket + bucket/2 - o.WindowStart).Seconds()
-			ops := float64(b.Acked) / bucket.Seconds()
-			t = append(t, plotter.XY{X: x, Y: ops})
-			maxT = max(maxT, ops)
-		}
-		for i, b := range loadgen.BucketsByStart(o.Load.Records, bucket, end) {
-			if b.Acked > 0 {
-				x := (time.Duration(i)*bucket + bucket/2 - o.WindowStart).Seconds()
-				l = append(l, plotter.XY{X: x, Y: max(0.01, msOf(b.P99))})
-				maxL = max(maxL, msOf(b.P99))
-			}
-		}
-		tput = append(tput, series{o.Strategy, t})
-		lat = append(lat, series{o.Strategy, l})
-	}
-	draw := func(file, title, ylabel string, data []series, ymax float64, logY bool) error {
-		p := plot.New()
-		p.Title.Text = title
-		p.X.Label.Text = "time since the split request (s)"
-		p.Y.Label.Text = ylabel
-		ymin := 0.0
-		if logY {
-			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-			ymin = 0.01
-		}
-		for _, o := range res.outcomes {
-			c := strategyColors[o.Strategy]
-			shade := color.NRGBA{R: c.R, G: c.G, B: c.B, A: 0x40}
-			x0, x1 := 0.0, (o.WindowEnd - o.WindowStart).Seconds()
-			x1 = max(x1, x0+0.02) // keep a millisecond window visible
-			poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: ymin}, {X: x1, Y: ymin}, {X: x1, Y: ymax * 1.1}, {X: x0, Y: ymax * 1.1}})
-			if err != nil {
-				return err
-			}
-			poly.Color, poly.LineStyle.Width = shade, 0
-			p.Add(poly)
-			p.Legend.Add(o.Strategy+" split window", poly)
-		}
-		for _, s := range data {
-			line, err := plotter.NewLine(s.xys)
-			if err != nil {
-				return err
-			}
-			line.Color, line.Width = strategyColors[s.name], vg.Points(1.2)
-			p.Add(line)
-			p.Legend.Add(s.name, line)
-		}
-		p.Legend.Top = true
-		p.Y.Min, p.Y.Max = ymin, ymax*1.1
-		return p.Save(22*vg.Centimeter, 11*vg.Centimeter, filepath.Join(dir, file))
-	}
-	if err := draw("throughput.png", "Acknowledged writes per second (100 ms buckets)", "acked writes/s", tput, maxT, false); err != nil {
+	all := func(*experiment.Outcome) time.Duration { return 0 }
+	end := func(o *experiment.Outcome) time.Duration { return o.End }
+	zoomFrom := func(o *experiment.Outcome) time.Duration { return o.WindowStart - zoomBefore }
+	zoomTo := func(o *experiment.Outcome) time.Duration { return o.WindowStart + zoomAfter }
+	tput, lat := chartData(res.outcomes, all, end, bucket)
+	ztput, zlat := chartData(res.outcomes, zoomFrom, zoomTo, zoomBucket)
+	zoomTitle := fmt.Sprintf("zoom: %v before to %v after the split request, %v buckets", zoomBefore, zoomAfter, zoomBucket)
+	if err := drawPanels(filepath.Join(dir, "throughput.png"), res, "acked writes/s", false,
+		panelSpec{"Acknowledged writes per second (100 ms buckets)", tput, false},
+		panelSpec{zoomTitle, ztput, true}); err != nil {
 		return err
 	}
-	return draw("latency.png", "p99 latency of the writes issued in each 100 ms bucket (first attempt to ack)", "p99 latency (ms, log scale)", lat, maxL, true)
+	return drawPanels(filepath.Join(dir, "latency.png"), res, "p99 latency (ms, log scale)", true,
+		panelSpec{"p99 latency of the writes issued in each 100 ms bucket (first attempt to ack; no line where none was issued)", lat, false},
+		panelSpec{zoomTitle, zlat, true})
+}
+
+// panelSpec is one panel of a chart.
+type panelSpec struct {
+	title string
+	data  chartPanel
+	zoom  bool
+}
+
+// drawPanels draws the panels one above the other into file.
+func drawPanels(file string, res *comparison, ylabel string, logY bool, panels ...panelSpec) error {
+	var plots [][]*plot.Plot
+	for _, ps := range panels {
+		p, err := drawPanel(res, ps, ylabel, logY)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, []*plot.Plot{p})
+	}
+	img := vgimg.New(22*vg.Centimeter, 11*vg.Centimeter*vg.Length(len(panels)))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
+	for i, c := range plot.Align(plots, tiles, dc) {
+		plots[i][0].Draw(c[0])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// drawPanel draws one panel: each split window shaded, t = 0 marked, a
+// line per strategy (a run of one bucket as a point).
+func drawPanel(res *comparison, ps panelSpec, ylabel string, logY bool) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = ps.title
+	p.X.Label.Text = "time since the split request (s)"
+	p.X.Tick.Marker = zeroTicks{}
+	p.Y.Label.Text = ylabel
+	ymin, ymax := 0.0, ps.data.max*1.15
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		ymin = 0.01
+		ymax = ps.data.max * 2
+	}
+	for _, o := range res.outcomes {
+		c := strategyColors[o.Strategy]
+		shade := color.NRGBA{R: c.R, G: c.G, B: c.B, A: 0x40}
+		x0, x1 := 0.0, (o.WindowEnd - o.WindowStart).Seconds()
+		if !ps.zoom {
+			x1 = max(x1, x0+0.02) // keep a millisecond window visible
+		}
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: ymin}, {X: x1, Y: ymin}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
+		if err != nil {
+			return nil, err
+		}
+		poly.Color, poly.LineStyle.Width = shade, 0
+		p.Add(poly)
+		p.Legend.Add(fmt.Sprintf("%s split window (%.0f ms)", o.Strategy, msOf(o.WindowEnd-o.WindowStart)), poly)
+	}
+	request, err := plotter.NewLine(plotter.XYs{{X: 0, Y: ymin}, {X: 0, Y: ymax}})
+	if err != nil {
+		return nil, err
+	}
+	request.Color, request.Dashes = color.Black, []vg.Length{vg.Points(3), vg.Points(3)}
+	p.Add(request)
+	label, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: 0, Y: ymax}}, Labels: []string{" t = 0: split request"}})
+	if err != nil {
+		return nil, err
+	}
+	label.Offset = vg.Point{Y: -vg.Points(10)}
+	p.Add(label)
+	for _, s := range ps.data.series {
+		var legend plot.Thumbnailer
+		for _, run := range s.runs {
+			if len(run) == 1 {
+				pt, err := plotter.NewScatter(run)
+				if err != nil {
+					return nil, err
+				}
+				pt.Color, pt.Radius = strategyColors[s.strategy], vg.Points(1.5)
+				p.Add(pt)
+				if legend == nil {
+					legend = pt
+				}
+				continue
+			}
+			line, err := plotter.NewLine(run)
+			if err != nil {
+				return nil, err
+			}
+			line.Color, line.Width = strategyColors[s.strategy], vg.Points(1.2)
+			p.Add(line)
+			if legend == nil {
+				legend = line
+			}
+		}
+		if legend != nil {
+			p.Legend.Add(s.strategy, legend)
+		}
+	}
+	p.Legend.Top = true
+	p.Y.Min, p.Y.Max = ymin, ymax
+	if ps.zoom { // a long window's shade would widen the axis
+		p.X.Min, p.X.Max = -zoomBefore.Seconds(), zoomAfter.Seconds()
+	}
+	return p, nil
 }
 
 func reportMarkdown(res *comparison) string {

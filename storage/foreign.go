@@ -19,6 +19,13 @@ package storage
 // table's span of each shard), and foreign documents lie outside them by
 // construction of the key encoding.
 //
+// How the foreign documents go is ForeignCleanupOptions.Model: one by one
+// (ForeignPerDoc, the default), or as Lucene removes them
+// (ForeignMark: a scan that routes every document and marks the foreign
+// ones deleted without rewriting any, then the compaction that reclaims
+// their space, MarkForeign and ReclaimForeign's two halves), or by key
+// range without reading them (ForeignRange).
+//
 // Crash safety. A keep-all child's store carries a durable marker (meta
 // key 'f') from its creation until its cleanup has deleted every foreign
 // document and the deletes are durable: the marker goes in a synced batch
@@ -41,6 +48,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -189,9 +197,47 @@ func foreignRanges(keyspace routing.ShardID, spans []routing.Span) [][2][]byte {
 	return out
 }
 
+// ForeignModel is how a keep-all child's cleanup removes its foreign
+// documents.
+type ForeignModel uint8
+
+const (
+	// ForeignPerDoc deletes each foreign document with a point delete, in
+	// paced batches, then compacts the foreign ranges. The zero value.
+	ForeignPerDoc ForeignModel = iota
+	// ForeignMark scans every document, routes it (Keep) and marks the
+	// foreign ones deleted with a range tombstone per foreign range, as
+	// Lucene marks them in live-docs bitsets (MarkForeign), then compacts
+	// the foreign ranges, as Lucene's merges reclaim them (ReclaimForeign).
+	ForeignMark
+	// ForeignRange writes the range tombstones without reading the
+	// documents (what key-ordered storage allows), then compacts.
+	ForeignRange
+)
+
+func (m ForeignModel) String() string {
+	switch m {
+	case ForeignPerDoc:
+		return "per-doc"
+	case ForeignMark:
+		return "mark"
+	case ForeignRange:
+		return "range"
+	}
+	return fmt.Sprintf("ForeignModel(%d)", uint8(m))
+}
+
 // ForeignCleanupOptions paces the deletion of a keep-all child's foreign
 // documents, a background job like OpenSearch's delete-by-query.
 type ForeignCleanupOptions struct {
+	// Model is how the documents go (default ForeignPerDoc). A cleanup
+	// redone when a store is opened again uses the engine's options.
+	Model ForeignModel
+	// Keep routes a document for ForeignMark: whether shard keeps it (the
+	// split's table; OpenSearch's ShardSplittingQuery hashes the _id or
+	// routing value of every document). nil: the document's key decides.
+	// It runs inside the store's gate and must not use the shard.
+	Keep func(shard routing.ShardID, d Doc) bool
 	// Batch is the number of point deletes per batch (default 1000, as
 	// the new-index split's per-document cleanup).
 	Batch int
@@ -213,12 +259,20 @@ func (o ForeignCleanupOptions) withDefaults() ForeignCleanupOptions {
 // ForeignCleanup is what one shard's cleanup of foreign documents did.
 type ForeignCleanup struct {
 	Shard   routing.ShardID
+	Model   ForeignModel
 	Started time.Time // on the engine's clock
 	Deleted int       // point deletes written
 	Batches int
-	// Deletes is the time the delete pass took, Compact the compaction of
-	// the foreign ranges after it.
+	// Marked is what the mark pass marked deleted (ForeignMark), Kept and
+	// KeptBytes what it found the shard keeps: the documents a Lucene
+	// merge would rewrite (MarkForeign).
+	Marked, Kept int
+	KeptBytes    int64
+	// Deletes is the time the delete (or mark) pass took, Compact the
+	// compaction of the foreign ranges after it, and CompactWritten what
+	// the store wrote while it ran.
 	Deletes, Compact time.Duration
+	CompactWritten   uint64
 	// Written is what the shard's store wrote (flushes and compactions)
 	// while the cleanup ran: the cleanup's own tombstones and compactions,
 	// and the flushes and compactions of the writes it served meanwhile.
@@ -359,7 +413,7 @@ func (e *Engine) WaitForeignCleanups(ctx context.Context) error {
 func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.ShardID, span routing.Span) ForeignCleanup {
 	o := e.opts.ForeignCleanup.withDefaults()
 	clk := e.opts.Clock
-	r := ForeignCleanup{Shard: s.id, Started: clk.Now()}
+	r := ForeignCleanup{Shard: s.id, Model: o.Model, Started: clk.Now()}
 	before := s.st.bytesWritten()
 	log := e.logger.With(zap.Uint32("shard", uint32(s.id)))
 	finish := func(err error) ForeignCleanup {
@@ -368,22 +422,68 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 			r.Written = s.st.bytesWritten() - before
 			s.st.exit()
 		}
-		log.Debug("foreign cleanup ended", zap.Bool("done", r.Done), zap.Int("deleted", r.Deleted),
+		log.Debug("foreign cleanup ended", zap.Stringer("model", r.Model), zap.Bool("done", r.Done), zap.Int("deleted", r.Deleted), zap.Int("marked", r.Marked),
 			zap.Duration("deletes", r.Deletes), zap.Duration("compact", r.Compact), zap.Uint64("written", r.Written), zap.Error(err))
 		return r
 	}
 	ranges := foreignRanges(keyspace, []routing.Span{span})
+	var err error
+	switch o.Model {
+	case ForeignMark:
+		var keep func(Doc) bool
+		if o.Keep != nil {
+			keep = func(d Doc) bool { return o.Keep(s.id, d) }
+		}
+		var m CleanupStats
+		m, err = markForeign(ctx, s, keyspace, []routing.Span{span}, keep)
+		r.Marked, r.Kept, r.KeptBytes = m.Deleted, m.Kept, m.KeptBytes
+	case ForeignRange:
+		err = markRanges(s, ranges)
+	default:
+		err = deleteEach(ctx, s, ranges, o, clk, &r)
+	}
+	if err != nil {
+		return finish(err)
+	}
+	r.Deletes = clk.Since(r.Started)
+	compactStart := clk.Now()
+	compactBefore := s.st.bytesWritten()
+	for _, rg := range ranges {
+		if err := compactRange(ctx, s, rg[0], rg[1], false); err != nil {
+			return finish(err)
+		}
+	}
+	r.Compact, r.CompactWritten = clk.Since(compactStart), s.st.bytesWritten()-compactBefore
+	// The marker goes after every delete: its synced batch makes the
+	// deletes before it in the WAL durable too.
+	if !s.st.enter() {
+		return finish(ErrShardClosed)
+	}
+	b := s.st.db.NewBatch()
+	_ = b.Delete(metaKey(metaForeign, s.id), nil)
+	err = s.st.applySynced(b)
+	_ = b.Close()
+	s.st.exit()
+	if err != nil {
+		return finish(fmt.Errorf("storage: shard %d: remove foreign-cleanup marker: %w", s.id, err))
+	}
+	return finish(nil)
+}
+
+// deleteEach deletes the documents of ranges one by one, in batches of
+// o.Batch with o.Pause between them (ForeignPerDoc).
+func deleteEach(ctx context.Context, s *Shard, ranges [][2][]byte, o ForeignCleanupOptions, clk clock.Clock, r *ForeignCleanup) error {
 	for _, rg := range ranges {
 		from := rg[0]
 		for from != nil {
 			if err := ctx.Err(); err != nil {
-				return finish(err)
+				return err
 			}
 			n, next, err := deleteBatch(s, from, rg[1], o.Batch)
 			r.Deleted += n
 			r.Batches++
 			if err != nil {
-				return finish(err)
+				return err
 			}
 			from = next
 			if from != nil && o.Pause > 0 {
@@ -394,28 +494,25 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 			}
 		}
 	}
-	r.Deletes = clk.Since(r.Started)
-	compactStart := clk.Now()
-	for _, rg := range ranges {
-		if err := compactRange(ctx, s, rg[0], rg[1], false); err != nil {
-			return finish(err)
-		}
+	return nil
+}
+
+// markRanges marks every document of ranges deleted with one range
+// tombstone each, in one synced batch, reading none.
+func markRanges(s *Shard, ranges [][2][]byte) error {
+	if s.closed.Load() || !s.st.enter() {
+		return ErrShardClosed
 	}
-	r.Compact = clk.Since(compactStart)
-	// The marker goes after every delete: its synced batch makes the
-	// deletes before it in the WAL durable too.
-	if !s.st.enter() {
-		return finish(ErrShardClosed)
-	}
+	defer s.st.exit()
 	b := s.st.db.NewBatch()
-	_ = b.Delete(metaKey(metaForeign, s.id), nil)
-	err := s.st.applySynced(b)
-	_ = b.Close()
-	s.st.exit()
-	if err != nil {
-		return finish(fmt.Errorf("storage: shard %d: remove foreign-cleanup marker: %w", s.id, err))
+	defer b.Close()
+	for _, r := range ranges {
+		_ = b.DeleteRange(r[0], r[1], nil)
 	}
-	return finish(nil)
+	if err := s.st.applySynced(b); err != nil {
+		return fmt.Errorf("storage: shard %d: mark foreign ranges deleted: %w", s.id, err)
+	}
+	return nil
 }
 
 // deleteBatch deletes up to limit documents of [from, to) one by one and

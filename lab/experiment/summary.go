@@ -51,9 +51,15 @@ type Summary struct {
 	CleanupDurationMs   float64 `json:"cleanup_duration_ms"`
 	CleanupBytesWritten uint64  `json:"cleanup_bytes_written"`
 	CleanupDocsDeleted  int     `json:"cleanup_docs_deleted"`
+	CleanupDocsMarked   int     `json:"cleanup_docs_marked"`
 	CleanupWriteP99Ms   float64 `json:"cleanup_write_p99_ms"`
 	CleanupSearchP99Ms  float64 `json:"cleanup_search_p99_ms"`
 	ReclaimMs           float64 `json:"reclaim_ms"`
+
+	MergeDurationMs   float64 `json:"merge_duration_ms"`
+	MergeBytesWritten uint64  `json:"merge_bytes_written"`
+	MergeWriteP99Ms   float64 `json:"merge_write_p99_ms"`
+	LuceneMergeBytes  int64   `json:"lucene_merge_bytes"`
 
 	AlignWaitMs float64 `json:"align_wait_ms"`
 	Aligned     bool    `json:"aligned"`
@@ -96,12 +102,17 @@ var SummaryKeyDocs = [][2]string{
 	{"write_p99_steady_second_ms", "the same percentile for each whole second of the steady window, and the median of those: the first second's p99 against a steady second's"},
 	{"after_handoff_stall_ms", "the longest write stall in the second after the split window ends"},
 	{"throughput_after_handoff_ops", "writes acknowledged per second in the second after the split window ends (or in what the run has of it, when the load stopped sooner)"},
-	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then the children's background per-document deletes of their foreign documents and the compaction of those ranges, to the last child's end; newindex, the resize step (link, per-document or range cleanup, open), under the write block"},
+	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then each child's background removal of its foreign documents (config.cleanup: mark, a scan that routes every document and marks the foreign ones deleted; per-doc, point deletes in paced batches; range, range tombstones without reading them) and the compaction of those ranges, to the last child's end; newindex, the resize step under the write block (link, then mark, per-document deletes and compaction, or excise, then open; with mark the merge that reclaims the space comes after the alias swap, merge_duration_ms)"},
 	{"cleanup_bytes_written", "bytes written (flushes and compactions) by the cleanup: inplace, the engine's during the parent's retirement; rfc, that plus what each child's store wrote while its cleanup ran (the writers' own flushes and compactions on those stores in that time included); newindex, the resize cleanup's own (writes are blocked)"},
-	{"cleanup_docs_deleted", "documents deleted one by one by the cleanup (rfc; newindex with per-doc cleanup)"},
+	{"cleanup_docs_deleted", "documents the cleanup deleted one by one (per-doc cleanup: rfc, newindex)"},
+	{"cleanup_docs_marked", "documents the cleanup's scan routed to another shard and marked deleted without rewriting any (mark cleanup: rfc, newindex), as OpenSearch's ShardSplittingQuery sets their live-docs bits"},
 	{"cleanup_write_p99_ms", "99th percentile latency of the writes in flight while the cleanup ran"},
 	{"cleanup_search_p99_ms", "99th percentile latency of the searches in flight while the cleanup ran"},
 	{"reclaim_ms", "time from the split request until the space is reclaimed: the disk sample after which unique bytes on disk stay within 10 % of the settled size (disk_after_bytes); 10 % because the writers' own flushes and compactions move the total by a few percent"},
+	{"merge_duration_ms", "the reclaim of the deleted or marked documents' space as a phase of its own, Lucene's merges: rfc, the children's compactions of their foreign ranges, the first's start to the last's end; newindex with the mark cleanup, the merge step after the alias swap, which no writer waits for (per-doc compacts inside the resize, under the write block, and range has no merge: 0)"},
+	{"merge_bytes_written", "bytes the merging stores wrote while the merge ran (the writers' own flushes and compactions on them included)"},
+	{"merge_write_p99_ms", "99th percentile latency of the writes in flight while the merge ran (0 without one)"},
+	{"lucene_merge_bytes", "key and value bytes of the documents the mark cleanup's scans found the shards keep: what Lucene's merges rewrite, at least once, to reclaim the marked documents (a Lucene segment holds every shard's documents in indexing order, so a merge rewrites its live ones; here documents are in routing-key order and the compaction rewrites only the tables across the foreign ranges' edges, merge_bytes_written)"},
 	{"align_wait_ms", "in-place with --align-flush: how long the split waited, after its request and before its window, for the parent's store to flush its memtable on its own (in neither the steady nor the split window); 0 otherwise"},
 	{"aligned", "in-place with --align-flush: whether that flush came within the bound; false past it (the split then forced the flush itself, as without the flag) and without the flag"},
 }
@@ -169,13 +180,20 @@ func Summarize(o *Outcome) Summary {
 		CleanupDurationMs:   ms(o.CleanupEnd - o.CleanupStart),
 		CleanupBytesWritten: o.CleanupWritten,
 		CleanupDocsDeleted:  o.CleanupDeleted,
+		CleanupDocsMarked:   o.CleanupMarked,
 		CleanupWriteP99Ms:   ms(loadgen.SummarizeOverlap(recs, o.CleanupStart, o.CleanupEnd).P99),
 		ReclaimMs:           ms(Reclaimed(o)),
+		MergeDurationMs:     ms(o.MergeEnd - o.MergeStart),
+		MergeBytesWritten:   o.MergeWritten,
+		LuceneMergeBytes:    o.LuceneMergeBytes,
 		AlignWaitMs:         ms(o.AlignWait),
 		Aligned:             o.Aligned,
 	}
 	if o.CleanupEnd <= o.CleanupStart {
 		m.CleanupWriteP99Ms = 0
+	}
+	if o.MergeEnd > o.MergeStart {
+		m.MergeWriteP99Ms = ms(loadgen.SummarizeOverlap(recs, o.MergeStart, o.MergeEnd).P99)
 	}
 	if r := o.Reads; r != nil {
 		gets, searches := r.Of(loadgen.ReadGet), r.Of(loadgen.ReadSearch)

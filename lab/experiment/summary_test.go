@@ -64,7 +64,8 @@ func TestSummarizeDerivedKeys(t *testing.T) {
 	}
 	o := &Outcome{Strategy: "rfc", Load: &loadgen.Result{Records: recs}, Reads: reads,
 		WindowStart: 4 * sec, WindowEnd: 4100 * ms, End: 6 * sec, CleanupStart: 4500 * ms, CleanupEnd: 5 * sec,
-		CleanupWritten: 1 << 20, CleanupDeleted: 7, DiskAfter: 100,
+		CleanupWritten: 1 << 20, CleanupDeleted: 7, CleanupMarked: 9, DiskAfter: 100,
+		MergeStart: 4200 * ms, MergeEnd: 4500 * ms, MergeWritten: 3 << 20, LuceneMergeBytes: 5 << 20,
 		Disk: []DiskSample{{At: 3 * sec, Bytes: 100}, {At: 4200 * ms, Bytes: 200}, {At: 4800 * ms, Bytes: 150},
 			{At: 5 * sec, Bytes: 105}, {At: 5500 * ms, Bytes: 100}, {At: 6 * sec, Bytes: 100}}}
 	m := Summarize(o)
@@ -73,6 +74,8 @@ func TestSummarizeDerivedKeys(t *testing.T) {
 		"throughput_after_handoff_ops": m.ThroughputAfterHandoffOps, "cleanup_duration_ms": m.CleanupDurationMs,
 		"cleanup_search_p99_ms": m.CleanupSearchP99Ms, "search_p99_steady_ms": m.SearchP99SteadyMs,
 		"get_p99_after_ms": m.GetP99AfterMs, "reclaim_ms": m.ReclaimMs, "cleanup_docs_deleted": float64(m.CleanupDocsDeleted),
+		"cleanup_docs_marked": float64(m.CleanupDocsMarked), "merge_duration_ms": m.MergeDurationMs, "merge_write_p99_ms": m.MergeWriteP99Ms,
+		"merge_bytes_written": float64(m.MergeBytesWritten), "lucene_merge_bytes": float64(m.LuceneMergeBytes),
 	}
 	want := map[string]float64{
 		// steady seconds [1,2), [2,3), [3,4): stalls 20, 50 and 1 ms: median 20.
@@ -81,7 +84,9 @@ func TestSummarizeDerivedKeys(t *testing.T) {
 		"throughput_after_handoff_ops": 100, "cleanup_duration_ms": 500,
 		"cleanup_search_p99_ms": 30, "search_p99_steady_ms": 2, "get_p99_after_ms": 0.5,
 		// the last sample over 110 is at 4.8 s; the next (5 s) is within: 1 s after the request.
-		"reclaim_ms": 1000, "cleanup_docs_deleted": 7,
+		"reclaim_ms": 1000, "cleanup_docs_deleted": 7, "cleanup_docs_marked": 9,
+		// the merge [4.2 s, 4.5 s) holds the writes issued in the 200 ms gap.
+		"merge_duration_ms": 300, "merge_write_p99_ms": 200, "merge_bytes_written": 3 << 20, "lucene_merge_bytes": 5 << 20,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Summarize (-want +got):\n%s", diff)

@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/shardsplit/shardsplit/baseline"
 	"github.com/shardsplit/shardsplit/lab/experiment"
 	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
@@ -87,23 +88,40 @@ func reading(res *comparison) string {
 	var b strings.Builder
 	if in != nil {
 		fmt.Fprintf(&b, "Splitting hot shard %d in place under %.0f writes/s stalled writes to the moved documents for at most %.1f ms "+
-			"(split window %.0f ms); write throughput during the split was %.0f%% of steady state (%.0f vs %.0f ops/s). ",
-			res.hotShard, res.cfg.rate, in.MaxWriteStallMs, in.SplitDurationMs,
+			"(split window %.0f ms; %.1f ms in steady windows as long); the moved writes issued in the first second from the request had a p99 of %.1f ms "+
+			"(%.1f ms in a steady second), and write throughput during the split was %.0f%% of steady state (%.0f vs %.0f ops/s). ",
+			res.hotShard, res.cfg.rate, in.MaxWriteStallMs, in.SplitDurationMs, in.SteadyWindowStallMs, in.WriteP99FirstSecondMs, in.WriteP99SteadySecondMs,
 			100*in.ThroughputDuringSplitOps/max(1, in.ThroughputSteadyOps), in.ThroughputDuringSplitOps, in.ThroughputSteadyOps)
 	}
 	if rfc != nil {
-		fmt.Fprintf(&b, "The RFC's data path (children that are whole copies of the parent, foreign documents deleted one by one afterwards) "+
-			"stalled writes for at most %.1f ms (split window %.0f ms); its cleanup deleted %d documents and ran %.1f s, writing %.1f MiB, "+
+		fmt.Fprintf(&b, "The RFC's data path (children that are whole copies of the parent, each removing its foreign documents after the handoff; %s cleanup) "+
+			"stalled writes for at most %.1f ms (split window %.0f ms; first-second write p99 %.1f ms); its cleanup %sran %.1f s, writing %.1f MiB, "+
 			"and the disk was back within 10%% of its settled size %.1f s after the split request (search p99 %.1f ms while it ran, %.1f ms steady). ",
-			rfc.MaxWriteStallMs, rfc.SplitDurationMs, rfc.CleanupDocsDeleted, rfc.CleanupDurationMs/1000, float64(rfc.CleanupBytesWritten)/(1<<20),
-			rfc.ReclaimMs/1000, rfc.CleanupSearchP99Ms, rfc.SearchP99SteadyMs)
+			res.cfg.cleanup, rfc.MaxWriteStallMs, rfc.SplitDurationMs, rfc.WriteP99FirstSecondMs, cleanupCounts(*rfc),
+			rfc.CleanupDurationMs/1000, float64(rfc.CleanupBytesWritten)/(1<<20), rfc.ReclaimMs/1000, rfc.CleanupSearchP99Ms, rfc.SearchP99SteadyMs)
 	}
+	verifyMs := 0.0
 	if ni != nil {
-		fmt.Fprintf(&b, "Today's new-index _split x2 (%s cleanup) blocked every write for %.0f ms (longest stall %.0f ms, p99 write latency in the window %.0f ms) "+
-			"and wrote %.1f MiB. ", res.cfg.cleanup, ni.SplitDurationMs, ni.MaxWriteStallMs, ni.WriteP99Ms, float64(ni.BytesWritten)/(1<<20))
+		for _, o := range res.outcomes {
+			for _, p := range o.Phases {
+				if o.Strategy == "newindex" && p.Name == "wait-consistent" {
+					verifyMs = msOf(p.End - p.Start)
+				}
+			}
+		}
+		fmt.Fprintf(&b, "Today's new-index _split x2, with %s, blocked every write for %.0f ms (longest stall %.0f ms; first-second write p99 %.0f ms; "+
+			"%.0f ms of the block is our check that the target holds every document, a full scan here where OpenSearch counts from segment metadata) "+
+			"and wrote %.1f MiB",
+			cleanupModel(res.cfg.cleanup), ni.SplitDurationMs, ni.MaxWriteStallMs, ni.WriteP99FirstSecondMs, verifyMs, float64(ni.BytesWritten)/(1<<20))
+		if ni.MergeDurationMs > 0 {
+			fmt.Fprintf(&b, "; its merge after the alias swap took %.0f ms and wrote %.1f MiB, where Lucene's merges would rewrite the %.1f MiB of documents the targets keep",
+				ni.MergeDurationMs, float64(ni.MergeBytesWritten)/(1<<20), float64(ni.LuceneMergeBytes)/(1<<20))
+		}
+		b.WriteString(". ")
 	}
 	if in != nil && ni != nil && in.MaxWriteStallMs > 0 {
-		fmt.Fprintf(&b, "The in-place split's longest stall is %.0fx shorter. ", ni.MaxWriteStallMs/in.MaxWriteStallMs)
+		fmt.Fprintf(&b, "The in-place split's longest stall is %.0fx shorter than the new-index split's with %s cleanup (%.0fx against its block less our consistency check). ",
+			ni.MaxWriteStallMs/in.MaxWriteStallMs, res.cfg.cleanup, max(0, ni.MaxWriteStallMs-verifyMs)/in.MaxWriteStallMs)
 	}
 	if steady := minSteady(in, rfc, ni); steady > 0 && steady < 0.95*res.cfg.rate {
 		fmt.Fprintf(&b, "Caution: the writers did not reach the target rate even before the split (steady %.0f of %.0f writes/s): "+
@@ -135,6 +153,31 @@ func reading(res *comparison) string {
 		}
 	}
 	return b.String()
+}
+
+// cleanupModel names a cleanup model in the reading.
+func cleanupModel(c baseline.Cleanup) string {
+	switch c {
+	case baseline.CleanupMark:
+		return "Lucene's cleanup (a scan that routes every document and marks the foreign ones deleted, then merges that reclaim them)"
+	case baseline.CleanupPerDoc:
+		return "one-by-one deletes of the foreign documents and a compaction (a write per document, more than Lucene pays)"
+	case baseline.CleanupRange:
+		return "the foreign key ranges dropped without reading them (less than Lucene, whose segments mix every shard's documents, can do)"
+	}
+	return c.String() + " cleanup"
+}
+
+// cleanupCounts says what a cleanup did to documents.
+func cleanupCounts(m experiment.Summary) string {
+	switch {
+	case m.CleanupDocsMarked > 0:
+		return fmt.Sprintf("marked %d documents deleted (merge %.0f ms, %.1f MiB written; Lucene's merges would rewrite %.1f MiB) and ",
+			m.CleanupDocsMarked, m.MergeDurationMs, float64(m.MergeBytesWritten)/(1<<20), float64(m.LuceneMergeBytes)/(1<<20))
+	case m.CleanupDocsDeleted > 0:
+		return fmt.Sprintf("deleted %d documents one by one and ", m.CleanupDocsDeleted)
+	}
+	return ""
 }
 
 // mustServe reports whether a strategy promises that no write fails
@@ -471,6 +514,10 @@ func reportMarkdown(res *comparison) string {
 		get  func(experiment.Summary) string
 	}{
 		{"max write stall (ms)", func(m experiment.Summary) string { return fmt.Sprintf("%.1f", m.MaxWriteStallMs) }},
+		{"same stall measure, steady windows of the split window's length (ms)", func(m experiment.Summary) string { return fmt.Sprintf("%.1f", m.SteadyWindowStallMs) }},
+		{"write p99, first second from the request / steady second (ms)", func(m experiment.Summary) string {
+			return fmt.Sprintf("%.1f / %.1f", m.WriteP99FirstSecondMs, m.WriteP99SteadySecondMs)
+		}},
 		{"write p50 / p99 / max in the split window (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.1f / %.1f / %.1f", m.WriteP50Ms, m.WriteP99Ms, m.WriteMaxMs)
 		}},
@@ -501,9 +548,13 @@ func reportMarkdown(res *comparison) string {
 			return fmt.Sprintf("%.1f / %.1f", m.Steady1sStallMs, m.AfterHandoffStallMs)
 		}},
 		{"writes/s acked in the second after the handoff", func(m experiment.Summary) string { return fmt.Sprintf("%.0f", m.ThroughputAfterHandoffOps) }},
-		{"cleanup: duration (ms) / docs deleted / MiB written", func(m experiment.Summary) string {
-			return fmt.Sprintf("%.0f / %d / %.1f", m.CleanupDurationMs, m.CleanupDocsDeleted, float64(m.CleanupBytesWritten)/(1<<20))
+		{"cleanup: duration (ms) / docs deleted one by one / docs marked / MiB written", func(m experiment.Summary) string {
+			return fmt.Sprintf("%.0f / %d / %d / %.1f", m.CleanupDurationMs, m.CleanupDocsDeleted, m.CleanupDocsMarked, float64(m.CleanupBytesWritten)/(1<<20))
 		}},
+		{"merge: duration (ms) / MiB written / write p99 (ms)", func(m experiment.Summary) string {
+			return fmt.Sprintf("%.0f / %.1f / %.1f", m.MergeDurationMs, float64(m.MergeBytesWritten)/(1<<20), m.MergeWriteP99Ms)
+		}},
+		{"MiB Lucene's merges would rewrite", func(m experiment.Summary) string { return fmt.Sprintf("%.1f", float64(m.LuceneMergeBytes)/(1<<20)) }},
 		{"write / search p99 while cleanup ran (ms)", func(m experiment.Summary) string {
 			return fmt.Sprintf("%.1f / %.2f", m.CleanupWriteP99Ms, m.CleanupSearchP99Ms)
 		}},
@@ -546,7 +597,10 @@ func reportMarkdown(res *comparison) string {
 	b.WriteString("- Latency is from a write's first attempt to its acknowledgement, retries and backoff included. The split window runs from the split request to the end of the last phase writers wait on (in-place: handoff — cleanup runs after it in the background and only competes for the disk; new-index: write block to alias swap). The stall is the longest interval in which writes aimed at the moved documents (all documents, for the new-index split) were outstanding and none was acknowledged. With --align-flush an in-place (or rfc) split's window and the times since the split request start when it begins, after its wait for the parent's own flush (align_wait_ms, aligned); its steady window ends at the request.\n")
 	fmt.Fprintf(&b, "- Reads: %.0f routed gets/s of ids the writers had acknowledged (2 loops), %.0f unrouted searches/s across every shard (a page of 10 hits from each shard; every %dth search an exact count of every document instead), every hit checked against the table the search ran at.\n",
 		c.readRate, readConfig(c).SearchRate, readConfig(c).CountEvery)
-	b.WriteString("- Strategies: `inplace` excises each child to its span when it is made; `rfc` makes each child a hard-linked copy of the whole parent, hands off exactly as `inplace` (same driver, journal and fencing), then deletes each child's foreign documents with point deletes in batches of 1,000 with 5 ms pauses, in the background while the child serves, and compacts those key ranges (OpenSearch's RFC deletes them with `ShardSplittingQuery` and lets merges reclaim the space); `newindex` is write block, `_split` x2, alias swap.\n")
+	b.WriteString("- Strategies: `inplace` excises each child to its span when it is made; `rfc` makes each child a hard-linked copy of the whole parent, hands off exactly as `inplace` (same driver, journal and fencing), then, in the background while the child serves, removes the child's foreign documents and compacts those key ranges; `newindex` is write block, `_split` x2 (link, remove the targets' foreign documents, open), a check that the target holds every document once and as many as the source, alias swap.\n")
+	fmt.Fprintf(&b, "- Cleanup model (`--cleanup %s`, %s). `mark`, the default, is Lucene's: OpenSearch's split target runs `IndexWriter.deleteDocuments` of a `ShardSplittingQuery` before it starts, which routes every document by its `_id` or routing value and sets the foreign ones' bits in the segments' live-docs files (`.liv`, one bit per document) without rewriting any; merges reclaim their space after the target starts (`StoreRecovery.addIndices`; Lucene's `FrozenBufferedUpdates.applyQueryDeletes`; OpenSearch's merge policy allows 20%% deleted documents by default, and a split leaves about half of each segment deleted). Here the scan reads every document, routes it with the target's table and marks the foreign key ranges deleted with range tombstones in one synced batch (under the write block for `newindex`, after the handoff for `rfc`); the merge is a compaction of those ranges, timed on its own (`merge_*`). `per-doc` deletes each foreign document with a point delete, a write each, more than Lucene pays; `range` drops the foreign ranges without reading them, which Lucene cannot do.\n",
+		c.cleanup, cleanupModel(c.cleanup))
+	b.WriteString("- What carries over to Lucene: the shape of the new-index split (writers blocked from the write block to the alias swap; hard links; a scan that routes every document; the merges after it) and the in-place split's (no write block, a handoff). Not exactly: the mark scan reads every document here, where Lucene reads the `_id` terms (and `_routing` terms, or stored fields for a partitioned index), so its time is likely an upper bound of Lucene's for the same documents on the same disk; the check that the target holds every document is a full scan here, where OpenSearch counts from segment metadata (the reading quotes the ratio without it too); and the merge does not carry over at all: our documents are in routing-key order, so a compaction drops whole tables and rewrites only those across a foreign range's edges, where a Lucene segment mixes every shard's documents and its merge rewrites every live one (`lucene_merge_bytes`; the RFC measured 2.5–3 h per 100 GB on 2 cores, with search 40–50 % slower until it ends, opensearch-project/OpenSearch#12918), so `merge_*`, `reclaim_ms`, the disk peak and searches during the cleanup are lower bounds of Lucene's. Our stall, handoff and fencing measure this prototype's design, not OpenSearch's.\n")
 	b.WriteString("- Windows: *steady* is the load before the split request after a one-second warm-up; *during* is the split window (reads and writes in flight in it); *after* is the 10 s after the split window (or what the run has); the *cleanup* is defined under `cleanup_duration_ms` below.\n")
 	b.WriteString("- Raw data: `timeline.csv` (100 ms buckets: writes, gets, searches, counts, the cleanup and disk samples), `summary.json`.\n\n")
 	b.WriteString("`summary.json` holds `config`, `machine` and one object per strategy with these keys:\n\n")

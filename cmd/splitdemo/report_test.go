@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardsplit/shardsplit/baseline"
 	"github.com/shardsplit/shardsplit/lab/experiment"
 	"github.com/shardsplit/shardsplit/lab/loadgen"
 )
@@ -103,6 +105,33 @@ func TestWriteChartsDrawsBothPanels(t *testing.T) {
 	for _, f := range []string{"throughput.png", "latency.png"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// The reading names the new-index baseline's cleanup model wherever it
+// quotes the baseline (its sentence and the ratio), and quotes the ratio
+// without our consistency check too, so the headline says what it
+// measured against.
+func TestReadingNamesTheBaselinesCleanupModel(t *testing.T) {
+	ms := time.Millisecond
+	inplace := func() *experiment.Outcome {
+		var recs []loadgen.Record
+		for at := time.Duration(0); at < 8*time.Second; at += 5 * ms {
+			recs = append(recs, loadgen.Record{Start: at, End: at + ms, OK: true, Moving: true})
+		}
+		return &experiment.Outcome{Strategy: "inplace", Load: &loadgen.Result{Records: recs},
+			WindowStart: 3 * time.Second, WindowEnd: 3060 * ms, End: 8 * time.Second}
+	}
+	for _, c := range []baseline.Cleanup{baseline.CleanupMark, baseline.CleanupPerDoc, baseline.CleanupRange} {
+		ni := blockedOutcome()
+		ni.Phases = []experiment.Phase{{Name: "resize", Start: 3 * time.Second, End: 3900 * ms}, {Name: "wait-consistent", Start: 3900 * ms, End: 4150 * ms}}
+		got := reading(&comparison{cfg: &compareConfig{rate: 200, writers: 4, cleanup: c}, outcomes: []*experiment.Outcome{inplace(), ni}})
+		for _, want := range []string{"new-index _split x2, with " + cleanupModel(c) + ",", "than the new-index split's with " + c.String() + " cleanup",
+			"against its block less our consistency check", "250 ms of the block is our check"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s cleanup: the reading lacks %q:\n%s", c, want, got)
+			}
 		}
 	}
 }

@@ -208,13 +208,12 @@ func markForeign(ctx context.Context, s *Shard, keyspace routing.ShardID, spans 
 
 // ReclaimForeign is the second half of Lucene's cleanup after MarkForeign:
 // the merges that reclaim the marked documents' space, here a compaction of
-// each foreign key range. It costs less than Lucene's merges: a Lucene
-// segment holds documents of every shard in the order they were indexed, so
-// a merge reads the segment and rewrites every live document of it, while
-// here documents are in routing-key order and the compaction drops the
-// tables inside a marked range whole, rewriting only those across its
-// edges (CleanupStats.KeptBytes of MarkForeign is what Lucene would
-// rewrite).
+// each foreign key range. It rewrites every table that overlaps a marked
+// range: a bottom-level table inside one is dropped whole, one across its
+// edge or holding recent writes of every range is rewritten. A Lucene
+// segment holds every shard's documents in the order they were indexed, so
+// its merge rewrites every live document of it: CleanupStats.KeptBytes of
+// MarkForeign is what Lucene would rewrite.
 func (s *Shard) ReclaimForeign() (CleanupStats, error) {
 	var stats CleanupStats
 	start, before := s.clock.Now(), s.st.bytesWritten()

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -355,19 +357,35 @@ func chartData(outcomes []*experiment.Outcome, from, to func(*experiment.Outcome
 	return tput, lat
 }
 
-// zeroTicks are the default ticks with t = 0 among them, labelled.
+// zeroTicks are major ticks at the multiples of a round step (1, 2 or 5
+// times a power of ten, about eight across the axis), so t = 0 is always
+// one of them, labelled, with four minor ticks between.
 type zeroTicks struct{}
 
-func (zeroTicks) Ticks(min, max float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(min, max)
-	for i, t := range ticks {
-		if t.Value == 0 {
-			ticks[i].Label = "0"
-			return ticks
+func (zeroTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return nil
+	}
+	raw := (hi - lo) / 8
+	step := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, f := range []float64{1, 2, 5, 10} {
+		if f*step >= raw {
+			step *= f
+			break
 		}
 	}
-	if min <= 0 && max >= 0 {
-		ticks = append(ticks, plot.Tick{Value: 0, Label: "0"})
+	scale := math.Pow(10, max(0, -math.Floor(math.Log10(step))))
+	var ticks []plot.Tick
+	for i := math.Ceil(lo / step * 5); i/5*step <= hi; i++ {
+		v := i / 5 * step
+		if v == 0 {
+			v = 0 // not -0
+		}
+		if math.Mod(i, 5) == 0 {
+			ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(math.Round(v*scale)/scale, 'f', -1, 64)})
+		} else {
+			ticks = append(ticks, plot.Tick{Value: v})
+		}
 	}
 	return ticks
 }
@@ -600,7 +618,7 @@ func reportMarkdown(res *comparison) string {
 	b.WriteString("- Strategies: `inplace` excises each child to its span when it is made; `rfc` makes each child a hard-linked copy of the whole parent, hands off exactly as `inplace` (same driver, journal and fencing), then, in the background while the child serves, removes the child's foreign documents and compacts those key ranges; `newindex` is write block, `_split` x2 (link, remove the targets' foreign documents, open), a check that the target holds every document once and as many as the source, alias swap.\n")
 	fmt.Fprintf(&b, "- Cleanup model (`--cleanup %s`, %s). `mark`, the default, is Lucene's: OpenSearch's split target runs `IndexWriter.deleteDocuments` of a `ShardSplittingQuery` before it starts, which routes every document by its `_id` or routing value and sets the foreign ones' bits in the segments' live-docs files (`.liv`, one bit per document) without rewriting any; merges reclaim their space after the target starts (`StoreRecovery.addIndices`; Lucene's `FrozenBufferedUpdates.applyQueryDeletes`; OpenSearch's merge policy allows 20%% deleted documents by default, and a split leaves about half of each segment deleted). Here the scan reads every document, routes it with the target's table and marks the foreign key ranges deleted with range tombstones in one synced batch (under the write block for `newindex`, after the handoff for `rfc`); the merge is a compaction of those ranges, timed on its own (`merge_*`). `per-doc` deletes each foreign document with a point delete, a write each, more than Lucene pays; `range` drops the foreign ranges without reading them, which Lucene cannot do.\n",
 		c.cleanup, cleanupModel(c.cleanup))
-	b.WriteString("- What carries over to Lucene: the shape of the new-index split (writers blocked from the write block to the alias swap; hard links; a scan that routes every document; the merges after it) and the in-place split's (no write block, a handoff). Not exactly: the mark scan reads every document here, where Lucene reads the `_id` terms (and `_routing` terms, or stored fields for a partitioned index), so its time is likely an upper bound of Lucene's for the same documents on the same disk; the check that the target holds every document is a full scan here, where OpenSearch counts from segment metadata (the reading quotes the ratio without it too); and the merge does not carry over at all: our documents are in routing-key order, so a compaction drops whole tables and rewrites only those across a foreign range's edges, where a Lucene segment mixes every shard's documents and its merge rewrites every live one (`lucene_merge_bytes`; the RFC measured 2.5–3 h per 100 GB on 2 cores, with search 40–50 % slower until it ends, opensearch-project/OpenSearch#12918), so `merge_*`, `reclaim_ms`, the disk peak and searches during the cleanup are lower bounds of Lucene's. Our stall, handoff and fencing measure this prototype's design, not OpenSearch's.\n")
+	b.WriteString("- What carries over to Lucene: the shape of the new-index split (writers blocked from the write block to the alias swap; hard links; a scan that routes every document under the block; merges after it) and of the in-place split (no write block, a handoff). Not exactly: the mark scan reads every document here, where Lucene reads the `_id` terms (and `_routing` terms, or stored fields for a partitioned index), so its time is likely an upper bound of Lucene's for the same documents on the same disk; the check that the target holds every document is a full scan here, where OpenSearch counts from segment metadata (the reading quotes the ratio without it too). The merge does not carry over: ours is a compaction of the marked key ranges at full speed, which drops whole the tables inside a range and rewrites those across its edges or holding recent writes (`merge_bytes_written`); Lucene's merges rewrite every live document of each segment with deletes (`lucene_merge_bytes`, at least once), throttled in the background (the RFC measured 2.5–3 h per 100 GB on 2 cores, with search 40–50 % slower until they end, opensearch-project/OpenSearch#12918). So `merge_duration_ms`, `reclaim_ms`, the disk peak and searches during the cleanup measure our engine, not Lucene's. Our stall, handoff and fencing measure this prototype's design, not OpenSearch's. One run on a shared machine: its numbers move between runs by more than many of their differences.\n")
 	b.WriteString("- Windows: *steady* is the load before the split request after a one-second warm-up; *during* is the split window (reads and writes in flight in it); *after* is the 10 s after the split window (or what the run has); the *cleanup* is defined under `cleanup_duration_ms` below.\n")
 	b.WriteString("- Raw data: `timeline.csv` (100 ms buckets: writes, gets, searches, counts, the cleanup and disk samples), `summary.json`.\n\n")
 	b.WriteString("`summary.json` holds `config`, `machine` and one object per strategy with these keys:\n\n")

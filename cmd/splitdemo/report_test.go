@@ -135,3 +135,16 @@ func TestReadingNamesTheBaselinesCleanupModel(t *testing.T) {
 		}
 	}
 }
+
+// The tick labels are round numbers at one step, whatever the range.
+func TestChartTicksAreRoundSteps(t *testing.T) {
+	var labels []string
+	for _, tk := range (zeroTicks{}).Ticks(-4.05, 19.7) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if got, want := strings.Join(labels, " "), "0 5 10 15"; got != want {
+		t.Errorf("labels of [-4.05, 19.7] = %q, want %q", got, want)
+	}
+}

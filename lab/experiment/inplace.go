@@ -77,8 +77,7 @@ type Outcome struct {
 	MergeWritten         uint64
 	// LuceneMergeBytes is what the mark scans found the shards keep (keys
 	// and values): what Lucene's merges would rewrite to reclaim the
-	// marked documents, where a compaction of key-ordered tables rewrites
-	// only those across the foreign ranges' edges.
+	// marked documents (MergeWritten is what our compaction wrote).
 	LuceneMergeBytes int64
 
 	// The process's CPU time (user and system; RunInPlace, where the

@@ -486,7 +486,7 @@ func drawPanel(res *comparison, ps panelSpec, ylabel string, logY bool) (*plot.P
 	label.Offset = vg.Point{Y: -vg.Points(10)}
 	p.Add(label)
 	for _, s := range ps.data.series {
-		var legend plot.Thumbnailer
+		var legend, point plot.Thumbnailer // the legend shows a line if there is one
 		for _, run := range s.runs {
 			if len(run) == 1 {
 				pt, err := plotter.NewScatter(run)
@@ -495,9 +495,7 @@ func drawPanel(res *comparison, ps panelSpec, ylabel string, logY bool) (*plot.P
 				}
 				pt.Color, pt.Radius = strategyColors[s.strategy], vg.Points(1.5)
 				p.Add(pt)
-				if legend == nil {
-					legend = pt
-				}
+				point = pt
 				continue
 			}
 			line, err := plotter.NewLine(run)
@@ -509,6 +507,9 @@ func drawPanel(res *comparison, ps panelSpec, ylabel string, logY bool) (*plot.P
 			if legend == nil {
 				legend = line
 			}
+		}
+		if legend == nil {
+			legend = point
 		}
 		if legend != nil {
 			p.Legend.Add(s.strategy, legend)

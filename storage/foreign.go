@@ -48,7 +48,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
-	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -427,23 +426,45 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 		return r
 	}
 	ranges := foreignRanges(keyspace, []routing.Span{span})
-	var err error
-	switch o.Model {
-	case ForeignMark:
-		var keep func(Doc) bool
-		if o.Keep != nil {
-			keep = func(d Doc) bool { return o.Keep(s.id, d) }
+	deletes := ranges // one by one: the per-document model; the others mark
+	if o.Model != ForeignPerDoc {
+		deletes = nil
+		var err error
+		if o.Model == ForeignMark {
+			var keep func(Doc) bool
+			if o.Keep != nil {
+				keep = func(d Doc) bool { return o.Keep(s.id, d) }
+			}
+			var m CleanupStats
+			m, err = markForeign(ctx, s, keyspace, []routing.Span{span}, keep)
+			r.Marked, r.Kept, r.KeptBytes = m.Deleted, m.Kept, m.KeptBytes
+		} else {
+			err = markRanges(s, ranges)
 		}
-		var m CleanupStats
-		m, err = markForeign(ctx, s, keyspace, []routing.Span{span}, keep)
-		r.Marked, r.Kept, r.KeptBytes = m.Deleted, m.Kept, m.KeptBytes
-	case ForeignRange:
-		err = markRanges(s, ranges)
-	default:
-		err = deleteEach(ctx, s, ranges, o, clk, &r)
+		if err != nil {
+			return finish(err)
+		}
 	}
-	if err != nil {
-		return finish(err)
+	for _, rg := range deletes {
+		from := rg[0]
+		for from != nil {
+			if err := ctx.Err(); err != nil {
+				return finish(err)
+			}
+			n, next, err := deleteBatch(s, from, rg[1], o.Batch)
+			r.Deleted += n
+			r.Batches++
+			if err != nil {
+				return finish(err)
+			}
+			from = next
+			if from != nil && o.Pause > 0 {
+				select {
+				case <-ctx.Done():
+				case <-clk.After(o.Pause):
+				}
+			}
+		}
 	}
 	r.Deletes = clk.Since(r.Started)
 	compactStart := clk.Now()
@@ -461,40 +482,13 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 	}
 	b := s.st.db.NewBatch()
 	_ = b.Delete(metaKey(metaForeign, s.id), nil)
-	err = s.st.applySynced(b)
+	err := s.st.applySynced(b)
 	_ = b.Close()
 	s.st.exit()
 	if err != nil {
 		return finish(fmt.Errorf("storage: shard %d: remove foreign-cleanup marker: %w", s.id, err))
 	}
 	return finish(nil)
-}
-
-// deleteEach deletes the documents of ranges one by one, in batches of
-// o.Batch with o.Pause between them (ForeignPerDoc).
-func deleteEach(ctx context.Context, s *Shard, ranges [][2][]byte, o ForeignCleanupOptions, clk clock.Clock, r *ForeignCleanup) error {
-	for _, rg := range ranges {
-		from := rg[0]
-		for from != nil {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			n, next, err := deleteBatch(s, from, rg[1], o.Batch)
-			r.Deleted += n
-			r.Batches++
-			if err != nil {
-				return err
-			}
-			from = next
-			if from != nil && o.Pause > 0 {
-				select {
-				case <-ctx.Done():
-				case <-clk.After(o.Pause):
-				}
-			}
-		}
-	}
-	return nil
 }
 
 // markRanges marks every document of ranges deleted with one range

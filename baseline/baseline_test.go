@@ -318,6 +318,8 @@ func TestResizeEndToEnd(t *testing.T) {
 		{"split x2 range", 4, routing.Split, 8, CleanupRange},
 		{"split x4 per-doc", 2, routing.Split, 8, CleanupPerDoc},
 		{"split x4 range", 2, routing.Split, 8, CleanupRange},
+		{"split x2 mark", 4, routing.Split, 8, CleanupMark},
+		{"split x4 mark", 2, routing.Split, 8, CleanupMark},
 		{"shrink to 1", 4, routing.Shrink, 1, CleanupRange},
 		{"clone", 4, routing.Clone, 4, CleanupRange},
 	}
@@ -336,6 +338,9 @@ func TestResizeEndToEnd(t *testing.T) {
 			}
 			if tt.op == routing.Split && tt.cleanup == CleanupPerDoc && rep.Resize.Deleted == 0 {
 				t.Errorf("per-doc cleanup deleted nothing")
+			}
+			if tt.cleanup == CleanupMark && (rep.Resize.Marked == 0 || rep.Resize.Deleted != 0) {
+				t.Errorf("mark cleanup marked %d and deleted %d documents one by one, want some marked and none deleted", rep.Resize.Marked, rep.Resize.Deleted)
 			}
 			checkIndex(t, c, "target", model)
 		})
@@ -388,6 +393,44 @@ func TestWritersRetryThroughTheBlock(t *testing.T) {
 		t.Errorf("steps %v", steps)
 	}
 	t.Logf("blocked %v, %d retries, %d documents", rep.Blocked, retries, len(model))
+}
+
+// Lucene's cleanup: the foreign documents are marked under the write block
+// and their space reclaimed in a merge step after the alias swap, which the
+// writers do not wait for; the target holds every document once, and no
+// foreign one is left in its stores.
+func TestMarkCleanupMergesAfterTheAliasSwap(t *testing.T) {
+	c := newCluster(t)
+	s, _ := routing.NewSettings("source", 2, 0, 1)
+	model := loadIndex(t, c, "source", s, 2000)
+	rep, err := c.Procedure("alias", ResizeRequest{Op: routing.Split, Source: "source", Target: "target", TargetShards: 4, Cleanup: CleanupMark}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, st := range rep.Steps {
+		steps = append(steps, st.Name)
+	}
+	if !slices.Equal(steps, []string{"write-block", "resize", "wait-consistent", "swap-alias", "merge"}) {
+		t.Errorf("steps %v, want the merge after the swap", steps)
+	}
+	if merge, swap := rep.Steps[len(rep.Steps)-1], rep.Steps[len(rep.Steps)-2]; merge.Start.Before(swap.End) || rep.Merge <= 0 {
+		t.Errorf("merge from %v (%v), the swap ended at %v: the merge must come after it", merge.Start, rep.Merge, swap.End)
+	}
+	if rep.Resize.Marked+rep.Resize.Deleted == 0 || rep.Resize.Deleted != 0 || rep.Resize.KeptBytes == 0 {
+		t.Errorf("resize %+v: want foreign documents marked, none deleted one by one, the kept bytes counted", rep.Resize)
+	}
+	checkIndex(t, c, "target", model)
+	ix, _ := c.Index("target")
+	for _, id := range ix.Node.Table().ActiveShards() {
+		st, err := ix.Node.Store(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := st.ForeignDocs(); err != nil || n != 0 {
+			t.Errorf("target shard %d holds %d foreign documents after the merge (%v)", id, n, err)
+		}
+	}
 }
 
 func TestBlockErrorShape(t *testing.T) {

@@ -19,13 +19,22 @@ import (
 type Cleanup uint8
 
 const (
-	// CleanupPerDoc deletes each foreign document and then compacts: the
-	// faithful cost, like OpenSearch's delete-by-query of foreign documents
-	// followed by merges.
+	// CleanupPerDoc deletes each foreign document with a point delete and
+	// then compacts: a write per document (log, memtable, flush,
+	// compaction), more than Lucene pays for the same deletes (a bit
+	// each, CleanupMark).
 	CleanupPerDoc Cleanup = iota + 1
 	// CleanupRange drops the foreign routing-key spans in O(metadata):
 	// what key-ordered storage allows.
 	CleanupRange
+	// CleanupMark is Lucene's: before the target opens, a scan that routes
+	// every document against the target's metadata and marks the foreign
+	// ones deleted without rewriting any (storage.Shard.MarkForeign: as
+	// OpenSearch's StoreRecovery.addIndices runs IndexWriter.deleteDocuments
+	// of a ShardSplittingQuery, which sets live-docs bits, and commits);
+	// once the target serves, the merges that reclaim their space, as a
+	// step of their own (Procedure's "merge", storage.Shard.ReclaimForeign).
+	CleanupMark
 )
 
 func (c Cleanup) String() string {
@@ -34,19 +43,23 @@ func (c Cleanup) String() string {
 		return "per-doc"
 	case CleanupRange:
 		return "range"
+	case CleanupMark:
+		return "mark"
 	}
 	return fmt.Sprintf("Cleanup(%d)", uint8(c))
 }
 
-// ParseCleanup parses "per-doc" or "range".
+// ParseCleanup parses "mark", "per-doc" or "range".
 func ParseCleanup(s string) (Cleanup, error) {
 	switch s {
 	case "per-doc":
 		return CleanupPerDoc, nil
 	case "range":
 		return CleanupRange, nil
+	case "mark":
+		return CleanupMark, nil
 	}
-	return 0, fmt.Errorf("baseline: unknown cleanup %q (want per-doc or range)", s)
+	return 0, fmt.Errorf("baseline: unknown cleanup %q (want mark, per-doc or range)", s)
 }
 
 // ResizeRequest is a _split, _shrink or _clone request.
@@ -76,12 +89,16 @@ type ResizeRequest struct {
 
 // ResizeReport measures a resize.
 type ResizeReport struct {
-	Target        routing.Settings
-	Link          time.Duration // hard-linked checkpoints of the sources
-	Copy          time.Duration // shrink: copying the second and later sources
-	Cleanup       time.Duration // removing foreign documents
-	Open          time.Duration // opening the target index
-	Deleted       int           // foreign documents deleted (per-doc)
+	Target  routing.Settings
+	Link    time.Duration // hard-linked checkpoints of the sources
+	Copy    time.Duration // shrink: copying the second and later sources
+	Cleanup time.Duration // removing (or marking) foreign documents
+	Open    time.Duration // opening the target index
+	Deleted int           // foreign documents deleted (per-doc)
+	Marked  int           // foreign documents marked deleted (mark)
+	// KeptBytes is the key and value bytes of the documents the mark
+	// scan found the targets keep: what Lucene's merges would rewrite.
+	KeptBytes     int64
 	Linked        int64
 	Copied        int64
 	CleanupWrites uint64
@@ -332,16 +349,23 @@ func buildTargetShard(req ResizeRequest, src *node.Node, eng *storage.Engine, ta
 	if req.Op != routing.Split {
 		return nil
 	}
+	// OpenSearch's ShardSplittingQuery: recompute each document's shard
+	// against the target metadata; it is foreign where that is not t.
+	keep := func(d storage.Doc) bool {
+		_, s := tab.Route(d.ID, d.Routing)
+		return s == routing.ShardID(t)
+	}
 	var cs storage.CleanupStats
-	if req.Cleanup == CleanupRange {
+	switch req.Cleanup {
+	case CleanupRange:
 		cs, err = shard.TrimToOwned()
-	} else {
-		// OpenSearch's ShardSplittingQuery: recompute each document's shard
-		// against the target metadata; delete it where that is not t.
-		cs, err = shard.DeleteForeign(func(d storage.Doc) bool {
-			_, s := tab.Route(d.ID, d.Routing)
-			return s == routing.ShardID(t)
-		})
+	case CleanupMark:
+		cs, err = shard.MarkForeign(keep)
+		rep.Marked += cs.Deleted
+		rep.KeptBytes += cs.KeptBytes
+		cs.Deleted = 0
+	default:
+		cs, err = shard.DeleteForeign(keep)
 	}
 	rep.Cleanup += cs.Took
 	rep.Deleted += cs.Deleted
@@ -425,6 +449,12 @@ type ProcedureReport struct {
 	Steps    []Step
 	Blocked  time.Duration // from the write block to the alias swap
 	Verified int           // documents counted in the target before the swap
+	// Merge is the "merge" step of a CleanupMark split, after the swap:
+	// how long the targets' reclaim of the marked documents took and what
+	// their stores wrote meanwhile (the writers' flushes and compactions
+	// on them included).
+	Merge       time.Duration
+	MergeWrites uint64
 }
 
 // Step is one timed step of the procedure.
@@ -436,7 +466,9 @@ type Step struct {
 // Procedure is what a user does to resize an index behind an alias that
 // writers keep using: add the write block, resize, wait until the target is
 // open and holds every document exactly once, swap the alias, and
-// (optionally) delete the source, which otherwise stays write-blocked.
+// (optionally) delete the source, which otherwise stays write-blocked. A
+// CleanupMark split then merges the targets ("merge", after the swap and
+// outside Blocked) to reclaim the space of the documents it marked.
 // Writers see the block as errors and retry.
 func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) (ProcedureReport, error) {
 	var rep ProcedureReport
@@ -476,6 +508,14 @@ func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) 
 		return rep, err
 	}
 	rep.Blocked = time.Since(blockStart)
+	if req.Cleanup == CleanupMark {
+		// OpenSearch starts the target's engine and then merges ("we call
+		// maybe merge on the engine later once we started it up",
+		// StoreRecovery.addIndices): the writers write meanwhile.
+		if err := step("merge", func() error { return reclaim(target, &rep) }); err != nil {
+			return rep, err
+		}
+	}
 	// The source stays write-blocked (until it is deleted): a write that
 	// resolved the alias to the source before the swap may still reach it,
 	// and an unblocked source would acknowledge it where the alias no
@@ -487,6 +527,24 @@ func (c *Cluster) Procedure(alias string, req ResizeRequest, deleteSource bool) 
 		}
 	}
 	return rep, nil
+}
+
+// reclaim runs the merges of a CleanupMark target: each shard reclaims the
+// space of the documents its mark scan marked deleted.
+func reclaim(target *Index, rep *ProcedureReport) error {
+	for _, id := range target.Node.Table().ActiveShards() {
+		s, err := target.Node.Store(id)
+		if err != nil {
+			return err
+		}
+		cs, err := s.ReclaimForeign()
+		rep.Merge += cs.Took
+		rep.MergeWrites += cs.Written
+		if err != nil {
+			return fmt.Errorf("baseline: merge target shard %d: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // ErrInconsistent marks a target that holds a document twice or on the

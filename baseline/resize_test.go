@@ -172,6 +172,7 @@ func TestSplitOfAOneShardIndexKeepsEveryDocumentReachable(t *testing.T) {
 	}{
 		{"1->3 default routing shards, range", 1, 3, 0, CleanupRange},
 		{"1->3 default routing shards, per-doc", 1, 3, 0, CleanupPerDoc},
+		{"1->3 default routing shards, mark", 1, 3, 0, CleanupMark},
 		{"1->2 explicit 64 routing shards", 1, 2, 64, CleanupRange},
 		{"1->4 default, partition 1", 1, 4, 0, CleanupRange},
 		{"1->3 default, partition 4, per-doc", 4, 3, 0, CleanupPerDoc},
@@ -209,6 +210,7 @@ func TestResizeOfAPartitionedIndexKeepsEveryDocumentReachable(t *testing.T) {
 	}{
 		{"split 2->4 per-doc", routing.Split, 2, 4, CleanupPerDoc},
 		{"split 2->4 range", routing.Split, 2, 4, CleanupRange},
+		{"split 2->4 mark", routing.Split, 2, 4, CleanupMark},
 		{"shrink 4->2", routing.Shrink, 4, 2, CleanupRange},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,13 @@ package storage
 // table's span of each shard), and foreign documents lie outside them by
 // construction of the key encoding.
 //
+// How the foreign documents go is ForeignCleanupOptions.Model: one by one
+// (ForeignPerDoc, the default), or as Lucene removes them
+// (ForeignMark: a scan that routes every document and marks the foreign
+// ones deleted without rewriting any, then the compaction that reclaims
+// their space, MarkForeign and ReclaimForeign's two halves), or by key
+// range without reading them (ForeignRange).
+//
 // Crash safety. A keep-all child's store carries a durable marker (meta
 // key 'f') from its creation until its cleanup has deleted every foreign
 // document and the deletes are durable: the marker goes in a synced batch
@@ -189,9 +196,47 @@ func foreignRanges(keyspace routing.ShardID, spans []routing.Span) [][2][]byte {
 	return out
 }
 
+// ForeignModel is how a keep-all child's cleanup removes its foreign
+// documents.
+type ForeignModel uint8
+
+const (
+	// ForeignPerDoc deletes each foreign document with a point delete, in
+	// paced batches, then compacts the foreign ranges. The zero value.
+	ForeignPerDoc ForeignModel = iota
+	// ForeignMark scans every document, routes it (Keep) and marks the
+	// foreign ones deleted with a range tombstone per foreign range, as
+	// Lucene marks them in live-docs bitsets (MarkForeign), then compacts
+	// the foreign ranges, as Lucene's merges reclaim them (ReclaimForeign).
+	ForeignMark
+	// ForeignRange writes the range tombstones without reading the
+	// documents (what key-ordered storage allows), then compacts.
+	ForeignRange
+)
+
+func (m ForeignModel) String() string {
+	switch m {
+	case ForeignPerDoc:
+		return "per-doc"
+	case ForeignMark:
+		return "mark"
+	case ForeignRange:
+		return "range"
+	}
+	return fmt.Sprintf("ForeignModel(%d)", uint8(m))
+}
+
 // ForeignCleanupOptions paces the deletion of a keep-all child's foreign
 // documents, a background job like OpenSearch's delete-by-query.
 type ForeignCleanupOptions struct {
+	// Model is how the documents go (default ForeignPerDoc). A cleanup
+	// redone when a store is opened again uses the engine's options.
+	Model ForeignModel
+	// Keep routes a document for ForeignMark: whether shard keeps it (the
+	// split's table; OpenSearch's ShardSplittingQuery hashes the _id or
+	// routing value of every document). nil: the document's key decides.
+	// It runs inside the store's gate and must not use the shard.
+	Keep func(shard routing.ShardID, d Doc) bool
 	// Batch is the number of point deletes per batch (default 1000, as
 	// the new-index split's per-document cleanup).
 	Batch int
@@ -213,15 +258,23 @@ func (o ForeignCleanupOptions) withDefaults() ForeignCleanupOptions {
 // ForeignCleanup is what one shard's cleanup of foreign documents did.
 type ForeignCleanup struct {
 	Shard   routing.ShardID
+	Model   ForeignModel
 	Started time.Time // on the engine's clock
 	Deleted int       // point deletes written
 	// DeletedIDs are the `_id` entries deleted: the index is ordered by
 	// _id, so the child scans all of it (idindex.go).
 	DeletedIDs int
 	Batches    int
-	// Deletes is the time the delete pass took, Compact the compaction of
-	// the foreign ranges after it.
+	// Marked is what the mark pass marked deleted (ForeignMark), Kept and
+	// KeptBytes what it found the shard keeps: the documents a Lucene
+	// merge would rewrite (MarkForeign).
+	Marked, Kept int
+	KeptBytes    int64
+	// Deletes is the time the delete (or mark) pass took, Compact the
+	// compaction of the foreign ranges after it, and CompactWritten what
+	// the store wrote while it ran.
 	Deletes, Compact time.Duration
+	CompactWritten   uint64
 	// Written is what the shard's store wrote (flushes and compactions)
 	// while the cleanup ran: the cleanup's own tombstones and compactions,
 	// and the flushes and compactions of the writes it served meanwhile.
@@ -362,7 +415,7 @@ func (e *Engine) WaitForeignCleanups(ctx context.Context) error {
 func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.ShardID, span routing.Span) ForeignCleanup {
 	o := e.opts.ForeignCleanup.withDefaults()
 	clk := e.opts.Clock
-	r := ForeignCleanup{Shard: s.id, Started: clk.Now()}
+	r := ForeignCleanup{Shard: s.id, Model: o.Model, Started: clk.Now()}
 	before := s.st.bytesWritten()
 	log := e.logger.With(zap.Uint32("shard", uint32(s.id)))
 	finish := func(err error) ForeignCleanup {
@@ -371,12 +424,31 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 			r.Written = s.st.bytesWritten() - before
 			s.st.exit()
 		}
-		log.Debug("foreign cleanup ended", zap.Bool("done", r.Done), zap.Int("deleted", r.Deleted),
+		log.Debug("foreign cleanup ended", zap.Stringer("model", r.Model), zap.Bool("done", r.Done), zap.Int("deleted", r.Deleted), zap.Int("marked", r.Marked),
 			zap.Duration("deletes", r.Deletes), zap.Duration("compact", r.Compact), zap.Uint64("written", r.Written), zap.Error(err))
 		return r
 	}
 	ranges := foreignRanges(keyspace, []routing.Span{span})
-	for _, rg := range ranges {
+	deletes := ranges // one by one: the per-document model; the others mark
+	if o.Model != ForeignPerDoc {
+		deletes = nil
+		var err error
+		if o.Model == ForeignMark {
+			var keep func(Doc) bool
+			if o.Keep != nil {
+				keep = func(d Doc) bool { return o.Keep(s.id, d) }
+			}
+			var m CleanupStats
+			m, err = markForeign(ctx, s, keyspace, []routing.Span{span}, keep)
+			r.Marked, r.Kept, r.KeptBytes = m.Deleted, m.Kept, m.KeptBytes
+		} else {
+			err = markRanges(s, ranges)
+		}
+		if err != nil {
+			return finish(err)
+		}
+	}
+	for _, rg := range deletes {
 		from := rg[0]
 		for from != nil {
 			if err := ctx.Err(); err != nil {
@@ -415,12 +487,13 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 	if n > 0 {
 		ranges = append(ranges, allIDs)
 	}
+	compactBefore := s.st.bytesWritten()
 	for _, rg := range ranges {
 		if err := compactRange(ctx, s, rg[0], rg[1], false); err != nil {
 			return finish(err)
 		}
 	}
-	r.Compact = clk.Since(compactStart)
+	r.Compact, r.CompactWritten = clk.Since(compactStart), s.st.bytesWritten()-compactBefore
 	// The marker goes after every delete: its synced batch makes the
 	// deletes before it in the WAL durable too.
 	if !s.st.enter() {
@@ -435,6 +508,24 @@ func (e *Engine) cleanForeign(ctx context.Context, s *Shard, keyspace routing.Sh
 		return finish(fmt.Errorf("storage: shard %d: remove foreign-cleanup marker: %w", s.id, err))
 	}
 	return finish(nil)
+}
+
+// markRanges marks every document of ranges deleted with one range
+// tombstone each, in one synced batch, reading none.
+func markRanges(s *Shard, ranges [][2][]byte) error {
+	if s.closed.Load() || !s.st.enter() {
+		return ErrShardClosed
+	}
+	defer s.st.exit()
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	for _, r := range ranges {
+		_ = b.DeleteRange(r[0], r[1], nil)
+	}
+	if err := s.st.applySynced(b); err != nil {
+		return fmt.Errorf("storage: shard %d: mark foreign ranges deleted: %w", s.id, err)
+	}
+	return nil
 }
 
 // deleteBatch deletes up to limit documents of [from, to) one by one and

@@ -209,3 +209,78 @@ func TestDestroyShardStopsItsCleanup(t *testing.T) {
 		t.Fatalf("cleanups still running after destroy: %v", running)
 	}
 }
+
+// Lucene's model and the range model end where the per-document one does:
+// each child holds exactly its own documents and its marker is gone, but
+// nothing is deleted one by one. The mark pass routes every document of
+// the whole-parent child and marks the other child's.
+func TestKeepAllChildCleanupByMarksLeavesExactlyItsOwnDocuments(t *testing.T) {
+	spans := []routing.Span{{Start: 256, End: 320}, {Start: 320, End: 384}}
+	keep := func(shard routing.ShardID, d Doc) bool {
+		return spans[shard-9].Contains(routing.Key(testSettings.Place(d.ID, d.Routing).Partition))
+	}
+	for _, model := range []ForeignModel{ForeignMark, ForeignRange} {
+		t.Run(model.String(), func(t *testing.T) {
+			e := openEngine(t, Options{Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, ForeignCleanup: ForeignCleanupOptions{Model: model, Keep: keep}})
+			defer e.Close()
+			children, want := keepAllSplit(t, e, 3000)
+			for _, c := range children {
+				if ok, err := e.StartForeignCleanup(c); err != nil || !ok {
+					t.Fatalf("child %d: cleanup not started: %v", c.ID(), err)
+				}
+			}
+			if err := e.WaitForeignCleanups(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ended, _ := e.ForeignCleanups()
+			if len(ended) != 2 {
+				t.Fatalf("cleanups ended: %+v", ended)
+			}
+			for _, r := range ended {
+				i := int(r.Shard - 9)
+				wantMarked, wantKept := len(want[1-i]), len(want[i])
+				if model == ForeignRange { // nothing read
+					wantMarked, wantKept = 0, 0
+				}
+				if !r.Done || r.Err != nil || r.Model != model || r.Deleted != 0 || r.Marked != wantMarked || r.Kept != wantKept {
+					t.Errorf("cleanup of %d: %+v; want done, %s, nothing deleted one by one, %d marked, %d kept", r.Shard, r, model, wantMarked, wantKept)
+				}
+			}
+			for i, c := range children {
+				if diff := cmp.Diff(want[i], storeDocIDs(t, c)); diff != "" {
+					t.Errorf("child %d's store after cleanup (-want +got):\n%s", c.ID(), diff)
+				}
+				if pending, err := c.ForeignPending(); err != nil || pending {
+					t.Errorf("child %d: ForeignPending = %v, %v after cleanup", c.ID(), pending, err)
+				}
+			}
+		})
+	}
+}
+
+// A mark pass whose routing disagrees with the keys stops with an error
+// before marking anything: the child keeps its marker (a later cleanup
+// redoes the work) and every document its store held.
+func TestKeepAllMarkCleanupStopsOnRoutingThatDisagreesWithTheKeys(t *testing.T) {
+	e := openEngine(t, Options{Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20,
+		ForeignCleanup: ForeignCleanupOptions{Model: ForeignMark, Keep: func(routing.ShardID, Doc) bool { return true }}})
+	defer e.Close()
+	children, want := keepAllSplit(t, e, 500)
+	c := children[0]
+	if ok, err := e.StartForeignCleanup(c); err != nil || !ok {
+		t.Fatalf("cleanup not started: %v", err)
+	}
+	if err := e.WaitForeignCleanups(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ended, _ := e.ForeignCleanups()
+	if len(ended) != 1 || ended[0].Err == nil || ended[0].Done {
+		t.Fatalf("cleanup with a routing that keeps every document: %+v, want an error", ended)
+	}
+	if pending, err := c.ForeignPending(); err != nil || !pending {
+		t.Errorf("ForeignPending = %v, %v after the failed cleanup, want the marker kept", pending, err)
+	}
+	if n := len(storeDocIDs(t, c)); n != len(want[0])+len(want[1]) {
+		t.Errorf("the failed cleanup left %d documents of %d", n, len(want[0])+len(want[1]))
+	}
+}

@@ -17,8 +17,8 @@ import (
 // LinkShard makes shard id of engine dst from a hard-linked checkpoint of
 // src's store restricted to spans, owning spans, and WITHOUT removing
 // foreign keys: like OpenSearch's resize, the target starts from the
-// source's files and a later cleanup (DeleteForeign or TrimToOwned) removes
-// what it does not own. The target adopts the source's sequence number.
+// source's files and a later cleanup (DeleteForeign, MarkForeign or
+// TrimToOwned) removes what it does not own. The target adopts the source's sequence number.
 // Per-shard layout only.
 func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []routing.Span) (*Shard, ChildStats, error) {
 	var stats ChildStats
@@ -99,17 +99,22 @@ func LinkShard(dst *Engine, src *Shard, id, keyspace routing.ShardID, spans []ro
 // CleanupStats measures the removal of foreign documents.
 type CleanupStats struct {
 	Scanned int
-	Deleted int
+	Deleted int // deleted one by one (DeleteForeign) or marked (MarkForeign)
 	Took    time.Duration
 	Written uint64 // bytes the store wrote doing it
+	// Kept and KeptBytes are the documents MarkForeign found the shard
+	// keeps and their key and value bytes: what Lucene's merges rewrite
+	// to reclaim the marked documents' space (ReclaimForeign).
+	Kept      int
+	KeptBytes int64
 }
 
-// DeleteForeign is the faithful cost of OpenSearch's split cleanup: it
-// scans every document in the store, deletes each one keep rejects with a
-// point delete (as Lucene marks deleted documents), and its `_id` entry if
-// it has one, and then compacts the whole document range (as merges
-// reclaim the deleted documents). keep runs inside the store's gate
-// (store.enter): it must not use the shard.
+// DeleteForeign scans every document in the store, deletes each one keep
+// rejects with a point delete, and its `_id` entry if it has one, and then
+// compacts the whole document range. Each delete is a write (log,
+// memtable, flush, compaction), where Lucene sets a bit: MarkForeign is
+// Lucene's cost. keep runs inside the store's gate (store.enter): it must
+// not use the shard.
 func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	var stats CleanupStats
 	start, before := s.clock.Now(), s.st.bytesWritten()
@@ -137,6 +142,92 @@ func (s *Shard) DeleteForeign(keep func(Doc) bool) (CleanupStats, error) {
 	}
 	if err := compactRange(context.Background(), s, allDocs[0], allIDs[1], true); err != nil {
 		return stats, fmt.Errorf("storage: shard %d: compact after deletes: %w", s.id, err)
+	}
+	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
+	return stats, nil
+}
+
+// MarkForeign is the first half of Lucene's cleanup of a split target, the
+// one OpenSearch runs before the target starts: IndexWriter.deleteDocuments
+// of a ShardSplittingQuery, which routes every document by its _id or
+// routing value against the target's metadata, sets the bit of each foreign
+// one in its segment's live-docs bitset and commits (StoreRecovery
+// .addIndices; Lucene's FrozenBufferedUpdates.applyQueryDeletes). Here: a
+// scan of every document of the store, keep routing each (it runs inside
+// the store's gate and must not use the shard), and the foreign ones marked
+// deleted without rewriting any, with one range tombstone over each key
+// range outside the owned spans, in one synced batch. A document whose
+// routing and key disagree (kept but outside the owned spans, or the
+// reverse) is an error: the marks would not be the routing's. The marked
+// documents stay on disk until ReclaimForeign, as Lucene's stay in their
+// segments until a merge.
+func (s *Shard) MarkForeign(keep func(Doc) bool) (CleanupStats, error) {
+	start, before := s.clock.Now(), s.st.bytesWritten()
+	stats, err := markForeign(context.Background(), s, s.keyspace, s.Owned(), keep)
+	if err == nil {
+		// The `_id` index is ordered by _id, not by the spans: its foreign
+		// entries go one by one (idindex.go).
+		_, err = dropForeignIDEntries(context.Background(), s, s.keyspace, s.Owned(), 1024, func() {})
+	}
+	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
+	return stats, err
+}
+
+// markForeign scans every document of s's store (until ctx is done), with
+// keep (nil: the key decides) telling which of them the shard keeps, checks
+// keep against the spans of keyspace, and then marks every document outside those spans
+// deleted with a range tombstone per foreign range, in one synced batch.
+func markForeign(ctx context.Context, s *Shard, keyspace routing.ShardID, spans []routing.Span, keep func(Doc) bool) (CleanupStats, error) {
+	var stats CleanupStats
+	if s.closed.Load() || !s.st.beginScan() {
+		return stats, fmt.Errorf("storage: shard %d: mark foreign documents: %w", s.id, ErrShardClosed)
+	}
+	err := scanDocs(s.st.db, allDocs[0], allDocs[1], s.stopOnClose(func(d Doc) error {
+		if stats.Scanned++; stats.Scanned%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		owned := d.Root == keyspace && inSpans(spans, d.Key)
+		kept := owned
+		if keep != nil {
+			kept = keep(d)
+		}
+		if kept != owned {
+			return fmt.Errorf("document %q (routing %q): the routing keeps it in the shard: %v, its key (routing key %d of keyspace %d) is in the shard's spans %v: %v",
+				d.ID, d.Routing, kept, d.Key, d.Root, spans, owned)
+		}
+		if kept {
+			stats.Kept++
+			stats.KeptBytes += int64(docPrefixLen + len(d.ID) + len(d.Routing) + len(d.Source))
+		} else {
+			stats.Deleted++
+		}
+		return nil
+	}))
+	s.st.endScan()
+	if err != nil {
+		return stats, fmt.Errorf("storage: shard %d: mark foreign documents: %w", s.id, err)
+	}
+	if err := markRanges(s, foreignRanges(keyspace, spans)); err != nil {
+		return stats, fmt.Errorf("storage: shard %d: mark %d foreign documents deleted: %w", s.id, stats.Deleted, err)
+	}
+	return stats, nil
+}
+
+// ReclaimForeign is the second half of Lucene's cleanup after MarkForeign:
+// the merges that reclaim the marked documents' space, here a compaction of
+// each foreign key range. It rewrites every table that overlaps a marked
+// range: a bottom-level table inside one is dropped whole, one across its
+// edge or holding recent writes of every range is rewritten. A Lucene
+// segment holds every shard's documents in the order they were indexed, so
+// its merge rewrites every live document of it: CleanupStats.KeptBytes of
+// MarkForeign is what Lucene would rewrite.
+func (s *Shard) ReclaimForeign() (CleanupStats, error) {
+	var stats CleanupStats
+	start, before := s.clock.Now(), s.st.bytesWritten()
+	for _, r := range foreignRanges(s.keyspace, s.Owned()) {
+		if err := compactRange(context.Background(), s, r[0], r[1], true); err != nil {
+			return stats, fmt.Errorf("storage: shard %d: reclaim marked documents: %w", s.id, err)
+		}
 	}
 	stats.Took, stats.Written = s.clock.Since(start), s.st.bytesWritten()-before
 	return stats, nil

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"encoding/base64"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -143,4 +145,95 @@ func TestLinkShardTrimRacingTargetClose(t *testing.T) {
 			}
 		}
 	})
+}
+
+// markedShard writes n documents of root 0 with incompressible 1 KiB
+// sources to a shard that then owns the first half of the root's span, as
+// a new-index split's target linked from the whole source shard, and
+// flushes them. It returns the shard and how many documents it owns.
+func markedShard(t *testing.T, e *Engine, n int) (*Shard, int) {
+	t.Helper()
+	s := openShard(t, e, 0, 0, rootSpan(0))
+	rng := rand.New(rand.NewPCG(1, 2))
+	src := make([]byte, 768)
+	owned := routing.Span{Start: 0, End: 64}
+	want := 0
+	for _, id := range idsInRoot(0, n) {
+		for i := range src {
+			src[i] = byte(rng.Uint32())
+		}
+		op := opFor(id, OpIndex, base64.StdEncoding.EncodeToString(src))
+		if owned.Contains(op.Key) {
+			want++
+		}
+		if _, err := s.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.SetOwned([]routing.Span{owned})
+	return s, want
+}
+
+// keepByRouting is a new-index target's routing of its documents: the
+// shard keeps a document whose partition is in owned.
+func keepByRouting(owned routing.Span) func(Doc) bool {
+	return func(d Doc) bool { return owned.Contains(routing.Key(testSettings.Place(d.ID, d.Routing).Partition)) }
+}
+
+// Lucene's cleanup in two halves: MarkForeign routes every document, marks
+// the foreign ones deleted and rewrites none (the store serves and holds
+// only its own documents, and its tables are the ones it had); then
+// ReclaimForeign's compaction frees their space.
+func TestMarkForeignRewritesNothingAndReclaimForeignFreesTheSpace(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	s, owned := markedShard(t, e, 2000)
+	tables := func() int64 { t := s.st.db.Metrics().Total(); return t.TablesSize }
+	before := tables()
+	mark, err := s.MarkForeign(keepByRouting(routing.Span{Start: 0, End: 64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mark.Scanned != 2000 || mark.Kept != owned || mark.Deleted != 2000-owned || mark.KeptBytes < int64(owned)*1024 {
+		t.Errorf("MarkForeign: %+v, want 2000 scanned, %d kept (of at least 1 KiB each), %d marked", mark, owned, 2000-owned)
+	}
+	if mark.Written > 1<<10 {
+		t.Errorf("MarkForeign wrote %d bytes, want only the marks' WAL record: marking rewrites no document", mark.Written)
+	}
+	if ids := storeDocIDs(t, s); len(ids) != owned {
+		t.Errorf("after MarkForeign the store holds %d documents, want the %d it owns", len(ids), owned)
+	}
+	marked := tables()
+	reclaim, err := s.ReclaimForeign()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := tables()
+	if marked != before {
+		t.Errorf("marking changed the tables from %d to %d bytes: the marked documents stay until the reclaim", before, marked)
+	}
+	if after > marked*7/10 || reclaim.Written == 0 {
+		t.Errorf("ReclaimForeign (%+v) left %d bytes of tables of %d: the marked half's space was not freed", reclaim, after, marked)
+	}
+	if ids := storeDocIDs(t, s); len(ids) != owned {
+		t.Errorf("after ReclaimForeign the store holds %d documents, want %d", len(ids), owned)
+	}
+}
+
+// A document the routing keeps but whose key lies outside the shard's
+// spans (or the reverse) fails MarkForeign before anything is marked: the
+// marks are by key range, so they would not be the routing's.
+func TestMarkForeignRefusesRoutingThatDisagreesWithTheKeys(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	s, _ := markedShard(t, e, 200)
+	if _, err := s.MarkForeign(func(Doc) bool { return true }); err == nil {
+		t.Fatal("MarkForeign with a routing that keeps every document succeeded")
+	}
+	if ids := storeDocIDs(t, s); len(ids) != 200 {
+		t.Errorf("a refused MarkForeign left %d of the 200 documents", len(ids))
+	}
 }

@@ -39,12 +39,11 @@ and reads:
             writers keep writing;
   rfc       the same split as OpenSearch's in-place split RFC designs it: each
             child is a hard-linked copy of the WHOLE parent (nothing excised),
-            the same catch-up and handoff, and afterwards each child deletes its
-            foreign documents one by one in paced background batches while it
-            serves, and compaction reclaims their space;
+            the same catch-up and handoff, and afterwards each child removes its
+            foreign documents in the background while it serves (--cleanup);
   newindex  does what OpenSearch users do today: write block, _split x2 of the
-            whole index to a new index, alias swap (source stays blocked);
-            writers retry.
+            whole index to a new index (its foreign documents removed by
+            --cleanup), alias swap (source stays blocked); writers retry.
 Readers run beside the writers: routed gets of acknowledged documents and
 unrouted searches across every shard (a page of hits; every 200th search an
 exact count of every document), each hit checked against the table.
@@ -72,9 +71,24 @@ Flags:
   --count-every N      every Nth search is an exact count of every document (a full
                        scan here) instead of a page of hits; 0 = never (default 200:
                        one every 10 s at the default rates)
-  --cleanup C          new-index foreign-document cleanup: per-doc (deletes + compaction,
-                       as OpenSearch) or range (excise) (default per-doc); refused
-                       unless newindex runs
+  --cleanup C          how rfc's children and newindex's targets remove the documents
+                       they do not own (default mark; refused unless rfc or newindex
+                       runs):
+                         mark     Lucene's, what OpenSearch pays: a scan that routes
+                                  every document and marks the foreign ones deleted
+                                  without rewriting any (ShardSplittingQuery sets
+                                  live-docs bits), then merges that reclaim their
+                                  space, measured on their own (newindex: the scan
+                                  under the write block, the merge after the alias
+                                  swap; rfc: both after the handoff)
+                         per-doc  a point delete per foreign document, then a
+                                  compaction: a write per document, more than Lucene
+                                  pays for the same deletes
+                         range    the foreign key ranges dropped without reading them
+                                  (newindex: excise; rfc: range tombstones and a
+                                  compaction): what key-ordered storage allows and
+                                  Lucene, whose segments mix every shard's documents,
+                                  cannot
   --steady DURATION    writes before the split, > 0 (default 4s)
   --after DURATION     writes after the split (default 10s; the rfc strategy goes on
                        until its children's cleanup has ended, at most 60s more)
@@ -92,7 +106,7 @@ Flags:
 
 Examples:
   go run ./cmd/splitdemo
-  go run ./cmd/splitdemo compare --docs 1000000 --rate 5000 --writers 64 --cleanup range --out big-run
+  go run ./cmd/splitdemo compare --docs 1000000 --rate 5000 --writers 64 --cleanup per-doc --out big-run
   go run ./cmd/splitdemo compare --strategy rfc --mode opensearch   # the RFC's design exactly
 `
 
@@ -129,7 +143,7 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 	strategy := fs.String("strategy", "all", "")
 	fs.Float64Var(&c.readRate, "read-rate", 200, "")
 	fs.IntVar(&c.countEvery, "count-every", 200, "")
-	cleanup := fs.String("cleanup", "per-doc", "")
+	cleanup := fs.String("cleanup", "mark", "")
 	fs.DurationVar(&c.steady, "steady", 4*time.Second, "")
 	fs.DurationVar(&c.after, "after", 10*time.Second, "")
 	fs.DurationVar(&c.alignFlush, "align-flush", 0, "")
@@ -149,7 +163,7 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 		return nil, exitUsage, fmt.Errorf("--durability %q: want request or async", *durability)
 	}
 	if c.cleanup, err = baseline.ParseCleanup(*cleanup); err != nil {
-		return nil, exitUsage, fmt.Errorf("--cleanup %q: want per-doc or range", *cleanup)
+		return nil, exitUsage, fmt.Errorf("--cleanup %q: want mark, per-doc or range", *cleanup)
 	}
 	switch *strategy {
 	case "all":
@@ -175,8 +189,8 @@ func parseCompare(args []string, stdout io.Writer) (*compareConfig, int, error) 
 				unused = append(unused, fmt.Sprintf("--%s %q shapes the in-place strategies (inplace, rfc), which --strategy %q does not run", f.Name, f.Value, *strategy))
 			}
 		case "cleanup":
-			if !c.newindex {
-				unused = append(unused, fmt.Sprintf("--%s %q shapes the newindex strategy, which --strategy %q does not run", f.Name, f.Value, *strategy))
+			if !c.newindex && !c.rfc {
+				unused = append(unused, fmt.Sprintf("--%s %q shapes the rfc and newindex strategies, which --strategy %q does not run", f.Name, f.Value, *strategy))
 			}
 		}
 	})
@@ -284,6 +298,17 @@ func runCompare(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// foreignModel is the rfc children's cleanup of a --cleanup model.
+func foreignModel(c baseline.Cleanup) storage.ForeignModel {
+	switch c {
+	case baseline.CleanupMark:
+		return storage.ForeignMark
+	case baseline.CleanupRange:
+		return storage.ForeignRange
+	}
+	return storage.ForeignPerDoc
 }
 
 // readConfig is the read load of --read-rate and --count-every: gets at
@@ -440,7 +465,7 @@ func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*compar
 		childBuild := storage.ChildExcise
 		what := "splitting shard %d in place"
 		if keepAll {
-			childBuild, what = storage.ChildKeepAll, "splitting shard %d in place as the RFC (whole-parent children, per-document cleanup)"
+			childBuild, what = storage.ChildKeepAll, "splitting shard %d in place as the RFC (whole-parent children, "+cfg.cleanup.String()+" cleanup)"
 		}
 		p.stage(fmt.Sprintf("%s: writing %v, then "+what, name, cfg.steady, res.hotShard))
 		runDir := filepath.Join(dir, name)
@@ -452,6 +477,7 @@ func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*compar
 			Splits: []splitter.Plan{splitter.SplitPlan(res.hotShard, cfg.splitWays)},
 			Steady: cfg.steady, After: cfg.after, Logger: logger, StaleEvery: 200,
 			ChildBuild: childBuild, Reads: reads, AlignFlush: cfg.alignFlush,
+			ForeignCleanup: storage.ForeignCleanupOptions{Model: foreignModel(cfg.cleanup)},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)

@@ -70,16 +70,26 @@ func TestCompareSmallRun(t *testing.T) {
 				t.Errorf("%s: %s = %v", strategy, k, m[k])
 			}
 		}
-		for _, k := range []string{"acked_writes", "reads", "get_p99_steady_ms", "search_p99_steady_ms", "count_p99_ms", "steady_1s_stall_ms", "disk_after_bytes"} {
+		for _, k := range []string{"acked_writes", "reads", "get_p99_steady_ms", "search_p99_steady_ms", "count_p99_ms", "steady_1s_stall_ms", "disk_after_bytes",
+			"steady_window_stall_ms", "write_p99_first_second_ms", "write_p99_steady_second_ms"} {
 			if v, _ := m[k].(float64); v <= 0 {
 				t.Errorf("%s: %s = %v, want > 0", strategy, k, m[k])
 			}
 		}
 	}
-	// Only the RFC's path and the per-doc new-index cleanup delete documents one by one.
-	if s["rfc"]["cleanup_docs_deleted"].(float64) == 0 || s["newindex"]["cleanup_docs_deleted"].(float64) == 0 || s["inplace"]["cleanup_docs_deleted"].(float64) != 0 {
-		t.Errorf("cleanup_docs_deleted: inplace %v, rfc %v, newindex %v; want 0, > 0, > 0",
-			s["inplace"]["cleanup_docs_deleted"], s["rfc"]["cleanup_docs_deleted"], s["newindex"]["cleanup_docs_deleted"])
+	// The default cleanup is Lucene's: the RFC's children and the new
+	// index's targets mark their foreign documents (none deleted one by
+	// one) and merge afterwards; the in-place children have none.
+	for strategy, marks := range map[string]bool{"inplace": false, "rfc": true, "newindex": true} {
+		m := s[strategy]
+		if m["cleanup_docs_deleted"] != 0.0 || (m["cleanup_docs_marked"].(float64) > 0) != marks || (m["merge_duration_ms"].(float64) > 0) != marks ||
+			(m["lucene_merge_bytes"].(float64) > 0) != marks {
+			t.Errorf("%s: cleanup_docs_deleted %v, cleanup_docs_marked %v, merge_duration_ms %v, lucene_merge_bytes %v; want marks and a merge: %v",
+				strategy, m["cleanup_docs_deleted"], m["cleanup_docs_marked"], m["merge_duration_ms"], m["lucene_merge_bytes"], marks)
+		}
+	}
+	if s["config"]["cleanup"] != "mark" {
+		t.Errorf("config.cleanup = %v, want the default mark", s["config"]["cleanup"])
 	}
 	if s["config"]["read_rate"] != 100.0 || s["config"]["search_rate"] != 10.0 || s["config"]["count_every"] != 5.0 {
 		t.Errorf("config: read_rate %v, search_rate %v", s["config"]["read_rate"], s["config"]["search_rate"])
@@ -87,8 +97,9 @@ func TestCompareSmallRun(t *testing.T) {
 	if s["config"] == nil || s["machine"] == nil {
 		t.Errorf("summary lacks config or machine")
 	}
-	if !strings.Contains(stdout, "none lost") || !strings.Contains(stdout, "The RFC's data path") {
-		t.Errorf("reading: %s", stdout)
+	if !strings.Contains(stdout, "none lost") || !strings.Contains(stdout, "The RFC's data path") || !strings.Contains(stdout, "with mark cleanup") ||
+		!strings.Contains(stdout, "new-index _split x2, with Lucene's cleanup (a scan that routes every document and marks the foreign ones deleted") {
+		t.Errorf("reading does not name the baseline's cleanup model: %s", stdout)
 	}
 	report, err := os.ReadFile(filepath.Join(out, "report.md"))
 	if err != nil {
@@ -244,7 +255,7 @@ func TestCompareRefusesUnmeasurableLoads(t *testing.T) {
 
 // Flags that shape only the in-place strategies (--split, --mode,
 // --align-flush) are refused with --strategy newindex, and --cleanup
-// (new-index only) without newindex, as usage errors naming the flag and
+// (rfc's and newindex's) with neither, as usage errors naming the flag and
 // the strategy. Ignored, they would misreport the run: a run asked to split
 // shard 3 four ways in opensearch mode would measure a _split x2 of the
 // whole index in partition mode, with summary.json's config saying
@@ -255,7 +266,6 @@ func TestCompareRefusesFlagsNoStrategyUses(t *testing.T) {
 		{"--strategy", "newindex", "--mode", "opensearch"},
 		{"--strategy", "newindex", "--align-flush", "1s"},
 		{"--strategy", "inplace", "--cleanup", "range"},
-		{"--strategy", "rfc", "--cleanup", "per-doc"},
 	} {
 		_, code, err := parseCompare(args, io.Discard)
 		if err == nil {
@@ -271,6 +281,8 @@ func TestCompareRefusesFlagsNoStrategyUses(t *testing.T) {
 		{"--strategy", "both", "--align-flush", "1s", "--cleanup", "range"},
 		{"--strategy", "rfc", "--split", "3"},
 		{"--strategy", "newindex", "--cleanup", "range"},
+		{"--strategy", "rfc", "--cleanup", "per-doc"},
+		{"--strategy", "rfc", "--cleanup", "mark"},
 	} {
 		if _, _, err := parseCompare(args, io.Discard); err != nil {
 			t.Errorf("%v refused: %v", args, err)

@@ -43,7 +43,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -137,7 +136,7 @@ func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
 				during := loadgen.Summarize(out.Load.Records, out.WindowStart, max(out.WindowEnd, out.WindowStart+100*time.Millisecond))
 				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)), "stall-ms")
 				b.ReportMetric(ms(out.WarmWait), "warm-ms")
-				b.ReportMetric(ms(steadyStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, out.WindowEnd-out.WindowStart)), "steady-stall-ms")
+				b.ReportMetric(ms(SteadyWindowStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, out.WindowEnd-out.WindowStart)), "steady-stall-ms")
 				// The steady-window stall above needs the merge window to fit in
 				// the 2 s steady run; a merge of seconds does not, so also the
 				// longest stall of the whole steady run (a shorter window than
@@ -147,7 +146,7 @@ func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
 				// released compactions) against steady seconds.
 				after := loadgen.Summarize(out.Load.Records, out.WindowEnd, out.WindowEnd+time.Second)
 				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.WindowEnd, out.WindowEnd+time.Second)), "after-stall-ms")
-				b.ReportMetric(ms(steadyStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, time.Second)), "steady-1s-stall-ms")
+				b.ReportMetric(ms(SteadyWindowStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, time.Second)), "steady-1s-stall-ms")
 				b.ReportMetric(after.OpsPerS/steady.OpsPerS, "after/steady")
 				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.End-time.Second, out.End)), "last-1s-stall-ms")
 				b.ReportMetric(ms(out.NodeStall), "node-stall-ms")
@@ -192,20 +191,6 @@ func reportChildren(b *testing.B, out *Outcome) {
 	}
 	b.ReportMetric(ms(closeT), "retire-close-ms")
 	b.ReportMetric(ms(remove), "retire-remove-ms")
-}
-
-// steadyStall is the median of MaxStall over windows of length w (stepped by
-// w/2) in [from, to): what the stall measure reads with no split running.
-func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration {
-	var stalls []time.Duration
-	for at := from; w > 0 && at+w <= to; at += w / 2 {
-		stalls = append(stalls, loadgen.MaxStall(recs, at, at+w))
-	}
-	if len(stalls) == 0 {
-		return 0
-	}
-	slices.Sort(stalls)
-	return stalls[len(stalls)/2]
 }
 
 // BenchmarkMergeUnderLoad: merge two sibling shards (made by splitting one
@@ -271,7 +256,7 @@ func benchMergeUnderLoad(b *testing.B, layout storage.Layout) {
 				steady := loadgen.Summarize(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart)
 				during := loadgen.Summarize(out.Load.Records, out.WindowStart, max(out.WindowEnd, out.WindowStart+100*time.Millisecond))
 				b.ReportMetric(ms(loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)), "stall-ms")
-				b.ReportMetric(ms(steadyStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, out.WindowEnd-out.WindowStart)), "steady-stall-ms")
+				b.ReportMetric(ms(SteadyWindowStall(out.Load.Records, out.WindowStart-2*time.Second, out.WindowStart, out.WindowEnd-out.WindowStart)), "steady-stall-ms")
 				// The steady-window stall above needs the merge window to fit in
 				// the 2 s steady run; a merge of seconds does not, so also the
 				// longest stall of the whole steady run (a shorter window than

@@ -91,11 +91,52 @@ func TestSplitCPUIsTheWindowsCPUAboveTheSteadyRate(t *testing.T) {
 
 func TestNewIndexRunVerifies(t *testing.T) {
 	d := smallDataset(t, routing.ModePartition)
+	for _, cleanup := range []baseline.Cleanup{baseline.CleanupPerDoc, baseline.CleanupMark} {
+		t.Run(cleanup.String(), func(t *testing.T) {
+			load := d.Config.Load
+			load.Rate = 2000
+			out, err := RunNewIndex(context.Background(), NewIndexConfig{
+				Dir: filepath.Join(t.TempDir(), "cluster"), Dataset: d, Durability: storage.DurabilityRequest, Load: load,
+				Factor: 2, Cleanup: cleanup, Steady: 200 * time.Millisecond, After: 200 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !out.Verify.OK() || out.Verify.Checked < 3000 {
+				t.Fatalf("verification: %+v", out.Verify)
+			}
+			requireLoadServed(t, out)
+			stall := loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)
+			if stall < 10*time.Millisecond {
+				t.Errorf("new-index stall %v: writers should have waited for the whole block", stall)
+			}
+			// Lucene's cleanup marks under the block and merges after the
+			// swap, outside the window the writers wait in.
+			if cleanup == baseline.CleanupMark && (out.CleanupMarked == 0 || out.CleanupDeleted != 0 || out.LuceneMergeBytes == 0 ||
+				out.MergeEnd <= out.MergeStart || out.MergeStart < out.WindowEnd) {
+				t.Errorf("mark cleanup: %d marked, %d deleted, %d bytes kept, merge [%v, %v] after a window ending at %v",
+					out.CleanupMarked, out.CleanupDeleted, out.LuceneMergeBytes, out.MergeStart, out.MergeEnd, out.WindowEnd)
+			}
+			t.Logf("%d writes, stall %v, window %v, %v", len(out.Load.Records), stall, out.WindowEnd-out.WindowStart, out.Notes)
+		})
+	}
+}
+
+// The RFC's children cleaned up as Lucene does: every document routed and
+// the foreign ones marked (none deleted one by one), then their ranges
+// compacted, a merge measured on its own; the index verifies.
+func TestRFCRunWithMarkCleanupVerifies(t *testing.T) {
+	d := smallDataset(t, routing.ModePartition)
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := d.Clone(dir); err != nil {
+		t.Fatal(err)
+	}
 	load := d.Config.Load
 	load.Rate = 2000
-	out, err := RunNewIndex(context.Background(), NewIndexConfig{
-		Dir: filepath.Join(t.TempDir(), "cluster"), Dataset: d, Durability: storage.DurabilityRequest, Load: load,
-		Factor: 2, Cleanup: baseline.CleanupPerDoc, Steady: 200 * time.Millisecond, After: 200 * time.Millisecond,
+	out, err := RunInPlace(context.Background(), InPlaceConfig{
+		Dir: dir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
+		Splits: []splitter.Plan{splitter.SplitPlan(0, 2)}, Steady: 200 * time.Millisecond, After: 200 * time.Millisecond,
+		ChildBuild: storage.ChildKeepAll, ForeignCleanup: storage.ForeignCleanupOptions{Model: storage.ForeignMark},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -104,11 +145,10 @@ func TestNewIndexRunVerifies(t *testing.T) {
 		t.Fatalf("verification: %+v", out.Verify)
 	}
 	requireLoadServed(t, out)
-	stall := loadgen.MaxStall(out.Load.Records, out.WindowStart, out.WindowEnd)
-	if stall < 10*time.Millisecond {
-		t.Errorf("new-index stall %v: writers should have waited for the whole block", stall)
+	if out.CleanupMarked == 0 || out.CleanupDeleted != 0 || out.LuceneMergeBytes == 0 || out.MergeEnd <= out.MergeStart || out.MergeStart < out.WindowEnd {
+		t.Errorf("mark cleanup: %d marked, %d deleted, %d bytes kept, merge [%v, %v] after a window ending at %v; notes %v",
+			out.CleanupMarked, out.CleanupDeleted, out.LuceneMergeBytes, out.MergeStart, out.MergeEnd, out.WindowEnd, out.Notes)
 	}
-	t.Logf("%d writes, stall %v, window %v, %v", len(out.Load.Records), stall, out.WindowEnd-out.WindowStart, out.Notes)
 }
 
 // requireLoadServed fails a run whose writers were refused: the runs inject

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -64,6 +65,20 @@ type Outcome struct {
 	CleanupStart, CleanupEnd time.Duration
 	CleanupWritten           uint64 // bytes the engine wrote in the cleanup (writers' flushes and compactions included)
 	CleanupDeleted           int    // documents deleted one by one (rfc, newindex per-doc)
+	CleanupMarked            int    // documents a mark cleanup's scan marked deleted (rfc, newindex mark)
+	// The merge: the reclaim of the deleted or marked documents' space as
+	// a phase of its own, timed from the load's start, and what the
+	// stores wrote meanwhile. rfc: the children's compactions of their
+	// foreign ranges, the first's start to the last's end. newindex with
+	// the mark cleanup: the procedure's merge step after the alias swap
+	// (per-doc compacts inside the resize, under the block; range has no
+	// merge).
+	MergeStart, MergeEnd time.Duration
+	MergeWritten         uint64
+	// LuceneMergeBytes is what the mark scans found the shards keep (keys
+	// and values): what Lucene's merges would rewrite to reclaim the
+	// marked documents (MergeWritten is what our compaction wrote).
+	LuceneMergeBytes int64
 
 	// The process's CPU time (user and system; RunInPlace, where the
 	// platform reports it): over the steady window (SteadyCPUOver long,
@@ -126,7 +141,9 @@ type InPlaceConfig struct {
 	// "inplace" strategy) or storage.ChildKeepAll ("rfc": whole-parent
 	// children whose foreign documents are deleted after the handoff).
 	ChildBuild storage.ChildBuild
-	// ForeignCleanup paces the rfc children's deletes.
+	// ForeignCleanup is how the rfc children remove their foreign
+	// documents (the model and its pacing). With storage.ForeignMark and
+	// no Keep, the split's table routes each document.
 	ForeignCleanup storage.ForeignCleanupOptions
 	// CleanupWait bounds how long the load goes on past After for the
 	// rfc children's cleanups to end (default 60 s); past it the run ends
@@ -193,8 +210,18 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 	if cfg.ChildBuild == storage.ChildKeepAll {
 		out.Strategy = "rfc"
 	}
+	foreign := cfg.ForeignCleanup
+	var tables atomic.Pointer[node.Node]
+	if foreign.Model == storage.ForeignMark && foreign.Keep == nil {
+		// ShardSplittingQuery's test: the split's table routes the
+		// document to this shard.
+		foreign.Keep = func(shard routing.ShardID, d storage.Doc) bool {
+			_, owner := tables.Load().Table().Route(d.ID, d.Routing)
+			return owner == shard
+		}
+	}
 	eng, err := storage.Open(storage.Options{Dir: cfg.Dir, Layout: cfg.Dataset.Config.Layout,
-		Durability: cfg.Durability, Logger: cfg.Logger, ForeignCleanup: cfg.ForeignCleanup})
+		Durability: cfg.Durability, Logger: cfg.Logger, ForeignCleanup: foreign})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +230,7 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 		_ = eng.Close()
 		return nil, err
 	}
+	tables.Store(n)
 	defer n.Close()
 	if len(cfg.Before) > 0 {
 		drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger})
@@ -409,12 +437,30 @@ func awaitForeignCleanups(ctx context.Context, eng *storage.Engine, cfg InPlaceC
 		// store counted its own while its cleanup ran.
 		out.CleanupWritten += r.Written
 		out.CleanupDeleted += r.Deleted
+		out.CleanupMarked += r.Marked
+		out.LuceneMergeBytes += r.KeptBytes
 		out.CleanupEnd = max(out.CleanupEnd, r.Ended.Sub(start))
 		if r.Err != nil {
 			return fmt.Errorf("experiment: foreign cleanup of shard %d: %w", r.Shard, r.Err)
 		}
-		out.Notes = append(out.Notes, fmt.Sprintf("child %d deleted %d foreign documents in %d batches (%.0f ms), then compacted them away (%.0f ms); its store wrote %.1f MiB meanwhile",
-			r.Shard, r.Deleted, r.Batches, ms(r.Deletes), ms(r.Compact), float64(r.Written)/(1<<20)))
+		mergeFrom := r.Started.Add(r.Deletes).Sub(start)
+		if out.MergeEnd == 0 || mergeFrom < out.MergeStart {
+			out.MergeStart = mergeFrom
+		}
+		out.MergeEnd = max(out.MergeEnd, mergeFrom+r.Compact)
+		out.MergeWritten += r.CompactWritten
+		var what string
+		switch r.Model {
+		case storage.ForeignMark:
+			what = fmt.Sprintf("routed every document and marked %d foreign ones deleted (%.0f ms; %d kept, %.1f MiB a Lucene merge would rewrite)",
+				r.Marked, ms(r.Deletes), r.Kept, float64(r.KeptBytes)/(1<<20))
+		case storage.ForeignRange:
+			what = fmt.Sprintf("marked its foreign ranges deleted without reading them (%.0f ms)", ms(r.Deletes))
+		default:
+			what = fmt.Sprintf("deleted %d foreign documents one by one in %d batches (%.0f ms)", r.Deleted, r.Batches, ms(r.Deletes))
+		}
+		out.Notes = append(out.Notes, fmt.Sprintf("child %d %s, then compacted them away (%.0f ms, %.1f MiB written); its store wrote %.1f MiB in all meanwhile",
+			r.Shard, what, ms(r.Compact), float64(r.CompactWritten)/(1<<20), float64(r.Written)/(1<<20)))
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

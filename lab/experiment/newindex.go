@@ -80,14 +80,20 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 		req := baseline.ResizeRequest{Op: routing.Split, Source: "source", Target: "target",
 			TargetShards: cfg.Factor * src.Settings().Shards, Cleanup: cfg.Cleanup}
 		rep, procErr = c.Procedure("alias", req, false)
+		out.WindowEnd = time.Since(start)
 		for _, s := range rep.Steps {
 			out.Phases = append(out.Phases, Phase{Name: s.Name, Start: s.Start.Sub(start), End: s.End.Sub(start)})
-			if s.Name == "resize" {
+			switch s.Name {
+			case "resize":
 				out.CleanupStart, out.CleanupEnd = s.Start.Sub(start), s.End.Sub(start)
+			case "swap-alias": // the writers' wait ends; a merge step runs after it
+				out.WindowEnd = s.End.Sub(start)
+			case "merge":
+				out.MergeStart, out.MergeEnd = s.Start.Sub(start), s.End.Sub(start)
 			}
 		}
 		out.CleanupWritten, out.CleanupDeleted = rep.Resize.CleanupWrites, rep.Resize.Deleted
-		out.WindowEnd = time.Since(start)
+		out.CleanupMarked, out.LuceneMergeBytes, out.MergeWritten = rep.Resize.Marked, rep.Resize.KeptBytes, rep.MergeWrites
 		if procErr == nil {
 			sleepCtx(ctx, cfg.After)
 		}
@@ -110,9 +116,17 @@ func RunNewIndex(ctx context.Context, cfg NewIndexConfig) (*Outcome, error) {
 		return out, ctx.Err()
 	}
 	r := rep.Resize
-	out.Notes = append(out.Notes, fmt.Sprintf("_split %d -> %d shards (%s cleanup): link %v, cleanup %v (%d foreign documents deleted, %.1f MiB written), open %v; writes blocked %v",
+	cleaned := fmt.Sprintf("%d foreign documents deleted", r.Deleted)
+	if cfg.Cleanup == baseline.CleanupMark {
+		cleaned = fmt.Sprintf("every document routed, %d foreign ones marked deleted", r.Marked)
+	}
+	out.Notes = append(out.Notes, fmt.Sprintf("_split %d -> %d shards (%s cleanup): link %v, cleanup %v (%s, %.1f MiB written), open %v; writes blocked %v",
 		src.Settings().Shards, r.Target.Shards, cfg.Cleanup, r.Link.Round(time.Millisecond), r.Cleanup.Round(time.Millisecond),
-		r.Deleted, float64(r.CleanupWrites)/(1<<20), r.Open.Round(time.Millisecond), rep.Blocked.Round(time.Millisecond)))
+		cleaned, float64(r.CleanupWrites)/(1<<20), r.Open.Round(time.Millisecond), rep.Blocked.Round(time.Millisecond)))
+	if cfg.Cleanup == baseline.CleanupMark {
+		out.Notes = append(out.Notes, fmt.Sprintf("merge after the alias swap: %v, %.1f MiB written by the targets' stores (the writers' flushes and compactions on them included); Lucene's merges would rewrite the %.1f MiB of documents the targets keep",
+			rep.Merge.Round(time.Millisecond), float64(rep.MergeWrites)/(1<<20), float64(r.KeptBytes)/(1<<20)))
+	}
 	target, _ := c.Index("target")
 	out.Verify, err = Verify(target.Node.Table(), searcher{target.Node}, cfg.Dataset, out.Load)
 	return out, err

@@ -42,15 +42,24 @@ type Summary struct {
 	ReadForeignDocs   int     `json:"read_foreign_docs"`
 
 	Steady1sStallMs           float64 `json:"steady_1s_stall_ms"`
+	SteadyWindowStallMs       float64 `json:"steady_window_stall_ms"`
+	WriteP99FirstSecondMs     float64 `json:"write_p99_first_second_ms"`
+	WriteP99SteadySecondMs    float64 `json:"write_p99_steady_second_ms"`
 	AfterHandoffStallMs       float64 `json:"after_handoff_stall_ms"`
 	ThroughputAfterHandoffOps float64 `json:"throughput_after_handoff_ops"`
 
 	CleanupDurationMs   float64 `json:"cleanup_duration_ms"`
 	CleanupBytesWritten uint64  `json:"cleanup_bytes_written"`
 	CleanupDocsDeleted  int     `json:"cleanup_docs_deleted"`
+	CleanupDocsMarked   int     `json:"cleanup_docs_marked"`
 	CleanupWriteP99Ms   float64 `json:"cleanup_write_p99_ms"`
 	CleanupSearchP99Ms  float64 `json:"cleanup_search_p99_ms"`
 	ReclaimMs           float64 `json:"reclaim_ms"`
+
+	MergeDurationMs   float64 `json:"merge_duration_ms"`
+	MergeBytesWritten uint64  `json:"merge_bytes_written"`
+	MergeWriteP99Ms   float64 `json:"merge_write_p99_ms"`
+	LuceneMergeBytes  int64   `json:"lucene_merge_bytes"`
 
 	AlignWaitMs float64 `json:"align_wait_ms"`
 	Aligned     bool    `json:"aligned"`
@@ -88,14 +97,22 @@ var SummaryKeyDocs = [][2]string{
 	{"read_errors", "reads that returned an error"},
 	{"read_foreign_docs", "documents a read returned from a shard the table it read at does not name for them: a foreign document seen (must be 0)"},
 	{"steady_1s_stall_ms", "the median, over the whole one-second windows of the steady window, of each window's longest write stall (same stall measure as max_write_stall_ms): the disk's own noise"},
+	{"steady_window_stall_ms", "the same stall measure over steady windows as long as the split window: the median, over windows of the split window's length stepped by half of it across the steady window, of each window's longest write stall (one window, the whole steady window, when the split window is longer); max_write_stall_ms / steady_window_stall_ms is the split's stall against what the disk alone does in as long a window"},
+	{"write_p99_first_second_ms", "99th percentile latency (first attempt to acknowledgement) of the writes aimed at the moved documents (every document, for newindex) that clients issued in the first second from the split request: the window, the handoff and what follows it, whatever the split window's length"},
+	{"write_p99_steady_second_ms", "the same percentile for each whole second of the steady window, and the median of those: the first second's p99 against a steady second's"},
 	{"after_handoff_stall_ms", "the longest write stall in the second after the split window ends"},
 	{"throughput_after_handoff_ops", "writes acknowledged per second in the second after the split window ends (or in what the run has of it, when the load stopped sooner)"},
-	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then the children's background per-document deletes of their foreign documents and the compaction of those ranges, to the last child's end; newindex, the resize step (link, per-document or range cleanup, open), under the write block"},
+	{"cleanup_duration_ms", "the cleanup: inplace, retiring the parent (the children were excised at creation, in O(metadata)); rfc, retiring the parent, then each child's background removal of its foreign documents (config.cleanup: mark, a scan that routes every document and marks the foreign ones deleted; per-doc, point deletes in paced batches; range, range tombstones without reading them) and the compaction of those ranges, to the last child's end; newindex, the resize step under the write block (link, then mark, per-document deletes and compaction, or excise, then open; with mark the merge that reclaims the space comes after the alias swap, merge_duration_ms)"},
 	{"cleanup_bytes_written", "bytes written (flushes and compactions) by the cleanup: inplace, the engine's during the parent's retirement; rfc, that plus what each child's store wrote while its cleanup ran (the writers' own flushes and compactions on those stores in that time included); newindex, the resize cleanup's own (writes are blocked)"},
-	{"cleanup_docs_deleted", "documents deleted one by one by the cleanup (rfc; newindex with per-doc cleanup)"},
+	{"cleanup_docs_deleted", "documents the cleanup deleted one by one (per-doc cleanup: rfc, newindex)"},
+	{"cleanup_docs_marked", "documents the cleanup's scan routed to another shard and marked deleted without rewriting any (mark cleanup: rfc, newindex), as OpenSearch's ShardSplittingQuery sets their live-docs bits"},
 	{"cleanup_write_p99_ms", "99th percentile latency of the writes in flight while the cleanup ran"},
 	{"cleanup_search_p99_ms", "99th percentile latency of the searches in flight while the cleanup ran"},
 	{"reclaim_ms", "time from the split request until the space is reclaimed: the disk sample after which unique bytes on disk stay within 10 % of the settled size (disk_after_bytes); 10 % because the writers' own flushes and compactions move the total by a few percent"},
+	{"merge_duration_ms", "the reclaim of the deleted or marked documents' space as a phase of its own, Lucene's merges: rfc, the children's compactions of their foreign ranges, the first's start to the last's end; newindex with the mark cleanup, the merge step after the alias swap, which no writer waits for (per-doc compacts inside the resize, under the write block, and range has no merge: 0)"},
+	{"merge_bytes_written", "bytes the merging stores wrote while the merge ran (the writers' own flushes and compactions on them included)"},
+	{"merge_write_p99_ms", "99th percentile latency of the writes in flight while the merge ran (0 without one)"},
+	{"lucene_merge_bytes", "key and value bytes of the documents the mark cleanup's scans found the shards keep: what Lucene's merges rewrite, at least once, to reclaim the marked documents (a Lucene segment holds every shard's documents in indexing order, so its merge rewrites every live one); beside merge_bytes_written, what our compaction wrote: it drops whole the tables that lie inside a foreign key range and rewrites those across one's edge or holding recent writes of every range"},
 	{"align_wait_ms", "in-place with --align-flush: how long the split waited, after its request and before its window, for the parent's store to flush its memtable on its own (in neither the steady nor the split window); 0 otherwise"},
 	{"aligned", "in-place with --align-flush: whether that flush came within the bound; false past it (the split then forced the flush itself, as without the flag) and without the flag"},
 }
@@ -154,19 +171,29 @@ func Summarize(o *Outcome) Summary {
 		DiskAfterBytes:           o.DiskAfter,
 
 		Steady1sStallMs:           ms(MedianStall(recs, steadyFrom, o.SteadyEnd())),
+		SteadyWindowStallMs:       ms(SteadyWindowStall(recs, steadyFrom, o.SteadyEnd(), o.WindowEnd-o.WindowStart)),
+		WriteP99FirstSecondMs:     ms(IssuedP99(recs, o.SteadyEnd(), min(o.SteadyEnd()+time.Second, o.End))),
+		WriteP99SteadySecondMs:    ms(MedianSecondP99(recs, steadyFrom, o.SteadyEnd())),
 		AfterHandoffStallMs:       ms(loadgen.MaxStall(recs, o.WindowEnd, handoffEnd)),
 		ThroughputAfterHandoffOps: loadgen.Summarize(recs, o.WindowEnd, handoffEnd).OpsPerS,
 
 		CleanupDurationMs:   ms(o.CleanupEnd - o.CleanupStart),
 		CleanupBytesWritten: o.CleanupWritten,
 		CleanupDocsDeleted:  o.CleanupDeleted,
+		CleanupDocsMarked:   o.CleanupMarked,
 		CleanupWriteP99Ms:   ms(loadgen.SummarizeOverlap(recs, o.CleanupStart, o.CleanupEnd).P99),
 		ReclaimMs:           ms(Reclaimed(o)),
+		MergeDurationMs:     ms(o.MergeEnd - o.MergeStart),
+		MergeBytesWritten:   o.MergeWritten,
+		LuceneMergeBytes:    o.LuceneMergeBytes,
 		AlignWaitMs:         ms(o.AlignWait),
 		Aligned:             o.Aligned,
 	}
 	if o.CleanupEnd <= o.CleanupStart {
 		m.CleanupWriteP99Ms = 0
+	}
+	if o.MergeEnd > o.MergeStart {
+		m.MergeWriteP99Ms = ms(loadgen.SummarizeOverlap(recs, o.MergeStart, o.MergeEnd).P99)
 	}
 	if r := o.Reads; r != nil {
 		gets, searches := r.Of(loadgen.ReadGet), r.Of(loadgen.ReadSearch)
@@ -204,6 +231,53 @@ func MedianStall(recs []loadgen.Record, from, to time.Duration) time.Duration {
 	}
 	slices.Sort(stalls)
 	return stalls[len(stalls)/2]
+}
+
+// SteadyWindowStall is the median, over the windows of length w in
+// [from, to) stepped by w/2, of each window's longest stall: what the stall
+// measure reads in a window as long as the split's with no split running.
+// The median, not the longest: the split window is one window, and the
+// longest of many steady windows grows with their number. A window longer
+// than [from, to) is cut to it (one window, the whole span).
+func SteadyWindowStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration {
+	w = min(w, to-from)
+	var stalls []time.Duration
+	for at := from; w > 0 && at+w <= to; at += max(w/2, 1) {
+		stalls = append(stalls, loadgen.MaxStall(recs, at, at+w))
+	}
+	if len(stalls) == 0 {
+		return 0
+	}
+	slices.Sort(stalls)
+	return stalls[len(stalls)/2]
+}
+
+// IssuedP99 is the 99th percentile latency of the acknowledged writes aimed
+// at the moved documents that were issued in [from, to): what a client
+// sending such a write then waited, however long after to it was answered.
+func IssuedP99(recs []loadgen.Record, from, to time.Duration) time.Duration {
+	var in []loadgen.Record
+	for _, r := range recs {
+		if r.Moving && r.Start >= from && r.Start < to {
+			in = append(in, r)
+		}
+	}
+	return loadgen.Summarize(in, 0, 1<<62).P99
+}
+
+// MedianSecondP99 is the median, over the whole seconds of [from, to), of
+// each second's IssuedP99 (the whole interval's if it holds no whole
+// second).
+func MedianSecondP99(recs []loadgen.Record, from, to time.Duration) time.Duration {
+	var p99s []time.Duration
+	for at := from; at+time.Second <= to; at += time.Second {
+		p99s = append(p99s, IssuedP99(recs, at, at+time.Second))
+	}
+	if len(p99s) == 0 {
+		return IssuedP99(recs, from, to)
+	}
+	slices.Sort(p99s)
+	return p99s[len(p99s)/2]
 }
 
 // ReclaimTolerance is how far above the settled size the disk may be and

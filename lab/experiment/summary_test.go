@@ -64,7 +64,8 @@ func TestSummarizeDerivedKeys(t *testing.T) {
 	}
 	o := &Outcome{Strategy: "rfc", Load: &loadgen.Result{Records: recs}, Reads: reads,
 		WindowStart: 4 * sec, WindowEnd: 4100 * ms, End: 6 * sec, CleanupStart: 4500 * ms, CleanupEnd: 5 * sec,
-		CleanupWritten: 1 << 20, CleanupDeleted: 7, DiskAfter: 100,
+		CleanupWritten: 1 << 20, CleanupDeleted: 7, CleanupMarked: 9, DiskAfter: 100,
+		MergeStart: 4200 * ms, MergeEnd: 4500 * ms, MergeWritten: 3 << 20, LuceneMergeBytes: 5 << 20,
 		Disk: []DiskSample{{At: 3 * sec, Bytes: 100}, {At: 4200 * ms, Bytes: 200}, {At: 4800 * ms, Bytes: 150},
 			{At: 5 * sec, Bytes: 105}, {At: 5500 * ms, Bytes: 100}, {At: 6 * sec, Bytes: 100}}}
 	m := Summarize(o)
@@ -73,6 +74,8 @@ func TestSummarizeDerivedKeys(t *testing.T) {
 		"throughput_after_handoff_ops": m.ThroughputAfterHandoffOps, "cleanup_duration_ms": m.CleanupDurationMs,
 		"cleanup_search_p99_ms": m.CleanupSearchP99Ms, "search_p99_steady_ms": m.SearchP99SteadyMs,
 		"get_p99_after_ms": m.GetP99AfterMs, "reclaim_ms": m.ReclaimMs, "cleanup_docs_deleted": float64(m.CleanupDocsDeleted),
+		"cleanup_docs_marked": float64(m.CleanupDocsMarked), "merge_duration_ms": m.MergeDurationMs, "merge_write_p99_ms": m.MergeWriteP99Ms,
+		"merge_bytes_written": float64(m.MergeBytesWritten), "lucene_merge_bytes": float64(m.LuceneMergeBytes),
 	}
 	want := map[string]float64{
 		// steady seconds [1,2), [2,3), [3,4): stalls 20, 50 and 1 ms: median 20.
@@ -81,7 +84,9 @@ func TestSummarizeDerivedKeys(t *testing.T) {
 		"throughput_after_handoff_ops": 100, "cleanup_duration_ms": 500,
 		"cleanup_search_p99_ms": 30, "search_p99_steady_ms": 2, "get_p99_after_ms": 0.5,
 		// the last sample over 110 is at 4.8 s; the next (5 s) is within: 1 s after the request.
-		"reclaim_ms": 1000, "cleanup_docs_deleted": 7,
+		"reclaim_ms": 1000, "cleanup_docs_deleted": 7, "cleanup_docs_marked": 9,
+		// the merge [4.2 s, 4.5 s) holds the writes issued in the 200 ms gap.
+		"merge_duration_ms": 300, "merge_write_p99_ms": 200, "merge_bytes_written": 3 << 20, "lucene_merge_bytes": 5 << 20,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Summarize (-want +got):\n%s", diff)
@@ -159,5 +164,72 @@ func TestReclaimIsTimedFromTheRequest(t *testing.T) {
 			{At: 2 * sec, Bytes: 200}, {At: 2100 * time.Millisecond, Bytes: 100}, {At: 3 * sec, Bytes: 100}}}
 	if got, want := Reclaimed(o), 1100*time.Millisecond; got != want {
 		t.Fatalf("Reclaimed = %v with the request at 1 s, the split's start at 1.5 s (aligned) and the disk settled from 2.1 s; want %v", got, want)
+	}
+}
+
+// steady_window_stall_ms reads the steady window through windows as long as
+// the split window. A write every 10 ms, each 1 ms long, but the writes
+// issued in the 20 ms from 1.5 s, 2.5 s and 3.5 s all end when those 20 ms
+// do: every one-second window holds one such stall, and only 6 of the 59
+// windows of 100 ms do. So a 100 ms split
+// window is measured against 1 ms, a one-second split window against
+// 20 ms, and a split window longer than the steady window against the
+// steady window as one window.
+func TestSteadyWindowStallIsMeasuredOverWindowsOfTheSplitWindowsLength(t *testing.T) {
+	ms := time.Millisecond
+	var recs []loadgen.Record
+	for at := time.Duration(0); at < 6*time.Second; at += 10 * ms {
+		end := at + ms
+		for _, g := range []time.Duration{1500 * ms, 2500 * ms, 3500 * ms} {
+			if at >= g && at < g+20*ms {
+				end = g + 20*ms
+			}
+		}
+		recs = append(recs, loadgen.Record{Start: at, End: end, OK: true, Moving: true})
+	}
+	for _, tc := range []struct {
+		window time.Duration
+		want   float64
+	}{{100 * ms, 1}, {time.Second, 20}, {5 * time.Second, 20}} {
+		o := &Outcome{Load: &loadgen.Result{Records: recs}, WindowStart: 4 * time.Second, WindowEnd: 4*time.Second + tc.window, End: 6 * time.Second}
+		if got := Summarize(o).SteadyWindowStallMs; got != tc.want {
+			t.Errorf("split window of %v: steady_window_stall_ms = %v, want %v", tc.window, got, tc.want)
+		}
+	}
+}
+
+// write_p99_first_second_ms is the latency clients saw for the moved
+// writes they issued in the first second from the split request: 200
+// writes 5 ms apart from the request at 4 s, the i-th answered after i+1 ms
+// (p99: the 199th of 200, 199 ms). Writes issued before the request, and
+// writes to documents that do not move, are not counted, however slow.
+// write_p99_steady_second_ms is the median of the steady seconds' p99s:
+// seconds [1,2), [2,3) and [3,4) each hold one slow write (3, 7 and 5 ms)
+// among writes of 1 ms, so their p99s are 3, 7 and 5 ms, median 5.
+func TestWriteP99OfTheFirstSecondAndOfSteadySeconds(t *testing.T) {
+	ms := time.Millisecond
+	var recs []loadgen.Record
+	slow := map[time.Duration]time.Duration{1500 * ms: 3 * ms, 2500 * ms: 7 * ms, 3500 * ms: 5 * ms}
+	for at := time.Duration(0); at < 4*time.Second; at += 10 * ms {
+		d := ms
+		if s, ok := slow[at]; ok {
+			d = s
+		}
+		recs = append(recs, loadgen.Record{Start: at, End: at + d, OK: true, Moving: true})
+	}
+	// Issued before the request, answered in its first second.
+	recs = append(recs, loadgen.Record{Start: 3999 * ms, End: 4900 * ms, OK: true, Moving: true})
+	for i := range 200 {
+		at := 4*time.Second + time.Duration(i)*5*ms
+		recs = append(recs, loadgen.Record{Start: at, End: at + time.Duration(i+1)*ms, OK: true, Moving: true},
+			loadgen.Record{Start: at, End: at + 10*time.Second, OK: true, Moving: false})
+	}
+	o := &Outcome{Load: &loadgen.Result{Records: recs}, WindowStart: 4 * time.Second, WindowEnd: 4100 * ms, End: 20 * time.Second}
+	m := Summarize(o)
+	if m.WriteP99FirstSecondMs != 199 {
+		t.Errorf("write_p99_first_second_ms = %v, want 199", m.WriteP99FirstSecondMs)
+	}
+	if m.WriteP99SteadySecondMs != 5 {
+		t.Errorf("write_p99_steady_second_ms = %v, want 5 (the median of 3, 7 and 5)", m.WriteP99SteadySecondMs)
 	}
 }

@@ -145,7 +145,7 @@ trace() {
 
 check_all() {   # check_all KIND...
   need_tools
-  local t0=$SECONDS s k status=0
+  local t0=$SECONDS s k v status=0
   echo "spin $(spin -V | awk '{print $3}'), model $model"
   for k in "$@"; do
     for s in recover local; do build "$work/$s-$k" "$k" "$(strategy_flags "$s")"; done
@@ -153,7 +153,8 @@ check_all() {   # check_all KIND...
     wait
     for s in recover local; do
       summary "$work/$s-$k" "$s $k"
-      if [ "$(verdict "$work/$s-$k")" = fail ]; then
+      v=$(verdict "$work/$s-$k") || exit 2
+      if [ "$v" = fail ]; then
         echo "FAIL: $s $k; counterexample:"
         trace "$work/$s-$k" "$(strategy_flags "$s")"
         status=1
@@ -175,7 +176,7 @@ mutant_line() {
 # when none does.
 check_mutant() {
   need_tools
-  local name strategy define what flags k t0 first=safety line
+  local name strategy define what flags k t0 first=safety line v
   line=$(mutant_line "$1") || exit 2
   IFS='|' read -r name strategy define what <<<"$line"
   flags="$(strategy_flags "$strategy") -D$define"
@@ -185,7 +186,8 @@ check_mutant() {
   for k in $first liveness; do
     build "$work/$k" "$k" "$flags"
     search "$work/$k" "$k"
-    if [ "$(verdict "$work/$k")" = fail ]; then
+    v=$(verdict "$work/$k") || exit 2
+    if [ "$v" = fail ]; then
       echo "caught by the $k search: $(awk '/states, stored/ {print $1; exit}' "$work/$k/pan.out") states," \
         "search $(cat "$work/$k/wall") s, $(since "$t0") s with the builds; the counterexample:"
       trace "$work/$k" "$flags"
@@ -197,11 +199,13 @@ check_mutant() {
 }
 
 all_mutants() {
-  local name missed=0 t0 out
+  local name missed=0 out rc
   while IFS='|' read -r name _; do
-    t0=$(now)
-    if out=$(bash "$0" --mutant "$name" 2>&1); then
+    rc=0; out=$(bash "$0" --mutant "$name" 2>&1) || rc=$?
+    if [ $rc = 0 ]; then
       echo "NOT CAUGHT  $name"; missed=1
+    elif [ $rc != 1 ]; then
+      printf '%s\n' "$out" >&2; die "checking mutant $name failed"
     else
       printf 'caught  %-40s %-44s %s\n' "$name" \
         "$(printf '%s\n' "$out" | sed -n 's/^  violated: //p' | head -1)" \

@@ -133,10 +133,22 @@ type Copy struct {
 	tracker  *Tracker
 	streams  map[string]*progress
 	queued   []queuedWrite
-	pending  []*pendingWrite // applied, waiting for the in-sync copies
-	failing  map[string]bool // ShardFailed sent, waiting for the cluster state
-	busyKeys map[string]int  // document key → writes applied and not yet acknowledged
+	pending  []*pendingWrite  // applied, waiting for the in-sync copies
+	failing  map[string]bool  // ShardFailed sent, waiting for the cluster state
+	busyKeys map[string]int   // document key → writes applied and not yet acknowledged
+	leases   map[string]int64 // retention leases: recovery id → the first sequence number it needs
 }
+
+// addLease retains the history from seq on for a recovery until it ends
+// (a peer-recovery retention lease).
+func (c *Copy) addLease(id string, seq int64) {
+	if c.leases == nil {
+		c.leases = map[string]int64{}
+	}
+	c.leases[id] = seq
+}
+
+func (c *Copy) removeLease(id string) { delete(c.leases, id) }
 
 type queuedWrite struct {
 	ops  []storage.Op
@@ -534,6 +546,9 @@ func (c *Copy) trimHistory() {
 		}
 	}
 	low = min(low, c.gcp)
+	for _, from := range c.leases {
+		low = min(low, from-1)
+	}
 	if low > NoOpsPerformed {
 		if err := c.store.TrimHistory(low); err != nil {
 			c.log.Warn("trim history", zap.Error(err))

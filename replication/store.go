@@ -15,6 +15,11 @@ type Op struct {
 	Seq  int64      `json:"seq"`
 	Term uint64     `json:"term"`
 	Doc  storage.Op `json:"doc"`
+	// Removed are the keys of other documents of the op's _id that the
+	// op replaced or deleted on the primary (a shard keeps one document
+	// per _id, whatever routing stored it): a copy applies them as the
+	// primary did.
+	Removed []routing.Key `json:"removed,omitempty"`
 }
 
 // Store is what a copy keeps on disk: its documents, the history of the

@@ -15,6 +15,10 @@ import (
 // that only storage imports Pebble.
 type FS = vfs.FS
 
+// WriteCategoryUnspecified is the write category of files storage's users
+// create on an FS (Pebble tags its own writes by category).
+const WriteCategoryUnspecified = vfs.WriteCategoryUnspecified
+
 // OSFS is the operating system's filesystem.
 var OSFS FS = vfs.Default
 

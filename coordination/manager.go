@@ -367,7 +367,7 @@ func (m *Manager) HasLease() bool {
 // makes a task applied twice take effect once.
 func (m *Manager) Propose(t cluster.Task, done func(Result)) {
 	m.nextReq++
-	req := m.cfg.Self.Name + "/" + m.cfg.Self.Incarnation + "/" + strconv.FormatUint(m.nextReq, 10)
+	req := m.cfg.Self.Name + "/" + m.cfg.Self.EphemeralID + "/" + strconv.FormatUint(m.nextReq, 10)
 	data, err := json.Marshal(entry{Req: req, From: m.cfg.Self.Name, Task: t})
 	if err != nil {
 		done(Result{Err: fmt.Errorf("coordination: encode task: %w", err)})
@@ -625,7 +625,7 @@ func (m *Manager) maybeJoin() {
 	if m.state.ClusterUUID == "" && m.rn != nil && m.rn.BasicStatus().Lead == 0 && len(m.heard) == 0 {
 		return
 	}
-	if n, ok := m.state.Nodes[m.cfg.Self.Name]; ok && n.ID == m.cfg.Self.ID && n.Incarnation == m.cfg.Self.Incarnation {
+	if n, ok := m.state.Nodes[m.cfg.Self.Name]; ok && n.ID == m.cfg.Self.ID && n.EphemeralID == m.cfg.Self.EphemeralID {
 		return
 	}
 	if m.lastJoin != 0 && m.tick-m.lastJoin < uint64(m.cfg.RetryTicks) {
@@ -695,7 +695,7 @@ func (m *Manager) onJoin(j joinRequest) {
 	}
 	// Each join proposal is a request of its own: a node declared left and
 	// back under the same incarnation must be added again.
-	req := fmt.Sprintf("join/%s/%s/%d/%d", j.Node.Name, j.Node.Incarnation, m.leaderTerm, m.tick)
+	req := fmt.Sprintf("join/%s/%s/%d/%d", j.Node.Name, j.Node.EphemeralID, m.leaderTerm, m.tick)
 	data, err := json.Marshal(entry{Req: req, From: m.cfg.Self.Name,
 		Task: cluster.Task{NodeJoined: &cluster.NodeJoined{Node: j.Node}}})
 	if err == nil {
@@ -802,8 +802,8 @@ func (m *Manager) leaderTick() {
 		m.leaving[name] = m.tick
 		m.log.Info("node failed its follower checks; removing it", zap.String("node", name),
 			zap.Uint64("unheard_ticks", m.tick-seen))
-		m.proposeOnce(fmt.Sprintf("left/%s/%s/%d/%d", name, m.state.Nodes[name].Incarnation, m.leaderTerm, m.tick), cluster.Task{NodeLeft: &cluster.NodeLeft{
-			Name: name, Reason: "followers check retry count exceeded"}})
+		m.proposeOnce(fmt.Sprintf("left/%s/%s/%d/%d", name, m.state.Nodes[name].EphemeralID, m.leaderTerm, m.tick), cluster.Task{NodeLeft: &cluster.NodeLeft{
+			Name: name, EphemeralID: m.state.Nodes[name].EphemeralID, Reason: "followers check retry count exceeded"}})
 	}
 }
 

@@ -82,7 +82,7 @@ func (c *testCluster) start(name string, managers []string) *testNode {
 		seeds = append(seeds, s)
 	}
 	m, err := Open(Config{
-		Self: cluster.NodeInfo{Name: name, ID: n.id, Incarnation: fmt.Sprint(n.incarnation),
+		Self: cluster.NodeInfo{Name: name, ID: n.id, EphemeralID: fmt.Sprint(n.incarnation),
 			TransportAddr: name, Manager: slices.Contains(managers, name)},
 		ClusterName: "test", Seeds: seeds, InitialManagers: managers, KV: kv, Rand: rand.New(rand.NewPCG(uint64(len(c.nodes)), uint64(n.incarnation))),
 		Transport: testEndpoint{c: c, name: name},
@@ -171,7 +171,7 @@ func (c *testCluster) converged() bool {
 			return false
 		}
 		info, ok := st.Nodes[n.name]
-		if !ok || info.Incarnation != fmt.Sprint(n.incarnation) {
+		if !ok || info.EphemeralID != fmt.Sprint(n.incarnation) {
 			return false
 		}
 	}
@@ -323,7 +323,7 @@ func TestASecondNodeWithATakenNameIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := Open(Config{
-		Self:        cluster.NodeInfo{Name: "n2", ID: dup.id, Incarnation: "1", TransportAddr: "n2-dup"},
+		Self:        cluster.NodeInfo{Name: "n2", ID: dup.id, EphemeralID: "1", TransportAddr: "n2-dup"},
 		ClusterName: "test", Seeds: threeManagers(), InitialManagers: threeManagers(), KV: kv,
 		Transport: testEndpoint{c: c, name: "n2-dup"}, NewClusterUUID: func() string { return "other" },
 	})

@@ -69,12 +69,20 @@ var ErrStalePrimary = errors.New("replication: a newer primary replaced this one
 var ErrNotPrimary = errors.New("replication: this copy is not the primary")
 
 // WriteResult is a write's outcome: the sequence numbers and primary term
-// of its operations, or why it failed.
+// of its operations and what its Prepare returned, or why it failed.
 type WriteResult struct {
-	Seqs []int64
-	Term uint64
-	Err  error
+	Seqs  []int64
+	Term  uint64
+	Value any
+	Err   error
 }
+
+// Prepare turns a write into the operations to apply, on the primary, in
+// sequence-number order: get reads a document as every write before it
+// left it (the copy's store, and the writes of the same batch). This is
+// where a write's version and op_type are resolved, as OpenSearch does on
+// the primary. An error fails the write with nothing applied.
+type Prepare func(get func(d storage.Op) (storage.Doc, bool, error)) (ops []storage.Op, value any, err error)
 
 type pendingWrite struct {
 	last int64 // the highest sequence number among its operations
@@ -151,8 +159,8 @@ func (c *Copy) addLease(id string, seq int64) {
 func (c *Copy) removeLease(id string) { delete(c.leases, id) }
 
 type queuedWrite struct {
-	ops  []storage.Op
-	done func(WriteResult)
+	prepare Prepare
+	done    func(WriteResult)
 }
 
 // NewCopy opens a copy as a replica at term. The node makes it the primary
@@ -308,9 +316,9 @@ func (c *Copy) markStaleUntracked() {
 
 // Write applies a write's operations on the primary and acknowledges it
 // (done) once every in-sync copy has them. Writes queue until Flush, which
-// applies every queued write in one batch (the group commit of a node's
-// event loop).
-func (c *Copy) Write(ops []storage.Op, done func(WriteResult)) {
+// prepares them in order and applies them in one batch (the group commit
+// of a node's event loop).
+func (c *Copy) Write(prepare Prepare, done func(WriteResult)) {
 	if !c.IsPrimary() {
 		err := ErrNotPrimary
 		if c.stale {
@@ -319,7 +327,7 @@ func (c *Copy) Write(ops []storage.Op, done func(WriteResult)) {
 		done(WriteResult{Err: err})
 		return
 	}
-	c.queued = append(c.queued, queuedWrite{ops: ops, done: done})
+	c.queued = append(c.queued, queuedWrite{prepare: prepare, done: done})
 }
 
 // Flush applies the queued writes in one durable batch, assigning
@@ -339,15 +347,40 @@ func (c *Copy) Flush() {
 	next := c.store.LocalCheckpoint() + 1
 	var ops []Op
 	writes := make([]*pendingWrite, 0, len(queued))
+	batch := map[string]*storage.Doc{} // what this batch's writes left: nil = deleted
+	get := func(d storage.Op) (storage.Doc, bool, error) {
+		if doc, ok := batch[docKey(d)]; ok {
+			if doc == nil {
+				return storage.Doc{}, false, nil
+			}
+			return *doc, true, nil
+		}
+		return c.store.Get(d.Root, d.Key, d.ID)
+	}
 	for _, q := range queued {
-		w := &pendingWrite{done: q.done, res: WriteResult{Term: c.term}}
-		for _, d := range q.ops {
+		docs, value, err := q.prepare(get)
+		if err != nil {
+			q.done(WriteResult{Err: err})
+			continue
+		}
+		w := &pendingWrite{done: q.done, res: WriteResult{Term: c.term, Value: value}, last: next - 1}
+		for _, d := range docs {
 			ops = append(ops, Op{Seq: next, Term: c.term, Doc: d})
 			w.res.Seqs = append(w.res.Seqs, next)
 			w.last = next
+			if d.Kind == storage.OpDelete {
+				batch[docKey(d)] = nil
+			} else {
+				batch[docKey(d)] = &storage.Doc{Root: d.Root, Key: d.Key, ID: d.ID, Routing: d.Routing, Seq: uint64(next), Source: d.Source}
+			}
 			next++
 		}
 		writes = append(writes, w)
+	}
+	if len(ops) == 0 {
+		c.pending = append(c.pending, writes...)
+		c.complete()
+		return
 	}
 	if err := c.store.Apply(ops, false); err != nil {
 		err = fmt.Errorf("replication: shard %s: apply %d operations: %w", c.cfg.Shard, len(ops), err)

@@ -140,7 +140,9 @@ func docOp(id, value string) storage.Op {
 // its result (nil until acknowledged or failed).
 func (g *group) write(p, id, value string) **WriteResult {
 	var res *WriteResult
-	g.copies[p].Write([]storage.Op{docOp(id, value)}, func(r WriteResult) {
+	g.copies[p].Write(func(func(storage.Op) (storage.Doc, bool, error)) ([]storage.Op, any, error) {
+		return []storage.Op{docOp(id, value)}, nil, nil
+	}, func(r WriteResult) {
 		res = &r
 		if r.Err == nil {
 			g.acked[id] = value

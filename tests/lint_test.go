@@ -24,6 +24,7 @@ const module = "github.com/shardsplit/shardsplit"
 //
 //	internal/{invariants,clock,model}      the ground floor
 //	routing ← policy                       pure
+//	routing ← cluster                      pure: the cluster state, its tasks, the allocator
 //	routing ← storage ← node ← splitter, baseline ← recovery ← service ← server
 //	splitter, policy ← autosplit           the load-based split loop
 //	lab/...                                harnesses: experiments, findings, crash enumeration, load
@@ -38,6 +39,7 @@ var allowedOurs = map[string][]string{
 	"internal/model":      {"internal/invariants"},
 	"routing":             {},
 	"policy":              {"routing"},
+	"cluster":             {"routing"},
 	"storage":             {"routing", "internal/clock", "internal/invariants"},
 	"storage/crashfs":     {},
 	"node":                {"routing", "storage", "internal/clock", "internal/invariants"},
@@ -47,6 +49,7 @@ var allowedOurs = map[string][]string{
 	"autosplit":           {"routing", "storage", "node", "splitter", "policy"},
 	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery"},
 	"server":              {"routing", "splitter", "service"},
+	"transport":           {},
 	"lab/loadgen":         {"internal/clock", "internal/model"},
 	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},
 	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},
@@ -192,7 +195,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 // global RNG: time comes from internal/clock (one clock, injected through
 // storage.Options, node.Config and splitter.Config, so a simulation can
 // drive it) and randomness is a constructor parameter.
-var deterministicPackages = []string{"routing", "storage", "node", "splitter", "recovery", "policy"}
+var deterministicPackages = []string{"routing", "storage", "node", "splitter", "recovery", "policy", "cluster"}
 
 var (
 	clockOrGlobalRand = regexp.MustCompile(`time\.(Now|Since|Until|Sleep|After|AfterFunc|Tick|NewTicker|NewTimer)\(|rand\.(Int|IntN|Intn|Int32|Int32N|Int64|Int64N|Int63|Uint|UintN|Uint32|Uint32N|Uint64|Uint64N|Float32|Float64|Perm|Shuffle|N)\(`)

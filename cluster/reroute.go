@@ -1,0 +1,183 @@
+package cluster
+
+import (
+	"slices"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// reroute is the allocator, run at the end of every task
+// (AllocationService.reroute). It places unassigned copies, primaries of
+// every index before any replica (as BalancedShardsAllocator does):
+//
+//   - A primary of a shard that never had an active copy (empty in-sync
+//     set) goes to the node with the fewest copies, ties to the lowest
+//     name (BalancedShardsAllocator, by count only), starting empty.
+//   - A primary of a shard that had one goes only to a node whose disk
+//     holds a copy with an id in the in-sync set, opened under that id
+//     (PrimaryShardAllocator: candidates are in-sync copies, a copy that
+//     was primary first; then the lowest name). With none, it stays
+//     unassigned, no_valid_shard_copy, and the index is red: the cluster
+//     waits for such a node to join rather than lose acknowledged writes.
+//   - A replica waits for its primary to be started
+//     (ReplicaAfterPrimaryActiveAllocationDecider), then goes to the node
+//     with the fewest copies among those without a copy of the shard,
+//     built by peer recovery.
+//
+// On every path no node gets two copies of a shard
+// (SameShardAllocationDecider), and a shard does not go back to the node
+// it failed on in this round. Not modelled: rebalancing started copies,
+// recovery throttling, delayed allocation after a node left, disk
+// watermarks, awareness.
+func (a *applier) reroute() {
+	names := a.next.IndexNames()
+	var counts map[string]int // computed on first need: most rounds place nothing
+	for _, name := range names {
+		for sh := range a.next.Indices[name].Shards {
+			shard := routing.ShardID(sh)
+			cs := a.next.Indices[name].Copies[shard]
+			if p := primaryPos(cs); cs[p].State == Unassigned {
+				if counts == nil {
+					counts = a.startRound()
+				}
+				a.allocatePrimary(name, shard, p, counts)
+			}
+		}
+	}
+	for _, name := range names {
+		for sh := range a.next.Indices[name].Shards {
+			shard := routing.ShardID(sh)
+			if !slices.ContainsFunc(a.next.Indices[name].Copies[shard], func(c ShardCopy) bool { return !c.Primary && c.State == Unassigned }) {
+				continue
+			}
+			if counts == nil {
+				counts = a.startRound()
+			}
+			a.allocateReplicas(name, shard, counts)
+		}
+	}
+}
+
+// startRound sorts the node names and counts the copies on each node.
+func (a *applier) startRound() map[string]int {
+	a.nodes = a.next.NodeNames()
+	return a.nodeCounts()
+}
+
+// nodeCounts counts the assigned copies on every node.
+func (a *applier) nodeCounts() map[string]int {
+	counts := make(map[string]int, len(a.next.Nodes))
+	for _, im := range a.next.Indices {
+		for _, cs := range im.Copies {
+			for _, c := range cs {
+				if c.Assigned() {
+					counts[c.Node]++
+				}
+			}
+		}
+	}
+	return counts
+}
+
+func primaryPos(cs []ShardCopy) int {
+	return slices.IndexFunc(cs, func(c ShardCopy) bool { return c.Primary })
+}
+
+func (a *applier) allocatePrimary(name string, shard routing.ShardID, p int, counts map[string]int) {
+	im := a.next.Indices[name]
+	if len(im.InSync[shard]) == 0 {
+		node := a.leastLoaded(im, shard, counts)
+		if node == "" {
+			a.setStatus(name, shard, p, StatusDecidersNo)
+			return
+		}
+		a.initialize(name, shard, p, node, a.newAllocationID(), EmptyStore)
+		counts[node]++
+		return
+	}
+	node, aid := a.inSyncCopy(im, shard)
+	if node == "" {
+		a.setStatus(name, shard, p, StatusNoValidShardCopy)
+		return
+	}
+	a.initialize(name, shard, p, node, aid, ExistingStore)
+	counts[node]++
+}
+
+// inSyncCopy finds the node to open the shard's primary on, and the id of
+// its copy there (see reroute).
+func (a *applier) inSyncCopy(im *IndexMeta, shard routing.ShardID) (node, aid string) {
+	wasPrimary := false
+	for _, name := range a.nodes {
+		if !a.allowed(im, shard, name) {
+			continue
+		}
+		lc, ok := localCopy(a.next.Nodes[name], im.UUID, shard)
+		if !ok || !im.inSync(shard, lc.AllocationID) || im.copyIndex(shard, lc.AllocationID) >= 0 {
+			continue
+		}
+		if node == "" || (lc.Primary && !wasPrimary) {
+			node, aid, wasPrimary = name, lc.AllocationID, lc.Primary
+		}
+	}
+	return node, aid
+}
+
+// localCopy returns the node's copy of a shard on disk.
+func localCopy(n NodeInfo, uuid string, shard routing.ShardID) (LocalCopy, bool) {
+	i, ok := slices.BinarySearchFunc(n.Copies, LocalCopy{IndexUUID: uuid, Shard: shard}, compareLocalCopy)
+	if !ok {
+		return LocalCopy{}, false
+	}
+	return n.Copies[i], true
+}
+
+func (a *applier) allocateReplicas(name string, shard routing.ShardID, counts map[string]int) {
+	im := a.next.Indices[name]
+	primaryActive := im.Copies[shard][primaryPos(im.Copies[shard])].Active()
+	for i := range len(im.Copies[shard]) {
+		im = a.next.Indices[name]
+		if c := im.Copies[shard][i]; c.Primary || c.State != Unassigned {
+			continue
+		}
+		node := ""
+		if primaryActive {
+			node = a.leastLoaded(im, shard, counts)
+		}
+		if node == "" {
+			a.setStatus(name, shard, i, StatusDecidersNo)
+			continue
+		}
+		a.initialize(name, shard, i, node, a.newAllocationID(), Peer)
+		counts[node]++
+	}
+}
+
+// leastLoaded returns the allowed node with the fewest copies, ties to the
+// lowest name, or "" if no node is allowed.
+func (a *applier) leastLoaded(im *IndexMeta, shard routing.ShardID, counts map[string]int) string {
+	best := ""
+	for _, name := range a.nodes {
+		if a.allowed(im, shard, name) && (best == "" || counts[name] < counts[best]) {
+			best = name
+		}
+	}
+	return best
+}
+
+// allowed reports whether a copy of the shard may go to the node: it holds
+// no copy of the shard (SameShardAllocationDecider) and the shard did not
+// just fail there.
+func (a *applier) allowed(im *IndexMeta, shard routing.ShardID, node string) bool {
+	if a.ignore[shardKey{im.Name, shard}] == node {
+		return false
+	}
+	return !slices.ContainsFunc(im.Copies[shard], func(c ShardCopy) bool { return c.Node == node })
+}
+
+// setStatus records the allocator's decision on an unassigned copy.
+func (a *applier) setStatus(name string, shard routing.ShardID, i int, status string) {
+	if a.next.Indices[name].Copies[shard][i].AllocationStatus != status {
+		a.mutIndex(name).Copies[shard][i].AllocationStatus = status
+	}
+}

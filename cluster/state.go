@@ -1,0 +1,275 @@
+package cluster
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// ShardState is a copy's state in the routing table, named as OpenSearch's
+// ShardRoutingState. RELOCATING and the split's SPLITTING are not modelled
+// yet.
+type ShardState string
+
+const (
+	Unassigned   ShardState = "UNASSIGNED"
+	Initializing ShardState = "INITIALIZING"
+	Started      ShardState = "STARTED"
+)
+
+// RecoverySource says where an initializing copy gets its data from, named
+// as OpenSearch's RecoverySource.Type. A started copy has none (OpenSearch
+// drops it on start).
+type RecoverySource string
+
+const (
+	// EmptyStore: a primary of a shard that was never active (its in-sync
+	// set is empty) starts empty.
+	EmptyStore RecoverySource = "EMPTY_STORE"
+	// ExistingStore: a primary opens the copy a node has on disk, whose
+	// allocation id is in the in-sync set, under that same id.
+	ExistingStore RecoverySource = "EXISTING_STORE"
+	// Peer: a replica is built from the primary by peer recovery.
+	Peer RecoverySource = "PEER"
+)
+
+// Unassigned reasons, as OpenSearch's UnassignedInfo.Reason.
+const (
+	ReasonIndexCreated     = "INDEX_CREATED"
+	ReasonNodeLeft         = "NODE_LEFT"
+	ReasonReplicaAdded     = "REPLICA_ADDED"
+	ReasonAllocationFailed = "ALLOCATION_FAILED"
+	ReasonPrimaryFailed    = "PRIMARY_FAILED"
+)
+
+// Allocation statuses of an unassigned copy, as OpenSearch's
+// UnassignedInfo.AllocationStatus values (their JSON spelling). Health
+// reads them: a primary the allocator could not place is red.
+const (
+	StatusNoAttempt        = "no_attempt"
+	StatusDecidersNo       = "decider_no"
+	StatusNoValidShardCopy = "no_valid_shard_copy"
+)
+
+// NodeInfo is a member of the cluster (OpenSearch's DiscoveryNode). Every
+// node holds data (OpenSearch's default roles); Manager marks the
+// cluster-manager-eligible ones (raft voters).
+type NodeInfo struct {
+	Name string `json:"name"`
+	// ID is the node's persistent id, kept in its data directory.
+	ID string `json:"id"`
+	// EphemeralID changes on every start of the node's process, as
+	// DiscoveryNode's ephemeral id: a join with the same name and ID and
+	// another EphemeralID is a restart (the copies the node held are gone
+	// from memory and fail), a join with the same EphemeralID is a retry.
+	EphemeralID   string `json:"ephemeral_id,omitempty"`
+	RaftID        uint64 `json:"raft_id"`
+	TransportAddr string `json:"transport_addr"`
+	HTTPAddr      string `json:"http_addr"`
+	Manager       bool   `json:"manager"`
+	// Copies are the shard copies on the node's disk, at most one per
+	// shard, sorted by index uuid and shard: what the node reported when
+	// it joined (copies of indices the cluster does not have dropped), and
+	// then what the allocator put there (a copy it initializes on the node
+	// replaces the node's entry for that shard). PrimaryShardAllocator's
+	// view of "which node holds which copy".
+	Copies []LocalCopy `json:"copies,omitempty"`
+}
+
+// LocalCopy is one shard copy on a node's disk.
+type LocalCopy struct {
+	IndexUUID    string          `json:"index_uuid"`
+	Shard        routing.ShardID `json:"shard"`
+	AllocationID string          `json:"allocation_id"`
+	// Primary reports that the copy was a primary when the node last had
+	// it open; PrimaryShardAllocator prefers such a copy.
+	Primary bool `json:"primary,omitempty"`
+}
+
+// ShardCopy is one entry of the routing table (OpenSearch's ShardRouting
+// with its UnassignedInfo).
+type ShardCopy struct {
+	// AllocationID identifies an assigned copy; "" while unassigned (an
+	// unassigned ShardRouting has no allocation id).
+	AllocationID   string         `json:"allocation_id,omitempty"`
+	Node           string         `json:"node,omitempty"` // node name; "" when unassigned
+	Primary        bool           `json:"primary"`
+	State          ShardState     `json:"state"`
+	RecoverySource RecoverySource `json:"recovery_source,omitempty"`
+	// UnassignedReason and UnassignedDetails say why the copy was last
+	// unassigned (UnassignedInfo's reason and message); they stay while the
+	// copy initializes and are cleared when it starts.
+	UnassignedReason  string `json:"unassigned_reason,omitempty"`
+	UnassignedDetails string `json:"unassigned_details,omitempty"`
+	// FailedAllocations counts the failures since the copy was last active
+	// (UnassignedInfo.getNumFailedAllocations).
+	FailedAllocations int `json:"failed_allocations,omitempty"`
+	// AllocationStatus is the allocator's last word on an unassigned copy.
+	AllocationStatus string `json:"allocation_status,omitempty"`
+}
+
+// Active reports whether the copy serves (STARTED; RELOCATING later).
+func (c ShardCopy) Active() bool { return c.State == Started }
+
+// Assigned reports whether the copy is on a node.
+func (c ShardCopy) Assigned() bool { return c.State != Unassigned }
+
+// IndexMeta is an index: its metadata (OpenSearch's IndexMetadata) and its
+// routing table (IndexRoutingTable) in one value.
+//
+// INVARIANTS (Validate): PrimaryTerms, InSync and Copies have exactly the
+// shards 0..Shards-1; each shard has one primary copy and Replicas replica
+// copies; InSync lists are sorted and never empty once a copy of the shard
+// was active.
+type IndexMeta struct {
+	Name         string `json:"name"`
+	UUID         string `json:"uuid"`
+	CreationDate int64  `json:"creation_date"`
+	// Settings are the index's settings in flat form ("index.number_of_shards").
+	Settings      map[string]string `json:"settings"`
+	Mappings      json.RawMessage   `json:"mappings,omitempty"`
+	Shards        int               `json:"number_of_shards"`
+	Replicas      int               `json:"number_of_replicas"`
+	RoutingShards int               `json:"routing_num_shards"`
+	// PrimaryTerms: 0 until the shard's first primary initializes.
+	PrimaryTerms map[routing.ShardID]uint64 `json:"primary_terms"`
+	// InSync are the in-sync allocation ids: the copies a primary may be
+	// chosen from.
+	InSync map[routing.ShardID][]string    `json:"in_sync_allocations"`
+	Copies map[routing.ShardID][]ShardCopy `json:"copies"`
+	// Version counts changes to the index (its metadata or its copies).
+	Version uint64 `json:"version"`
+}
+
+// State is the cluster state: a value, changed only by Apply.
+type State struct {
+	ClusterName string `json:"cluster_name"`
+	// ClusterUUID is "" until Bootstrap.
+	ClusterUUID string                `json:"cluster_uuid"`
+	Version     uint64                `json:"version"`
+	Nodes       map[string]NodeInfo   `json:"nodes"`
+	Indices     map[string]*IndexMeta `json:"indices"`
+	// NextAllocation numbers the next allocation id (AllocationID).
+	NextAllocation uint64 `json:"next_allocation"`
+}
+
+// Bootstrapped reports whether the state has had its Bootstrap task.
+func (s *State) Bootstrapped() bool { return s.ClusterUUID != "" }
+
+// Primary returns the primary copy of a shard, and false when the index or
+// shard does not exist.
+func (s *State) Primary(index string, shard routing.ShardID) (ShardCopy, bool) {
+	im := s.Indices[index]
+	if im == nil {
+		return ShardCopy{}, false
+	}
+	for _, c := range im.Copies[shard] {
+		if c.Primary {
+			return c, true
+		}
+	}
+	return ShardCopy{}, false
+}
+
+// CopiesOn returns the copies assigned to a node, by index name and shard.
+func (s *State) CopiesOn(node string) []NodeCopy {
+	var out []NodeCopy
+	for _, name := range s.IndexNames() {
+		im := s.Indices[name]
+		for sh := range im.Shards {
+			for _, c := range im.Copies[routing.ShardID(sh)] {
+				if c.Node == node {
+					out = append(out, NodeCopy{Index: name, IndexUUID: im.UUID, Shard: routing.ShardID(sh), Copy: c})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// NodeCopy is a copy with the shard it belongs to.
+type NodeCopy struct {
+	Index     string
+	IndexUUID string
+	Shard     routing.ShardID
+	Copy      ShardCopy
+}
+
+// IndexNames returns the index names, sorted: the order every loop over
+// indices takes, so that Apply is deterministic.
+func (s *State) IndexNames() []string { return slices.Sorted(maps.Keys(s.Indices)) }
+
+// NodeNames returns the node names, sorted.
+func (s *State) NodeNames() []string { return slices.Sorted(maps.Keys(s.Nodes)) }
+
+// Clone returns a deep copy of s.
+func (s *State) Clone() *State {
+	c := *s
+	c.Nodes = make(map[string]NodeInfo, len(s.Nodes))
+	for k, n := range s.Nodes {
+		n.Copies = slices.Clone(n.Copies)
+		c.Nodes[k] = n
+	}
+	c.Indices = make(map[string]*IndexMeta, len(s.Indices))
+	for k, im := range s.Indices {
+		cl := im.clone()
+		cl.Settings = maps.Clone(im.Settings)
+		cl.Mappings = slices.Clone(im.Mappings)
+		c.Indices[k] = cl
+	}
+	return &c
+}
+
+// clone copies what Apply may change in place: the per-shard maps and the
+// copy slices. Settings and Mappings are shared (replaced, never edited).
+func (im *IndexMeta) clone() *IndexMeta {
+	c := *im
+	c.PrimaryTerms = maps.Clone(im.PrimaryTerms)
+	c.InSync = make(map[routing.ShardID][]string, len(im.InSync))
+	for k, v := range im.InSync {
+		c.InSync[k] = slices.Clone(v)
+	}
+	c.Copies = make(map[routing.ShardID][]ShardCopy, len(im.Copies))
+	for k, v := range im.Copies {
+		c.Copies[k] = slices.Clone(v)
+	}
+	return &c
+}
+
+// inSync reports whether aid is in the shard's in-sync set.
+func (im *IndexMeta) inSync(shard routing.ShardID, aid string) bool {
+	return aid != "" && slices.Contains(im.InSync[shard], aid)
+}
+
+// copyIndex returns the position of the assigned copy with allocation id
+// aid among the shard's copies, or -1.
+func (im *IndexMeta) copyIndex(shard routing.ShardID, aid string) int {
+	if aid == "" {
+		return -1
+	}
+	return slices.IndexFunc(im.Copies[shard], func(c ShardCopy) bool { return c.AllocationID == aid })
+}
+
+// sortCopies puts a shard's copies in the one order the state keeps:
+// the primary, then assigned replicas by node name, then unassigned
+// replicas in the order they became unassigned.
+func sortCopies(cs []ShardCopy) {
+	slices.SortStableFunc(cs, func(x, y ShardCopy) int {
+		if x.Primary != y.Primary {
+			if x.Primary {
+				return -1
+			}
+			return 1
+		}
+		if x.Assigned() != y.Assigned() {
+			if x.Assigned() {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.Node, y.Node)
+	})
+}

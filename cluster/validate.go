@@ -1,0 +1,303 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// Validate checks the state's structural invariants and returns every
+// violation found (up to a limit), wrapping ErrInvalidState:
+//
+//   - Nodes are keyed by name, with distinct ids; a node's disk copies are
+//     of existing shards, one per shard.
+//   - Each index has shards 0..Shards-1 in its terms, in-sync sets and
+//     copies; each shard has one primary and Replicas replicas.
+//   - An unassigned copy has no node and no allocation id; an assigned one
+//     is on a node of the cluster, which records that copy on its disk; no
+//     node holds two copies of a shard; allocation ids are unique in the
+//     cluster.
+//   - A started copy's id is in the in-sync set; a replica is assigned
+//     only while its primary is started; a primary initializes from an
+//     empty store only while the in-sync set is empty, else from an
+//     existing store under an in-sync id; a shard with an assigned primary
+//     or an in-sync id has a primary term of at least 1.
+//
+// What must hold between two states (terms never decrease, in-sync ids
+// appear only when a copy starts, promotions only from the in-sync set
+// with a greater term) is CheckTransition's.
+func (s *State) Validate() error {
+	v := &violations{}
+	if !s.Bootstrapped() && (len(s.Nodes) > 0 || len(s.Indices) > 0) {
+		v.addf("the state has nodes or indices but no cluster uuid")
+	}
+	if err := validateNodes(s); err != nil {
+		v.add(err)
+	}
+	ids := map[string]string{}
+	for _, name := range s.IndexNames() {
+		im := s.Indices[name]
+		if err := validateIndex(s, name, im); err != nil {
+			v.add(err)
+			continue
+		}
+		for sh := range im.Shards {
+			for _, c := range im.Copies[routing.ShardID(sh)] {
+				if !c.Assigned() {
+					continue
+				}
+				where := fmt.Sprintf("[%s][%d]", name, sh)
+				if other, dup := ids[c.AllocationID]; dup {
+					v.addf("allocation id [%s] is used by %s and %s", c.AllocationID, other, where)
+				}
+				ids[c.AllocationID] = where
+			}
+		}
+	}
+	return v.err()
+}
+
+type violations struct{ errs []error }
+
+const maxViolations = 20
+
+func (v *violations) add(err error) {
+	if len(v.errs) < maxViolations {
+		v.errs = append(v.errs, err)
+	}
+}
+
+func (v *violations) addf(format string, args ...any) { v.add(fmt.Errorf(format, args...)) }
+
+func (v *violations) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidState, errors.Join(v.errs...))
+}
+
+// validateNodes checks the node table (see Validate).
+func validateNodes(s *State) error {
+	v := &violations{}
+	shards := make(map[string]int, len(s.Indices))
+	for _, im := range s.Indices {
+		shards[im.UUID] = im.Shards
+	}
+	ids := map[string]string{}
+	for _, name := range s.NodeNames() {
+		n := s.Nodes[name]
+		if n.Name != name || n.ID == "" {
+			v.addf("node [%s] is keyed as [%s] with id [%s]", n.Name, name, n.ID)
+		}
+		if other, dup := ids[n.ID]; dup {
+			v.addf("nodes [%s] and [%s] have the same id [%s]", other, name, n.ID)
+		}
+		ids[n.ID] = name
+		for i, c := range n.Copies {
+			if c.AllocationID == "" || int(c.Shard) >= shards[c.IndexUUID] {
+				v.addf("node [%s] has a copy of shard [%d] of index uuid [%s] with allocation id [%s], which the cluster cannot have", name, c.Shard, c.IndexUUID, c.AllocationID)
+			}
+			if i > 0 && compareLocalCopy(n.Copies[i-1], c) >= 0 {
+				v.addf("node [%s] lists its copies out of order or twice at shard [%d] of index uuid [%s]", name, c.Shard, c.IndexUUID)
+			}
+		}
+	}
+	return v.err()
+}
+
+// validateIndex checks one index against the state's nodes (see Validate).
+func validateIndex(s *State, name string, im *IndexMeta) error {
+	v := &violations{}
+	if im.Name != name || im.UUID == "" {
+		v.addf("index [%s] is keyed as [%s] with uuid [%s]", im.Name, name, im.UUID)
+	}
+	if im.Shards < 1 || im.Replicas < 0 || im.RoutingShards < im.Shards {
+		v.addf("index [%s] has %d shards, %d replicas, %d routing shards", name, im.Shards, im.Replicas, im.RoutingShards)
+		return v.err()
+	}
+	if len(im.PrimaryTerms) != im.Shards || len(im.InSync) != im.Shards || len(im.Copies) != im.Shards {
+		v.addf("index [%s] has %d shards but %d terms, %d in-sync sets, %d copy lists", name, im.Shards, len(im.PrimaryTerms), len(im.InSync), len(im.Copies))
+	}
+	for sh := range im.Shards {
+		validateShard(v, s, im, routing.ShardID(sh))
+	}
+	return v.err()
+}
+
+func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID) {
+	where := fmt.Sprintf("[%s][%d]", im.Name, shard)
+	copies, inSync := im.Copies[shard], im.InSync[shard]
+	if len(copies) != im.Replicas+1 {
+		v.addf("%s has %d copies, want %d", where, len(copies), im.Replicas+1)
+	}
+	for i, id := range inSync {
+		if id == "" || (i > 0 && inSync[i-1] >= id) {
+			v.addf("%s in-sync set %v is not sorted unique ids", where, inSync)
+			break
+		}
+	}
+	primaries, onNode := 0, map[string]bool{}
+	var primary ShardCopy
+	for _, c := range copies {
+		if c.Primary {
+			primaries++
+			primary = c
+		}
+		if !c.Assigned() {
+			if c.State != Unassigned || c.Node != "" || c.AllocationID != "" || c.UnassignedReason == "" {
+				v.addf("%s has an unassigned copy %+v", where, c)
+			}
+			continue
+		}
+		if c.AllocationID == "" || (c.State != Initializing && c.State != Started) {
+			v.addf("%s has an assigned copy %+v", where, c)
+		}
+		n, ok := s.Nodes[c.Node]
+		if !ok {
+			v.addf("%s has copy [%s] on node [%s], which is not in the cluster", where, c.AllocationID, c.Node)
+		} else if lc, ok := localCopy(n, im.UUID, shard); !ok || lc.AllocationID != c.AllocationID {
+			v.addf("%s has copy [%s] on node [%s], whose disk holds %+v", where, c.AllocationID, c.Node, lc)
+		}
+		if onNode[c.Node] {
+			v.addf("%s has two copies on node [%s]", where, c.Node)
+		}
+		onNode[c.Node] = true
+		if c.Active() && !slices.Contains(inSync, c.AllocationID) {
+			v.addf("%s copy [%s] is started but not in the in-sync set %v", where, c.AllocationID, inSync)
+		}
+		if c.Active() && (c.RecoverySource != "" || c.UnassignedReason != "") {
+			v.addf("%s started copy %+v keeps its recovery or unassigned info", where, c)
+		}
+	}
+	if primaries != 1 {
+		v.addf("%s has %d primaries", where, primaries)
+		return
+	}
+	for _, c := range copies {
+		if !c.Primary && c.Assigned() && !primary.Active() {
+			v.addf("%s replica [%s] is %s while the primary is %s", where, c.AllocationID, c.State, primary.State)
+		}
+		if !c.Primary && c.State != Started && c.RecoverySource != Peer {
+			v.addf("%s replica %+v does not recover from its peer", where, c)
+		}
+	}
+	if primary.State != Started {
+		want := EmptyStore
+		if len(inSync) > 0 {
+			want = ExistingStore
+		}
+		if primary.RecoverySource != want {
+			v.addf("%s primary %+v should recover from %s (in-sync %v)", where, primary, want, inSync)
+		}
+		if primary.State == Initializing && want == ExistingStore && !slices.Contains(inSync, primary.AllocationID) {
+			v.addf("%s primary [%s] opens an existing store that is not in the in-sync set %v", where, primary.AllocationID, inSync)
+		}
+	}
+	if (primary.Assigned() || len(inSync) > 0) && im.PrimaryTerms[shard] < 1 {
+		v.addf("%s has primary term %d with primary %s and in-sync %v", where, im.PrimaryTerms[shard], primary.State, inSync)
+	}
+}
+
+// CheckTransition checks what must hold between a state and the state
+// Apply made of it with task t: the version grows by one; primary terms
+// never decrease; an id joins an in-sync set only when t starts that copy,
+// and a copy starts only then; a shard's new primary comes from its
+// in-sync set as it was (or starts empty when that set was empty) under a
+// strictly greater term (the simulation's I2); index versions grow when
+// an index changes; indices appear and vanish only by CreateIndex and
+// DeleteIndex. Tests call it after every Apply; it wraps ErrInvalidState.
+func CheckTransition(prev, next *State, t Task) error {
+	v := &violations{}
+	if next.Version != prev.Version+1 {
+		v.addf("version went from %d to %d", prev.Version, next.Version)
+	}
+	if prev.Bootstrapped() && next.ClusterUUID != prev.ClusterUUID {
+		v.addf("cluster uuid changed from [%s] to [%s]", prev.ClusterUUID, next.ClusterUUID)
+	}
+	if next.NextAllocation < prev.NextAllocation {
+		v.addf("next allocation went back from %d to %d", prev.NextAllocation, next.NextAllocation)
+	}
+	for _, name := range slices.Sorted(maps.Keys(prev.Indices)) {
+		if next.Indices[name] == nil && (t.DeleteIndex == nil || t.DeleteIndex.Name != name) {
+			v.addf("index [%s] vanished under a %s task", name, t.Kind())
+		}
+	}
+	for _, name := range next.IndexNames() {
+		was, im := prev.Indices[name], next.Indices[name]
+		if was == nil || was.UUID != im.UUID {
+			if t.CreateIndex == nil || t.CreateIndex.Name != name {
+				v.addf("index [%s] appeared under a %s task", name, t.Kind())
+			}
+			continue
+		}
+		checkIndexTransition(v, was, im, t)
+	}
+	return v.err()
+}
+
+func checkIndexTransition(v *violations, was, im *IndexMeta, t Task) {
+	if im.Version < was.Version {
+		v.addf("index [%s] version went back from %d to %d", im.Name, was.Version, im.Version)
+	}
+	if im.Version == was.Version {
+		a, _ := json.Marshal(was)
+		b, _ := json.Marshal(im)
+		if string(a) != string(b) {
+			v.addf("index [%s] changed but kept version %d", im.Name, im.Version)
+		}
+	}
+	for sh := range min(was.Shards, im.Shards) {
+		shard := routing.ShardID(sh)
+		where := fmt.Sprintf("[%s][%d]", im.Name, sh)
+		started := ""
+		if st := t.ShardStarted; st != nil && st.Index == im.Name && st.Shard == shard {
+			started = st.AllocationID
+		}
+		term0, term1 := was.PrimaryTerms[shard], im.PrimaryTerms[shard]
+		if term1 < term0 {
+			v.addf("%s primary term went back from %d to %d", where, term0, term1)
+		}
+		for _, id := range im.InSync[shard] {
+			if !slices.Contains(was.InSync[shard], id) && id != started {
+				v.addf("%s in-sync set gained [%s] under a %s task", where, id, t.Kind())
+			}
+		}
+		startedBefore := map[string]bool{}
+		for _, c := range was.Copies[shard] {
+			if c.Active() {
+				startedBefore[c.AllocationID] = true
+			}
+		}
+		var p0, p1 ShardCopy
+		for _, c := range was.Copies[shard] {
+			if c.Primary {
+				p0 = c
+			}
+		}
+		for _, c := range im.Copies[shard] {
+			if c.Primary {
+				p1 = c
+			}
+			if c.Active() && !startedBefore[c.AllocationID] && c.AllocationID != started {
+				v.addf("%s copy [%s] started under a %s task", where, c.AllocationID, t.Kind())
+			}
+		}
+		if !p1.Assigned() || (p0.Assigned() && p0.AllocationID == p1.AllocationID) {
+			continue
+		}
+		if term1 <= term0 {
+			v.addf("%s new primary [%s] kept term %d", where, p1.AllocationID, term1)
+		}
+		if p1.RecoverySource == EmptyStore {
+			if len(was.InSync[shard]) > 0 {
+				v.addf("%s new primary [%s] starts empty though the in-sync set was %v", where, p1.AllocationID, was.InSync[shard])
+			}
+		} else if !slices.Contains(was.InSync[shard], p1.AllocationID) {
+			v.addf("%s new primary [%s] was not in the in-sync set %v", where, p1.AllocationID, was.InSync[shard])
+		}
+	}
+}

@@ -277,14 +277,7 @@ func (h *HTTP) SendAddr(addr string, m Message) {
 }
 
 // queue returns d's queue, creating it. h.mu is held.
-func (h *HTTP) queue(d dest) *queue {
-	q, ok := h.dests[d]
-	if !ok {
-		q = &queue{}
-		h.dests[d] = q
-	}
-	return q
-}
+func (h *HTTP) queue(d dest) *queue { return entry(h.dests, d) }
 
 // enqueue appends a copy of m to d's queue and starts its sender if none
 // runs. h.mu is held.

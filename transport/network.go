@@ -173,13 +173,16 @@ func (n *Network) isCut(from, to string) bool {
 	return n.cut[link{from, to}] || n.isolated[from] || n.isolated[to]
 }
 
-func (n *Network) kind(kind string) *KindStats {
-	st, ok := n.stats[kind]
+func (n *Network) kind(kind string) *KindStats { return entry(n.stats, kind) }
+
+// entry returns m[k], adding a zero value first if k is absent.
+func entry[K comparable, V any](m map[K]*V, k K) *V {
+	v, ok := m[k]
 	if !ok {
-		st = &KindStats{}
-		n.stats[kind] = st
+		v = new(V)
+		m[k] = v
 	}
-	return st
+	return v
 }
 
 // at returns the i-th pending message, panicking with the bounds if i is

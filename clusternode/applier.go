@@ -323,7 +323,7 @@ func (n *Node) openPrimary(a assigned) {
 		n.log.Error("make a copy's directory", zap.Error(err))
 		return
 	}
-	store, err := n.cfg.Stores.Open(a.key.index, a.key.shard, dir)
+	store, err := n.openStore(a.index, a.key.shard, dir)
 	if err != nil {
 		n.failCopy(a.key.shardKey(), a.copy.AllocationID, a.term, false, fmt.Sprintf("open the store: %v", err))
 		return
@@ -341,6 +341,14 @@ func (n *Node) openPrimary(a assigned) {
 	n.copies[a.key] = lc
 	n.updateGroup(lc, a)
 	n.reportStarted(a, lc)
+}
+
+func (n *Node) openStore(im *cluster.IndexMeta, shard routing.ShardID, dir string) (CopyStore, error) {
+	keyspace, spans, err := Spans(im, shard)
+	if err != nil {
+		return nil, err
+	}
+	return n.cfg.Stores.Open(dir, keyspace, spans)
 }
 
 // updateGroup hands a primary its replication group from the state.

@@ -53,9 +53,10 @@ type CopyStore interface {
 }
 
 // StoreOpener opens the store of a copy in its directory, creating an
-// empty one if the directory is empty.
+// empty one if the directory is empty. The copy owns the spans of a
+// keyspace.
 type StoreOpener interface {
-	Open(indexUUID string, shard routing.ShardID, dir string) (CopyStore, error)
+	Open(dir string, keyspace routing.ShardID, spans []routing.Span) (CopyStore, error)
 }
 
 // Config configures a Node.

@@ -193,7 +193,16 @@ func (n *Node) onRecoveryAtTarget(m transport.Message) {
 // openRecovered opens the files a recovery received and tells the source:
 // from here on the copy takes the stream like any replica.
 func (n *Node) openRecovered(lc *localCopy) {
-	store, err := n.cfg.Stores.Open(lc.key.index, lc.key.shard, lc.dir)
+	var im *cluster.IndexMeta
+	for _, m := range n.mgr.State().Indices {
+		if m.UUID == lc.key.index {
+			im = m
+		}
+	}
+	if im == nil {
+		return
+	}
+	store, err := n.openStore(im, lc.key.shard, lc.dir)
 	if err != nil {
 		n.log.Error("open recovered files", zap.Error(err))
 		lc.target = nil

@@ -1,5 +1,7 @@
 package coordination
 
+import "github.com/shardsplit/shardsplit/cluster"
+
 // dedupLimit bounds the request ids a node remembers: a proposal is resent
 // within a few ticks, far fewer entries than this apart.
 const dedupLimit = 10000
@@ -15,8 +17,8 @@ type dedup struct {
 }
 
 type dedupResult struct {
-	Index uint64 `json:"index"`
-	Err   string `json:"err,omitempty"`
+	Index uint64                `json:"index"`
+	Err   *cluster.RefusedError `json:"err,omitempty"`
 }
 
 func (d *dedup) get(req string) (dedupResult, bool) {

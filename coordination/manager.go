@@ -549,8 +549,9 @@ func (m *Manager) discover() {
 			if addr == m.cfg.Self.TransportAddr {
 				continue
 			}
-			msg, err := transport.NewMessage(m.cfg.Self.Name, "", KindHello, m.myHello(false))
+			msg, err := transport.NewMessage(m.cfg.Self.Name, addr, KindHello, m.myHello(false))
 			if err == nil {
+				msg.To = "" // whoever listens at addr: its name is what discovery learns
 				m.cfg.Transport.SendAddr(addr, msg)
 			}
 		}
@@ -731,6 +732,7 @@ func (m *Manager) onHeartbeat(h heartbeat) {
 	if !m.IsLeader() {
 		return
 	}
+	m.leadership()
 	n, ok := m.state.Nodes[h.Name]
 	if !ok || n.ID != h.ID {
 		return // not a member under that id (yet): it joins first
@@ -766,22 +768,14 @@ func (m *Manager) clusterMinApplied() uint64 {
 // leaderTick runs the leader's duties: bootstrap the cluster's state, and
 // propose NodeLeft for nodes it has not heard from.
 func (m *Manager) leaderTick() {
-	term := m.rn.BasicStatus().GetTerm()
-	if term != m.leaderTerm {
-		// A new leadership: every node gets a full follower-check period.
-		m.leaderTerm = term
-		m.lastSeen = map[string]uint64{}
-		m.appliedBy = map[string]uint64{}
-		m.leaving = map[string]uint64{}
-		for name := range m.state.Nodes {
-			m.lastSeen[name] = m.tick
-		}
-	}
+	m.leadership()
 	if m.state.ClusterUUID == "" && m.applied >= m.rn.BasicStatus().GetCommit() &&
 		(m.lastBoot == 0 || m.tick-m.lastBoot >= uint64(m.cfg.RetryTicks)) {
 		m.lastBoot = m.tick
+		// The first leader names the cluster and records itself; the
+		// other nodes join.
 		m.proposeOnce("bootstrap", cluster.Task{Bootstrap: &cluster.Bootstrap{
-			ClusterName: m.cfg.ClusterName, ClusterUUID: m.cfg.NewClusterUUID()}})
+			ClusterName: m.cfg.ClusterName, ClusterUUID: m.cfg.NewClusterUUID(), Nodes: []cluster.NodeInfo{m.cfg.Self}}})
 	}
 	m.minApplied = max(m.minApplied, m.clusterMinApplied())
 	for _, name := range sortedKeys(m.state.Nodes) {
@@ -804,6 +798,22 @@ func (m *Manager) leaderTick() {
 			zap.Uint64("unheard_ticks", m.tick-seen))
 		m.proposeOnce(fmt.Sprintf("left/%s/%s/%d/%d", name, m.state.Nodes[name].EphemeralID, m.leaderTerm, m.tick), cluster.Task{NodeLeft: &cluster.NodeLeft{
 			Name: name, EphemeralID: m.state.Nodes[name].EphemeralID, Reason: "followers check retry count exceeded"}})
+	}
+}
+
+// leadership resets the leader's bookkeeping when this node's leadership
+// is new: every node gets a full follower-check period.
+func (m *Manager) leadership() {
+	term := m.rn.BasicStatus().GetTerm()
+	if term == m.leaderTerm {
+		return
+	}
+	m.leaderTerm = term
+	m.lastSeen = map[string]uint64{}
+	m.appliedBy = map[string]uint64{}
+	m.leaving = map[string]uint64{}
+	for name := range m.state.Nodes {
+		m.lastSeen[name] = m.tick
 	}
 }
 
@@ -897,7 +907,11 @@ func (m *Manager) applyEntry(e *pb.Entry) error {
 		next, err := cluster.Apply(prev, en.Task)
 		res = dedupResult{Index: e.GetIndex()}
 		if err != nil {
-			res.Err = err.Error()
+			var refused *cluster.RefusedError
+			if !errors.As(err, &refused) {
+				refused = &cluster.RefusedError{Refusal: cluster.RefusedInvalid, Message: err.Error()}
+			}
+			res.Err = refused
 		} else {
 			m.state = next
 			for _, h := range next.Nodes {
@@ -913,8 +927,8 @@ func (m *Manager) applyEntry(e *pb.Entry) error {
 	if p, ok := m.pending[en.Req]; ok {
 		delete(m.pending, en.Req)
 		r := Result{Index: res.Index, State: m.state, Retries: p.retries}
-		if res.Err != "" {
-			r.Err = &cluster.RefusedError{Reason: res.Err}
+		if res.Err != nil {
+			r.Err = res.Err
 		}
 		p.done(r)
 	}

@@ -352,6 +352,13 @@ func (m *Manager) IsLeader() bool {
 	return m.rn != nil && m.rn.BasicStatus().RaftState == raft.StateLeader && m.hasQuorum()
 }
 
+// raftLeader reports whether raft has this node as its leader, whether
+// or not it heard from a quorum lately: proposals go to raft's leader,
+// which commits them once it has one.
+func (m *Manager) raftLeader() bool {
+	return m.rn != nil && m.rn.BasicStatus().RaftState == raft.StateLeader
+}
+
 // HasLease reports whether this node holds a read lease: a leader
 // acknowledged one of its heartbeats recently enough that no node can have
 // been declared left in its place.
@@ -384,13 +391,13 @@ func (m *Manager) send(p *proposal) {
 	if m.rn == nil {
 		return
 	}
-	if m.IsLeader() {
+	if m.raftLeader() {
 		if err := m.rn.Propose(p.data); err != nil {
 			m.log.Debug("proposal dropped", zap.Error(err))
 		}
 		return
 	}
-	if lead := m.Leader(); lead != "" {
+	if lead := m.Leader(); lead != "" && lead != m.cfg.Self.Name {
 		m.sendTo(lead, KindPropose, proposeRequest{Cluster: m.state.ClusterUUID, Entry: p.data})
 	}
 }
@@ -475,9 +482,9 @@ func (m *Manager) Step(msg transport.Message) {
 	case KindPropose:
 		var p proposeRequest
 		if m.decode(msg, &p) && m.sameCluster(p.Cluster, msg) && m.rn != nil {
-			if m.IsLeader() {
+			if m.raftLeader() {
 				_ = m.rn.Propose(p.Entry)
-			} else if lead := m.Leader(); lead != "" && lead != msg.From {
+			} else if lead := m.Leader(); lead != "" && lead != msg.From && lead != m.cfg.Self.Name {
 				m.sendTo(lead, KindPropose, p)
 			}
 		}

@@ -79,6 +79,11 @@ type applier struct {
 	// RoutingAllocation.addIgnoreShardForNode).
 	ignore map[shardKey]string
 	nodes  []string // sorted node names, for the allocator
+	// ownedCopies are the nodes whose Copies list next owns (copied in
+	// this Apply); nodesChanged is set when a node joined, left or had its
+	// disk copies edited.
+	ownedCopies  map[string]bool
+	nodesChanged bool
 }
 
 type shardKey struct {
@@ -96,7 +101,8 @@ func newApplier(s *State) *applier {
 	if next.Indices == nil {
 		next.Indices = map[string]*IndexMeta{}
 	}
-	return &applier{prev: s, next: &next, owned: map[string]bool{}, updates: map[shardKey]*shardUpdates{}, ignore: map[shardKey]string{}}
+	return &applier{prev: s, next: &next, owned: map[string]bool{}, updates: map[shardKey]*shardUpdates{},
+		ignore: map[shardKey]string{}, ownedCopies: map[string]bool{}}
 }
 
 // mutIndex returns the index to change, copying it on first write.
@@ -126,12 +132,14 @@ func (a *applier) finish() {
 }
 
 // check validates what this Apply changed (the raft checkAndReturn
-// pattern): every changed index against the new node set, and the nodes.
-// An index it did not change cannot have lost a node: removing a node
-// fails, and so changes, every index with a copy on it.
+// pattern): every changed index against the new node set, and the nodes
+// if any changed. An index it did not change cannot have lost a node:
+// removing a node fails, and so changes, every index with a copy on it.
 func (a *applier) check() error {
-	if err := validateNodes(a.next); err != nil {
-		return err
+	if a.nodesChanged || len(a.ownedCopies) > 0 {
+		if err := validateNodes(a.next); err != nil {
+			return err
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.owned)) {
 		if im := a.next.Indices[name]; im != nil {
@@ -186,11 +194,13 @@ func (a *applier) nodeJoined(j *NodeJoined) *RefusedError {
 		// than what the node sent with its join.
 		n.Copies = cur.Copies
 		a.next.Nodes[n.Name] = n
+		a.nodesChanged = true
 		return nil
 	}
 	a.failNodeCopies(cur)
 	n.Copies = copies
 	a.next.Nodes[n.Name] = n
+	a.nodesChanged = true
 	return nil
 }
 
@@ -212,6 +222,7 @@ func (a *applier) addNode(n NodeInfo) *RefusedError {
 	}
 	n.Copies = copies
 	a.next.Nodes[n.Name] = n
+	a.nodesChanged = true
 	return nil
 }
 
@@ -270,6 +281,7 @@ func (a *applier) nodeLeft(l *NodeLeft) *RefusedError {
 	}
 	a.failNodeCopies(cur)
 	delete(a.next.Nodes, l.Name)
+	a.nodesChanged = true
 	return nil
 }
 
@@ -378,6 +390,7 @@ func (a *applier) deleteIndex(d *DeleteIndex) *RefusedError {
 		if slices.ContainsFunc(n.Copies, func(c LocalCopy) bool { return c.IndexUUID == im.UUID }) {
 			n.Copies = slices.DeleteFunc(slices.Clone(n.Copies), func(c LocalCopy) bool { return c.IndexUUID == im.UUID })
 			a.next.Nodes[name] = n
+			a.nodesChanged = true
 		}
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	. "github.com/shardsplit/shardsplit/cluster"
-	"github.com/shardsplit/shardsplit/routing"
 )
 
 // benchState is a green cluster of 10 nodes holding 100 indices of 10
@@ -30,13 +29,9 @@ func benchState(b *testing.B) *State {
 		s = must(s, createTask(fmt.Sprintf("index-%03d", i), 10, 1))
 	}
 	for range 2 { // primaries, then the replicas they let in
-		for _, name := range s.IndexNames() {
-			for sh := range 10 {
-				for _, c := range s.Indices[name].Copies[routing.ShardID(sh)] {
-					if c.State == Initializing {
-						s = must(s, Task{ShardStarted: &ShardStarted{Index: name, Shard: routing.ShardID(sh), AllocationID: c.AllocationID}})
-					}
-				}
+		for c := range s.AllCopies() {
+			if c.Copy.State == Initializing {
+				s = must(s, Task{ShardStarted: &ShardStarted{Index: c.Index, Shard: c.Shard, AllocationID: c.Copy.AllocationID}})
 			}
 		}
 	}

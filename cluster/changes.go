@@ -76,12 +76,14 @@ func (a *applier) failCopy(index string, shard routing.ShardID, aid string, info
 		}
 	}
 	copies := im.Copies[shard]
-	i := im.copyIndex(shard, aid)
+	i, j := im.copyIndex(shard, aid), -1
+	if c.Primary {
+		j = a.promotable(im, shard)
+	}
 	switch {
 	case !c.Primary:
 		copies[i] = unassignedCopy(false, Peer, info)
-	case a.promotable(im, shard) >= 0:
-		j := a.promotable(im, shard)
+	case j >= 0:
 		copies[i] = unassignedCopy(false, Peer, info)
 		copies[j].Primary = true
 		a.setLocalCopy(copies[j].Node, LocalCopy{IndexUUID: im.UUID, Shard: shard, AllocationID: copies[j].AllocationID, Primary: true})
@@ -142,18 +144,18 @@ func (a *applier) newAllocationID() string {
 }
 
 // setLocalCopy records lc as the node's copy of its shard, replacing any
-// other.
+// other. The node's list is copied on its first change in this Apply.
 func (a *applier) setLocalCopy(node string, lc LocalCopy) {
 	n := a.next.Nodes[node]
-	cs := make([]LocalCopy, 0, len(n.Copies)+1)
-	for _, c := range n.Copies {
-		if c.IndexUUID != lc.IndexUUID || c.Shard != lc.Shard {
-			cs = append(cs, c)
-		}
+	if !a.ownedCopies[node] {
+		n.Copies = slices.Clone(n.Copies)
+		a.ownedCopies[node] = true
 	}
-	cs = append(cs, lc)
-	slices.SortFunc(cs, compareLocalCopy)
-	n.Copies = cs
+	if i, found := slices.BinarySearchFunc(n.Copies, lc, compareLocalCopy); found {
+		n.Copies[i] = lc
+	} else {
+		n.Copies = slices.Insert(n.Copies, i, lc)
+	}
 	a.next.Nodes[node] = n
 }
 

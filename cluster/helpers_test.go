@@ -88,14 +88,9 @@ func startAll(tb testing.TB, s *State) *State {
 	tb.Helper()
 	for range 100 {
 		var todo []Task
-		for _, name := range s.IndexNames() {
-			im := s.Indices[name]
-			for sh := range im.Shards {
-				for _, c := range im.Copies[routing.ShardID(sh)] {
-					if c.State == Initializing {
-						todo = append(todo, Task{ShardStarted: &ShardStarted{Index: name, Shard: routing.ShardID(sh), AllocationID: c.AllocationID, PrimaryTerm: im.PrimaryTerms[routing.ShardID(sh)]}})
-					}
-				}
+		for c := range s.AllCopies() {
+			if c.Copy.State == Initializing {
+				todo = append(todo, Task{ShardStarted: &ShardStarted{Index: c.Index, Shard: c.Shard, AllocationID: c.Copy.AllocationID, PrimaryTerm: c.Term}})
 			}
 		}
 		if len(todo) == 0 {

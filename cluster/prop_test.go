@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // refusal is a *RefusedError, and a result passes Validate and
 // CheckTransition (terms monotone, in-sync ids only from starts, new
 // primaries only from the in-sync set under a greater term). The same
-// tasks replayed give byte-identical states and the same refusals. Once
+// tasks replayed, each from the previous state encoded and decoded as a
+// snapshot carries it, give byte-identical states and the same refusals. Once
 // quiet (all copies started, a reroute), the allocator has left nothing
 // it could place.
 func TestRandomTasksKeepTheStateValid(t *testing.T) {
@@ -38,9 +40,15 @@ func TestRandomTasksKeepTheStateValid(t *testing.T) {
 			g.remember(s)
 			trail = append(trail, encode(rt, s))
 		}
+		// Replayed, each step starts from the previous state as a snapshot
+		// would carry it: encoded and decoded.
 		replay := &State{}
 		for i, task := range tasks {
-			next, err := Apply(replay, task)
+			var decoded State
+			if err := json.Unmarshal([]byte(encode(rt, replay)), &decoded); err != nil {
+				rt.Fatalf("decode: %v", err)
+			}
+			next, err := Apply(&decoded, task)
 			got := ""
 			if err != nil {
 				got = "refused: " + err.Error()
@@ -117,24 +125,11 @@ func (g *taskGen) next(s *State, step int) Task {
 	}
 }
 
-type shardCopyAt struct {
-	index string
-	shard routing.ShardID
-	copy  ShardCopy
-	term  uint64
-}
-
-func copies(s *State, keep func(ShardCopy) bool) []shardCopyAt {
-	var out []shardCopyAt
-	for _, name := range s.IndexNames() {
-		im := s.Indices[name]
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
-			for _, c := range im.Copies[shard] {
-				if keep(c) {
-					out = append(out, shardCopyAt{name, shard, c, im.PrimaryTerms[shard]})
-				}
-			}
+func copies(s *State, keep func(ShardCopy) bool) []ShardCopyOf {
+	var out []ShardCopyOf
+	for c := range s.AllCopies() {
+		if keep(c.Copy) {
+			out = append(out, c)
 		}
 	}
 	return out
@@ -151,14 +146,14 @@ func (g *taskGen) started(s *State) Task {
 			return Task{ShardStarted: &ShardStarted{Index: "none", AllocationID: "x"}}
 		}
 		c := rapid.SampledFrom(all).Draw(rt, "any copy")
-		return Task{ShardStarted: &ShardStarted{Index: c.index, Shard: c.shard, AllocationID: c.copy.AllocationID, PrimaryTerm: uint64(rapid.IntRange(0, 5).Draw(rt, "term"))}}
+		return Task{ShardStarted: &ShardStarted{Index: c.Index, Shard: c.Shard, AllocationID: c.Copy.AllocationID, PrimaryTerm: uint64(rapid.IntRange(0, 5).Draw(rt, "term"))}}
 	}
 	c := rapid.SampledFrom(cands).Draw(rt, "initializing copy")
 	term := uint64(0)
-	if c.copy.Primary {
-		term = c.term
+	if c.Copy.Primary {
+		term = c.Term
 	}
-	return Task{ShardStarted: &ShardStarted{Index: c.index, Shard: c.shard, AllocationID: c.copy.AllocationID, PrimaryTerm: term}}
+	return Task{ShardStarted: &ShardStarted{Index: c.Index, Shard: c.Shard, AllocationID: c.Copy.AllocationID, PrimaryTerm: term}}
 }
 
 // failed fails an assigned copy (by itself, or by its primary under the
@@ -166,7 +161,7 @@ func (g *taskGen) started(s *State) Task {
 // stale.
 func (g *taskGen) failed(s *State) Task {
 	rt := g.rt
-	var cands []shardCopyAt
+	var cands []ShardCopyOf
 	cands = append(cands, copies(s, ShardCopy.Assigned)...)
 	for _, name := range s.IndexNames() {
 		im := s.Indices[name]
@@ -174,7 +169,7 @@ func (g *taskGen) failed(s *State) Task {
 			shard := routing.ShardID(sh)
 			for _, id := range im.InSync[shard] {
 				if !slices.ContainsFunc(im.Copies[shard], func(c ShardCopy) bool { return c.AllocationID == id }) {
-					cands = append(cands, shardCopyAt{name, shard, ShardCopy{AllocationID: id}, im.PrimaryTerms[shard]})
+					cands = append(cands, ShardCopyOf{Index: name, IndexUUID: im.UUID, Shard: shard, Term: im.PrimaryTerms[shard], Copy: ShardCopy{AllocationID: id}})
 				}
 			}
 		}
@@ -183,8 +178,8 @@ func (g *taskGen) failed(s *State) Task {
 		return Task{ShardFailed: &ShardFailed{Index: "none", AllocationID: "x"}}
 	}
 	c := rapid.SampledFrom(cands).Draw(rt, "failed copy")
-	term := []uint64{0, c.term, c.term - min(c.term, 1)}[rapid.IntRange(0, 2).Draw(rt, "term choice")]
-	return Task{ShardFailed: &ShardFailed{Index: c.index, Shard: c.shard, AllocationID: c.copy.AllocationID,
+	term := []uint64{0, c.Term, c.Term - min(c.Term, 1)}[rapid.IntRange(0, 2).Draw(rt, "term choice")]
+	return Task{ShardFailed: &ShardFailed{Index: c.Index, Shard: c.Shard, AllocationID: c.Copy.AllocationID,
 		PrimaryTerm: term, MarkStale: rapid.Bool().Draw(rt, "mark stale"), Reason: "test"}}
 }
 
@@ -206,8 +201,8 @@ func (g *taskGen) joined(s *State) Task {
 	if rapid.IntRange(0, 9).Draw(rt, "bogus copy") == 0 {
 		if ids := copies(s, ShardCopy.Assigned); len(ids) > 0 {
 			c := rapid.SampledFrom(ids).Draw(rt, "claimed copy")
-			n.Copies = slices.DeleteFunc(n.Copies, func(l LocalCopy) bool { return l.IndexUUID == s.Indices[c.index].UUID && l.Shard == c.shard })
-			n.Copies = append(n.Copies, LocalCopy{IndexUUID: s.Indices[c.index].UUID, Shard: c.shard, AllocationID: c.copy.AllocationID})
+			n.Copies = slices.DeleteFunc(n.Copies, func(l LocalCopy) bool { return l.IndexUUID == s.Indices[c.Index].UUID && l.Shard == c.Shard })
+			n.Copies = append(n.Copies, LocalCopy{IndexUUID: s.Indices[c.Index].UUID, Shard: c.Shard, AllocationID: c.Copy.AllocationID})
 		}
 	}
 	return Task{NodeJoined: &NodeJoined{Node: n}}
@@ -222,10 +217,10 @@ func quiesce(rt *rapid.T, s *State) *State {
 		}
 		for _, c := range init {
 			term := uint64(0)
-			if c.copy.Primary {
-				term = s.Indices[c.index].PrimaryTerms[c.shard]
+			if c.Copy.Primary {
+				term = c.Term
 			}
-			s = mustApply(rt, s, Task{ShardStarted: &ShardStarted{Index: c.index, Shard: c.shard, AllocationID: c.copy.AllocationID, PrimaryTerm: term}})
+			s = mustApply(rt, s, Task{ShardStarted: &ShardStarted{Index: c.Index, Shard: c.Shard, AllocationID: c.Copy.AllocationID, PrimaryTerm: term}})
 		}
 	}
 	rt.Fatalf("copies kept initializing")

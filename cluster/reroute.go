@@ -30,31 +30,34 @@ import (
 // recovery throttling, delayed allocation after a node left, disk
 // watermarks, awareness.
 func (a *applier) reroute() {
-	names := a.next.IndexNames()
-	var counts map[string]int // computed on first need: most rounds place nothing
-	for _, name := range names {
-		for sh := range a.next.Indices[name].Shards {
+	// One read-only pass finds the shards with an unassigned copy; most
+	// rounds find none and place nothing.
+	var primaries, replicas []shardKey
+	for _, name := range a.next.IndexNames() {
+		im := a.next.Indices[name]
+		for sh := range im.Shards {
 			shard := routing.ShardID(sh)
-			cs := a.next.Indices[name].Copies[shard]
-			if p := primaryPos(cs); cs[p].State == Unassigned {
-				if counts == nil {
-					counts = a.startRound()
+			for _, c := range im.Copies[shard] {
+				if c.State == Unassigned {
+					if c.Primary {
+						primaries = append(primaries, shardKey{name, shard})
+					} else {
+						replicas = append(replicas, shardKey{name, shard})
+						break
+					}
 				}
-				a.allocatePrimary(name, shard, p, counts)
 			}
 		}
 	}
-	for _, name := range names {
-		for sh := range a.next.Indices[name].Shards {
-			shard := routing.ShardID(sh)
-			if !slices.ContainsFunc(a.next.Indices[name].Copies[shard], func(c ShardCopy) bool { return !c.Primary && c.State == Unassigned }) {
-				continue
-			}
-			if counts == nil {
-				counts = a.startRound()
-			}
-			a.allocateReplicas(name, shard, counts)
-		}
+	if len(primaries) == 0 && len(replicas) == 0 {
+		return
+	}
+	counts := a.startRound()
+	for _, k := range primaries {
+		a.allocatePrimary(k.index, k.shard, primaryPos(a.next.Indices[k.index].Copies[k.shard]), counts)
+	}
+	for _, k := range replicas {
+		a.allocateReplicas(k.index, k.shard, counts)
 	}
 }
 

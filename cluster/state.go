@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -174,27 +175,42 @@ func (s *State) Primary(index string, shard routing.ShardID) (ShardCopy, bool) {
 	return ShardCopy{}, false
 }
 
-// CopiesOn returns the copies assigned to a node, by index name and shard.
-func (s *State) CopiesOn(node string) []NodeCopy {
-	var out []NodeCopy
-	for _, name := range s.IndexNames() {
-		im := s.Indices[name]
-		for sh := range im.Shards {
-			for _, c := range im.Copies[routing.ShardID(sh)] {
-				if c.Node == node {
-					out = append(out, NodeCopy{Index: name, IndexUUID: im.UUID, Shard: routing.ShardID(sh), Copy: c})
+// AllCopies yields every copy of every shard, in index name, shard and
+// copy order, with the shard it belongs to.
+func (s *State) AllCopies() iter.Seq[ShardCopyOf] {
+	return func(yield func(ShardCopyOf) bool) {
+		for _, name := range s.IndexNames() {
+			im := s.Indices[name]
+			for sh := range im.Shards {
+				shard := routing.ShardID(sh)
+				for _, c := range im.Copies[shard] {
+					if !yield(ShardCopyOf{Index: name, IndexUUID: im.UUID, Shard: shard, Term: im.PrimaryTerms[shard], Copy: c}) {
+						return
+					}
 				}
 			}
+		}
+	}
+}
+
+// CopiesOn returns the copies assigned to a node, in AllCopies order.
+func (s *State) CopiesOn(node string) []ShardCopyOf {
+	var out []ShardCopyOf
+	for c := range s.AllCopies() {
+		if c.Copy.Node == node {
+			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// NodeCopy is a copy with the shard it belongs to.
-type NodeCopy struct {
+// ShardCopyOf is a copy with the shard it belongs to and the shard's
+// primary term.
+type ShardCopyOf struct {
 	Index     string
 	IndexUUID string
 	Shard     routing.ShardID
+	Term      uint64
 	Copy      ShardCopy
 }
 

@@ -147,28 +147,22 @@ func (env *clusterTrace) startAll(td *datadriven.TestData) string {
 	var b strings.Builder
 	for range 10 {
 		n := 0
-		for _, name := range env.s.IndexNames() {
-			im := env.s.Indices[name]
-			for sh := range im.Shards {
-				shard := routing.ShardID(sh)
-				for _, c := range im.Copies[shard] {
-					if c.State != Initializing {
-						continue
-					}
-					st := &ShardStarted{Index: name, Shard: shard, AllocationID: c.AllocationID}
-					if c.Primary {
-						st.PrimaryTerm = im.PrimaryTerms[shard]
-					}
-					next, err := apply(env.t, env.s, Task{ShardStarted: st})
-					if err != nil {
-						td.Fatalf(env.t, "start %s: %v", c.AllocationID, err)
-					}
-					env.s = next
-					env.remember()
-					n++
-					fmt.Fprintf(&b, "started [%s][%d] %s\n", name, sh, env.alias(c.AllocationID))
-				}
+		for c := range env.s.AllCopies() {
+			if c.Copy.State != Initializing {
+				continue
 			}
+			st := &ShardStarted{Index: c.Index, Shard: c.Shard, AllocationID: c.Copy.AllocationID}
+			if c.Copy.Primary {
+				st.PrimaryTerm = c.Term
+			}
+			next, err := apply(env.t, env.s, Task{ShardStarted: st})
+			if err != nil {
+				td.Fatalf(env.t, "start %s: %v", c.Copy.AllocationID, err)
+			}
+			env.s = next
+			env.remember()
+			n++
+			fmt.Fprintf(&b, "started [%s][%d] %s\n", c.Index, c.Shard, env.alias(c.Copy.AllocationID))
 		}
 		if n == 0 {
 			break

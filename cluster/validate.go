@@ -38,25 +38,20 @@ func (s *State) Validate() error {
 	if err := validateNodes(s); err != nil {
 		v.add(err)
 	}
-	ids := map[string]string{}
 	for _, name := range s.IndexNames() {
-		im := s.Indices[name]
-		if err := validateIndex(s, name, im); err != nil {
+		if err := validateIndex(s, name, s.Indices[name]); err != nil {
 			v.add(err)
+		}
+	}
+	ids := map[string]shardName{}
+	for c := range s.AllCopies() {
+		if !c.Copy.Assigned() {
 			continue
 		}
-		for sh := range im.Shards {
-			for _, c := range im.Copies[routing.ShardID(sh)] {
-				if !c.Assigned() {
-					continue
-				}
-				where := fmt.Sprintf("[%s][%d]", name, sh)
-				if other, dup := ids[c.AllocationID]; dup {
-					v.addf("allocation id [%s] is used by %s and %s", c.AllocationID, other, where)
-				}
-				ids[c.AllocationID] = where
-			}
+		if other, dup := ids[c.Copy.AllocationID]; dup {
+			v.addf("allocation id [%s] is used by %s and %s", c.Copy.AllocationID, other, shardName{c.Index, c.Shard})
 		}
+		ids[c.Copy.AllocationID] = shardName{c.Index, c.Shard}
 	}
 	return v.err()
 }
@@ -129,7 +124,7 @@ func validateIndex(s *State, name string, im *IndexMeta) error {
 }
 
 func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID) {
-	where := fmt.Sprintf("[%s][%d]", im.Name, shard)
+	where := shardName{im.Name, shard} // formatted only for a violation: Apply runs this on every change
 	copies, inSync := im.Copies[shard], im.InSync[shard]
 	if len(copies) != im.Replicas+1 {
 		v.addf("%s has %d copies, want %d", where, len(copies), im.Replicas+1)
@@ -140,9 +135,9 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 			break
 		}
 	}
-	primaries, onNode := 0, map[string]bool{}
+	primaries := 0
 	var primary ShardCopy
-	for _, c := range copies {
+	for i, c := range copies {
 		if c.Primary {
 			primaries++
 			primary = c
@@ -162,10 +157,9 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 		} else if lc, ok := localCopy(n, im.UUID, shard); !ok || lc.AllocationID != c.AllocationID {
 			v.addf("%s has copy [%s] on node [%s], whose disk holds %+v", where, c.AllocationID, c.Node, lc)
 		}
-		if onNode[c.Node] {
+		if slices.ContainsFunc(copies[:i], func(o ShardCopy) bool { return o.Node == c.Node }) {
 			v.addf("%s has two copies on node [%s]", where, c.Node)
 		}
-		onNode[c.Node] = true
 		if c.Active() && !slices.Contains(inSync, c.AllocationID) {
 			v.addf("%s copy [%s] is started but not in the in-sync set %v", where, c.AllocationID, inSync)
 		}
@@ -177,6 +171,15 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 		v.addf("%s has %d primaries", where, primaries)
 		return
 	}
+	validateRecovery(v, im, shard, primary)
+}
+
+// validateRecovery checks where a shard's copies recover from: replicas
+// from a started primary, the primary from an empty store only while the
+// in-sync set is empty, else from an in-sync copy's store.
+func validateRecovery(v *violations, im *IndexMeta, shard routing.ShardID, primary ShardCopy) {
+	where := shardName{im.Name, shard}
+	copies, inSync := im.Copies[shard], im.InSync[shard]
 	for _, c := range copies {
 		if !c.Primary && c.Assigned() && !primary.Active() {
 			v.addf("%s replica [%s] is %s while the primary is %s", where, c.AllocationID, c.State, primary.State)
@@ -201,6 +204,14 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 		v.addf("%s has primary term %d with primary %s and in-sync %v", where, im.PrimaryTerms[shard], primary.State, inSync)
 	}
 }
+
+// shardName prints as [index][shard].
+type shardName struct {
+	index string
+	shard routing.ShardID
+}
+
+func (n shardName) String() string { return fmt.Sprintf("[%s][%d]", n.index, n.shard) }
 
 // CheckTransition checks what must hold between a state and the state
 // Apply made of it with task t: the version grows by one; primary terms

@@ -86,8 +86,18 @@ func primaryPos(cs []ShardCopy) int {
 	return slices.IndexFunc(cs, func(c ShardCopy) bool { return c.Primary })
 }
 
+// MaxRetries is index.allocation.max_retries' default: a copy whose
+// allocation failed this often in a row is not allocated again
+// (MaxRetryAllocationDecider), so a copy that cannot open does not cycle
+// through the nodes for ever.
+const MaxRetries = 5
+
 func (a *applier) allocatePrimary(name string, shard routing.ShardID, p int, counts map[string]int) {
 	im := a.next.Indices[name]
+	if im.Copies[shard][p].FailedAllocations >= MaxRetries {
+		a.setStatus(name, shard, p, StatusDecidersNo)
+		return
+	}
 	if len(im.InSync[shard]) == 0 {
 		node := a.leastLoaded(im, shard, counts)
 		if node == "" {
@@ -141,6 +151,10 @@ func (a *applier) allocateReplicas(name string, shard routing.ShardID, counts ma
 	for i := range len(im.Copies[shard]) {
 		im = a.next.Indices[name]
 		if c := im.Copies[shard][i]; c.Primary || c.State != Unassigned {
+			continue
+		}
+		if im.Copies[shard][i].FailedAllocations >= MaxRetries {
+			a.setStatus(name, shard, i, StatusDecidersNo)
 			continue
 		}
 		node := ""

@@ -379,8 +379,14 @@ func (n *Node) reportStarted(a assigned, lc *localCopy) {
 	})
 }
 
-// failCopy asks the cluster manager to fail a copy (ShardStateAction).
+// failCopy asks the cluster manager to fail a copy (ShardStateAction),
+// once per copy and term: the manager retries the proposal itself.
 func (n *Node) failCopy(shard replication.ShardKey, aid string, term uint64, markStale bool, reason string) {
+	key := fmt.Sprintf("%s/%d/%v", aid, term, markStale)
+	if n.failing[key] {
+		return
+	}
+	n.failing[key] = true
 	st := n.mgr.State()
 	index := ""
 	for name, im := range st.Indices {
@@ -391,8 +397,12 @@ func (n *Node) failCopy(shard replication.ShardKey, aid string, term uint64, mar
 	if index == "" {
 		return
 	}
+	n.log.Info("failing a shard copy", zap.String("index", index), zap.Int("shard", shard.Shard),
+		zap.String("allocation_id", aid), zap.Bool("mark_stale", markStale), zap.String("reason", reason))
 	n.mgr.Propose(cluster.Task{ShardFailed: &cluster.ShardFailed{Index: index, Shard: routing.ShardID(shard.Shard),
-		AllocationID: aid, PrimaryTerm: term, MarkStale: markStale, Reason: reason}}, func(coordinationResult) {})
+		AllocationID: aid, PrimaryTerm: term, MarkStale: markStale, Reason: reason}}, func(coordinationResult) {
+		delete(n.failing, key)
+	})
 }
 
 // copyEnv is what a copy needs from its node.

@@ -173,9 +173,11 @@ func table(im *cluster.IndexMeta) (*routing.Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, err := routing.ParseMode(im.Settings["index.shardsplit.mode"])
-	if err != nil {
-		return nil, err
+	mode := routing.ModePartition
+	if v := im.Settings["index.shardsplit.mode"]; v != "" {
+		if mode, err = routing.ParseMode(v); err != nil {
+			return nil, err
+		}
 	}
 	return routing.NewTable(mode, s)
 }

@@ -30,9 +30,9 @@ const (
 // should retry against a newer cluster state (the primary moved), and for
 // the ones it should not.
 const (
-	codeRetry    = "retry"             // not the primary here (yet, or any more), or no lease
-	codeConflict = "version_conflict"  // op_type create of a document that exists
-	codeFailed   = "failed"            // anything else, with its message
+	codeRetry    = "retry"            // not the primary here (yet, or any more), or no lease
+	codeConflict = "version_conflict" // op_type create of a document that exists
+	codeFailed   = "failed"           // anything else, with its message
 )
 
 // WriteItem is one document operation of a write request.

@@ -86,6 +86,7 @@ type Prepare func(get func(d storage.Op) (storage.Doc, bool, error)) (ops []stor
 
 type pendingWrite struct {
 	last int64 // the highest sequence number among its operations
+	keys []string
 	res  WriteResult
 	done func(WriteResult)
 }
@@ -368,6 +369,7 @@ func (c *Copy) Flush() {
 			ops = append(ops, Op{Seq: next, Term: c.term, Doc: d})
 			w.res.Seqs = append(w.res.Seqs, next)
 			w.last = next
+			w.keys = append(w.keys, docKey(d))
 			if d.Kind == storage.OpDelete {
 				batch[docKey(d)] = nil
 			} else {
@@ -389,8 +391,10 @@ func (c *Copy) Flush() {
 		}
 		return
 	}
-	for _, op := range ops {
-		c.busyKeys[docKey(op.Doc)]++
+	for _, w := range writes {
+		for _, k := range w.keys {
+			c.busyKeys[k]++
+		}
 	}
 	c.tracker.acknowledged(c.cfg.AllocationID, c.store.LocalCheckpoint())
 	c.pending = append(c.pending, writes...)
@@ -509,6 +513,11 @@ func (c *Copy) complete() {
 	done := c.pending[:n]
 	c.pending = slices.Clone(c.pending[n:])
 	for _, w := range done {
+		for _, k := range w.keys {
+			if c.busyKeys[k]--; c.busyKeys[k] <= 0 {
+				delete(c.busyKeys, k)
+			}
+		}
 		w.done(w.res)
 	}
 }

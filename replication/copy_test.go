@@ -317,3 +317,28 @@ func TestLossReorderAndDuplicationConverge(t *testing.T) {
 		}
 	}
 }
+
+// TestACopyMarkedInSyncGatesWritesBeforeTheClusterStateSaysSo: a recovered
+// copy the primary marked in sync counts for every later write even while
+// the cluster manager has not yet recorded it (its ShardStarted is in
+// flight), because the cluster manager may promote it as soon as it does.
+func TestACopyMarkedInSyncGatesWritesBeforeTheClusterStateSaysSo(t *testing.T) {
+	g := newGroup(t, 6, "n1", "n2")
+	g.inSync = []string{"a-n1"} // n2 is recovering: started in no state yet
+	p := g.copies["n1"]
+	p.UpdateGroup([]string{"a-n1"}, map[string]string{"a-n1": "n1"}, map[string]string{"a-n2": "n2"})
+	p.StartTracking("a-n2", NoOpsPerformed)
+	g.run(1)
+	if !p.MarkInSync("a-n2") {
+		t.Fatal("a caught-up copy was not marked in sync")
+	}
+	// Another state arrives (anything: a second index, a setting) before
+	// the one that records n2 in sync.
+	p.UpdateGroup([]string{"a-n1"}, map[string]string{"a-n1": "n1"}, map[string]string{"a-n2": "n2"})
+	g.down["n2"] = true
+	res := g.write("n1", "d1", "v1")
+	g.run(2)
+	if *res != nil {
+		t.Fatalf("a write was acknowledged without the copy the primary marked in sync: %+v", **res)
+	}
+}

@@ -51,9 +51,14 @@ func (t *Tracker) update(inSync []string, routed map[string]string) {
 			delete(t.copies, aid)
 			continue
 		}
+		// A routed copy the primary marked in sync stays in sync until the
+		// cluster state fails it: the cluster manager may lag behind the
+		// primary's marking (its ShardStarted is in flight), never lead
+		// it, and a write acknowledged without such a copy could be lost
+		// when it is promoted (ReplicationTracker in primary mode).
 		c.node = routed[aid]
-		if !slices.Contains(inSync, aid) {
-			c.inSync = false
+		if !isRouted {
+			c.node = ""
 		}
 	}
 	for _, aid := range inSync {

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -52,6 +54,32 @@ func newCluster(t *testing.T) *Cluster {
 	c := NewCluster(Config{Dir: t.TempDir(), Durability: storage.DurabilityAsync, Logger: zaptest.NewLogger(t)})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// sourceNode opens a node of a new index "source" of shards shards in /src
+// on fs, outside any cluster (for Prepare and Build, which take a node),
+// and indexes docs documents doc-0, doc-1, … of source value through it.
+// The node is closed when the test ends.
+func sourceNode(t *testing.T, fs vfs.FS, shards, docs int, value []byte) *node.Node {
+	t.Helper()
+	eng, err := storage.Open(storage.Options{Dir: "/src", FS: fs, CacheBytes: 1 << 20, Layout: storage.LayoutPerShard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := routing.NewSettings("source", shards, 0, 1)
+	tab, _ := routing.NewTable(routing.ModePartition, s)
+	n, err := node.Open(node.Config{Engine: eng, Table: tab})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	r := node.NewRouter(n, tab, node.RouterConfig{})
+	for i := range docs {
+		if _, err := r.Index(fmt.Sprintf("doc-%d", i), "", value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
 }
 
 // TestResizeValidationVectors replays resize_validation.json through

@@ -19,18 +19,7 @@ import (
 // and publishes their CommitSplit without making it durable.
 func pendingSplit(t *testing.T) (*node.Node, *storage.Engine, *node.PendingTable, routing.Version) {
 	t.Helper()
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), Layout: storage.LayoutPerShard, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, eng := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
 	t.Cleanup(func() { _ = n.Close() })
 	reserved, p := publishSplit(t, n)
 	if n.Table() != p.Table() {
@@ -183,13 +172,45 @@ func TestFailedCommitFailsTheNode(t *testing.T) {
 	}
 }
 
+// openNode opens a node of layout on fs serving a new two-shard index
+// (partition mode, 256 routing shards).
 func openNode(t *testing.T, fs vfs.FS, layout storage.Layout) (*node.Node, *storage.Engine) {
 	t.Helper()
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
+	return openNodeOn(t, storage.Options{FS: fs, Layout: layout}, twoShards(t, 256))
+}
+
+// reopenNode opens a node on the data directory a node on fs left, its
+// table read from the directory, as a restarted process does.
+func reopenNode(t *testing.T, fs vfs.FS) (*node.Node, *storage.Engine) {
+	t.Helper()
+	return openNodeOn(t, storage.Options{FS: fs}, nil)
+}
+
+// twoShards returns a new two-shard table in partition mode.
+func twoShards(t *testing.T, routingShards int) *routing.Table {
+	t.Helper()
+	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: routingShards, PartitionSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: fs, Layout: layout, CacheBytes: 1 << 20})
+	return tab
+}
+
+// openNodeOn opens an engine on opts (Dir /data and a 1 MiB cache unless
+// set; FS a new in-memory one unless set) and a node on it serving tab
+// (nil: the table in the directory). The caller closes the node.
+func openNodeOn(t *testing.T, opts storage.Options, tab *routing.Table) (*node.Node, *storage.Engine) {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = "/data"
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.NewMem()
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 1 << 20
+	}
+	eng, err := storage.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,9 +263,8 @@ func splitCommitted(t *testing.T, n *node.Node) {
 }
 
 // A Retire whose wait for readers timed out must not, when retried, destroy
-// the store under the readers still holding it (issue 11, item 1): the
-// retry waits for them too, and the reader finishes its scan with every
-// document.
+// the store under the readers still holding it: the retry waits for them
+// too, and the reader finishes its scan with every document.
 func TestRetireRetryWaitsForReaders(t *testing.T) {
 	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
 		t.Run(layout.String(), func(t *testing.T) {
@@ -311,9 +331,8 @@ func TestRetireRetryWaitsForReaders(t *testing.T) {
 	}
 }
 
-// Close is idempotent (issue 11, item 4): the second call returns nil
-// instead of panicking on the engine's released caches, and requests after
-// it fail with ErrClosed.
+// Close is idempotent: the second call returns nil instead of panicking on
+// the engine's released caches, and requests after it fail with ErrClosed.
 func TestCloseTwice(t *testing.T) {
 	n, eng := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
 	if err := n.Close(); err != nil {
@@ -346,15 +365,8 @@ func TestCloseTwice(t *testing.T) {
 // exactly when the clock passes the wait, not on the wall clock.
 func TestRetireWaitsOnTheNodeClock(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab, _ := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 256, PartitionSize: 1})
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := twoShards(t, 256)
+	n, _ := openNodeOn(t, storage.Options{Clock: clk}, tab)
 	defer n.Close()
 	if _, err := node.NewRouter(n, tab, node.RouterConfig{Clock: clk}).Index(idOn(t, tab, func(s routing.ShardID) bool { return s == 0 }), "", []byte("v")); err != nil {
 		t.Fatal(err)
@@ -388,5 +400,246 @@ func TestRetireWaitsOnTheNodeClock(t *testing.T) {
 	close(release)
 	if err := <-searched; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A write block whose drain fails (a shard's apply lock not taken in time)
+// is not in force: SetWriteBlock said it failed, so its caller will not
+// lift it, and writes must not keep failing with it. OpenSearch removes the
+// temporary block when the shards' verification fails.
+func TestAFailedWriteBlockIsLifted(t *testing.T) {
+	n, _ := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
+	defer n.Close()
+	f, err := n.Fence(1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := errors.New("index write (api)")
+	err = n.SetWriteBlock(blocked, 20*time.Millisecond)
+	f.Release()
+	if !errors.Is(err, storage.ErrLockTimeout) {
+		t.Fatalf("SetWriteBlock with shard 1 fenced = %v, want ErrLockTimeout", err)
+	}
+	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+	id := idOn(t, n.Table(), func(s routing.ShardID) bool { return s == 0 })
+	if _, err := r.Index(id, "", []byte("v")); err != nil {
+		t.Fatalf("write after a write block that failed = %v, want it applied", err)
+	}
+}
+
+// Close racing a search in flight: a scan that resolved its shards before
+// Close must not run on a closed Pebble store (use after close) and Close
+// must not fail on the scan's snapshot. Either the scan completes, or it
+// fails with an error saying the node (or shard) closed; Close returns nil.
+func TestCloseDuringASearchFinishesOrFailsClosed(t *testing.T) {
+	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
+		t.Run(layout.String(), func(t *testing.T) {
+			n, _ := openNode(t, vfs.NewMem(), layout)
+			r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+			const docs = 200
+			for i := range docs {
+				if _, err := r.Index(fmt.Sprintf("doc-%d", i), "", []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			started, release := make(chan struct{}), make(chan struct{})
+			type result struct {
+				n     int
+				err   error
+				panic any
+			}
+			searched := make(chan result, 1)
+			go func() {
+				seen := 0
+				defer func() {
+					if p := recover(); p != nil {
+						searched <- result{seen, nil, p}
+					}
+				}()
+				_, err := n.Search(func(routing.ShardID, storage.Doc) error {
+					if seen == 0 {
+						close(started)
+						<-release
+					}
+					seen++
+					return nil
+				})
+				searched <- result{seen, err, nil}
+			}()
+			<-started
+			closed := make(chan error, 1)
+			go func() { closed <- n.Close() }()
+			var closeErr error
+			select {
+			case closeErr = <-closed:
+			case <-time.After(100 * time.Millisecond):
+				// Close waits for the scan: that is allowed.
+			}
+			close(release)
+			res := <-searched
+			if closeErr == nil {
+				closeErr = <-closed
+			}
+			if res.panic != nil {
+				t.Fatalf("Search racing Close panicked: %v", res.panic)
+			}
+			if closeErr != nil {
+				t.Errorf("Close while a search is in flight = %v, want nil", closeErr)
+			}
+			if res.err != nil && !errors.Is(res.err, node.ErrClosed) && !errors.Is(res.err, storage.ErrShardClosed) {
+				t.Errorf("Search racing Close = %d docs, %v; want all %d or a closed error", res.n, res.err, docs)
+			}
+			if res.err == nil && res.n != docs {
+				t.Errorf("Search racing Close = %d docs and no error, want %d", res.n, docs)
+			}
+		})
+	}
+}
+
+// Close while a published table is not yet durable: a write that only the
+// pending table admits waits for its commit, which will now never come (the
+// engine is closed). Close must answer it (not acknowledged: ErrClosed)
+// instead of leaving it blocked forever.
+func TestCloseAnswersWritesWaitingForAPendingTable(t *testing.T) {
+	n, _, p, _ := pendingSplit(t)
+	r := node.NewRouter(n, p.Table(), node.RouterConfig{})
+	toChild := idOn(t, p.Table(), func(s routing.ShardID) bool { return s != 1 })
+	acked := make(chan error, 1)
+	go func() { _, err := r.Index(toChild, "", []byte("v1")); acked <- err }()
+	pl, shard := p.Table().Route(toChild, "")
+	child, _ := n.ShardStore(shard)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, found, err := child.GetAny(p.Table().Keyspace(pl.Root), p.Table().KeyOf(pl), toChild); err != nil {
+			t.Fatal(err)
+		} else if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write to the child was never applied")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-acked:
+		if !errors.Is(err, node.ErrClosed) {
+			t.Fatalf("write waiting for the pending table after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write waiting for the pending table was never answered after Close")
+	}
+	if err := p.Commit(nil); err == nil {
+		t.Error("the pending table committed on a closed node")
+	}
+}
+
+// Every request after Close, and a read racing it, answers ErrClosed:
+// callers branch on it (the service maps it to index_not_found "closed or
+// deleted during the request", the alias writer re-resolves), and the
+// storage's ErrShardClosed is not the node's contract.
+func TestReadsAfterCloseAnswerErrClosed(t *testing.T) {
+	n, _ := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
+	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+	if _, err := r.Index("doc-1", "", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	// A search that resolved its shards before the close and reads after it.
+	started, release := make(chan struct{}), make(chan struct{})
+	searched := make(chan error, 1)
+	go func() {
+		first := true
+		_, err := n.Search(func(routing.ShardID, storage.Doc) error {
+			if first {
+				first = false
+				close(started)
+				<-release
+			}
+			return nil
+		})
+		searched <- err
+	}()
+	<-started
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-searched; err != nil && !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Search racing Close = %v, want nil or ErrClosed", err)
+	}
+	if _, err := n.Search(func(routing.ShardID, storage.Doc) error { return nil }); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Search after Close = %v, want ErrClosed", err)
+	}
+	if _, err := n.SearchAt(1, func(routing.ShardID, storage.Doc) error { return nil }); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("SearchAt after Close = %v, want ErrClosed", err)
+	}
+	if _, err := n.CheckPlacement(nil); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("CheckPlacement after Close = %v, want ErrClosed", err)
+	}
+	if _, _, err := r.Get("doc-1", ""); !errors.Is(err, node.ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Open without an engine is bad input: an error saying so, not a nil
+// pointer dereference.
+func TestOpenWithoutEngineIsAnError(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("node.Open(Config{}) panicked: %v", r)
+		}
+	}()
+	if n, err := node.Open(node.Config{}); err == nil {
+		t.Fatalf("node.Open(Config{}) = %v, nil; want an error", n)
+	}
+}
+
+// Retire destroys a shard's store. While the table that stopped naming it
+// is published but not durable, the durable table (the one a failed commit
+// and recovery go back to) still names it the owner: retiring it then would
+// destroy the only authoritative copy of its documents. Retire must refuse
+// until the table is durable.
+func TestRetireRefusesAShardTheDurableTableNames(t *testing.T) {
+	n, eng, p, _ := pendingSplit(t)
+	err := n.Retire(0, time.Second)
+	if err == nil {
+		t.Errorf("Retire of the split parent while its table is not durable succeeded")
+	}
+	if _, open := eng.Shard(0); !open {
+		t.Fatalf("the parent's store was destroyed before the table that retires it was durable")
+	}
+	if err := p.Commit(func() error { return errors.New("injected: fsync failed") }); err == nil {
+		t.Fatal("commit succeeded")
+	}
+	// The node failed; recovery goes back to the durable table, in which
+	// shard 0 owns its documents: its store must still be there.
+}
+
+// writeToAChild indexes a document (routed to a child of shard 0's split,
+// whose table tab is published but not durable) through r, and returns its
+// id once the child's store holds it, with the channel its acknowledgement
+// (or failure) arrives on: the write waits for the commit (INV-9).
+func writeToAChild(t *testing.T, n *node.Node, r *node.Router, tab *routing.Table, source string) (string, <-chan error) {
+	t.Helper()
+	id := idOn(t, tab, func(s routing.ShardID) bool { return s != 1 })
+	pl, shard := tab.Route(id, "")
+	acked := make(chan error, 1)
+	go func() { _, err := r.Index(id, "", []byte(source)); acked <- err }()
+	// Read the child's store directly, not through the node.
+	child, _ := n.ShardStore(shard)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, found, err := child.GetAny(tab.Keyspace(pl.Root), tab.KeyOf(pl), id); err != nil {
+			t.Fatal(err)
+		} else if found {
+			return id, acked
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write to the child was never applied")
+		}
 	}
 }

@@ -134,18 +134,8 @@ func TestCheckPlacementScanError(t *testing.T) {
 // document whose stored routing value names the other shard, and checks the
 // node's own scan reports both.
 func TestNodeCheckPlacement(t *testing.T) {
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := twoShards(t, 64)
+	n, _ := openNodeOn(t, storage.Options{}, tab)
 	defer n.Close()
 	r := node.NewRouter(n, tab, node.RouterConfig{})
 	for i := range 20 {
@@ -214,4 +204,66 @@ func TestNodeCheckPlacement(t *testing.T) {
 		t.Fatalf("Err() = %v, want ErrPlacement", rep.Err())
 	}
 	t.Logf("reported: %v", rep.Err())
+}
+
+// The placement checker must report a document stored on the shard the
+// table names but under another routing key of that shard: a routed Get
+// cannot find it (it reads the key the table computes), so to every reader
+// but a full scan it is lost. This is what a new-index split of a one-shard
+// index that changed number_of_routing_shards left behind, and the
+// procedure's consistency check passed it.
+func TestCheckPlacementReportsADocumentUnderTheWrongKey(t *testing.T) {
+	n, _ := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
+	defer n.Close()
+	tab := n.Table()
+	id := idOn(t, tab, func(s routing.ShardID) bool { return s == 0 })
+	p, shard := tab.Route(id, "")
+	span, _ := tab.Shard(shard)
+	wrong := tab.KeyOf(p) + 1
+	if !span.Span.Contains(wrong) {
+		wrong = tab.KeyOf(p) - 1
+	}
+	s, _ := n.ShardStore(shard)
+	if _, err := s.Write([]storage.Op{{Kind: storage.OpIndex, Root: tab.Keyspace(p.Root), Key: wrong, ID: id, Source: []byte("v")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := node.NewRouter(n, tab, node.RouterConfig{}).Get(id, ""); err != nil || found {
+		t.Fatalf("routed get of the mis-keyed document = %v, %v; the case needs it unreachable", found, err)
+	}
+	rep, err := n.CheckPlacement(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || rep.Misplaced != 1 {
+		t.Fatalf("CheckPlacement of a document on its shard under key %d (the table names %d) = %+v; want it misplaced",
+			wrong, tab.KeyOf(p), rep)
+	}
+	t.Log(rep.Err())
+}
+
+// CheckPlacement's keyspace check: a document on the shard the table names,
+// under the right routing key but in another root's keyspace (opensearch
+// mode: every root spans the whole key space), is mis-keyed. This is the
+// only test that feeds it one: without it, dropping the keyspace
+// comparison passes every test of node, recovery and baseline. A node's
+// own scan cannot produce it (a shard scans its own keyspace), but
+// CheckPlacement takes any scan.
+func TestCheckPlacementReportsADocumentInAnotherKeyspace(t *testing.T) {
+	tab, err := routing.NewTable(routing.ModeOpenSearch, routing.Settings{Shards: 2, RoutingShards: 2, PartitionSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "doc-1"
+	p, shard := tab.Route(id, "")
+	other := tab.Keyspace(1 - p.Root)
+	rep, err := node.CheckPlacement(tab, func(fn func(routing.ShardID, storage.Doc) error) error {
+		return fn(shard, storage.Doc{Root: other, Key: tab.KeyOf(p), ID: id, Source: []byte("v")})
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || rep.Misplaced != 1 || rep.Violations[0].Kind != node.MisKeyed || rep.Violations[0].Keyspace != other {
+		t.Fatalf("a document in keyspace %d on shard %d (root %d): %+v; want it mis-keyed", other, shard, p.Root, rep)
+	}
+	t.Log(rep.Err())
 }

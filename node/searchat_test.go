@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -54,5 +55,54 @@ func TestSearchAtPagesEveryShard(t *testing.T) {
 				t.Errorf("hits per shard (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A search while a published table is not yet durable must not return a
+// write only that table admits, for the reason a Get must not: it is not
+// acknowledged, and a failed commit rolls it back. Each leaf of the
+// published table is read from its owners in the durable table (the
+// parent), and its hits are still reported as the published leaf's, the
+// table SearchAt returns.
+func TestSearchDuringAPendingTableIsNotADirtyRead(t *testing.T) {
+	n, _ := openNode(t, vfs.NewMem(), storage.LayoutPerShard)
+	defer n.Close()
+	// Acknowledged documents written before the split: the search must
+	// find each once, on the shard the published table names.
+	pre := node.NewRouter(n, n.Table(), node.RouterConfig{})
+	for i := range 40 {
+		if _, err := pre.Index(fmt.Sprintf("pre-%d", i), "", []byte("acked")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, p := publishSplit(t, n)
+	tab := p.Table()
+	id, acked := writeToAChild(t, n, node.NewRouter(n, tab, node.RouterConfig{}), tab, "dirty")
+	got := map[string][]routing.ShardID{}
+	searched, err := n.SearchAt(0, func(s routing.ShardID, d storage.Doc) error {
+		got[d.ID] = append(got[d.ID], s)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if searched != tab {
+		t.Errorf("SearchAt searched v%d, want the published v%d", searched.Version(), tab.Version())
+	}
+	if s, ok := got[id]; ok {
+		t.Errorf("a search during the pending table returned the unacknowledged write %s (on shards %v)", id, s)
+	}
+	for i := range 40 {
+		doc := fmt.Sprintf("pre-%d", i)
+		_, want := tab.Route(doc, "")
+		if diff := cmp.Diff([]routing.ShardID{want}, got[doc]); diff != "" {
+			t.Errorf("acknowledged %s found on shards (-want +got):\n%s", doc, diff)
+		}
+	}
+	if err := p.Commit(func() error { return errors.New("injected: fsync failed") }); !errors.Is(err, node.ErrFailed) {
+		t.Fatalf("Commit = %v, want ErrFailed", err)
+	}
+	if err := <-acked; !errors.Is(err, node.ErrFailed) {
+		t.Fatalf("the write = %v, want ErrFailed", err)
 	}
 }

@@ -600,7 +600,7 @@ func peakRate(ivs []Interval, now time.Time, th Thresholds) (float64, bool) {
 // shard's usual interval. Length alone cannot tell: a caller that reads
 // less often than SplitSustain (nothing asks it not to; splits work at any
 // cadence) makes every interval longer than SplitSustain, and taking each
-// for a stall left every merge window uncovered for ever.
+// for a stall would leave every merge window uncovered for ever.
 func stalled(iv Interval, usual time.Duration, th Thresholds) bool {
 	d := iv.To.Sub(iv.From)
 	return d > th.SplitSustain && d > 2*usual

@@ -147,8 +147,8 @@ func TestRoutingShardsFitJavaInt(t *testing.T) {
 // TestAllocateChildIDsIgnoresFarHoles: a valid table may reserve child ids
 // far above the rest (a decoded table need not come from this process's
 // edits), and the gap below them is all holes. Beginning another split uses
-// the lowest holes and must not list the whole gap: before, it appended
-// every hole, 4 bytes each, 16 Mi of them here.
+// the lowest holes and must not list the whole gap: listing every hole
+// would take 4 bytes each, 16 Mi of them here.
 func TestAllocateChildIDsIgnoresFarHoles(t *testing.T) {
 	const far = 1 << 24
 	tab, err := NewTable(ModeOpenSearch, Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})

@@ -234,9 +234,9 @@ func (c selectVector) src() Settings {
 	return Settings{Shards: c.Source, RoutingShards: r, PartitionSize: 1}
 }
 
-// SelectVectors lists the selection vector files with a function that
-// replays one vector; the baseline (issue 6) runs the same files through
-// its own path.
+// checkSelectVectors replays every selection vector of file through sel
+// and compares what it got with what it wants; the baseline package runs
+// the same files through its own path.
 func checkSelectVectors(t *testing.T, file string, sel func(selectVector) (any, any, error)) {
 	v := loadVectors[struct {
 		Vectors []selectVector `json:"vectors"`

@@ -18,7 +18,7 @@ import (
 // avoid), and the flushed memtable's WAL deleted. A split that begins
 // then (splitter.Config.AlignFlush) has little or nothing to flush.
 //
-// Why (issue 15): a forced flush puts a memtable rotation (the commit
+// Why: a forced flush puts a memtable rotation (the commit
 // pipeline held across a new WAL and a directory fsync), up to 16 MiB of
 // table writes and the old WAL's unlink inside the split's window, and on
 // this project's machines each of them delays the writers' WAL fsyncs
@@ -79,7 +79,7 @@ const alignPoll = 20 * time.Millisecond
 
 // walDeleteGrace bounds how long after a flush's end AwaitOwnFlush waits
 // for the flushed memtable's WAL to be deleted (Pebble deletes it in the
-// background, ~10 ms after the flush in the issue 15 probes; an unlink on
+// background, ~10 ms after the flush in the split-scale probes; an unlink on
 // a filesystem mounted with discard delayed the writers' fsyncs by 6–12
 // ms there).
 const walDeleteGrace = 50 * time.Millisecond

@@ -26,10 +26,7 @@ func alignParent(t *testing.T, opts Options) (*Engine, *Shard) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	writeRandomDocs(t, parent, "big", 4000, 1024)
 	return e, parent
 }
@@ -128,10 +125,7 @@ func TestAwaitOwnFlushEndsAfterAFlushEvenWithMoreBehindIt(t *testing.T) {
 // to wait for.
 func TestAwaitOwnFlushClosedAndShared(t *testing.T) {
 	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +135,7 @@ func TestAwaitOwnFlushClosedAndShared(t *testing.T) {
 
 	shared := openTestEngine(t, vfs.NewMem(), LayoutShared)
 	defer shared.Close()
-	s, err := shared.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, shared, 2, 2, rootSpan(2))
 	writeRandomDocs(t, s, "big", 4000, 1024)
 	if waited, ready, err := shared.AwaitOwnFlush(s, time.Second); err != nil || !ready || waited > 100*time.Millisecond {
 		t.Errorf("shared layout: waited %v, ready %v, err %v; want at once", waited, ready, err)

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -15,15 +13,9 @@ import (
 // (the later write of "a" applied first, the earlier one over it). It is
 // refused: an assertion, which panics under -tags invariants.
 func TestApplyLogRefusesEntriesOutOfOrder(t *testing.T) {
-	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openEngine(t, Options{})
 	defer e.Close()
-	s, err := e.OpenShard(0, 0, []routing.Span{{Start: 0, End: 64}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 0, 0, routing.Span{Start: 0, End: 64})
 	entry := func(seq uint64, v string) LogEntry {
 		return LogEntry{Seq: seq, Op: Op{Kind: OpIndex, Key: 1, ID: "a", Source: []byte(v)}}
 	}
@@ -35,7 +27,7 @@ func TestApplyLogRefusesEntriesOutOfOrder(t *testing.T) {
 		}()
 		return s.ApplyLog([]LogEntry{entry(8, "new"), entry(7, "old")})
 	}
-	err = apply()
+	err := apply()
 	if err == nil || !strings.Contains(err.Error(), "sequence number 7 after 8") {
 		d, ok, _ := s.Get(0, 1, "a")
 		t.Fatalf("ApplyLog of entries 8, 7 = %v; document a = %q (found %v)", err, d.Source, ok)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -16,10 +17,7 @@ import (
 func TestBacklogReportsTheStoresL0(t *testing.T) {
 	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 	defer e.Close()
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 2, 2, rootSpan(2))
 	e.HoldCompactions(s)
 	for range 3 { // the same keys each time: each table overlaps the last
 		writeDocs(t, s, "doc", 50, 100)
@@ -47,10 +45,7 @@ func TestBacklogReportsTheStoresL0(t *testing.T) {
 func TestFlushesEndedCountsTheStoresFlushes(t *testing.T) {
 	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 	defer e.Close()
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 2, 2, rootSpan(2))
 	before := s.FlushesEnded()
 	for range 2 {
 		writeDocs(t, s, "doc", 10, 100)
@@ -60,5 +55,43 @@ func TestFlushesEndedCountsTheStoresFlushes(t *testing.T) {
 	}
 	if got := s.FlushesEnded() - before; got != 2 {
 		t.Errorf("%d flushes ended, want 2", got)
+	}
+}
+
+// Backlog polled while the engine closes (every shard
+// of a per-shard and a shared engine) either answers or reports
+// ErrShardClosed; it never reaches a closed Pebble (Metrics would read a
+// closed DB) and never deadlocks with Close.
+func TestBacklogWhileTheEngineCloses(t *testing.T) {
+	for _, layout := range []Layout{LayoutPerShard, LayoutShared} {
+		for round := range 20 {
+			e := openEngine(t, Options{Layout: layout})
+			var shards []*Shard
+			for id := range routing.ShardID(3) {
+				s := openShard(t, e, id, id, rootSpan(id))
+				shards = append(shards, s)
+			}
+			var wg sync.WaitGroup
+			for _, s := range shards {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						_, err := s.Backlog()
+						if errors.Is(err, ErrShardClosed) {
+							return
+						}
+						if err != nil {
+							t.Errorf("%s round %d: backlog: %v", layout, round, err)
+							return
+						}
+					}
+				}()
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+		}
 	}
 }

@@ -35,11 +35,11 @@ const compactionWriteCategory vfs.DiskWriteCategory = "pebble-compaction"
 // when an excise or ingest overlaps it, and then only between output
 // tables, which at this store's file sizes are 64–256 MiB apart (seconds of
 // writing). DB.Close waits for every running compaction. Measured on a
-// 4 GiB parent under load (issue 15): a multilevel L4+L5+L6 compaction of
-// 778 MB ran 6.1 s, started before the split and finished 3.3 s after the
-// handoff, and the parent's close waited for it; meanwhile it competed with
-// the children for the disk and both cores, writing tables no one would
-// read.
+// 4 GiB parent under load (design/2026-11-30-split-scale.md): a multilevel
+// L4+L5+L6 compaction of 778 MB ran 6.1 s, started before the split and
+// finished 3.3 s after the handoff, and the parent's close waited for it;
+// meanwhile it competed with the children for the disk and both cores,
+// writing tables no one would read.
 //
 // cancelFS fails the writes of every compaction output created before the
 // last cancel, so such a compaction stops at its next block write and
@@ -113,7 +113,7 @@ type pauseGate struct {
 // MANIFEST are never paused. A paused compaction holds no lock writers
 // need: Pebble writes outputs without its mutex.
 //
-// It replaces cancelling a split parent's running compaction (issue 15). A
+// Why pause a split parent's running compaction rather than cancel it: a
 // cancelled compaction deletes its partial outputs at once: on a 4 GiB
 // parent an L5→L6 compaction had written ~200 MB when the split began, and
 // their unlink on this machine's discard mount held the writers 99 and
@@ -289,7 +289,7 @@ func (c *cancelFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 // empty, until the returned function is called: the checkpoint then holds
 // only what the store had flushed. Calls nest.
 //
-// Why (issue 15): Pebble's Checkpoint always copies the live WAL, and
+// Why: Pebble's Checkpoint always copies the live WAL, and
 // opening the copy replays it and flushes all of it before Open returns,
 // both halves of the keyspace, once per child. A split whose parent
 // holds its operation log from before a flush needs none of it: the log

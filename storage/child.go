@@ -21,8 +21,8 @@ type ChildStats struct {
 	Flush time.Duration // flushing the parent's memtable before the checkpoint (0: too little to flush, or skipped)
 	// Rotate is the part of Flush until Pebble's DB.AsyncFlush returned:
 	// the memtable and WAL rotation, during which Pebble's commit pipeline
-	// admits no write of the parent (issue 15: the 4 GiB stall at the
-	// request begins at the forced flush's start).
+	// admits no write of the parent (a 4 GiB split's stall at the request
+	// begins at the forced flush's start, design/2026-11-30-split-scale.md).
 	Rotate time.Duration
 	// SkippedFlush: the parent needed a flush but its L0 was at Pebble's
 	// stop-writes depth, so the child copied its WAL instead.
@@ -50,12 +50,12 @@ func (c ChildStats) Total() time.Duration { return c.Flush + c.Checkpoint + c.Op
 // replays it and flushes all of it, both halves of the keyspace, before
 // Open returns (Pebble flushes replayed memtables at open). The parent's
 // memtable is anywhere from empty to full (16 MiB) when a split starts: on
-// a 4 GiB parent (issue 15) one child copied and flushed 15.5 MB (open
-// 223 ms) and its sibling 1.4 MB (open 46 ms), and a flush that competes
-// with the parent's large compactions for the disk took 3.25 s in the
-// issue's run. Flushing the parent once writes the data once instead of
-// once per child, lets every child open with an almost empty WAL, and the
-// flushed table is hard-linked like the rest.
+// a 4 GiB parent one child copied and flushed 15.5 MB (open 223 ms) and its
+// sibling 1.4 MB (open 46 ms), and a flush that competes with the parent's
+// large compactions for the disk took 3.25 s
+// (design/2026-11-30-split-scale.md). Flushing the parent once writes the
+// data once instead of once per child, lets every child open with an almost
+// empty WAL, and the flushed table is hard-linked like the rest.
 const flushBeforeCheckpoint = 2 << 20
 
 // CreateChild makes shard child, owning span of parent's keyspace, from the live
@@ -99,7 +99,7 @@ type ChildSpec struct {
 // Otherwise one after another, each deciding for itself whether to flush
 // the parent, stopping at the first failure.
 //
-// Why (issue 15): a child's creation waits mostly on fsyncs, not on the
+// Why: a child's creation waits mostly on fsyncs, not on the
 // CPU, and made together the two children's waits overlap: in alternated
 // probes the clone phase of an aligned 4 GiB split went from 120 to 58 ms
 // (medians of 5; design/2026-11-30-split-scale.md). Both children's
@@ -114,9 +114,10 @@ type ChildSpec struct {
 // Pebble's Checkpoint copies the live WAL, and each child's open replays
 // and flushes all of it, both halves of the keyspace, before it returns:
 // after the parent's own flush 0.36-0.55 MiB per child at 100 MiB, written
-// twice per child inside the split (issue 15, eighth session: opens 15-50
-// against 4-15 ms without). A parent whose flush would stall it
-// (flushWouldStall) is not flushed, and its children copy the WAL.
+// twice per child inside the split (opens 15-50 against 4-15 ms without,
+// measured 2026-12-01, design/2026-11-30-split-scale.md). A parent whose
+// flush would stall it (flushWouldStall) is not flushed, and its children
+// copy the WAL.
 //
 // Serial or concurrent, the children take turns at the compaction debt
 // they inherit once the split releases them: one compaction at a time
@@ -223,7 +224,7 @@ func (e *Engine) flushForCheckpoint(parent *Shard, always bool) (took, rotate ti
 	}
 	if parent.st.flushWouldStall(m) {
 		// Flushing would hold every writer of the parent until its L0
-		// compaction: copy the WAL instead (issue 15).
+		// compaction: copy the WAL instead.
 		return 0, 0, true, nil
 	}
 	if err := parent.st.probeCreate(); err != nil {
@@ -576,9 +577,9 @@ func (e *Engine) DropSpans(s *Shard, spans []routing.Span, how DropMethod) error
 //
 // NB: pausing, not cancelling. A cancelled compaction deletes its partial
 // outputs at once, and at 4 GiB those are hundreds of MB whose unlink
-// stalls the writers (cancelFS.pause). It is also why a store under
-// pressure (L0 or compaction debt: Pebble allows more than the normal
-// concurrency) used to keep its running compaction, which then competed
+// stalls the writers (cancelFS.pause). Not cancelled for that reason, a
+// store under pressure (L0 or compaction debt: Pebble allows more than the
+// normal concurrency) would keep its running compaction, which competed
 // with the split at every 4 GiB split measured. A pause stops it without
 // either cost. A write stall ends the pause (store.go): a parent whose L0
 // fills during the split compacts at once, as it would without the split.

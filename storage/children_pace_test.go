@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -27,15 +26,9 @@ func TestChildrenFlushesShareTheSplitFlushRate(t *testing.T) {
 	const rate = 4 << 20
 	for _, concurrent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
-			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: rate, CopyChildWAL: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := openEngine(t, Options{Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: rate, CopyChildWAL: true})
 			defer e.Close()
-			parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			parent := openShard(t, e, 2, 2, rootSpan(2))
 			// ~1.5 MiB unflushed, below flushBeforeCheckpoint: the parent
 			// is not flushed, each child copies its WAL and flushes it as
 			// it opens.
@@ -71,10 +64,7 @@ func TestChildrenFlushesShareTheSplitFlushRate(t *testing.T) {
 func TestChildrenFlushesUnpacedWhenTheRateIsOff(t *testing.T) {
 	for _, concurrent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
-			e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: -1, CopyChildWAL: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := openEngine(t, Options{Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: -1, CopyChildWAL: true})
 			defer e.Close()
 			parent, specs := childrenParent(t, e, 400)
 			children, _, err := e.CreateChildren(parent, specs, ChildExcise, concurrent)

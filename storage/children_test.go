@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +23,7 @@ import (
 // its span.
 func childrenParent(t *testing.T, e *Engine, n int) (*Shard, []ChildSpec) {
 	t.Helper()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	value := strings.Repeat("v", 1024)
 	for i, id := range idsInRoot(2, n) {
 		if _, err := parent.Write([]Op{opFor(id, OpIndex, value)}, nil); err != nil {
@@ -238,10 +236,7 @@ func TestCreateChildrenHandsAPanicBack(t *testing.T) {
 		return op.Kind == errorfs.OpLock && strings.HasPrefix(op.Path, "/data/shard-4/")
 	}}
 	core, logs := observer.New(zap.ErrorLevel)
-	e, err := Open(Options{Dir: "/data", FS: errorfs.Wrap(vfs.NewMem(), inj), Logger: zap.New(core), CacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openEngine(t, Options{FS: errorfs.Wrap(vfs.NewMem(), inj), Logger: zap.New(core), CacheBytes: 8 << 20})
 	defer e.Close()
 	parent, specs := childrenParent(t, e, 200)
 	defer func() {
@@ -283,5 +278,244 @@ func TestCreateChildrenReportsTheRotation(t *testing.T) {
 	}
 	if r := stats[1].Rotate; r != 0 {
 		t.Errorf("second child: rotation %v; want 0 (the flush is counted in the first child's stats)", r)
+	}
+}
+
+// loadedParent opens shard 0 of root 0 with documents in tables and in
+// its memtable, its log held (as a split holds it before its children).
+func loadedParent(t *testing.T, e *Engine) *Shard {
+	t.Helper()
+	s := openShard(t, e, 0, 0, rootSpan(0))
+	for i, id := range idsInRoot(0, 300) {
+		if _, err := s.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if i == 200 {
+			if err := s.st.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.HoldLog()
+	return s
+}
+
+// A child's checkpoint of its parent while the engine closes: the
+// checkpoint passes the parent's gate, so the close does not close the
+// parent under it (it holds a version of the parent's tables).
+func TestChildCheckpointRacingCloseFailsCleanly(t *testing.T) {
+	fs := &createHookFS{FS: vfs.NewMem()}
+	childCreationRacingClose(t, fs, "a checkpoint", func(childDir string, block func()) {
+		fs.onCreate = func(name string) {
+			if strings.HasPrefix(name, childDir+"/") {
+				block() // the checkpoint is writing the child's files
+			}
+		}
+	})
+}
+
+// childCreationRacingClose makes a child of loadedParent's parent on an
+// engine over fs while the engine closes, at the instant arm's hook calls
+// block, and checks that neither panics, the close succeeds, the creation
+// fails, and the child's directory is removed.
+func childCreationRacingClose(t *testing.T, fs vfs.FS, what string, arm func(childDir string, block func())) {
+	t.Helper()
+	e := openEngine(t, Options{FS: fs})
+	parent := loadedParent(t, e)
+	childDir := e.ShardDir(1)
+	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
+		arm(childDir, block)
+		_, _, err := e.CreateChildren(parent, []ChildSpec{{Shard: 1, Span: routing.Span{Start: 0, End: 64}}}, ChildExcise, false)
+		return err
+	})
+	if p != nil {
+		t.Fatalf("%s racing Close panicked: %v", what, p)
+	}
+	if closeErr != nil {
+		t.Errorf("Close during %s = %v, want nil", what, closeErr)
+	}
+	if opErr == nil {
+		t.Errorf("CreateChildren racing Close succeeded on a closed engine")
+	}
+	if _, err := fs.Stat(childDir); err == nil {
+		t.Errorf("the failed child's directory %s is left", childDir)
+	}
+}
+
+// A child made of a parent on a closed engine fails with ErrShardClosed
+// without reaching the parent's closed Pebble, which panics.
+func TestCreateChildrenAfterCloseIsShardClosed(t *testing.T) {
+	for _, copyWAL := range []bool{false, true} {
+		t.Run(fmt.Sprintf("copyWAL=%v", copyWAL), func(t *testing.T) {
+			fs := vfs.NewMem()
+			e := openEngine(t, Options{FS: fs, CopyChildWAL: copyWAL})
+			parent := loadedParent(t, e)
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			err := func() (err error) {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				_, _, err = e.CreateChildren(parent, []ChildSpec{{Shard: 1, Span: routing.Span{Start: 0, End: 64}}}, ChildExcise, false)
+				return err
+			}()
+			if !errors.Is(err, ErrShardClosed) {
+				t.Errorf("CreateChildren after Close = %v, want ErrShardClosed", err)
+			}
+			if _, err := fs.Stat(e.ShardDir(1)); err == nil {
+				t.Errorf("the failed child's directory is left")
+			}
+		})
+	}
+}
+
+// openHookFS calls onOpen (if set) before every file it opens for reading.
+type openHookFS struct {
+	vfs.FS
+	onOpen func(name string)
+}
+
+func (f *openHookFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	if f.onOpen != nil {
+		f.onOpen(name)
+	}
+	return f.FS.Open(name, opts...)
+}
+
+// onStack reports whether the calling goroutine is inside fn.
+func onStack(fn string) bool {
+	buf := make([]byte, 64<<10)
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), fn)
+}
+
+// A child's store being trimmed to its span while the engine closes: the
+// store is registered with the engine only once trimmed
+// (openChildStore's prepare), so the close cannot close it under the
+// excise.
+func TestChildTrimRacingCloseFailsCleanly(t *testing.T) {
+	fs := &openHookFS{FS: vfs.NewMem()}
+	childCreationRacingClose(t, fs, "a child's trim", func(childDir string, block func()) {
+		fs.onOpen = func(name string) {
+			if strings.HasPrefix(name, childDir+"/") && onStack("storage.trimChildStore") {
+				block() // the excise reads a table it cuts
+			}
+		}
+	})
+}
+
+// A split's flush decision (flushForCheckpoint) reads the parent's Pebble
+// metrics inside the store's gate: outside it, beside a close, they read
+// the engine's file cache while Engine.Close releases it (a data race the
+// race detector reports: CI runs -race). Run with -race.
+func TestSplitFlushDecisionRacingClose(t *testing.T) {
+	for i := range 20 {
+		e := openEngine(t, Options{})
+		s := openShard(t, e, 0, 0, rootSpan(0))
+		if _, err := s.Write([]Op{opFor(idsInRoot(0, 1)[0], OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(time.Duration(i%4) * 100 * time.Microsecond) // no synchronisation with the close: it races
+			_, _, _, err := e.flushForCheckpoint(s, true)
+			done <- err
+		}()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil && !errors.Is(err, ErrShardClosed) {
+			t.Errorf("a split's flush after close = %v, want nil or ErrShardClosed", err)
+		}
+	}
+}
+
+// A catch-up replays the parent's writes after S from its operation log,
+// and the log has them only while a hold taken at or before S lasts
+// (INV-8). CatchUp checks: with the log not held, or held again only
+// after S (a hold released and retaken), it would replay nothing of the
+// gap and return success, and the child would silently lack acknowledged
+// writes.
+func TestCatchUpRefusesAGapInTheLog(t *testing.T) {
+	for _, c := range []string{"never held", "held again after S"} {
+		t.Run(c, func(t *testing.T) {
+			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+			defer e.Close()
+			parent := openShard(t, e, 0, 0, rootSpan(0))
+			ids := idsInRoot(0, 60)
+			for _, id := range ids[:20] {
+				if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c != "never held" {
+				parent.HoldLog()
+			}
+			child, stats, err := e.CreateChild(parent, 1, rootSpan(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c != "never held" {
+				if err := parent.ReleaseLog(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range ids[20:40] { // logged by no one
+				if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c != "never held" {
+				parent.HoldLog()
+			}
+			for _, id := range ids[40:] {
+				if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, n, err := e.CatchUp(parent, []*Shard{child}, stats.Seq)
+			if err == nil {
+				got, _ := child.CountKeys(rootSpan(0))
+				t.Fatalf("CatchUp from S=%d with the log %s = %d applied, no error; the child holds %d of %d documents", stats.Seq, c, n, got, len(ids))
+			}
+		})
+	}
+}
+
+// The handoff replays the tail with the parent fenced (its apply lock
+// held by the driver): CatchUp's check of the log must not take that lock.
+func TestCatchUpOfAFencedParent(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent := openShard(t, e, 0, 0, rootSpan(0))
+	ids := idsInRoot(0, 40)
+	parent.HoldLog()
+	child, stats, err := e.CreateChild(parent, 1, rootSpan(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := parent.Fence(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Unfence()
+	done := make(chan error, 1)
+	go func() { _, _, err := e.CatchUp(parent, []*Shard{child}, stats.Seq); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("CatchUp of a fenced parent still runs after 5 s")
+	}
+	if n, err := child.CountKeys(rootSpan(0)); err != nil || n != len(ids) {
+		t.Errorf("child holds %d documents (%v), want %d", n, err, len(ids))
 	}
 }

@@ -30,10 +30,7 @@ func TestOpenMakesAnExistingDataDirectoryDurable(t *testing.T) {
 	if _, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20}); err == nil {
 		t.Fatalf("Open with the parent's sync failing succeeded")
 	}
-	e, err := Open(Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openEngine(t, Options{FS: fs})
 	defer e.Close()
 	if err := e.WriteFileAtomic("TABLE", []byte("acknowledged")); err != nil {
 		t.Fatal(err)

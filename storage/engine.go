@@ -173,7 +173,7 @@ func (e *Engine) storeDir(id routing.ShardID) string {
 // prepare (if not nil) runs on the open store before it is registered, and
 // its error closes the store again: a store the engine does not know yet
 // is one its Close cannot close under the caller (a child's trim; it
-// panicked in Pebble, TestReviewS21ChildTrimRacingClose). The store's
+// panicked in Pebble, TestChildTrimRacingCloseFailsCleanly). The store's
 // own references to the caches keep them alive meanwhile.
 func (e *Engine) openChildStore(dir string, sib siblings, prepare func(*store) error) (*store, error) {
 	e.mu.Lock()

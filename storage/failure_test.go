@@ -59,10 +59,9 @@ func isWALSync(op errorfs.Op) bool {
 	return false
 }
 
-// A failed trim of the operation log must leave the hold in place (issue
-// 11, item 2). Before, the hold was dropped before the trim, and every retry
-// failed with "release of an operation log nobody holds", hiding the I/O
-// error.
+// A failed trim of the operation log must leave the hold in place: a hold
+// dropped before the trim would fail every retry with "release of an
+// operation log nobody holds", hiding the I/O error.
 //
 // NB: Pebble makes a failed WAL fsync sticky (the store refuses every later
 // synced write until it is reopened, as it must: the kernel may have dropped
@@ -73,10 +72,7 @@ func TestReleaseLogKeepsTheHoldOnAFailedTrim(t *testing.T) {
 		inj := &failOnce{match: isWALSync}
 		mem := vfs.NewMem()
 		e := openTestEngine(t, errorfs.Wrap(mem, inj), layout)
-		s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openShard(t, e, 2, 2, rootSpan(2))
 		s.HoldLog()
 		for _, id := range idsInRoot(2, 10) {
 			if _, err := s.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {
@@ -100,10 +96,7 @@ func TestReleaseLogKeepsTheHoldOnAFailedTrim(t *testing.T) {
 
 		e = openTestEngine(t, mem, layout)
 		defer e.Close()
-		s, err = e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s = openShard(t, e, 2, 2, rootSpan(2))
 		if err := s.TrimLog(); err != nil {
 			t.Fatalf("TrimLog after reopen: %v", err)
 		}
@@ -115,15 +108,12 @@ func TestReleaseLogKeepsTheHoldOnAFailedTrim(t *testing.T) {
 
 // In the shared layout DestroyShard of a shard that was never opened since
 // the engine opened (recovery's case) removes its sequence number and its
-// operation log (issue 11, item 3), and leaves the documents of its span,
-// which belong to the shards that own the span now.
+// operation log, and leaves the documents of its span, which belong to the
+// shards that own the span now.
 func TestDestroyUnopenedSharedShard(t *testing.T) {
 	mem := vfs.NewMem()
 	e := openTestEngine(t, mem, LayoutShared)
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	// A rolled-forward parent: it held its log for the split; its child 9
 	// owns part of its span.
 	parent.HoldLog()
@@ -151,10 +141,7 @@ func TestDestroyUnopenedSharedShard(t *testing.T) {
 		}
 	}
 	for _, id := range []routing.ShardID{2, 9} {
-		s, err := e.OpenShard(id, 2, []routing.Span{rootSpan(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openShard(t, e, id, 2, rootSpan(2))
 		if s.Seq() != 0 || countLog(t, s) != 0 {
 			t.Errorf("after DestroyShard(%d): seq %d, log %d entries; want 0, 0", id, s.Seq(), countLog(t, s))
 		}
@@ -170,9 +157,9 @@ func TestDestroyUnopenedSharedShard(t *testing.T) {
 	}
 }
 
-// ReadFile says "no file" only when the file does not exist (issue 11, item
-// 5): an I/O error opening it, even one whose stat fails too, is an error,
-// so an unreadable TABLE never makes recovery start a new index.
+// ReadFile says "no file" only when the file does not exist: an I/O error
+// opening it, even one whose stat fails too, is an error, so an unreadable
+// TABLE never makes recovery start a new index.
 func TestReadFileIOErrorIsNotAbsence(t *testing.T) {
 	var fail atomic.Bool
 	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -224,9 +211,9 @@ func (c *countingFail) MaybeError(op errorfs.Op) error {
 
 // A child whose creation fails after the checkpoint (opening its store,
 // trimming it, reading its sequence number) leaves no directory and no open
-// store behind, so the next CreateChild with the same id succeeds (issue 11,
-// item 6a). Before, the directory stayed and the id was poisoned: every
-// later split failed with "already exists".
+// store behind, so the next CreateChild with the same id succeeds. A
+// directory left behind would poison the id: every later split would fail
+// with "already exists".
 //
 // The test fails, in turn, the k-th read-side operation (open, stat, list,
 // read, lock) on the child's directory from the moment its store is locked,
@@ -251,10 +238,7 @@ func TestCreateChildCleansUpAfterAFailure(t *testing.T) {
 	fs := errorfs.Wrap(vfs.NewMem(), inj)
 	e := openTestEngine(t, fs, LayoutPerShard)
 	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	ids := idsInRoot(2, 400)
 	for i, id := range ids {
 		if _, err := parent.Write([]Op{opFor(id, OpIndex, "v")}, nil); err != nil {

@@ -24,9 +24,9 @@ func noNewTables() *failAlways {
 // A split whose parent cannot write a table must fail, not wait: Pebble's
 // DB.Flush waits for the memtable to be flushed, and a failed flush is
 // retried at once, without a limit (DB.flush: "TODO(peter): count
-// consecutive flush errors and backoff"), so the split's forced flush
-// waited for good, holding the parent's log and compactions (the eighth
-// session's review). CreateChildren must return the flush's error, the
+// consecutive flush errors and backoff"), so a split's forced flush that
+// waited for it would wait for good, holding the parent's log and
+// compactions. CreateChildren must return the flush's error, the
 // parent must keep serving, and once the disk recovers, Pebble's retry
 // flushes the memtable.
 func TestAFailedForcedFlushFailsTheSplit(t *testing.T) {

@@ -22,9 +22,9 @@ import (
 // AsyncFlush rotates the memtable through makeRoomForWrite, which first
 // waits (maybeInduceWriteStall, holding the commit pipeline's mutex) until
 // the queued memtables are below MemTableStopWritesThreshold x
-// MemTableSize: with every flush failing, for good. The split then holds
-// the parent's log and compactions for good, and its Cancel waits behind
-// it, as before 28fb885. No writer is stalled here (the last write made
+// MemTableSize: with every flush failing, for good. A split waiting there
+// would hold the parent's log and compactions for good, and its Cancel
+// would wait behind it. No writer is stalled here (the last write made
 // room in a fresh memtable): only the split's own flush waits.
 func TestAFailedForcedFlushFailsTheSplitAtTheMemtableLimit(t *testing.T) {
 	inj := noNewTables()
@@ -113,9 +113,9 @@ func TestAFailedForcedFlushFailsTheSplitAtTheMemtableLimit(t *testing.T) {
 // A failed flush long past must not refuse a later one: the last flush to
 // end failed, but the store's memtables are far below the stop-writes
 // size, so AsyncFlush cannot wait in Pebble's write stall and the flush
-// must simply run. The simulation's liveness phase found splits refused,
-// with no fault injected, on such a failure (seeds 2212, 2973, 2989 of
-// 3000, on 3cd22b6's unconditional check).
+// must simply run. Refusing on any past failure, the simulation's liveness
+// phase refuses splits with no fault injected (seeds 2212, 2973, 2989 of
+// 3000).
 func TestAStaleFlushFailureDoesNotRefuseTheNextFlush(t *testing.T) {
 	_, parent := openParentOn(t, "/data", vfs.NewMem(), false)
 	writeDocs(t, parent, "d", 100, 1024)

@@ -1,16 +1,17 @@
 package storage
 
-// The RFC's child build. OpenSearch's in-place split design (#12918,
-// #13923) makes each child a hard-linked copy of the parent's whole last
-// commit and removes the documents the child does not own with a
-// delete-by-query (ShardSplittingQuery); the space comes back only as
-// merges rewrite the segments. ChildKeepAll builds a child the same way on
-// Pebble: a checkpoint of every document of the parent, nothing excised,
-// and after the handoff a background job that deletes the foreign
-// documents one by one (point tombstones, in paced batches, while the
-// child serves writes), then compacts the foreign key ranges so the space
-// is reclaimed. ChildExcise (the default) excises the foreign spans at
-// creation instead, in O(metadata).
+// The RFC's child build. OpenSearch's in-place split design
+// (opensearch-project/OpenSearch#12918, #13923) makes each child a
+// hard-linked copy of the parent's whole last commit and removes the
+// documents the child does not own with a delete-by-query
+// (ShardSplittingQuery); the space comes back only as merges rewrite the
+// segments. ChildKeepAll builds a child the same way on Pebble: a
+// checkpoint of every document of the parent, nothing excised, and after
+// the handoff a background job that deletes the foreign documents one by
+// one (point tombstones, in paced batches, while the child serves writes),
+// then compacts the foreign key ranges so the space is reclaimed.
+// ChildExcise (the default) excises the foreign spans at creation instead,
+// in O(metadata).
 //
 // Reads never see a foreign document, whichever the build: a child serves
 // gets and scans only inside the spans a table gives it (Shard.Get checks

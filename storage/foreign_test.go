@@ -55,10 +55,7 @@ func servedIDs(t *testing.T, s *Shard) []string {
 // them with the ids each owns.
 func keepAllSplit(t *testing.T, e *Engine, n int) (children []*Shard, want [][]string) {
 	t.Helper()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	var ops []Op
 	spans := []routing.Span{{Start: 256, End: 320}, {Start: 320, End: 384}}
 	want = make([][]string, 2)

@@ -22,13 +22,14 @@ import (
 // file synced with its directory, a hard link) runs beside them?
 //
 // 64 writers put 1 KiB values with pebble.Sync at 5,000 writes/s in total
-// (issue 15's load) into one Pebble store; every 250 ms, in turn, one
-// operation runs in a side directory of the same file system. For each
-// operation the probe takes the longest interval between two consecutive
-// acknowledgements that overlaps it; "none" marks an instant and does
-// nothing, the steady baseline. A split makes dozens of these operations
-// (Pebble's checkpoint, open and excise, the journal): whatever one costs
-// the writers is a floor under the split's longest stall.
+// (the split-scale load, design/2026-11-30-split-scale.md) into one Pebble
+// store; every 250 ms, in turn, one operation runs in a side directory of
+// the same file system. For each operation the probe takes the longest
+// interval between two consecutive acknowledgements that overlaps it;
+// "none" marks an instant and does nothing, the steady baseline. A split
+// makes dozens of these operations (Pebble's checkpoint, open and excise,
+// the journal): whatever one costs the writers is a floor under the split's
+// longest stall.
 //
 // The fence rows ask the same of the handoff's shape: the writers hold a
 // shared lock (a node's apply lock) and the handoff takes it, so its gap

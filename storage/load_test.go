@@ -28,10 +28,7 @@ func TestLoadSample(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 			defer e.Close()
-			s, err := e.OpenShard(0, 0, []routing.Span{{Start: 0, End: 1024}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openShard(t, e, 0, 0, routing.Span{Start: 0, End: 1024})
 			total := 0
 			for _, n := range c.batches {
 				ops := make([]Op, n)

@@ -157,10 +157,7 @@ func mergeSources(t *testing.T, e *Engine) []*Shard {
 	spans := []routing.Span{{Start: 256, End: 288}, {Start: 288, End: 352}, {Start: 352, End: 384}}
 	var shards []*Shard
 	for i, sp := range spans {
-		s, err := e.OpenShard(routing.ShardID(20+i), 2, []routing.Span{sp})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openShard(t, e, routing.ShardID(20+i), 2, sp)
 		shards = append(shards, s)
 	}
 	byShard := make([][]Op, len(shards))
@@ -274,10 +271,7 @@ func TestMergeTargetIngestsTheSourcesDocuments(t *testing.T) {
 	// Everything the target holds is durable when CreateMergeTarget returns.
 	after := openTestEngine(t, crashed, LayoutPerShard)
 	defer after.Close()
-	reopened, err := after.OpenShard(11, 2, []routing.Span{span})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reopened := openShard(t, after, 11, 2, span)
 	if diff := diffDocs(want, docsOf(t, reopened)); diff != "" {
 		t.Errorf("target documents after a crash (-sources +target):\n%s", diff)
 	}
@@ -369,4 +363,134 @@ func TestCreateMergeTargetCleansUpAfterAFailure(t *testing.T) {
 		}
 	}
 	t.Fatal("the creation never ran through without reaching the injected operation")
+}
+
+// createHookFS calls onCreate (if set) before every file it creates.
+type createHookFS struct {
+	vfs.FS
+	onCreate func(name string)
+}
+
+func (f *createHookFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if f.onCreate != nil {
+		f.onCreate(name)
+	}
+	return f.FS.Create(name, category)
+}
+
+// twoMergeSources opens two adjacent sources of root 2 on e, the first the
+// larger (so the second is copied by buildSource), flushed and holding
+// their logs.
+func twoMergeSources(t *testing.T, e *Engine) (a, b *Shard) {
+	t.Helper()
+	lo, hi := routing.Span{Start: 256, End: 320}, routing.Span{Start: 320, End: 384}
+	a, _ = e.OpenShard(9, 2, []routing.Span{lo})
+	b, _ = e.OpenShard(10, 2, []routing.Span{hi})
+	nb := 0
+	for i, id := range idsInRoot(2, 600) {
+		op := opFor(id, OpIndex, fmt.Sprintf("v-%d", i))
+		s := a
+		if hi.Contains(op.Key) {
+			if nb++; nb > 50 {
+				continue
+			}
+			s = b
+		}
+		if _, err := s.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*Shard{a, b} {
+		if err := s.st.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		s.HoldLog()
+	}
+	return a, b
+}
+
+// A merge target's copied side is read from a snapshot of each source
+// (buildSource), registered with the source's store so that an engine
+// closing meanwhile does not close the source under it. Close must return
+// nil, and the merge must fail with ErrShardClosed or succeed, without a
+// panic.
+func TestMergeCopyRacingCloseFinishesOrStops(t *testing.T) {
+	fs := &createHookFS{FS: vfs.NewMem()}
+	e := openEngine(t, Options{FS: fs})
+	a, b := twoMergeSources(t, e)
+	closeErr, opErr, p := closeDuring(t, e, func(block func()) error {
+		fs.onCreate = func(name string) {
+			if strings.Contains(name, mergeTableDir) {
+				block() // buildSource is writing a table, its snapshot and iterator open
+			}
+		}
+		_, _, err := e.CreateMergeTarget([]*Shard{a, b}, 11, routing.Span{Start: 256, End: 384})
+		return err
+	})
+	if p != nil {
+		t.Fatalf("a merge target's copy racing Close panicked: %v", p)
+	}
+	if closeErr != nil {
+		t.Errorf("Close while a merge copies a source = %v, want nil", closeErr)
+	}
+	if opErr != nil && !errors.Is(opErr, ErrShardClosed) {
+		t.Errorf("CreateMergeTarget racing Close = %v, want nil or ErrShardClosed", opErr)
+	}
+}
+
+// mergeShard opens shard id of keyspace 7 owning sp, with n
+// documents per routing key (ids "a", "b", …), flushed and holding its log.
+func mergeShard(t *testing.T, e *Engine, id routing.ShardID, sp routing.Span, n int) *Shard {
+	t.Helper()
+	s := openShard(t, e, id, 7, sp)
+	for k := sp.Start; k < sp.End; k++ {
+		for j := range n {
+			if _, err := s.Write([]Op{{Kind: OpIndex, Root: 7, Key: routing.Key(k), ID: string(rune('a' + j)), Source: make([]byte, 100)}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.HoldLog()
+	return s
+}
+
+// A merge target takes its sources' documents by checkpoint and ingest,
+// past the span check every write passes (INV-6), so it must refuse a
+// span that does not hold a source's span, and sources that overlap: made
+// anyway, it would hold documents it does not own (no marker excuses them,
+// INV-10) or two sources' versions of one document, one of them silently
+// dropped.
+func TestMergeTargetRefusesSourcesItCannotHold(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		sources []routing.Span
+		target  routing.Span
+	}{
+		{"a source outside the target", []routing.Span{{Start: 0, End: 10}, {Start: 10, End: 20}}, routing.Span{Start: 0, End: 15}},
+		{"the largest overlapping another", []routing.Span{{Start: 0, End: 10}, {Start: 5, End: 15}}, routing.Span{Start: 0, End: 15}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+			defer e.Close()
+			var sources []*Shard
+			for i, sp := range c.sources {
+				n := 1
+				if i == 0 {
+					n = 5 // the largest: its checkpoint is the target's base
+				}
+				sources = append(sources, mergeShard(t, e, routing.ShardID(10+i), sp, n))
+			}
+			tg, _, err := e.CreateMergeTarget(sources, 99, c.target)
+			if err == nil {
+				n, _ := tg.ForeignDocs()
+				t.Fatalf("CreateMergeTarget(%v into %s) made a target (%d documents outside its span), want an error", c.sources, c.target, n)
+			}
+			if _, statErr := e.opts.FS.Stat(e.ShardDir(99)); statErr == nil {
+				t.Errorf("the refused target's directory is left")
+			}
+		})
+	}
 }

@@ -16,7 +16,7 @@ const flushWriteCategory vfs.DiskWriteCategory = "pebble-memtable-flush"
 // DefaultSplitFlushRate is the rate a split's own flushes write at
 // (Options.SplitFlushRate).
 //
-// Why pace them (issue 15): on this project's machines the writers' WAL
+// Why pace them: on this project's machines the writers' WAL
 // fsyncs wait behind what a flush has just written (whether in the ext4
 // journal or the virtual disk's cache flush was not isolated), so a flush
 // that writes a 16 MiB memtable at the disk's full speed (270 MB/s

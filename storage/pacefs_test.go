@@ -18,15 +18,9 @@ import (
 // store's own flushes do not.
 func TestSplitFlushesArePaced(t *testing.T) {
 	const rate = 8 << 20
-	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: rate})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openEngine(t, Options{Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20, SplitFlushRate: rate})
 	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	writeRandomDocs(t, parent, "own", 1000, 1024)
 	if err := parent.st.db.Flush(); err != nil {
 		t.Fatal(err)
@@ -71,7 +65,7 @@ func TestSplitFlushesArePaced(t *testing.T) {
 // A split does not flush a parent whose L0 is at Pebble's stop-writes
 // depth: Pebble stalls a forced flush there like a write, with the commit
 // pipeline held, so every writer of the parent would wait for its L0
-// compaction (issue 15: 0.8-1.6 s stalls in a set of 4 GiB splits). The
+// compaction (0.8-1.6 s stalls in a set of 4 GiB splits). The
 // children copy the parent's WAL instead.
 func TestSplitDoesNotFlushAParentAtTheStopWritesDepth(t *testing.T) {
 	e, parent, release := parentAtStopDepth(t)
@@ -241,20 +235,14 @@ func parentAtStopDepth(t *testing.T) (*Engine, *Shard, func()) {
 	g := gatedCompactionFS{FS: vfs.NewMem(), gate: make(chan struct{}), started: make(chan struct{}), once: &sync.Once{}}
 	var once sync.Once
 	release := func() { once.Do(func() { close(g.gate) }) }
-	e, err := Open(Options{Dir: "/data", FS: g, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openEngine(t, Options{FS: g, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
 	t.Cleanup(func() {
 		release()
 		if err := e.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	// Pebble grows its memtables from 256 KiB as they fill (a forced flush
 	// of a small one does not).
 	writeRandomDocs(t, parent, "warm", 12000, 1024)

@@ -63,14 +63,11 @@ func writeDocsWith(t *testing.T, s *Shard, prefix string, n int, source func(i i
 
 // A child must not copy and replay the parent's unflushed writes: opening
 // it would flush them all (both halves of the keyspace), once per child
-// (issue 15: 15.5 MB copied, open 223 ms to 3.25 s on a 4 GiB parent).
+// (15.5 MB copied, open 223 ms to 3.25 s on a 4 GiB parent).
 func TestChildCopiesNoParentWAL(t *testing.T) {
 	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
 	defer e.Close()
-	parent, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent := openShard(t, e, 2, 2, rootSpan(2))
 	writeDocs(t, parent, "doc", 4000, 1024) // ~4 MiB, all in the memtable
 	parent.HoldLog()
 	for i, span := range []routing.Span{{Start: 256, End: 320}, {Start: 320, End: 384}} {
@@ -161,7 +158,7 @@ func startSlowCompaction(t *testing.T, s *Shard) {
 }
 
 // Destroying a store must not wait for its running compaction: the data is
-// going (issue 15: the 4 GiB parent's close waited 3.3 s for a 778 MB
+// going (the 4 GiB parent's close waited 3.3 s for a 778 MB
 // compaction after the handoff).
 //
 // Slow writes: the compaction is writing when the store is destroyed. Slow
@@ -179,10 +176,7 @@ func TestDestroyShardAbandonsItsCompaction(t *testing.T) {
 			fs := slowCompactionFS{FS: vfs.NewMem(), delay: c.write, readDelay: &atomic.Int64{}}
 			e := openTestEngine(t, fs, LayoutPerShard)
 			defer e.Close()
-			s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openShard(t, e, 2, 2, rootSpan(2))
 			startSlowCompaction(t, s)
 			fs.readDelay.Store(int64(c.readAfter))
 			start := time.Now()
@@ -210,10 +204,7 @@ func TestHoldCompactionsPausesTheRunningOne(t *testing.T) {
 	fs := slowCompactionFS{FS: vfs.NewMem(), delay: 20 * time.Millisecond, written: &written}
 	e := openTestEngine(t, fs, LayoutPerShard)
 	defer e.Close()
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 2, 2, rootSpan(2))
 	startSlowCompaction(t, s)
 	e.HoldCompactions(s)
 	if !s.CompactionsHeld() {
@@ -347,10 +338,7 @@ func TestDestroyShardAbandonsAPausedCompaction(t *testing.T) {
 			fs := slowCompactionFS{FS: vfs.NewMem(), delay: 100 * time.Millisecond}
 			e := openTestEngine(t, fs, LayoutPerShard)
 			defer e.Close()
-			s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openShard(t, e, 2, 2, rootSpan(2))
 			startSlowCompaction(t, s)
 			e.HoldCompactions(s)
 			if !s.CompactionsHeld() {
@@ -446,7 +434,7 @@ func deepL0Store(t *testing.T, fs vfs.FS, dir string) { l0Store(t, fs, dir, 12, 
 
 // Opening a store never waits for a compaction. Pebble's Open flushes the
 // replayed WAL, and the flush's end may start a compaction that Open's
-// obsolete-file scan then waits for (issue 15: a child of a freshly loaded
+// obsolete-file scan then waits for (a child of a freshly loaded
 // 4 GiB parent inherits an L0 deep enough for an urgent compaction, and
 // its open took 1.4 and 6.7 s). Held (a new child) and unheld (any store).
 func TestOpenDoesNotWaitForACompaction(t *testing.T) {
@@ -495,7 +483,7 @@ func TestOpenDoesNotWaitForACompaction(t *testing.T) {
 
 // A new child compacts nothing until it is released, though it inherits
 // debt Pebble calls urgent (a 4 GiB parent's children compacted beside the
-// split's own I/O: issue 15). That a manual compaction of a sealed child
+// split's own I/O). That a manual compaction of a sealed child
 // still runs is TestManualCompactionOfAHeldStoreStartsAtOnce's
 // unsealed=false case: on this store's urgent debt, any compaction the
 // manual one's unseal let through would pass for it.

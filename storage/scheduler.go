@@ -65,8 +65,8 @@ func newHoldScheduler(held bool, c clock.Clock) *holdScheduler {
 // also counts compaction debt in bytes, which never stalls a write, and a
 // child of a 4 GiB parent inherits enough of it to start a compaction the
 // moment it opens: two children and the parent then compacted beside the
-// split's own flush, checkpoints and fsyncs on two cores (issue 15). Before
-// its handoff a child takes only the catch-up writes. If a child's writes
+// split's own flush, checkpoints and fsyncs on two cores. Before its
+// handoff a child takes only the catch-up writes. If a child's writes
 // do stall (its memtable fills over a deep L0), Pebble's WriteStallBegin
 // unseals it and the held rule applies: urgent work runs, so the stall
 // ends and a split can never wait on its own child.
@@ -122,9 +122,9 @@ func (s *holdScheduler) endManual() {
 // WAL, and the flush's end asks for compactions; later in the same Open,
 // scanObsoleteFiles waits for every running compaction to finish. A store
 // that inherits compaction debt (a child of a parent with a deep L0) gets an
-// urgent compaction there, so its Open waited for a whole compaction: 1.4
-// and 6.7 s for the two children of a freshly loaded 4 GiB parent (issue
-// 15, TestScaleProbe's stacks: 347 samples of 20 ms in that wait). Nothing
+// urgent compaction there, so its Open would wait for a whole compaction:
+// 1.4 and 6.7 s for the two children of a freshly loaded 4 GiB parent
+// (TestScaleProbe's stacks: 347 samples of 20 ms in that wait). Nothing
 // writes to a store before its Open returns, so holding every compaction
 // until then cannot stall a writer.
 func (s *holdScheduler) opened() {
@@ -342,12 +342,12 @@ func (s *holdScheduler) leaveTurnsLocked() {
 // compaction, its siblings start none. A child leaves the turns when it
 // has no compaction waiting (its debt is paid), when its L0 is as deep as
 // Pebble's urgency (urgentL0: urgent work always runs, as for a held
-// store, so that a store never stalls its own writes; the review of the
-// turns found a child waiting there until its writes stopped), when its
-// writes stall all the same (unseal) and when its store closes; the last
-// one left runs as any store does.
+// store, so that a store never stalls its own writes: a child held to its
+// turn there would wait until its writes stopped), when its writes stall
+// all the same (unseal) and when its store closes; the last one left runs
+// as any store does.
 //
-// Why (issue 15): the split releases its children's compactions together
+// Why: the split releases its children's compactions together
 // (splitter's cleanup), and each child of a parent with L0 tables starts
 // at once an L0 → L5 compaction of tens of MB: two such, side by side on
 // two cores and one disk, beside the writers' fsyncs, put 7–20 ms gaps

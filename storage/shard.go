@@ -105,7 +105,7 @@ func (s *Shard) SetOwned(spans []routing.Span) {
 // sortedSpans returns a copy of spans in key order, the order in which a
 // shard keeps its owned spans: scans return documents in key order, and
 // foreignRanges takes them sorted (spans out of order made every owned
-// document foreign: TestReviewS21TrimToOwnedWithSpansOutOfOrder).
+// document foreign: TestTrimToOwnedWithSpansOutOfOrder).
 func sortedSpans(spans []routing.Span) []routing.Span {
 	return slices.SortedFunc(slices.Values(spans), func(a, b routing.Span) int { return cmp.Compare(a.Start, b.Start) })
 }

@@ -19,7 +19,7 @@ const (
 // Remove implements vfs.FS. A retired store's files are shortened
 // shrinkStep at a time before they are unlinked.
 //
-// Why (issue 15, eighth session): retiring a split's parent cancels the
+// Why: retiring a split's parent cancels the
 // compaction it had paused, and Pebble then deletes that compaction's
 // outputs, often hundreds of MB (a 4 GiB parent's L5+L6 -> L6 compaction).
 // On this project's machines freeing that much at once (ext4, mounted with

@@ -43,13 +43,42 @@ func idsInRoot(r routing.ShardID, n int) []string {
 	return ids
 }
 
-func openTestEngine(t *testing.T, fs vfs.FS, layout Layout) *Engine {
+// openEngine opens an engine on opts, failing t if it cannot. Unset fields
+// take the tests' defaults: Dir /data, a new in-memory FS, a 1 MiB cache.
+// The caller closes it: many tests close it mid-test on purpose.
+func openEngine(t testing.TB, opts Options) *Engine {
 	t.Helper()
-	e, err := Open(Options{Dir: "/data", FS: fs, Layout: layout, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
+	if opts.Dir == "" {
+		opts.Dir = "/data"
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.NewMem()
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 1 << 20
+	}
+	e, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// openTestEngine opens an engine of layout on fs that logs to t.
+func openTestEngine(t *testing.T, fs vfs.FS, layout Layout) *Engine {
+	t.Helper()
+	return openEngine(t, Options{FS: fs, Layout: layout, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
+}
+
+// openShard opens shard id of root owning spans on e, failing t if it
+// cannot.
+func openShard(t testing.TB, e *Engine, id, root routing.ShardID, spans ...routing.Span) *Shard {
+	t.Helper()
+	s, err := e.OpenShard(id, root, spans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func forLayouts(t *testing.T, fn func(t *testing.T, layout Layout)) {
@@ -62,10 +91,7 @@ func TestRoundTripEveryOperation(t *testing.T) {
 	forLayouts(t, func(t *testing.T, layout Layout) {
 		e := openTestEngine(t, vfs.NewMem(), layout)
 		defer e.Close()
-		s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openShard(t, e, 2, 2, rootSpan(2))
 		ids := idsInRoot(2, 20)
 		for i, id := range ids {
 			op := opFor(id, OpIndex, "v1-"+id)
@@ -408,15 +434,9 @@ func TestKeyEncodingExample(t *testing.T) {
 // Exclusive's drain deadline runs on the engine's clock.
 func TestExclusiveTimesOutOnTheEngineClock(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	e, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), CacheBytes: 1 << 20, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openEngine(t, Options{Clock: clk})
 	defer e.Close()
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 2, 2, rootSpan(2))
 	holding, release := make(chan struct{}), make(chan struct{})
 	go func() {
 		_ = s.Exclusive(0, func() error { close(holding); <-release; return nil })

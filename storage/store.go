@@ -188,8 +188,8 @@ func (o storeOptions) pebbleOptions(sched *holdScheduler, cfs *cancelFS) *pebble
 	el := pebble.EventListener{}
 	if o.logger.Core().Enabled(zap.DebugLevel) {
 		// Flushes, compactions, WAL and table-stats events, at debug level:
-		// where a store's time goes (issue 15 found a child's open and a
-		// parent's close waiting on them this way).
+		// where a store's time goes (how a child's open and a parent's close
+		// were found waiting on them).
 		el = pebble.MakeLoggingEventListener(zapPebbleLogger{o.logger.Sugar()})
 	}
 	logger := o.logger
@@ -447,7 +447,7 @@ func (s *store) deleteRangeAndCompact(start, end []byte) error {
 // NB: inside the gate. A closed DB's Metrics reads the engine's file
 // cache, which Engine.Close releases, and a read beside the release
 // panicked ("index out of range [15] with length 0" in the cache's
-// Metrics: TestReviewS21SplitFlushDecisionRacingClose).
+// Metrics: TestSplitFlushDecisionRacingClose).
 func (s *store) metrics() (*pebble.Metrics, error) {
 	if !s.enter() {
 		return nil, fmt.Errorf("storage: metrics of %s: %w", s.dir, ErrShardClosed)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/shardsplit/shardsplit/routing"
 )
 
 // Shard.Sync racing the store's close returns an error, never reaches a
@@ -18,10 +16,7 @@ import (
 func TestSyncRacingCloseNeverReachesAClosedStore(t *testing.T) {
 	for round := range 300 {
 		e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
-		s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openShard(t, e, 2, 2, rootSpan(2))
 		var wg, syncing sync.WaitGroup
 		panics := make(chan string, 4)
 		for range 4 {

@@ -11,16 +11,17 @@ import (
 // walDeletes parks the deletion of a store's obsolete WAL files while the
 // store is being split, so that no unlink lands among the split's steps.
 //
-// Why (issue 15): the split's forced flush of the parent makes the
-// flushed memtable's WAL obsolete, and Pebble unlinks it in the background
-// ~10 ms later, in the middle of the split. On this machine's filesystem
-// (mounted with discard) an unlink delays the fsyncs of the writers'
-// group commits beside it by 6–12 ms: at the request, the longest gap of
-// a split's window sat where the flush ended (ninth session, five probe
-// runs at 100 MiB). Pebble's WAL recycling takes the unlink away too, and
-// shortened those stalls in probes, but it makes every live WAL as long as
-// the file it replaced (checkpoints copied the stale tail) and it lengthened
-// the 4 GiB stall in question 11's own runs (tenth session, reverted).
+// Why: the split's forced flush of the parent makes the flushed memtable's
+// WAL obsolete, and Pebble unlinks it in the background ~10 ms later, in
+// the middle of the split. On this machine's filesystem (mounted with
+// discard) an unlink delays the fsyncs of the writers' group commits beside
+// it by 6–12 ms: at the request, the longest gap of a split's window sat
+// where the flush ended (five probe runs at 100 MiB,
+// design/2026-11-30-split-scale.md). Pebble's WAL recycling takes the
+// unlink away too, and shortened those stalls in probes, but it makes every
+// live WAL as long as the file it replaced (checkpoints copied the stale
+// tail) and it lengthened the 4 GiB stall in question 11's own runs, so it
+// is off.
 //
 // A parked file is only a file Pebble no longer needs: Pebble deletes a
 // WAL once the flush that made it obsolete is in the MANIFEST, and numbers
@@ -31,10 +32,10 @@ import (
 //
 // The unlink still happens, after the handoff: removing a retired parent's
 // directory took 14–43 ms with it against 4–9 ms without (ten alternated
-// probe pairs at 100 MiB and 4 GiB, eleventh session). Freeing the file's preallocated blocks in steps first
-// (as shrink frees a retired store's large files) moved that time into the
-// close without shortening the writers' gaps after the handoff, and was
-// not kept.
+// probe pairs at 100 MiB and 4 GiB). Freeing the file's preallocated
+// blocks in steps first (as shrink frees a retired store's large files)
+// moves that time into the close without shortening the writers' gaps
+// after the handoff, so a parked WAL is unlinked whole.
 //
 // Only Pebble's Remove of a *.log file directly in the store's directory
 // is parked (its cleaner's path): no other file, and no other directory a

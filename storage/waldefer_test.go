@@ -12,8 +12,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
-
-	"github.com/shardsplit/shardsplit/routing"
 )
 
 // walFiles lists the WAL files in dir.
@@ -67,10 +65,7 @@ func TestASplitParentKeepsItsObsoleteWALUntilReleased(t *testing.T) {
 	fs := vfs.NewMem()
 	e := openTestEngine(t, fs, LayoutPerShard)
 	defer e.Close()
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 2, 2, rootSpan(2))
 	dir := e.ShardDir(2)
 
 	before := walFiles(t, fs, dir)
@@ -111,10 +106,7 @@ func TestASplitParentKeepsItsObsoleteWALUntilReleased(t *testing.T) {
 func parkedWALStore(t *testing.T, fs vfs.FS) (*Engine, *Shard, string) {
 	t.Helper()
 	e := openTestEngine(t, fs, LayoutPerShard)
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 2, 2, rootSpan(2))
 	e.HoldCompactions(s)
 	writeAndFlush(t, s, 40)
 	if !eventually(func() bool { return len(s.st.cfs.parkedWALDeletes()) > 0 }) {
@@ -138,10 +130,7 @@ func TestACrashWithAParkedWALDeletionRecovers(t *testing.T) {
 
 	e2 := openTestEngine(t, crashed, LayoutPerShard)
 	defer e2.Close()
-	s2, err := e2.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openShard(t, e2, 2, 2, rootSpan(2))
 	if diff := cmp.Diff(want, scanState(t, s2)); diff != "" {
 		t.Fatalf("after the crash (-before +after):\n%s", diff)
 	}
@@ -169,8 +158,7 @@ func TestAClosedStoreDeletesItsParkedWALs(t *testing.T) {
 // A committed split's parent releases its parked WALs in its retirement's
 // close, after the store is retired, and there cancelFS.Remove would free
 // a large file in steps (shrink): the variant waldefer.go says was
-// measured and not kept. The release unlinks each whole (found by the
-// eleventh session's review).
+// measured and not kept. The release unlinks each whole.
 //
 // The sequence is the real one of a split that hands off: the hold
 // (holdCompactions), Pebble's cleaner removing the flushed WAL (parked),
@@ -219,15 +207,9 @@ func TestARetiredParentsParkedWALIsUnlinkedWhole(t *testing.T) {
 // flushed WAL is larger than shrinkStep is destroyed (its split's cleanup
 // retires it with DestroyShard), and its parked WAL is unlinked whole.
 func TestADestroyedHeldParentUnlinksItsParkedWALWhole(t *testing.T) {
-	e, err := Open(Options{Dir: t.TempDir(), FS: vfs.Default, Layout: LayoutPerShard, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openEngine(t, Options{Dir: t.TempDir(), FS: vfs.Default, Layout: LayoutPerShard, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
 	defer e.Close()
-	s, err := e.OpenShard(2, 2, []routing.Span{rootSpan(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openShard(t, e, 2, 2, rootSpan(2))
 	// Pebble's first memtables are small (256 KiB, doubling up to
 	// MemTableSize) and each has its WAL: write until the live WAL holds
 	// more than shrinkStep.
@@ -260,8 +242,8 @@ func TestADestroyedHeldParentUnlinksItsParkedWALWhole(t *testing.T) {
 	}
 	// Pebble deletes obsolete WALs in the background: wait for the one this
 	// flush made obsolete, not for any. A flush of the write loop's earlier
-	// memtables can park its smaller WALs first (CI, 2026-12-03: parked
-	// 11 B, 1, 3 and 7 MiB, then the 9 MiB one just after the check).
+	// memtables can park its smaller WALs first (a CI run parked 11 B, 1,
+	// 3 and 7 MiB, then the 9 MiB one just after the check).
 	bigParked := func() bool {
 		for _, p := range s.st.cfs.parkedWALDeletes() {
 			if info, err := os.Stat(p); err == nil && info.Size() > shrinkStep {

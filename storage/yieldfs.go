@@ -10,7 +10,7 @@ import (
 // Blocking file operations yield the processor (runtime.Gosched) after
 // they return, except the WAL's.
 //
-// Why (issue 15, fourteenth session): Go keeps a goroutine's P while it is
+// Why: Go keeps a goroutine's P while it is
 // in a short syscall, and the goroutine takes the P back when the syscall
 // returns; the goroutines queued on that P run only when it blocks, is
 // preempted (10 ms) or the runtime's monitor takes the P away from a
@@ -40,7 +40,7 @@ import (
 // (stallBegan): they wait for this store's flush (a memtable stall) or
 // compaction (an L0 stall), the very work that yields, and are not
 // runnable themselves, so a yield only puts the stall's end behind other
-// background work (TestReviewS14bNoYieldWhileTheStoresWritersAreStalled;
+// background work (TestNoYieldWhileTheStoresWritersAreStalled;
 // with two goroutines busy 150 us between yields, the stall after its
 // flush could run lasted a median 98 ms with the yields and 13.5 ms
 // without them during the stall, 15 runs each, noisy).

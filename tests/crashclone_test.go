@@ -5,8 +5,8 @@ package tests
 // model's cut around it. lab/crashpoint has its own for the split and
 // merge enumeration. It clones through crashfs.Disk, never MemFS.CrashClone
 // directly: Pebble's MemFS.Lock and Link nest read locks that a concurrent
-// CrashClone deadlocks (crashfs.go), and TestRFCCleanupCrashPoints hung so
-// in CI (2026-12-01, a writer left in Batch.SyncWait for ten minutes).
+// CrashClone deadlocks (crashfs.go): TestRFCCleanupCrashPoints hangs so,
+// a writer left in Batch.SyncWait.
 
 import (
 	"math/rand/v2"

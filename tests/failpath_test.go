@@ -1,13 +1,15 @@
 package tests
 
-// Failure-path regressions of the split driver and recovery (issue 11, bugs
-// 2, 3, 4 and 6). Each test drives a split into a path the happy-path tests
-// never take — a refused reservation, a lost final journal record, a cancel
-// racing the handoff — and then requires what the product promises: the
-// parent keeps serving, no operation log stays held, and the next open
-// recovers.
+// Failure paths of the split driver, the service and recovery. Each test
+// drives a split into a path the happy-path tests never take — a refused
+// reservation, a lost final journal record, a cancel racing the handoff, a
+// close during the handoff — and then requires what the product promises:
+// the parent keeps serving, no operation log stays held, and the next open
+// recovers. A test marked bugN.patch guards against the bug that
+// tests/sim/mutations/bugN.patch re-introduces.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -25,6 +27,7 @@ import (
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/service"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -33,16 +36,30 @@ import (
 // twice, down to one partition) on fs with 20 documents.
 func openFailpath(t *testing.T, fs vfs.FS) (*node.Node, *splitter.Journal, *routing.Table) {
 	t.Helper()
+	return openIndex(t, storage.Options{FS: fs}, 20)
+}
+
+// openIndex opens, through recovery, a new 1-shard partition index (R=4)
+// on opts (Dir /data and a 1 MiB cache unless set) and indexes docs
+// documents d0, d1, … with source "v1".
+func openIndex(t *testing.T, opts storage.Options, docs int) (*node.Node, *splitter.Journal, *routing.Table) {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = "/data"
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 1 << 20
+	}
 	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 4, PartitionSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, j, _, err := recovery.Open(storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20}, tab, nil)
+	n, j, _, err := recovery.Open(opts, tab, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := node.NewRouter(n, tab, node.RouterConfig{})
-	for i := range 20 {
+	for i := range docs {
 		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v1")); err != nil {
 			t.Fatal(err)
 		}
@@ -64,9 +81,9 @@ func reopen(t *testing.T, fs vfs.FS, tab *routing.Table) *node.Node {
 	return n
 }
 
-// Bug 2: a split the table refuses (the leaf is one partition wide) must
-// not leave the parent's operation log held; it did, and the parent logged
-// every write for ever.
+// A split the table refuses (the leaf is one partition wide) does not
+// leave the parent's operation log held: held, the parent would log every
+// write for ever (bug2.patch).
 func TestRefusedSplitHoldsNoLog(t *testing.T) {
 	n, j, _ := openFailpath(t, vfs.NewMem())
 	defer n.Close()
@@ -95,9 +112,10 @@ func TestRefusedSplitHoldsNoLog(t *testing.T) {
 	}
 }
 
-// Bug 3: a refused reservation left a begin record with no end; a later
-// split of the same parent that crashed before its commit then made
-// recovery cancel the one reservation twice and refuse to open.
+// A refused reservation leaves no begin record without an end: with one
+// left, a later split of the same parent that crashed before its commit
+// would make recovery cancel the one reservation twice and refuse to open
+// (bug3.patch).
 func TestRefusedSplitThenCrashRecovers(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)
@@ -118,9 +136,10 @@ func TestRefusedSplitThenCrashRecovers(t *testing.T) {
 	reopen(t, crashed, tab).Close()
 }
 
-// Bug 4: a cancel whose final journal record is lost (ENOSPC) left
-// "aborting children=[1 2]" in the journal; the next split reused ids 1 and
-// 2 and committed, and every later open refused to delete the active shard.
+// A cancel whose final journal record is lost (ENOSPC) leaves "aborting
+// children=[1 2]" in the journal; the next split reuses ids 1 and 2 and
+// commits, and the next open must not act on the superseded record, or it
+// refuses for good to delete the active shard (bug4.patch).
 func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var armed atomic.Int32 // > 0: fail the armed-th rename of the journal from now
@@ -164,11 +183,11 @@ func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
 	reopen(t, crashed, tab).Close()
 }
 
-// Bug 6: a cancel delivered just before the handoff was accepted, yet the
-// driver carried out the handoff it had already taken, so the split
-// committed with "aborting" as its last record and recovery refused to open.
-// A cancel is now accepted (and the split aborts) or refused (and it
-// commits); either way the index reopens.
+// A cancel delivered just before the handoff is accepted (and the split
+// aborts) or refused (and it commits); either way the index reopens. A
+// cancel accepted while the driver carries out the handoff it has already
+// taken would commit the split with "aborting" as its last record, and
+// recovery would refuse to open (bug6.patch).
 func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)
@@ -203,10 +222,10 @@ func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
 
 // A crash between the handoff's publish and its commit rolls the split
 // back; a router that learned the published (never durable) table must
-// still adopt the table recovery writes. Recovery used to cancel at the
-// same version number, so the router kept routing to the deleted children
-// until its retries ran out. Found by the simulation (tests/sim, seeds 20,
-// 22, 84).
+// still adopt the table recovery writes, so recovery cancels at a new
+// version number: at the same one, the router would keep routing to the
+// deleted children until its retries ran out (simulation seeds 20, 22 and
+// 84 draw this case).
 func TestRouterAdoptsTheTableAfterARolledBackPublish(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)
@@ -393,7 +412,7 @@ func TestMergeDrainTimeoutReleasesTakenFences(t *testing.T) {
 
 // A cancel the hook delivers before the first intent (the split is still
 // preparing: nothing to undo) ends the split aborted; Run reports that end
-// cleanly. Run used to go on to Next on the ended split and fail with
+// cleanly, rather than go on to Next on the ended split and fail with
 // "has nothing to do in phase aborted".
 func TestCancelBeforeReserveEndsRunCleanly(t *testing.T) {
 	mem := vfs.NewCrashableMem()
@@ -457,6 +476,102 @@ func TestCancelFromAnotherGoroutineRacesRun(t *testing.T) {
 			crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 			_ = n.Close()
 			reopen(t, crashed, tab).Close()
+		})
+	}
+}
+
+// A service closing while an in-place split or merge holds its parent
+// (sources) fenced — the handoff, between Fence and Unfence — halts it
+// after its current intent and leaves it to recovery. A write that was
+// waiting on the apply lock must then be answered, not left waiting for
+// ever on a lock nobody will release.
+func TestCloseDuringAFencedHandoffAnswersTheWaitingWrite(t *testing.T) {
+	for _, op := range []string{"split", "merge"} {
+		t.Run(op, func(t *testing.T) {
+			var armed atomic.Bool
+			fenced := make(chan struct{})
+			release := make(chan struct{})
+			var once sync.Once
+			dir := t.TempDir()
+			s, err := service.Open(service.Config{Dir: dir, SplitHook: func(_ string, _ splitter.Phase, next splitter.Intent) {
+				if armed.Load() && next.Kind == splitter.IntentReplayTail {
+					once.Do(func() {
+						close(fenced)
+						<-release
+					})
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			one, zero := "1", "0"
+			if _, err := s.CreateIndex(service.CreateRequest{Name: "h", Settings: service.FlatSettings{service.SettingShards: &one, service.SettingReplicas: &zero}}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				if _, err := s.IndexDoc("h", fmt.Sprintf("d%d", i), "", []byte(`{}`), service.WriteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if op == "merge" {
+				task, err := s.StartSplit(service.SplitRequest{Index: "h", Shard: 0, Ways: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := task.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				armed.Store(true)
+				if _, err := s.StartMerge(service.MergeRequest{Index: "h", Shards: []routing.ShardID{1, 2}}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				armed.Store(true)
+				if _, err := s.StartSplit(service.SplitRequest{Index: "h", Shard: 0, Ways: 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			<-fenced // the apply lock is held
+			wrote := make(chan error, 1)
+			go func() {
+				_, err := s.IndexDoc("h", "d0", "", []byte(`{"during":1}`), service.WriteOptions{})
+				wrote <- err
+			}()
+			select {
+			case err := <-wrote:
+				t.Fatalf("the write did not wait on the fence: %v", err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- s.Close() }()
+			time.Sleep(200 * time.Millisecond) // Close has halted the task
+			close(release)
+			select {
+			case err := <-closed:
+				t.Logf("Close: %v", err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("Close never returned")
+			}
+			select {
+			case err := <-wrote:
+				t.Logf("the write waiting on the fence: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a write waiting on the fence was never answered after the service closed")
+			}
+			// Recovery decides the operation; the index serves every write.
+			s, err = service.Open(service.Config{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.IndexDoc("h", "after", "", []byte(`{}`), service.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				if _, ok, err := s.GetDoc("h", fmt.Sprintf("d%d", i), ""); err != nil || !ok {
+					t.Errorf("d%d after the restart: found %v, %v", i, ok, err)
+				}
+			}
 		})
 	}
 }

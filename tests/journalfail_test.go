@@ -53,8 +53,8 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 			// Not under mu: an injector call that read failAt before the
 			// store may still take an image, and the close waits for
 			// Pebble's file deletions, which call the injector (holding mu
-			// across the close hung .ci/run once, 2026-12-01: the cleanup
-			// manager's Remove waiting for mu, the test for the cleanup).
+			// across the close hangs: the cleanup manager's Remove waits
+			// for mu, the test for the cleanup).
 			_ = n.Close()
 			mu.Lock() // the close has ended every Pebble goroutine
 			defer mu.Unlock()

@@ -1,8 +1,8 @@
 package tests
 
-// Failure-path and restart regressions of the in-place merge (issue 13's
-// adversarial review). Each test drives a merge into a path the happy-path
-// tests never take and requires what the product promises.
+// Failure paths and restarts of the in-place merge. Each test drives a
+// merge into a path the happy-path tests never take and requires what the
+// product promises.
 
 import (
 	"errors"
@@ -259,10 +259,10 @@ func TestMergeFailsAtEveryNodeFileOp(t *testing.T) {
 // parent's (the sources') keys, so a write the child took after the
 // publish, not yet acknowledged, survives a crash that rolls the operation
 // back — with the child's sequence number, above the parent's (INV-11).
-// The parent, owning the document again, then numbered its next write of
-// it below the surviving version: recovery deleted the children without
-// carrying their sequence numbers over. Found by the simulation once
-// recovery.Check checked INV-11 (seed 7).
+// Recovery carries the children's sequence numbers over when it deletes
+// them: otherwise the parent, owning the document again, numbers its next
+// write of it below the surviving version (simulation seed 7 draws this
+// case; recovery.Check asserts INV-11).
 func TestRolledBackHandoffKeepsSeqAboveSurvivingWrites(t *testing.T) {
 	for _, op := range []string{"split", "merge"} {
 		t.Run(op, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
@@ -81,5 +82,53 @@ func crashRecoveryAtEveryOp(t *testing.T, disk *crashfs.Disk, opts storage.Optio
 			return
 		}
 		t.Run(fmt.Sprint(k), func(t *testing.T) { check(t, c.FS(nil)) })
+	}
+}
+
+// Recovery crashing half-way through a merge's decision (a power loss at
+// each of its durable operations), in both layouts: the result recovers,
+// opens and passes Check, and every document written before is there.
+func TestMergeRecoveryCrashesAtEveryPoint(t *testing.T) {
+	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
+		for _, stop := range []splitter.IntentKind{splitter.IntentBuildTarget, splitter.IntentFence,
+			splitter.IntentPublish, splitter.IntentSyncTarget, splitter.IntentCommitTable} {
+			t.Run(fmt.Sprintf("%s/%s", layout, stop), func(t *testing.T) {
+				mem := crashfs.New()
+				n, j, tab := openIndex(t, storage.Options{FS: mem.FS(nil), Layout: layout}, 20)
+				d := splitter.NewDriver(n, splitter.Config{Journal: j})
+				if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+					t.Fatalf("split: %v %v", err, rep.Err)
+				}
+				mg := d.StartMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}})
+				for {
+					in, _, err := mg.Next()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if in.Kind == stop {
+						break
+					}
+				}
+				disk := mem.Crash(0, 0)
+				_ = n.Close()
+				crashRecoveryAtEveryOp(t, disk, storage.Options{Dir: "/data", CacheBytes: 1 << 20, Layout: layout}, tab, func(t *testing.T, fs vfs.FS) {
+					n3, j3, _, err := recovery.Open(storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20, Layout: layout}, tab, nil)
+					if err != nil {
+						t.Fatalf("recovery after a crash in recovery: %v", err)
+					}
+					defer n3.Close()
+					if rep := recovery.Check(n3, j3, nil); !rep.OK() {
+						t.Fatalf("after recovery: %v", rep.Violations)
+					}
+					r := node.NewRouter(n3, tab, node.RouterConfig{})
+					for i := range 20 {
+						id := fmt.Sprintf("d%d", i)
+						if doc, ok, err := r.Get(id, ""); err != nil || !ok || string(doc.Source) != "v1" {
+							t.Errorf("%s = %q, %v, %v", id, doc.Source, ok, err)
+						}
+					}
+				})
+			})
+		}
 	}
 }

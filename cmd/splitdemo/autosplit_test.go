@@ -6,11 +6,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardsplit/shardsplit/lab/experiment"
+	"github.com/shardsplit/shardsplit/lab/loadgen"
 	"github.com/shardsplit/shardsplit/policy"
+	"github.com/shardsplit/shardsplit/routing"
 )
 
 // TestAutosplitSmallRun runs the autosplit demo for a few seconds with
@@ -78,8 +82,8 @@ func TestAutosplitBadFlags(t *testing.T) {
 		{name: "negative rate", args: []string{"--rate", "-5"}, want: "-5"},
 		{name: "unknown mode", args: []string{"--mode", "hash"}, want: `"hash"`},
 		{name: "stray argument", args: []string{"extra"}, want: `"extra"`},
-		// Review: a bad --log-level was found only when the run began and
-		// exited 1 ("the command ran and found a problem"), not 2.
+		// Refused before the run begins, with 2, not found when it begins
+		// and answered with 1 ("the command ran and found a problem").
 		{name: "unknown log level", args: []string{"--log-level", "loud"}, want: `"loud"`},
 	}
 	for _, c := range cases {
@@ -95,11 +99,11 @@ func TestAutosplitBadFlags(t *testing.T) {
 	}
 }
 
-// TestReviewAutosplitNothingAcknowledgedFails: a run whose load
-// acknowledged no write has verified nothing. It printed "All 0
-// acknowledged writes verified" and exited 0 (here --rate 0.001 with 32
-// writers: one write per writer every 32,000 s, none in the run).
-func TestReviewAutosplitNothingAcknowledgedFails(t *testing.T) {
+// A run whose load acknowledged no write has verified nothing: it fails,
+// rather than print "All 0 acknowledged writes verified" and exit 0 (here
+// --rate 0.001 with 32 writers: one write per writer every 32,000 s, none
+// in the run).
+func TestAutosplitWithNothingAcknowledgedFails(t *testing.T) {
 	dir := t.TempDir()
 	stdout, stderr, code := runCmd("autosplit", "--rate", "0.001", "--duration", "1s",
 		"--out", filepath.Join(dir, "out"), "--data", filepath.Join(dir, "data"))
@@ -111,13 +115,12 @@ func TestReviewAutosplitNothingAcknowledgedFails(t *testing.T) {
 	}
 }
 
-// TestReviewAutosplitRateMustBePaceable: --rate sets each writer's pace,
-// writers/rate seconds apart. An infinite rate made that 0 and a rate so low
-// that the interval overflows a time.Duration made it negative: both were
-// accepted and loadgen, reading any interval <= 0 as "as fast as
-// possible", wrote unpaced — the opposite of 1e-12. Both must be usage
-// errors naming the value.
-func TestReviewAutosplitRateMustBePaceable(t *testing.T) {
+// --rate sets each writer's pace, writers/rate seconds apart. An infinite
+// rate makes that 0 and a rate so low that the interval overflows a
+// time.Duration makes it negative, and loadgen, reading any interval <= 0
+// as "as fast as possible", would write unpaced, the opposite of 1e-12.
+// Both are usage errors naming the value.
+func TestAutosplitRateMustBePaceable(t *testing.T) {
 	for _, rate := range []string{"inf", "1e-12"} {
 		t.Run(rate, func(t *testing.T) {
 			cfg, code, err := parseAutosplit([]string{"--rate", rate}, io.Discard)
@@ -131,5 +134,67 @@ func TestReviewAutosplitRateMustBePaceable(t *testing.T) {
 	}
 	if _, _, err := parseAutosplit([]string{"--rate", "0.5"}, io.Discard); err != nil {
 		t.Fatalf("--rate 0.5 refused: %v", err)
+	}
+}
+
+// autosplit splits and merges in place, where no write may fail (compare
+// fails an in-place run whose writes got errors). Verification allows
+// whatever a failed write left, so it alone cannot pass such a run, and
+// "All N acknowledged writes verified" with exit 0 would hide the errors:
+// the run fails and the reading says that writes failed.
+func TestAutosplitWithFailedWritesFails(t *testing.T) {
+	var recs []loadgen.Record
+	for i := range 100 {
+		at := time.Duration(i) * 10 * time.Millisecond
+		recs = append(recs, loadgen.Record{Start: at, End: at + time.Millisecond, OK: i%25 != 7, Moving: true})
+	}
+	settings := routing.Settings{Shards: 4, RoutingShards: 256, PartitionSize: 1}
+	tab, err := routing.NewTable(routing.ModePartition, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &autosplitConfig{duration: time.Second, rate: 100, writers: 2, th: demoThresholds()}
+	res := &autosplitResult{cfg: cfg, settings: settings, phases: []phase{{Name: "spread evenly", To: time.Second}},
+		load: &loadgen.Result{Records: recs}, verify: experiment.Verification{Checked: 96}, end: time.Second, finalTab: tab}
+	res.summary = autosplitSummary(res)
+	res.reading = autosplitReading(res)
+	if res.verified() {
+		t.Errorf("a run with %v failed writes verified (exit 0); reading: %s", res.summary["write_errors"], res.reading)
+	}
+	if !strings.Contains(res.reading, "WRITES FAILED: 4 writes") {
+		t.Errorf("reading does not say 4 writes failed: %s", res.reading)
+	}
+}
+
+// The autosplit demo's summary.json lists the thresholds the policy ran
+// with, and report.md states them, so that a run can be read and repeated:
+// every field of policy.Thresholds has a key, and RetryAfter (a failed
+// action held back, which changes what the demo does after a failure) is in
+// both outputs.
+func TestAutosplitOutputsNameEveryThreshold(t *testing.T) {
+	cfg, _, err := parseAutosplit(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.th.RetryAfter = 7 * time.Second // distinct from every other duration
+	settings := routing.Settings{Shards: 4, RoutingShards: 256, PartitionSize: 1}
+	tab, err := routing.NewTable(cfg.mode, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &autosplitResult{cfg: cfg, settings: settings, phases: []phase{{Name: "only"}}, load: &loadgen.Result{}, finalTab: tab}
+	r.summary = autosplitSummary(r)
+	th, ok := r.summary["thresholds"].(map[string]any)
+	if !ok {
+		t.Fatalf("summary.json has no thresholds: %v", r.summary)
+	}
+	if got, want := len(th)-1, reflect.TypeFor[policy.Thresholds]().NumField(); got != want { // -1: scaled_down_from
+		t.Errorf("summary.json names %d thresholds, policy.Thresholds has %d fields: %v", got, want, th)
+	}
+	if got := th["retry_after"]; got != "7s" {
+		t.Errorf("summary.json thresholds.retry_after = %v, want 7s (thresholds: %v)", got, th)
+	}
+	if md := autosplitMarkdown(r); !strings.Contains(md, "7s") {
+		t.Errorf("report.md does not state the retry delay (7s):\n%s", md)
 	}
 }

@@ -25,8 +25,8 @@ Runs one experiment per question the in-place split RFC argues about
 (opensearch-project/OpenSearch#12918, #13923, #13925) and writes into --out:
 findings.json (every number of every question: each run's value, the median
 and the range), a regenerated findings.md to diff against design/findings.md,
-and the charts as PNGs. Each answer says what was measured, the goal of
-issue 14 where there is one (met or not, and why), the command that
+and the charts as PNGs. Each answer says what was measured, the
+project's goal where there is one (met or not, and why), the command that
 reproduces it and what was not measured.
 
 The questions (see findings.md for the full text):

@@ -100,3 +100,19 @@ func TestFindingsRun(t *testing.T) {
 		})
 	}
 }
+
+// --runs 0 is a usage error naming the value, as --runs -1 is ("must be at
+// least 1"): taken as findings.Config's default, a run asked for no
+// repetitions would quote medians of five (2 with --quick).
+func TestFindingsRefusesRunsZero(t *testing.T) {
+	c, code, err := parseFindings([]string{"--runs", "0"}, io.Discard)
+	if err == nil {
+		t.Fatalf("--runs 0 accepted (runs %d: findings.Config then uses its default)", c.runs)
+	}
+	if code != exitUsage || !strings.Contains(err.Error(), "--runs 0") {
+		t.Fatalf("--runs 0: exit %d, error %q; want a usage error naming --runs 0", code, err)
+	}
+	if c, _, err := parseFindings(nil, io.Discard); err != nil || c.runs != 0 {
+		t.Fatalf("no --runs: runs %v, error %v; want the default (0 for findings.Config)", c, err)
+	}
+}

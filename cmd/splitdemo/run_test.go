@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/shardsplit/shardsplit/node"
 )
 
 // TestRunWithMergesThenVerify: 'run' splits and merges (--split-every,
@@ -14,8 +17,7 @@ import (
 func TestRunWithMergesThenVerify(t *testing.T) {
 	for _, mode := range []string{"partition", "opensearch"} {
 		t.Run(mode, func(t *testing.T) {
-			dir := t.TempDir()
-			data, acked := filepath.Join(dir, "data"), filepath.Join(dir, "acked.jsonl")
+			data, acked := runPaths(t)
 			_, errOut, code := runCmd("run", "--data", data, "--acked", acked, "--mode", mode, "--docs", "100", "--writers", "2",
 				"--split-every", "40ms", "--merge-every", "60ms", "--merges", "2", "--duration", "2m", "--seed", "3")
 			if code != exitOK {
@@ -50,8 +52,8 @@ func TestRunMergesNeedsMergeEvery(t *testing.T) {
 }
 
 // Bad values of run's other flags are refused before anything is written,
-// each in one line naming the flag and its value. Before, a negative
-// duration was taken as "never" and a stray argument was ignored.
+// each in one line naming the flag and its value: a negative duration is
+// not taken as "never", nor a stray argument ignored.
 func TestRunRefusesBadFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -74,41 +76,57 @@ func TestRunRefusesBadFlags(t *testing.T) {
 	}
 }
 
-// A run killed between making its data directory and persisting its first
-// table created no index (TestKillDashNine hit this window): verify says
-// so, and still fails if the write log acknowledges anything.
-func TestVerifyIndexNeverCreated(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		log   string
-		want  int
-		ok    bool
-		lines int
-	}{
-		{"nothing acknowledged", `{"w":0,"seq":0,"state":"attempt","id":"w0-0","op":"index","value_hash":7}` + "\n", exitOK, true, 1},
-		{"an acknowledged write is lost", `{"w":0,"seq":0,"state":"attempt","id":"w0-0","op":"index","value_hash":7}` + "\n" +
-			`{"w":0,"seq":0,"state":"ack","id":"w0-0","op":"index","value_hash":7}` + "\n", exitFail, false, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			data, acked := filepath.Join(dir, "data"), filepath.Join(dir, "acked.jsonl")
-			if err := os.Mkdir(data, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(acked, []byte(tc.log), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, errOut, code := runCmd("verify", "--data", data, "--acked", acked, "--json")
-			if code != tc.want {
-				t.Fatalf("verify: exit %d, want %d: %s%s", code, tc.want, out, errOut)
-			}
-			var rep verifyReport
-			if err := json.Unmarshal([]byte(out), &rep); err != nil {
-				t.Fatal(err)
-			}
-			if !rep.NeverCreated || rep.OK != tc.ok || rep.Lines != tc.lines {
-				t.Errorf("never created %v, ok %v, %d lines; want true, %v, %d", rep.NeverCreated, rep.OK, rep.Lines, tc.ok, tc.lines)
-			}
-		})
+// A run killed mid-line leaves its write log without a final newline
+// (verify skips such a torn line), and a rerun appends to the same log. The
+// rerun starts its lines on a line of their own: glued to the torn one, its
+// first line would be skipped too, and verify would then refuse the log
+// ("acknowledges ..., which writer W never attempted"), exit 1 on an index
+// that lost nothing.
+func TestRunAfterATornLogLineStartsANewLine(t *testing.T) {
+	data, acked := runPaths(t)
+	if err := os.WriteFile(acked, []byte(`{"w":0,"seq":0,"state":"att`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "--data", data, "--acked", acked, "--docs", "10", "--writers", "2", "--duration", "300ms")
+	if out, errOut, code := runCmd("verify", "--data", data, "--acked", acked); code != exitOK {
+		t.Fatalf("verify after a rerun on a log with a torn last line: exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// run creates the index in --data and loads --docs documents into it also
+// when --data exists and is empty (--data $(mktemp -d)): an empty
+// directory holds no index, so the index is new and gets its documents.
+func TestRunLoadsIntoAnEmptyDataDir(t *testing.T) {
+	data := t.TempDir() // exists, empty
+	mustRun(t, "--data", data, "--docs", "20", "--writers", "1", "--duration", "100ms")
+	n := openData(t, data)
+	defer n.Close()
+	r := node.NewRouter(n, n.Table(), node.RouterConfig{})
+	for _, i := range []int{0, 19} {
+		id, _ := baseDoc(i)
+		if _, found, err := r.Get(id, ""); err != nil || !found {
+			t.Errorf("%s of --docs 20 in a --data that existed empty: found %v, error %v", id, found, err)
+		}
+	}
+}
+
+// A writer that fails (its write or its write log line) stops the run at
+// once with its error, rather than leave it idling, writers dead, until
+// --duration or a kill (after a kill -9 the error would never be reported).
+// Here every log write fails (/dev/full).
+func TestRunStopsWhenAWriterFails(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	mustRun(t, "--data", data, "--docs", "10", "--writers", "1", "--duration", "100ms")
+	began := time.Now() // a rerun: no load, the writers' own lines fail
+	_, errOut, code := runCmd("run", "--data", data, "--acked", "/dev/full", "--docs", "10", "--writers", "2", "--duration", "20s")
+	took := time.Since(began)
+	if code != exitFail || !strings.Contains(errOut, "no space left on device") {
+		t.Fatalf("run with an unwritable write log: exit %d, stderr %q; want exit %d with the error", code, errOut, exitFail)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("run went on %v after every writer had failed (--duration 20s); stderr %q", took.Round(time.Millisecond), errOut)
 	}
 }

@@ -74,3 +74,16 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+
+// serve checks --addr's port as well as its shape (HOST:PORT): "--addr
+// 127.0.0.1:99999" is a usage error (exit 2) naming the value, not an exit
+// 1 ("the command ran and found a problem") after opening the data
+// directory and failing to listen.
+func TestServeBadPortIsBadInput(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:http-alt-nonexistent"} {
+		out, errOut, code := runCmd("serve", "--addr", addr, "--data", t.TempDir())
+		if code != exitUsage || !strings.Contains(errOut, `"`+addr+`"`) {
+			t.Errorf("serve --addr %s: exit %d, stdout %q, stderr %q; want exit %d naming it", addr, code, out, errOut, exitUsage)
+		}
+	}
+}

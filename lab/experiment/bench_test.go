@@ -10,7 +10,7 @@ package experiment
 // With SHARDSPLIT_BENCH_DATASETS=dir the datasets are built once into dir
 // and reused by later runs (a 4 GiB load takes minutes); every run splits a
 // hard-linked clone. The curve of split time and stalls against parent size
-// (issue 15) is ScaleChart of ParseScaleBench of this benchmark's output.
+// (question 11) is ScaleChart of ParseScaleBench of this benchmark's output.
 //
 // Reported per run: the longest write stall of writes aimed at the parent
 // (stall-ms, writer-observed; node-stall-ms, the parent's apply lock held at
@@ -211,7 +211,7 @@ func steadyStall(recs []loadgen.Record, from, to, w time.Duration) time.Duration
 // BenchmarkMergeUnderLoad: merge two sibling shards (made by splitting one
 // root before the load) back into one under 5,000 writes/s of 1 KiB
 // documents with request durability, 64 writers, in both layouts. The
-// siblings are ~500 MiB each (siblings=500MiB, the issue's case) or ~10 MiB
+// siblings are ~500 MiB each (siblings=500MiB, the main case) or ~10 MiB
 // (siblings=10MiB, a quick check). Run with
 //
 //	go test -run '^$' -bench 'MergeUnderLoad' -benchtime 1x -count 5 -timeout 1h ./lab/experiment

@@ -124,17 +124,17 @@ type backlogger interface {
 // and ended between them), restarts the idle time. Past limit it fails,
 // naming what is still owed.
 //
-// Why (issue 15): a bulk load writes far faster than one compaction at a
-// time can keep up with (a 4 GiB parent in about 130 s), so a dataset
-// closed straight after it carries that debt into every clone. Question
-// 11's 4 GiB parents were then at L0's stop-writes depth in whole sets
-// (eleventh session's set C, twelfth's set c, all five runs), and in the
-// thirteenth session one run met Pebble's own write stop there (430 ms,
-// no WAL sync for 425 ms) and the next split gave up after three drain
-// timeouts. A shard that grew to 4 GiB under the benchmark's
-// 5,000 writes/s has had hours to compact: the split should start from
-// that state, not from the end of a bulk load. A split of a parent in debt
-// is its own case (the stop-writes fallback, Engine.CreateChildren).
+// Why: a bulk load writes far faster than one compaction at a time can keep
+// up with (a 4 GiB parent in about 130 s), so a dataset closed straight
+// after it carries that debt into every clone. Question 11's 4 GiB parents,
+// unsettled, were at L0's stop-writes depth in whole sets of five runs, and
+// one run met Pebble's own write stop there (430 ms, no WAL sync for
+// 425 ms) and the next split gave up after three drain timeouts
+// (design/2026-11-30-split-scale.md). A shard that grew to 4 GiB under the
+// benchmark's 5,000 writes/s has had hours to compact: the split should
+// start from that state, not from the end of a bulk load. A split of a
+// parent in debt is its own case (the stop-writes fallback,
+// Engine.CreateChildren).
 //
 // Idle, not Pebble's debt estimate: the estimate counts every byte of L0,
 // even the few files below its compaction threshold that Pebble leaves

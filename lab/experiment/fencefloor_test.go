@@ -31,7 +31,7 @@ import (
 // SHARDSPLIT_SCALE_PROBE does): what does a fence cost the writers when it
 // does no work at all? Every handoff fences its parent, so this is the
 // floor under the longest stall of any split that fences, measured under
-// the probe's load (issue 15's: 64 writers, 5,000 fsync'd writes/s) on the
+// the probe's load (64 writers, 5,000 fsync'd writes/s) on the
 // probe's dataset (SHARDSPLIT_SCALE_DOCS).
 //
 // After the parent's first own flush and 2 s of load, rounds of windows
@@ -65,8 +65,8 @@ import (
 // The probe reports, for each kind, the median, 90th percentile and range of
 // the window's longest stall, its ratio to steady, the process's CPU time
 // (user and system) in the window, with spin-proc's helper's, and the
-// window's length. The issue's goal asks a split's
-// longest stall to be at most 1.25 times the steady windows'. The spin
+// window's length. The project's goal asks a split's longest stall to be
+// at most 1.25 times the steady windows'. The spin
 // kinds ask what CPU time alone costs the writers, and whether where it
 // runs (another goroutine, thread priority or policy, another process) or
 // its shape (yields, idle gaps) changes that; children, what a split's

@@ -73,13 +73,13 @@ type Outcome struct {
 	SteadyCPU, SteadyCPUOver, WindowCPU time.Duration
 }
 
-// SplitCPU is the CPU time the process spent in the split window above
-// what it spends in as long a steady window (the load's own): the split's
-// cost in CPU, and on a machine with few CPUs a cause of its stall (issue
-// 15, seventeenth session: on 2 vCPUs, 1 ms of CPU spent by any process in
-// a 23 ms window stalled the writers about 2x the steady windows, 10 ms
-// 5.7-6.6x). Zero if either was not measured; it can be negative when the
-// split cost less than the noise.
+// SplitCPU is the CPU time the process spent in the split window above what
+// it spends in as long a steady window (the load's own): the split's cost
+// in CPU, and on a machine with few CPUs a cause of its stall (on 2 vCPUs,
+// 1 ms of CPU spent by any process in a 23 ms window stalled the writers
+// about 2x the steady windows, 10 ms 5.7-6.6x;
+// design/2026-11-30-split-scale.md). Zero if either was not measured; it
+// can be negative when the split cost less than the noise.
 func (o *Outcome) SplitCPU() time.Duration {
 	if o.SteadyCPUOver <= 0 || o.WindowCPU <= 0 {
 		return 0
@@ -149,8 +149,8 @@ type InPlaceConfig struct {
 	// never rotated its memtable; its first rotation, the split's, then
 	// allocates the new 16 MiB memtable under Pebble's commit lock, where a
 	// parent that has served writes for a while reuses the arena of the
-	// memtable it flushed last (issue 15, thirteenth session: 0.2–5.8 ms,
-	// and gaps of ~50 ms at the rotation on settled 4 GiB parents).
+	// memtable it flushed last (0.2–5.8 ms, and gaps of ~50 ms at the
+	// rotation on settled 4 GiB parents; design/2026-11-30-split-scale.md).
 	Warm time.Duration
 	// SerialChildren makes each split's children one after another
 	// (splitter.Config.SerialChildren); by default they are made together.

@@ -97,3 +97,27 @@ func TestScaleChartFromBench(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkSplitUnderLoad runs both storage layouts (layout=per-shard/
+// parent=…, layout=shared/parent=…) and its documented command (-bench
+// SplitUnderLoad) prints both. Runs of different configurations must not
+// share a median: keyed by parent size alone, the scale curve's medians
+// would pool per-shard splits (hundreds of ms) with shared ones (metadata
+// only). ParseScaleBench answers an error naming both.
+func TestParseScaleBenchKeepsLayoutsApart(t *testing.T) {
+	const out = `BenchmarkSplitUnderLoad/layout=per-shard/parent=100MiB-2   1   300.0 split-ms   10.0 stall-ms   107.0 parent-MiB
+BenchmarkSplitUnderLoad/layout=per-shard/parent=100MiB-2   1   310.0 split-ms   11.0 stall-ms   107.0 parent-MiB
+BenchmarkSplitUnderLoad/layout=shared/parent=100MiB-2      1   2.0 split-ms     1.0 stall-ms    107.0 parent-MiB
+`
+	pts, err := ParseScaleBench(strings.NewReader(out), "x")
+	if err == nil {
+		t.Fatalf("per-shard and shared runs pooled: %+v (split-ms median %v of 300, 310 per-shard and 2 shared)", pts, pts[0].SplitMs)
+	}
+	if !strings.Contains(err.Error(), "layout=per-shard") || !strings.Contains(err.Error(), "layout=shared") {
+		t.Fatalf("error %q does not name both configurations", err)
+	}
+	// One layout selected (-bench 'SplitUnderLoad/layout=shared') parses.
+	if _, err := ParseScaleBench(strings.NewReader(strings.SplitAfterN(out, "\n", 3)[2]), "x"); err != nil {
+		t.Fatalf("one layout: %v", err)
+	}
+}

@@ -85,9 +85,9 @@ func TestScaleProbe(t *testing.T) {
 	sampled := make(chan struct{})
 	// SHARDSPLIT_SCALE_STACKS=1 samples every goroutine's stack each 20 ms
 	// (where the opens and closes spend their time). Off by default: each
-	// sample stops the world, and a runtime trace of one probe run
-	// (fourteenth session) caught one such stop lasting 5.7 ms inside the
-	// split's window, as long as the stall the probe measures.
+	// sample stops the world, and a runtime trace of one probe run caught
+	// one such stop lasting 5.7 ms inside the split's window, as long as the
+	// stall the probe measures.
 	sampleStacks := os.Getenv("SHARDSPLIT_SCALE_STACKS") == "1"
 	go func() {
 		defer close(sampled)

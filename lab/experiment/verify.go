@@ -64,7 +64,7 @@ func Verify(t *routing.Table, s Searcher, d *Dataset, load *loadgen.Result) (Ver
 	// Each loaded document's own source, drawn again from the load's seed:
 	// loaded as AnyDoc, a split or merge that rewrote a document the load
 	// never touched (a merge copies the smaller sources' documents) could
-	// change its contents unseen (review s21).
+	// change its contents unseen.
 	d.InitialDocs(func(id string, digest uint64) { m.Load(id, model.DocDigest(digest)) })
 	r, err := m.Check(m.Latest(), found)
 	if err != nil {

@@ -127,7 +127,7 @@ type Answer struct {
 	Charts      []string `json:"charts,omitempty"`
 	Command     string   `json:"command"`
 	NotMeasured string   `json:"not_measured"`
-	// Goals are the issue's performance goals this question measures,
+	// Goals are the project's performance goals this question measures,
 	// each met or not with the reason.
 	Goals []Goal `json:"goals,omitempty"`
 	// Error is set when the experiment failed; the other fields may be

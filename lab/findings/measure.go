@@ -120,7 +120,7 @@ type splitRun struct {
 	CopiedMiB     float64
 	WrittenMiB    float64
 	PhaseMs       map[string]float64 // clone, catch-up, handoff
-	// Issue 15's per-step timings: the slowest child's creation (the
+	// The split's per-step timings: the slowest child's creation (the
 	// parent's flush, if any, is the first child's), the parent's flush,
 	// and the parent's retirement after the handoff (its store's close and
 	// its directory's removal).

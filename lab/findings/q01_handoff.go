@@ -8,6 +8,11 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
+// handoffQuestion is question 1 of design/findings.md, answered by runHandoff.
+var handoffQuestion = Question{ID: 1, Slug: "handoff", Title: "Write pause at the handoff", Run: runHandoff,
+	RaisedIn: "#13923 (hand-off), MongoDB's critical section, Elasticsearch resharding",
+	Question: "How long are writes paused at the handoff, against parent size, write rate, number of children and layout, and against a handoff that holds every write until the new table is durable?"}
+
 // mongoCriticalMs is MongoDB resharding's write-blocking critical section
 // (it engages when the estimated remaining time is under 500 ms; 2 s up to
 // 8.0.12): the peer bound question 1 compares with.
@@ -15,7 +20,7 @@ const mongoCriticalMs = 500
 
 // handoffCases are question 1's cases. The factors are varied one at a
 // time around a small parent (per-shard, 5,000 writes/s, 2 children: a
-// run there takes seconds); the large parent is the issue's goal case (a
+// run there takes seconds); the large parent is the goals' case (a
 // run at 1 GiB takes ~30 s, most of it opening and verifying the index).
 // The hold-until-durable variant runs beside the goal case, the small base
 // and the shared layout (quick: the goal case only).
@@ -162,7 +167,7 @@ func handoffAnswer(base splitCase, rows []handoffRow) string {
 	return s
 }
 
-// handoffGoals evaluates issue 14's goals on the goal case (at the quick
+// handoffGoals evaluates the handoff goals on the goal case (at the quick
 // run's large size when quick).
 func handoffGoals(base splitCase, rows []handoffRow, quick bool) []Goal {
 	b, ok := findRow(rows, base)

@@ -6,6 +6,11 @@ import (
 	"strings"
 )
 
+// cleanupQuestion is question 2 of design/findings.md, answered by runCleanup.
+var cleanupQuestion = Question{ID: 2, Slug: "cleanup", Title: "Cleanup and the deleted-document overhang", Run: runCleanup,
+	RaisedIn: "#12918 (search −40–50 %, indexing −50 %, 2.5–3 h per 100 GB of merges)",
+	Question: "What does removing the foreign documents cost — bytes written, time until the space is reclaimed, write and search latency while it runs — with excise, with per-document deletes, and with a new index?"}
+
 // rfcCleanupSecondsPerGB is the RFC's clean-up time: 2.5–3 h for a
 // 100 GB shard on 2 cores (#12918), in seconds per GB.
 var rfcCleanupSecondsPerGB = [2]float64{2.5 * 3600 / 100, 3 * 3600 / 100}

@@ -6,7 +6,12 @@ import (
 	"strings"
 )
 
-// searchGoalRatio is issue 14's goal: search p99 during the split ≤ 1.25×
+// searchQuestion is question 3 of design/findings.md, answered by runSearch.
+var searchQuestion = Question{ID: 3, Slug: "search", Title: "Search during and after a split", Run: runSearch,
+	RaisedIn: "#13923 (searches that picked the parent before the handoff)",
+	Question: "What happens to routed gets and unrouted searches (p50/p99) in steady state, during the split and in the 10 s after it?"}
+
+// searchGoalRatio is the search goal: search p99 during the split ≤ 1.25×
 // steady, for inplace.
 const searchGoalRatio = 1.25
 
@@ -74,7 +79,7 @@ func runSearch(ctx context.Context, cfg Config) (Answer, error) {
 	after := cfg.strategySetup().After
 	a.NotMeasured = fmt.Sprintf("Searches with a query (every search here is a match_all page of 10 hits per shard, or an exact count, which is a full scan here, unlike OpenSearch's count from segment metadata); "+
 		"counts are rare (one search in %d, so a few per run: their p99 is close to their maximum, and a split window of a few hundred ms rarely holds one); "+
-		"reads through a coordinator on another node; the after window is %v (the issue asks for 10 s; quick runs shorten it). "+
+		"reads through a coordinator on another node; the after window is %v (the goal asks for 10 s; quick runs shorten it). "+
 		"A p99 over the split window rests on the few searches in flight in it (tens), hence medians over %d runs.",
 		cfg.strategySetup().Reads.CountEvery, after, cfg.runs())
 	return a, nil
@@ -132,7 +137,7 @@ func searchAnswer(s strategySetup, cells searchCells) string {
 	return ans
 }
 
-// searchGoals evaluates issue 14's search goal on inplace (the ratio of
+// searchGoals evaluates the search goal on inplace (the ratio of
 // the medians); rfc and newindex are reported as they are, in the answer.
 func searchGoals(cells searchCells, quick bool, sizeName string) []Goal {
 	q := cells["inplace"]["search"]

@@ -9,6 +9,11 @@ import (
 	"gonum.org/v1/plot/plotter"
 )
 
+// diskQuestion is question 4 of design/findings.md, answered by runDisk.
+var diskQuestion = Question{ID: 4, Slug: "disk", Title: "Disk before, during and after", Run: runDisk,
+	RaisedIn: "#22889 (the disk floor for _split: one extra full copy on the node)",
+	Question: "How many bytes does the node hold before, during and after a split — peak and settled — against _split's floor?"}
+
 // diskRow is one strategy's medians for question 4 (MiB, ms).
 type diskRow struct {
 	Strategy                       string

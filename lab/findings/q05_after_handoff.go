@@ -6,7 +6,13 @@ import (
 	"strings"
 )
 
-// Issue 14's goals for the second after the handoff.
+// afterHandoffQuestion is question 5 of design/findings.md, answered by
+// runAfterHandoff.
+var afterHandoffQuestion = Question{ID: 5, Slug: "after-handoff", Title: "The cost after the handoff", Run: runAfterHandoff,
+	RaisedIn: "this project (the second after a 1 GiB handoff stalled 34–39 ms against 12–15 ms steady)",
+	Question: "Does retiring the parent (its close and file deletion) disturb writes in the second after the handoff, and does pacing it help?"}
+
+// The goals for the second after the handoff.
 const (
 	afterStallGoal = 1.25 // its longest stall ≤ 1.25× a steady second's
 	afterTputGoal  = 0.97 // writes acknowledged in it ≥ 0.97 of a steady second's
@@ -95,8 +101,8 @@ func runAfterHandoff(ctx context.Context, cfg Config) (Answer, error) {
 		return a, err
 	}
 	a.Charts = []string{"q05-after-handoff.png"}
-	a.NotMeasured = "A paced or deferred retirement: none was built, since the retirement no longer waits for the parent's compaction (issue 15) and costs tens of ms; " +
-		"the before-and-after of that change is issue 15's benchmark (design/2026-11-30-split-scale.md), not these runs. " +
+	a.NotMeasured = "A paced or deferred retirement: none was built, since the retirement does not wait for the parent's compaction and costs tens of ms; " +
+		"the before-and-after of that design is the split-scale benchmark (design/2026-11-30-split-scale.md), not these runs. " +
 		"The steady one-second stall is the median over the whole seconds of the steady window, as compare's steady_1s_stall_ms takes it: at 1 GiB the window holds 2 and the median of two is taken as the larger (quick: the whole shorter window), " +
 		"the disk's own noise in the same runs. Writes to shards other than the parent (the index has one shard). " +
 		"The three strategies' rows are quoted only when questions 2-4 ran in the same invocation; " +
@@ -130,11 +136,11 @@ func afterAnswer(goal afterRow, others []afterRow) string {
 		}
 		s += " The same measures in the three-strategy runs: " + strings.Join(parts, "; ") + "."
 	}
-	s += " The retirement is not paced: it was made cheap instead (issue 15: the parent's close abandons the compaction it is running instead of waiting for it; the split's start abandons it too unless Pebble signals L0 or debt pressure), which leaves little to pace."
+	s += " The retirement is not paced: it was made cheap instead (the parent's close abandons the compaction it is running instead of waiting for it; the split's start abandons it too unless Pebble signals L0 or debt pressure), which leaves little to pace."
 	return s
 }
 
-// afterGoals evaluates issue 14's after-handoff goals on the goal case.
+// afterGoals evaluates the after-handoff goals on the goal case.
 func afterGoals(r afterRow, quick bool, sizeName string) []Goal {
 	goals := []Goal{
 		ratioGoal("1 GiB parent, per-shard, 5,000 fsync'd writes/s: the longest stall in the second after the handoff ≤ 1.25× a steady second's",

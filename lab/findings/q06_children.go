@@ -10,6 +10,11 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
+// childrenQuestion is question 6 of design/findings.md, answered by runChildren.
+var childrenQuestion = Question{ID: 6, Slug: "children", Title: "Partition-aligned vs hash-range children", Run: runChildren,
+	RaisedIn: "#13925 vs #20859 (equal-width hash ranges, min width 1,000), #18809 (hot keys)",
+	Question: "How deep can each kind of child go, what does a later _split/_shrink do with each, how do routing_partition_size tenants spread, and what about a single hot routing value?"}
+
 // Question 6 compares partition-aligned children (ModePartition) with
 // OpenSearch's hash-range children (ModeOpenSearch, #20859) by pure
 // computation over routing's own rules: how deep each can split, what

@@ -18,6 +18,11 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
+// routingCostQuestion is question 7 of design/findings.md, answered by runRoutingCost.
+var routingCostQuestion = Question{ID: 7, Slug: "routing-cost", Title: "Routing cost against depth", Run: runRoutingCost,
+	RaisedIn: "#13923 (ownership check O(1) unsplit, O(depth) split); OpenSearch's JMH: 84–99 ns at depth 0–2",
+	Question: "What does routing a document cost at split depth 0…10, in both modes?"}
+
 // Question 7 times routing.Table.Route (hash, placement, leaf search) at
 // split depth 0..routeMaxDepth in both modes, in process with
 // testing.Benchmark.

@@ -21,6 +21,11 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
+// staleQuestion is question 8 of design/findings.md, answered by runStale.
+var staleQuestion = Question{ID: 8, Slug: "stale", Title: "Stale coordinators and smart clients", Run: runStale,
+	RaisedIn: "#13923 (in-flight requests with stale cluster state)",
+	Question: "How many writes are fenced per split and how long do retries take, how stale may a router be, and what does a smart client that routes from number_of_shards get wrong?"}
+
 // Question 8: stale coordinators and smart clients.
 //
 //  1. Under load (lab/experiment.RunInPlace, fsync'd writes): how

@@ -19,19 +19,24 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
+// crashQuestion is question 9 of design/findings.md, answered by runCrash.
+var crashQuestion = Question{ID: 9, Slug: "crash", Title: "Crash safety", Run: runCrash,
+	RaisedIn: "#13923 (parent primary fails mid-split)",
+	Question: "What happens on a crash at any point of a split or merge: how many crash points, what recovery does, and real kill -9 results?"}
+
 // failurePathBugs are the failure-path bugs found and fixed, with how they
 // were found: data from DESIGN.md, tests/sim/doc.go and the git log, not
 // measured by this run.
 var failurePathBugs = [][]string{
 	{"a new store directory's entry not fsynced in its parent: after a power loss a fresh index's data directory could vanish with acknowledged writes", "crash-point enumeration (tests/crash_test.go)"},
 	{"per-child catch-up bounds let one child skip writes", "split stress test (tests/split_stress_test.go), during development"},
-	{"a retried retire skipped the wait for readers (issue 11, bug 1)", "simulation (tests/sim), seed 1; mutation fails 27 of 300 seeds"},
+	{"a retried retire skipped the wait for readers (bug 1)", "simulation (tests/sim), seed 1; mutation fails 27 of 300 seeds"},
 	{"the log hold taken before a refused reservation (bug 2)", "simulation, seed 2; 186 of 300"},
 	{"a refused reservation's begin record left without an end (bug 3)", "simulation, seed 2; 252 of 300"},
 	{"a lost end record: superseded journal records acted on (bug 4)", "simulation, seed 6; 62 of 300"},
 	{"a child that failed after its checkpoint kept its directory, poisoning the id (bug 5)", "simulation, seed 170; 2 of 300"},
 	{"a cancel accepted after the fence (bug 6): the cancel waited for an uncommitted table", "simulation, seed 1; 7 of the first 15"},
-	{"an unreadable TABLE read as absent: recovery could start a new index over existing stores", "simulation (issue 11)"},
+	{"an unreadable TABLE read as absent: recovery could start a new index over existing stores", "simulation"},
 	{"the data directory's entry never made durable when an earlier open failed to sync it", "simulation, on the fixed code"},
 	{"a reservation left in progress for ever by a table whose rename reached the disk while its directory fsync failed", "simulation, seeds 10, 177, 216, 275"},
 	{"recovery reused the version of a table published in memory before a crash: a router that learned it never adopted the replacement", "simulation, seeds 20, 22, 84"},

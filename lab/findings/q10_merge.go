@@ -7,6 +7,11 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
+// mergeQuestion is question 10 of design/findings.md, answered by runMerge.
+var mergeQuestion = Question{ID: 10, Slug: "merge", Title: "Reversibility: in-place merge", Run: runMerge,
+	RaisedIn: "#18809 (\"a one-time structural operation\", no reversible remapping)",
+	Question: "Can a split be undone in place, and what does merging two siblings cost?"}
+
 // mergeCases are question 10's cases: the large dataset's root split in
 // two before the load, the two siblings (half each) merged under 5,000
 // fsync'd writes/s, in both layouts.
@@ -71,7 +76,7 @@ func runMerge(ctx context.Context, cfg Config) (Answer, error) {
 	a.Charts = []string{"q10-merge.png"}
 	a.NotMeasured = "merges of more than two siblings, or of siblings of unequal size; merges of shards that were never split (OpenSearch's _shrink case); " +
 		"search during the merge; the cost after the merge's handoff (the sources' retirement). " +
-		"Issue 14 states no goal for the merge; the stall and throughput are read against the same runs' steady windows. A window longer than the steady span (2 s; quick 1 s) is compared with one steady window of the whole span, which favours the steady side."
+		"No goal is set for the merge; the stall and throughput are read against the same runs' steady windows. A window longer than the steady span (2 s; quick 1 s) is compared with one steady window of the whole span, which favours the steady side."
 	return a, nil
 }
 

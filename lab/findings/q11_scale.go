@@ -9,6 +9,11 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
+// scaleQuestion is question 11 of design/findings.md, answered by runScale.
+var scaleQuestion = Question{ID: 11, Slug: "scale", Title: "Scale: is split cost flat in parent size?", Run: runScale,
+	RaisedIn: "this project's claim: an in-place split costs O(files), not O(bytes)",
+	Question: "How do split time and the longest stall grow from a 100 MiB to a 4 GiB parent?"}
+
 // scaleSizes are question 11's parent sizes: the two of question 1 and,
 // with Big, 4 GiB.
 func (c Config) scaleSizes() []size {
@@ -168,7 +173,7 @@ func scaleAnswer(rows []scaleRow) string {
 		num(first.Stall), num(last.Stall), num(first.Steady), num(last.Steady), verdict)
 }
 
-// scaleGoals evaluates issue 15's goals on the largest size measured: its
+// scaleGoals evaluates the scale goals on the largest size measured: its
 // split ≤ 1.5× the smallest's, and at every size a longest stall ≤ 20 ms
 // and ≤ 1.25× the steady windows as long.
 func scaleGoals(rows []scaleRow, quick bool, variant string) []Goal {

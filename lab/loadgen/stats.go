@@ -50,7 +50,7 @@ func QuietIntervals(recs []Record, from, to, min time.Duration) []Quiet {
 // acknowledgement, or when the last write outstanding fails. A failed write
 // is outstanding until it ends and acknowledges nothing: counting
 // acknowledged writes only, a writer blocked 500 ms that then got an error
-// was no stall at all (review s21).
+// would be no stall at all.
 func sweepQuiet(recs []Record, from, to time.Duration, fn func(since, d time.Duration)) {
 	type event struct {
 		at    time.Duration

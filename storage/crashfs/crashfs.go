@@ -67,16 +67,16 @@ func (d *Disk) CrashWith(cfg vfs.CrashCloneCfg) *Disk {
 // NB: Pebble v2.1.7's MemFS.Lock read-locks the clone mutex and then calls
 // Create, which read-locks it again. A CrashClone (its write lock) that
 // arrives between the two waits for the first read lock and blocks the
-// second, and both hang: splitdemo findings --quick hung so in question 9
-// (CI, 2026-12-01), a child's pebble.Open (LockDirectory) beside a crash
-// point fired by the parent's WAL sync. With locking, no CrashClone can be
+// second, and both hang: a child's pebble.Open (LockDirectory) beside a
+// crash point fired by the parent's WAL sync hangs so (question 9 of
+// splitdemo findings --quick). With locking, no CrashClone can be
 // waiting while a Lock is between its two read locks. (A Lock never
 // crashes the disk itself: errorfs consults the crash hook before it, and
 // MemFS.Lock's Create is MemFS's own, not errorfs's.) MemFS.Link nests its
 // read locks the same way (the old name, then the new one's directory):
-// TestCrashPointEnumeration hung so once every split flushed its parent
-// (2026-12-01, eighth session), a child's checkpoint linking the parent's
-// tables beside a crash point; Link is guarded too.
+// a split flushes its parent, and a child's checkpoint linking the
+// parent's tables beside a crash point hung TestCrashPointEnumeration so;
+// Link is guarded too.
 type lockGuarded struct {
 	*vfs.MemFS
 	d *Disk

@@ -64,9 +64,9 @@ func raceCrashes(t *testing.T, disk *Disk, op func(fs vfs.FS, w, i int) error, h
 // pebble.Open, LockDirectory) does not hang either of them. Pebble's
 // MemFS.Lock read-locks its clone mutex and then calls Create, which
 // read-locks it again; a CrashClone arriving between the two waits for the
-// first read lock and blocks the second: question 9 of splitdemo findings
-// --quick hung so in CI (2026-12-01), a child's open beside a crash point
-// fired by the parent's WAL sync.
+// first read lock and blocks the second: a child's open beside a crash
+// point fired by the parent's WAL sync hangs so (question 9 of splitdemo
+// findings --quick).
 func TestCrashBesideALockDoesNotHang(t *testing.T) {
 	disk := New()
 	if err := disk.FS(nil).MkdirAll("/data", 0o755); err != nil {
@@ -83,9 +83,8 @@ func TestCrashBesideALockDoesNotHang(t *testing.T) {
 
 // The same for hard links (a checkpoint links the parent's tables into a
 // child): MemFS.Link read-locks the clone mutex and read-locks it again
-// for the new name. TestCrashPointEnumeration hung so in CI (2026-12-01,
-// eighth session), a child's checkpoint linking beside a crash point
-// fired by the parent's WAL sync.
+// for the new name. A child's checkpoint linking beside a crash point
+// fired by the parent's WAL sync hung TestCrashPointEnumeration so.
 func TestCrashBesideALinkDoesNotHang(t *testing.T) {
 	disk := New()
 	fs := disk.FS(nil)

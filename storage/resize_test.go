@@ -5,28 +5,52 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/shardsplit/shardsplit/routing"
 )
 
-// linkRacingClose links shard 1 of a target engine from reviewParent's
+// A shard owning several spans given out of order (OpenShard and SetOwned
+// take them as given; foreignRanges needs them sorted): trimming it to
+// what it owns keeps the documents it owns and removes only the others.
+func TestTrimToOwnedWithSpansOutOfOrder(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	owned := []routing.Span{{Start: 64, End: 96}, {Start: 0, End: 32}} // of root 0
+	s := openShard(t, e, 0, 0, rootSpan(0))
+	want := 0
+	for _, id := range idsInRoot(0, 400) {
+		op := opFor(id, OpIndex, "v")
+		if inSpans(owned, op.Key) {
+			want++
+		}
+		if _, err := s.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.SetOwned(owned)
+	if _, err := s.TrimToOwned(); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	if err := s.Scan(func(Doc) error { got++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ForeignDocs(); err != nil || n != 0 || got != want {
+		t.Errorf("after TrimToOwned: %d owned documents (want %d), %d foreign (%v; want 0)", got, want, n, err)
+	}
+}
+
+// linkRacingClose links shard 1 of a target engine from loadedParent's
 // source shard while the engine closing is closed (the source's or the
 // target's), at the instant arm's hook calls block. Neither may panic and
 // the close must succeed; a link that fails must remove the target's
 // directory, and one that succeeds must hold every document of the source.
 func linkRacingClose(t *testing.T, fs vfs.FS, closeSource bool, arm func(targetDir string, block func())) {
 	t.Helper()
-	srcEng, err := Open(Options{Dir: "/src", FS: fs, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srcEng := openEngine(t, Options{Dir: "/src", FS: fs})
 	defer srcEng.Close()
-	dstEng, err := Open(Options{Dir: "/dst", FS: fs, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dstEng := openEngine(t, Options{Dir: "/dst", FS: fs})
 	defer dstEng.Close()
-	src := reviewParent(t, srcEng)
+	src := loadedParent(t, srcEng)
 	closing := dstEng
 	if closeSource {
 		closing = srcEng
@@ -62,11 +86,12 @@ func linkRacingClose(t *testing.T, fs vfs.FS, closeSource bool, arm func(targetD
 	}
 }
 
-// LinkShard's checkpoint of its source ran outside the source store's
-// gate: a close of the source's engine beside it closed Pebble under the
-// checkpoint (which holds a version of the source's tables), as the
-// in-place split's checkpoint did before TestReviewS21CheckpointRacingClose.
-func TestReviewS22ResizeLinkCheckpointRacingSourceClose(t *testing.T) {
+// LinkShard's checkpoint of its source runs inside the source store's
+// gate: outside it, a close of the source's engine beside it closes Pebble
+// under the checkpoint (which holds a version of the source's tables), as
+// TestChildCheckpointRacingCloseFailsCleanly checks of the in-place
+// split's checkpoint.
+func TestLinkShardCheckpointRacingSourceClose(t *testing.T) {
 	fs := &createHookFS{FS: vfs.NewMem()}
 	linkRacingClose(t, fs, true, func(targetDir string, block func()) {
 		fs.onCreate = func(name string) {
@@ -104,11 +129,12 @@ func (f *readHookFile) ReadAt(p []byte, off int64) (int, error) {
 	return f.File.ReadAt(p, off)
 }
 
-// After its checkpoint LinkShard opened the target's store through the
-// engine (registered at once) and then read its sequence number, dropped
-// the source's log and adopted the sequence number outside the store's
-// gate: a close of the target's engine then closed Pebble under them.
-func TestReviewS22ResizeLinkTrimRacingTargetClose(t *testing.T) {
+// After its checkpoint LinkShard reads the target's sequence number, drops
+// the source's log and adopts the sequence number before the target's
+// store is registered with its engine: a store registered at once, with
+// that work outside its gate, would let a close of the target's engine
+// close Pebble under them.
+func TestLinkShardTrimRacingTargetClose(t *testing.T) {
 	fs := &readHookFS{FS: vfs.NewMem()}
 	linkRacingClose(t, fs, false, func(targetDir string, block func()) {
 		fs.onRead = func(name string) {

@@ -73,8 +73,8 @@ type Config struct {
 	Transport               coordination.Transport
 	Stores                  StoreOpener
 	Logger                  *zap.Logger
-	// Rand draws election timeouts, uuids and request ids (seeded in the
-	// simulation).
+	// Rand draws election timeouts and uuids: from the seed in the
+	// simulation, from crypto/rand in a process. Required.
 	Rand *rand.Rand
 	// EphemeralID names this process's incarnation (random by default).
 	EphemeralID string
@@ -128,7 +128,7 @@ func Open(cfg Config) (*Node, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Rand == nil {
-		cfg.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		return nil, fmt.Errorf("clusternode: a node needs a Rand (its randomness is the caller's: seeded in a simulation)")
 	}
 	if cfg.RequestTicks == 0 {
 		cfg.RequestTicks = 300

@@ -125,9 +125,6 @@ func (c *Config) fill() {
 	if c.SnapshotEntries == 0 {
 		c.SnapshotEntries = 1000
 	}
-	if c.Rand == nil {
-		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	}
 }
 
 // raftElectionTicks is the election timeout raft itself is given: never
@@ -214,6 +211,9 @@ func Open(cfg Config) (*Manager, error) {
 	cfg.fill()
 	if cfg.Self.Name == "" || cfg.Self.ID == "" {
 		return nil, fmt.Errorf("coordination: a node needs a name and an id")
+	}
+	if cfg.Rand == nil || cfg.NewClusterUUID == nil {
+		return nil, fmt.Errorf("coordination: a node needs a Rand and NewClusterUUID (its randomness is the caller's)")
 	}
 	rlog, err := openRaftLog(cfg.KV)
 	if err != nil {

@@ -326,6 +326,7 @@ func TestASecondNodeWithATakenNameIsRefused(t *testing.T) {
 		Self:        cluster.NodeInfo{Name: "n2", ID: dup.id, EphemeralID: "1", TransportAddr: "n2-dup"},
 		ClusterName: "test", Seeds: threeManagers(), InitialManagers: threeManagers(), KV: kv,
 		Transport: testEndpoint{c: c, name: "n2-dup"}, NewClusterUUID: func() string { return "other" },
+		Rand: rand.New(rand.NewPCG(99, 99)),
 	})
 	if err != nil {
 		t.Fatal(err)

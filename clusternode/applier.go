@@ -348,7 +348,7 @@ func (n *Node) openStore(im *cluster.IndexMeta, shard routing.ShardID, dir strin
 	if err != nil {
 		return nil, err
 	}
-	return n.cfg.Stores.Open(dir, keyspace, spans)
+	return n.cfg.Stores.Open(dir, shard, keyspace, spans)
 }
 
 // updateGroup hands a primary its replication group from the state.

@@ -53,10 +53,13 @@ type CopyStore interface {
 }
 
 // StoreOpener opens the store of a copy in its directory, creating an
-// empty one if the directory is empty. The copy owns the spans of a
-// keyspace.
+// empty one if the directory is empty. The copy (of shard) owns the spans
+// of a keyspace.
 type StoreOpener interface {
-	Open(dir string, keyspace routing.ShardID, spans []routing.Span) (CopyStore, error)
+	Open(dir string, shard, keyspace routing.ShardID, spans []routing.Span) (CopyStore, error)
+	// RecoveryDir is where a peer recovery writes the files of a copy
+	// whose directory is dir.
+	RecoveryDir(dir string, shard routing.ShardID) string
 }
 
 // Config configures a Node.

@@ -21,6 +21,8 @@ type world struct {
 	net   *transport.Network
 	nodes map[string]*worldNode
 	names []string
+	// fileStores puts copies on the test's file store instead of Pebble.
+	fileStores bool
 }
 
 type worldNode struct {
@@ -52,7 +54,7 @@ func (w *world) start(name string) {
 	wn.lives++
 	fs := wn.disk.FS(nil)
 	n, err := Open(Config{Name: name, DataDir: "/data", FS: fs, TransportAddr: name, Seeds: w.names,
-		InitialManagers: w.names, Transport: endpoint{w.net.Endpoint(name)}, Stores: fileStores{fs: fs},
+		InitialManagers: w.names, Transport: endpoint{w.net.Endpoint(name)}, Stores: w.stores(fs),
 		Rand: rand.New(rand.NewPCG(w.rng.Uint64(), uint64(wn.lives))), EphemeralID: fmt.Sprintf("%s-life%d", name, wn.lives)})
 	if err != nil {
 		w.t.Fatal(err)
@@ -254,4 +256,13 @@ func TestAPrimarysNodeCrashPromotesAReplicaAndNothingAcknowledgedIsLost(t *testi
 		w.runUntil(800, "green again with the node back", func() bool { return w.health("logs") == cluster.Green })
 		w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
 	}
+}
+
+// stores opens copies on Pebble, or, with fileStores set, on the test's
+// file store.
+func (w *world) stores(fs storage.FS) StoreOpener {
+	if w.fileStores {
+		return fileStores{fs: fs}
+	}
+	return Stores{FS: fs, CacheBytes: 1 << 20}
 }

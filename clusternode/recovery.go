@@ -48,7 +48,8 @@ func (n *Node) askRecovery(lc *localCopy, a assigned) {
 		}
 		id := fmt.Sprintf("%s/%d/%s", lc.aid, n.tick, n.uuid()[:6])
 		lc.source = a.primary.Node
-		lc.target = replication.NewTarget(lc.key.shardKey(), copyEnv{n}, n.cfg.FS, lc.dir, id, lc.source, lc.aid, n.cfg.Name)
+		lc.target = replication.NewTarget(lc.key.shardKey(), copyEnv{n}, n.cfg.FS, n.cfg.Stores.RecoveryDir(lc.dir, lc.key.shard),
+			id, lc.source, lc.aid, n.cfg.Name)
 	} else {
 		lc.target.Ask(lc.aid, n.cfg.Name)
 	}

@@ -40,7 +40,9 @@ const fileStoreName = "store.json"
 
 type fileStores struct{ fs storage.FS }
 
-func (o fileStores) Open(dir string, keyspace routing.ShardID, spans []routing.Span) (CopyStore, error) {
+func (o fileStores) RecoveryDir(dir string, shard routing.ShardID) string { return dir }
+
+func (o fileStores) Open(dir string, shard, keyspace routing.ShardID, spans []routing.Span) (CopyStore, error) {
 	s := &fileStore{fs: o.fs, dir: dir, data: fileStoreData{Docs: map[string]storage.Doc{}, Undo: map[int64][]undoEntry{},
 		LCP: replication.NoOpsPerformed, GCP: replication.NoOpsPerformed}}
 	f, err := o.fs.Open(filepath.Join(dir, fileStoreName))

@@ -326,3 +326,41 @@ func (n *Node) Close() error {
 
 // ErrNodeClosed fails the requests in flight when the node closes.
 var ErrNodeClosed = errors.New("clusternode: the node closed")
+
+// CopyInfo describes a copy on this node as its replication sees it: for
+// checks and for _cat/shards.
+type CopyInfo struct {
+	Index        string // uuid
+	Shard        routing.ShardID
+	AllocationID string
+	Primary      bool
+	Term         uint64
+	// LCP and GCP are the copy's local and global checkpoints; Recovering
+	// is set while it receives files (no store open yet).
+	LCP, GCP   int64
+	Recovering bool
+}
+
+// Copies describes the copies on this node, in index and shard order.
+func (n *Node) Copies() []CopyInfo {
+	var out []CopyInfo
+	for _, k := range n.sortedCopies() {
+		lc := n.copies[k]
+		ci := CopyInfo{Index: k.index, Shard: k.shard, AllocationID: lc.aid, Recovering: lc.c == nil}
+		if lc.c != nil {
+			ci.Primary, ci.Term, ci.LCP, ci.GCP = lc.c.IsPrimary(), lc.c.Term(), lc.c.LocalCheckpoint(), lc.c.GlobalCheckpoint()
+		}
+		out = append(out, ci)
+	}
+	return out
+}
+
+// ScanCopy calls fn for every document of the local copy of a shard (for
+// checks that copies hold the same documents).
+func (n *Node) ScanCopy(indexUUID string, shard routing.ShardID, fn func(storage.Doc) error) error {
+	lc := n.copies[copyKey{index: indexUUID, shard: shard}]
+	if lc == nil || lc.store == nil {
+		return fmt.Errorf("clusternode: no open copy of [%s][%d] on %s", indexUUID, shard, n.cfg.Name)
+	}
+	return lc.store.Scan(fn)
+}

@@ -231,13 +231,11 @@ type DocResult struct {
 // IndexDoc indexes a document (create: refused if it exists).
 func (n *Node) IndexDoc(index, id, routingValue string, source []byte, create bool, done func(DocResult, error)) {
 	n.writeDoc(index, storage.OpIndex, id, routingValue, source, create, done)
-	n.finish()
 }
 
 // DeleteDoc deletes a document.
 func (n *Node) DeleteDoc(index, id, routingValue string, done func(DocResult, error)) {
 	n.writeDoc(index, storage.OpDelete, id, routingValue, nil, false, done)
-	n.finish()
 }
 
 func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue string, source []byte, create bool, done func(DocResult, error)) {
@@ -341,7 +339,6 @@ func (n *Node) GetDoc(index, id, routingValue string, done func(Doc, bool, error
 	}
 	r.fail = func(err error) { done(Doc{}, false, err) }
 	n.coord.start(r)
-	n.finish()
 }
 
 // SearchResult is the documents of an index: the first size of each shard
@@ -405,7 +402,6 @@ func (n *Node) Search(index string, size int, done func(SearchResult, error)) {
 		}
 		n.coord.start(r)
 	}
-	n.finish()
 }
 
 // CreateIndex proposes a new index (settings flat and checked by the
@@ -432,5 +428,4 @@ func (n *Node) propose(t cluster.Task, done func(error)) {
 		}
 		done(r.Err)
 	})
-	n.finish()
 }

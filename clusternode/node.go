@@ -11,10 +11,12 @@
 // A Node is a state machine: Step takes messages, Tick the passing of
 // time, the request methods (IndexDoc, GetDoc, Search, CreateIndex, ...)
 // a client's request with a callback for its answer. None of them starts
-// a goroutine or reads a clock; each ends by applying the writes it
-// queued in one batch per shard (the group commit) and sending what it
-// must. In a process, Run steps it from one goroutine; in the simulation
-// the scheduler does.
+// a goroutine or reads a clock. Step, Tick and Flush end by applying the
+// writes queued since in one batch per shard (the group commit) and
+// sending what they must; a request method only queues, so a process's
+// loop takes every request and message that arrived, then flushes once.
+// In a process, Run steps it from one goroutine; in the simulation the
+// scheduler does.
 //
 // The node acts only on committed cluster states, and only on those in
 // which it is a member under its own ephemeral id: after a restart it
@@ -264,6 +266,10 @@ func (n *Node) Tick() {
 	n.coord.tick()
 	n.finish()
 }
+
+// Flush applies the writes queued since the last step and sends what the
+// requests made since must send.
+func (n *Node) Flush() { n.finish() }
 
 // finish ends every step: act on newly applied states, apply the queued
 // writes (one batch per copy), answer what waited on them, and deliver

@@ -56,7 +56,7 @@ var allowedOurs = map[string][]string{
 	"transport":           {},
 	"coordination":        {"cluster", "storage", "transport"},
 	"replication":         {"routing", "storage", "transport", "internal/invariants"},
-	"clusternode":         {"routing", "storage", "cluster", "transport", "coordination", "replication"},
+	"clusternode":         {"routing", "storage", "cluster", "transport", "coordination", "replication", "internal/clock"},
 	"lab/loadgen":         {"internal/clock", "internal/model"},
 	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},
 	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},

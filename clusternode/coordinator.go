@@ -46,6 +46,7 @@ type coordinator struct {
 	n        *Node
 	next     uint64
 	inflight map[uint64]*request
+	stats    map[uint64]*statsCollect
 }
 
 // request is a client request in flight: how to (re)send it from the
@@ -126,6 +127,7 @@ func (c *coordinator) retry() {
 
 // tick times requests out, and resends those unanswered or waiting.
 func (c *coordinator) tick() {
+	c.tickStats()
 	for _, id := range c.sortedIDs() {
 		r := c.inflight[id]
 		switch {
@@ -341,17 +343,21 @@ func (n *Node) GetDoc(index, id, routingValue string, done func(Doc, bool, error
 	n.coord.start(r)
 }
 
-// SearchResult is the documents of an index: the first size of each shard
-// and the total count.
+// SearchResult is the documents of an index that match a query: the first
+// size of each shard (in shard order, each shard's in key order), and the
+// total count.
 type SearchResult struct {
 	Total  int
 	Shards int
 	Docs   []Doc
+	// Shard is the shard of each of Docs.
+	Shard []routing.ShardID
 }
 
-// Search returns up to size documents of every shard of an index, and
-// their total, from each shard's primary.
-func (n *Node) Search(index string, size int, done func(SearchResult, error)) {
+// Search returns up to size matching documents of every shard of an index,
+// and their total, from each shard's primary; query is what the node's
+// Matcher reads (nil: match all).
+func (n *Node) Search(index string, query json.RawMessage, size int, done func(SearchResult, error)) {
 	st := n.mgr.State()
 	im := st.Indices[index]
 	if im == nil {
@@ -359,6 +365,7 @@ func (n *Node) Search(index string, size int, done func(SearchResult, error)) {
 		return
 	}
 	out := SearchResult{Shards: im.Shards}
+	perShard := make([][]Doc, im.Shards)
 	left := im.Shards
 	failed := false
 	for sh := 0; sh < im.Shards; sh++ {
@@ -371,7 +378,7 @@ func (n *Node) Search(index string, size int, done func(SearchResult, error)) {
 			}
 			node := primaryNode(im, shard)
 			if node != "" {
-				n.send(node, kindSearch, shardSearch{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: shard}, Size: size})
+				n.send(node, kindSearch, shardSearch{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: shard}, Size: size, Query: query})
 			}
 			return node, nil
 		}
@@ -387,9 +394,15 @@ func (n *Node) Search(index string, size int, done func(SearchResult, error)) {
 			out.Total += res.Total
 			for _, d := range res.Docs {
 				v, src := DecodeSource(d.Source)
-				out.Docs = append(out.Docs, Doc{ID: d.ID, Routing: d.Routing, Version: v, Seq: int64(d.Seq) - 1, Source: src})
+				perShard[shard] = append(perShard[shard], Doc{ID: d.ID, Routing: d.Routing, Version: v, Seq: int64(d.Seq) - 1, Source: src})
 			}
 			if left--; left == 0 && !failed {
+				for sh, docs := range perShard {
+					for _, d := range docs {
+						out.Docs = append(out.Docs, d)
+						out.Shard = append(out.Shard, routing.ShardID(sh))
+					}
+				}
 				done(out, nil)
 			}
 			return false

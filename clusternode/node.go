@@ -28,6 +28,7 @@
 package clusternode
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -89,6 +90,9 @@ type Config struct {
 	// RequestTicks bounds how long a client request keeps retrying
 	// (default 300: 30 s at 100 ms ticks, OpenSearch's timeout default).
 	RequestTicks uint64
+	// Matcher turns a search's query (as the layer above encodes it) into
+	// the filter a shard applies to its documents; nil matches all.
+	Matcher func(query json.RawMessage) (func(storage.Doc) bool, error)
 }
 
 // Node is one node of a cluster.

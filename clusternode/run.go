@@ -182,10 +182,11 @@ type searchReply struct {
 	err error
 }
 
-// Search reads the documents of an index through the node.
-func (p *Process) Search(ctx context.Context, index string, size int) (SearchResult, error) {
+// Search reads the documents of an index that match query through the
+// node.
+func (p *Process) Search(ctx context.Context, index string, query json.RawMessage, size int) (SearchResult, error) {
 	v, err := call(ctx, p, func(n *Node, done func(searchReply)) {
-		n.Search(index, size, func(r SearchResult, err error) { done(searchReply{r, err}) })
+		n.Search(index, query, size, func(r SearchResult, err error) { done(searchReply{r, err}) })
 	})
 	if err != nil {
 		return SearchResult{}, err
@@ -220,6 +221,11 @@ func (p *Process) UpdateReplicas(ctx context.Context, name string, replicas int)
 	return v
 }
 
+// CopyStats asks every node to describe its copies.
+func (p *Process) CopyStats(ctx context.Context) ([]CopyStat, error) {
+	return call(ctx, p, func(n *Node, done func([]CopyStat)) { n.CopyStats(done) })
+}
+
 // State returns the node's last applied cluster state.
 func (p *Process) State() (*cluster.State, error) {
 	var st *cluster.State
@@ -245,3 +251,10 @@ func (p *Process) Fatal() error {
 
 // Done is closed when the loop stops.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Leader returns the name of the cluster manager this node knows.
+func (p *Process) Leader() (string, error) {
+	var l string
+	err := p.Do(func(n *Node) { l = n.mgr.Leader() })
+	return l, err
+}

@@ -2,6 +2,7 @@ package clusternode
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -82,9 +83,10 @@ type shardGetResult struct {
 }
 
 type shardSearch struct {
-	Req   uint64      `json:"req"`
-	Shard copyKeyJSON `json:"shard"`
-	Size  int         `json:"size"`
+	Req   uint64          `json:"req"`
+	Shard copyKeyJSON     `json:"shard"`
+	Size  int             `json:"size"`
+	Query json.RawMessage `json:"query,omitempty"`
 }
 
 type shardSearchResult struct {
@@ -152,6 +154,13 @@ func (n *Node) onShardOp(m transport.Message) {
 		}
 	case kindWriteResult, kindGetResult, kindSearchResult:
 		n.coord.onResult(m)
+	case kindStats:
+		var r statsRequest
+		if m.Decode(&r) == nil {
+			n.send(m.From, kindStatsResult, statsResult{Req: r.Req, Copies: n.localStats()})
+		}
+	case kindStatsResult:
+		n.coord.onStats(m)
 	}
 }
 
@@ -282,10 +291,23 @@ func (n *Node) serveSearch(from string, r shardSearch) {
 		n.send(from, kindSearchResult, shardSearchResult{Req: r.Req, Code: code, Reason: "not the primary"})
 		return
 	}
+	match := func(storage.Doc) bool { return true }
+	if n.cfg.Matcher != nil && len(r.Query) > 0 {
+		m, err := n.cfg.Matcher(r.Query)
+		if err != nil {
+			n.send(from, kindSearchResult, shardSearchResult{Req: r.Req, Code: codeFailed, Reason: err.Error()})
+			return
+		}
+		match = m
+	}
 	res := shardSearchResult{Req: r.Req}
 	err := lc.store.Scan(func(d storage.Doc) error {
+		if !match(d) {
+			return nil
+		}
 		res.Total++
 		if len(res.Docs) < r.Size {
+			d.Source = slices.Clone(d.Source) // the scan reuses its buffer
 			res.Docs = append(res.Docs, d)
 		}
 		return nil
@@ -294,14 +316,113 @@ func (n *Node) serveSearch(from string, r shardSearch) {
 		n.log.Warn("search a shard", zap.Error(err))
 		res = shardSearchResult{Req: r.Req, Code: codeFailed, Reason: err.Error()}
 	}
-	slices.SortFunc(res.Docs, func(a, b storage.Doc) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
+	n.send(from, kindSearchResult, res) // in the store's key order
+}
+
+const (
+	kindStats       = "op/stats"
+	kindStatsResult = "op/stats_result"
+)
+
+// CopyStat is what a node says of one of its copies: its checkpoints,
+// documents and bytes (for _cat/shards, _cat/recovery and the checks that
+// copies agree).
+type CopyStat struct {
+	Node         string          `json:"node"`
+	Index        string          `json:"index"` // uuid
+	Shard        routing.ShardID `json:"shard"`
+	AllocationID string          `json:"allocation_id"`
+	Primary      bool            `json:"primary"`
+	Recovering   bool            `json:"recovering,omitempty"`
+	LCP          int64           `json:"lcp"`
+	GCP          int64           `json:"gcp"`
+	Docs         int64           `json:"docs"`
+	Bytes        int64           `json:"bytes"`
+	// RecoveredBytes is what a recovery of this copy received so far.
+	RecoveredBytes int64 `json:"recovered_bytes,omitempty"`
+}
+
+type statsRequest struct {
+	Req uint64 `json:"req"`
+}
+
+type statsResult struct {
+	Req    uint64     `json:"req"`
+	Copies []CopyStat `json:"copies"`
+}
+
+// statsCollect gathers one CopyStats answer per node.
+type statsCollect struct {
+	want     map[string]bool
+	got      []CopyStat
+	deadline uint64
+	done     func([]CopyStat)
+}
+
+// localStats describes this node's copies, counting documents by a scan.
+func (n *Node) localStats() []CopyStat {
+	var out []CopyStat
+	for _, ci := range n.Copies() {
+		cs := CopyStat{Node: n.cfg.Name, Index: ci.Index, Shard: ci.Shard, AllocationID: ci.AllocationID, Primary: ci.Primary,
+			Recovering: ci.Recovering, LCP: ci.LCP, GCP: ci.GCP}
+		lc := n.copies[copyKey{index: ci.Index, shard: ci.Shard}]
+		if lc.store != nil {
+			_ = lc.store.Scan(func(d storage.Doc) error {
+				cs.Docs++
+				cs.Bytes += int64(len(d.Source))
+				return nil
+			})
 		}
-		return 0
-	})
-	n.send(from, kindSearchResult, res)
+		if lc.target != nil {
+			cs.RecoveredBytes = lc.target.BytesReceived
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// CopyStats asks every node of the cluster to describe its copies and
+// calls done with the answers that arrived within 30 ticks.
+func (n *Node) CopyStats(done func([]CopyStat)) {
+	n.coord.next++
+	id := n.coord.next
+	c := &statsCollect{want: map[string]bool{}, deadline: n.tick + 30, done: done}
+	for _, name := range sortedKeys(n.mgr.State().Nodes) {
+		c.want[name] = true
+		n.send(name, kindStats, statsRequest{Req: id})
+	}
+	if n.coord.stats == nil {
+		n.coord.stats = map[uint64]*statsCollect{}
+	}
+	n.coord.stats[id] = c
+	if len(c.want) == 0 {
+		delete(n.coord.stats, id)
+		done(nil)
+	}
+}
+
+func (c *coordinator) onStats(m transport.Message) {
+	var r statsResult
+	if m.Decode(&r) != nil {
+		return
+	}
+	sc := c.stats[r.Req]
+	if sc == nil || !sc.want[m.From] {
+		return
+	}
+	delete(sc.want, m.From)
+	sc.got = append(sc.got, r.Copies...)
+	if len(sc.want) == 0 {
+		delete(c.stats, r.Req)
+		sc.done(sc.got)
+	}
+}
+
+func (c *coordinator) tickStats() {
+	for id, sc := range c.stats {
+		if c.n.tick >= sc.deadline {
+			delete(c.stats, id)
+			sc.done(sc.got)
+		}
+	}
 }

@@ -415,6 +415,9 @@ func (m *Manager) Tick() {
 	}
 	m.rn.Tick()
 	m.electionTick()
+	if m.Leader() == "" || !m.joined() {
+		m.helloSeeds()
+	}
 	m.maybeJoin()
 	m.heartbeat()
 	if m.IsLeader() {
@@ -548,21 +551,37 @@ func (m *Manager) myHello(reply bool) hello {
 		Addr: m.cfg.Self.TransportAddr, Manager: m.cfg.Self.Manager, Reply: reply}
 }
 
-// discover says hello to the seeds, then bootstraps or joins.
-func (m *Manager) discover() {
-	if m.lastHelo == 0 || m.tick-m.lastHelo >= uint64(m.cfg.RetryTicks) {
-		m.lastHelo = m.tick
-		for _, addr := range m.cfg.Seeds {
-			if addr == m.cfg.Self.TransportAddr {
-				continue
-			}
-			msg, err := transport.NewMessage(m.cfg.Self.Name, addr, KindHello, m.myHello(false))
-			if err == nil {
-				msg.To = "" // whoever listens at addr: its name is what discovery learns
-				m.cfg.Transport.SendAddr(addr, msg)
-			}
+// helloSeeds says hello to the seed addresses, every RetryTicks. A member
+// keeps doing it while it knows no leader or is not recorded under this
+// incarnation: after a restart its peers may listen at other addresses
+// than the ones its log names.
+func (m *Manager) helloSeeds() {
+	if m.lastHelo != 0 && m.tick-m.lastHelo < uint64(m.cfg.RetryTicks) {
+		return
+	}
+	m.lastHelo = m.tick
+	for _, addr := range m.cfg.Seeds {
+		if addr == m.cfg.Self.TransportAddr {
+			continue
+		}
+		msg, err := transport.NewMessage(m.cfg.Self.Name, addr, KindHello, m.myHello(false))
+		if err == nil {
+			msg.To = "" // whoever listens at addr: its name is what discovery learns
+			m.cfg.Transport.SendAddr(addr, msg)
 		}
 	}
+}
+
+// joined reports whether the applied state records this node under its
+// incarnation.
+func (m *Manager) joined() bool {
+	n, ok := m.state.Nodes[m.cfg.Self.Name]
+	return ok && n.ID == m.cfg.Self.ID && n.EphemeralID == m.cfg.Self.EphemeralID
+}
+
+// discover says hello to the seeds, then bootstraps or joins.
+func (m *Manager) discover() {
+	m.helloSeeds()
 	for _, h := range m.heard {
 		if h.Cluster != "" {
 			m.log.Info("found a cluster; joining", zap.String("cluster", h.Cluster), zap.String("via", h.Name))
@@ -633,7 +652,7 @@ func (m *Manager) maybeJoin() {
 	if m.state.ClusterUUID == "" && m.rn != nil && m.rn.BasicStatus().Lead == 0 && len(m.heard) == 0 {
 		return
 	}
-	if n, ok := m.state.Nodes[m.cfg.Self.Name]; ok && n.ID == m.cfg.Self.ID && n.EphemeralID == m.cfg.Self.EphemeralID {
+	if m.joined() {
 		return
 	}
 	if m.lastJoin != 0 && m.tick-m.lastJoin < uint64(m.cfg.RetryTicks) {

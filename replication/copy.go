@@ -96,6 +96,7 @@ type pendingWrite struct {
 type progress struct {
 	next      int64
 	trimAbove *int64 // sent with the next request, until the copy answers
+	sentGCP   int64  // the global checkpoint the last request carried
 	sentTick  uint64
 	heardTick uint64
 	failed    bool
@@ -261,7 +262,7 @@ func (c *Copy) UpdateGroup(inSync []string, started, recovering map[string]strin
 		if _, ok := c.streams[aid]; !ok {
 			trim := c.store.LocalCheckpoint()
 			c.tracker.startTracking(aid, NoOpsPerformed-1)
-			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick}
+			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed}
 		}
 	}
 	c.markStaleUntracked()
@@ -277,8 +278,9 @@ func (c *Copy) StartTracking(aid string, lcp int64) {
 		return
 	}
 	c.tracker.startTracking(aid, lcp)
-	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick}
+	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
 	c.send()
+	c.complete()
 }
 
 // MarkInSync marks a tracked copy in sync once it caught up with the
@@ -439,7 +441,7 @@ func (c *Copy) send() {
 				}
 			}
 			c.env.Send(t.node, KindReplicate, req)
-			p.sentTick = c.tick
+			p.sentTick, p.sentGCP = c.tick, req.GCP
 			if len(req.Ops) == 0 {
 				break
 			}
@@ -560,6 +562,13 @@ func (c *Copy) Tick() {
 		behind := t.lcp < p.next-1 || p.trimAbove != nil
 		if !behind && t.lcp >= lcp {
 			p.heardTick = c.tick
+			if p.sentGCP < c.gcp {
+				// Idle: carry the global checkpoint alone
+				// (GlobalCheckpointSyncAction).
+				c.env.Send(t.node, KindReplicate, replicateRequest{Shard: c.cfg.Shard, Target: t.aid, Primary: c.cfg.AllocationID,
+					Term: c.term, GCP: c.gcp})
+				p.sentGCP = c.gcp
+			}
 			continue
 		}
 		if c.tick-p.heardTick >= c.cfg.FailTicks {

@@ -36,6 +36,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/clusternode"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
@@ -55,6 +56,9 @@ type Config struct {
 	// WriteWait bounds how long one write may keep retrying while the
 	// routing table changes under it (default 30 s).
 	WriteWait time.Duration
+	// Cluster, if set, makes the service answer for the cluster this
+	// node's process belongs to (cluster.go); Dir is then unused.
+	Cluster *clusternode.Process
 	// SplitHook, if set, runs before each intent of every in-place split
 	// and merge (tests use it to hold one in a phase).
 	SplitHook func(index string, phase splitter.Phase, next splitter.Intent)
@@ -111,6 +115,8 @@ type Service struct {
 
 	tasks    tasks
 	resizeMu sync.Mutex // one resize at a time
+
+	cl *clusterMode // set in cluster mode
 }
 
 // Index is one open index.
@@ -155,6 +161,12 @@ func Open(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, indices: map[string]*Index{}, started: time.Now()}
 	s.tasks.init()
+	if cfg.Cluster != nil {
+		s.cl = &clusterMode{p: cfg.Cluster, name: cfg.NodeName}
+		s.st = &state{Indices: map[string]*IndexMeta{}}
+		s.syncCluster()
+		return s, nil
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "_state"), 0o755); err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
@@ -399,6 +411,7 @@ func (s *Service) Close() error {
 
 // ClusterUUID returns the cluster's uuid.
 func (s *Service) ClusterUUID() string {
+	s.syncCluster()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.st.ClusterUUID
@@ -406,6 +419,7 @@ func (s *Service) ClusterUUID() string {
 
 // NodeID returns the node's id.
 func (s *Service) NodeID() string {
+	s.syncCluster()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.st.NodeID

@@ -184,6 +184,10 @@ func (t *Task) halt() {
 // Refusals use OpenSearch's messages (MetadataInPlaceSplitShardService and
 // the split metadata rules).
 func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
+	if s.cl != nil {
+		return nil, errClusterUnsupported("an in-place split")
+	}
+
 	ix, ok := s.index(req.Index)
 	if !ok {
 		return nil, indexNotFound(req.Index)

@@ -29,6 +29,7 @@ const module = "github.com/shardsplit/shardsplit"
 //	cluster, storage, transport ← coordination   the cluster manager (raft)
 //	storage, transport ← replication       a shard copy: primary, replica, recovery
 //	coordination, replication ← clusternode      one node of a cluster
+//	clusternode ← service                   the service answers for a cluster through its node
 //	routing ← storage ← node ← splitter, baseline ← recovery ← service ← server
 //	splitter, policy ← autosplit           the load-based split loop
 //	lab/...                                harnesses: experiments, findings, crash enumeration, load
@@ -51,8 +52,8 @@ var allowedOurs = map[string][]string{
 	"baseline":            {"routing", "storage", "node"},
 	"recovery":            {"routing", "storage", "node", "splitter"},
 	"autosplit":           {"routing", "storage", "node", "splitter", "policy"},
-	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery"},
-	"server":              {"routing", "splitter", "service"},
+	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery", "cluster", "clusternode"},
+	"server":              {"routing", "splitter", "service", "cluster"},
 	"transport":           {},
 	"coordination":        {"cluster", "storage", "transport"},
 	"replication":         {"routing", "storage", "transport", "internal/invariants"},
@@ -62,7 +63,7 @@ var allowedOurs = map[string][]string{
 	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},
 	"lab/findings":        {"routing", "storage", "node", "splitter", "baseline", "policy", "lab/crashpoint", "lab/experiment", "lab/loadgen"},
 	"cmd/splitdemo": {"routing", "storage", "node", "splitter", "baseline", "recovery", "policy", "autosplit", "service", "server",
-		"lab/experiment", "lab/findings", "lab/loadgen", "internal/model"},
+		"lab/experiment", "lab/findings", "lab/loadgen", "internal/model", "internal/clock", "clusternode", "transport"},
 }
 
 // testHarness reports whether path is one of the test-only packages, which

@@ -174,17 +174,20 @@ type Manager struct {
 	confState *pb.ConfState
 	dedup     dedup
 
-	tick     uint64
-	names    map[uint64]string // raft id → node name
-	addrs    map[string]string // node name → transport address
-	heard    map[string]hello  // discovery: who answered
-	fatal    error
-	onApply  []func(prev, next *cluster.State)
-	nextReq  uint64
-	pending  map[string]*proposal
-	lastJoin uint64
-	lastHelo uint64
-	lastBoot uint64
+	tick      uint64
+	names     map[uint64]string // raft id → node name
+	addrs     map[string]string // node name → transport address
+	heard     map[string]hello  // discovery: who answered
+	heardTick map[string]uint64 // and when
+	fatal     error
+	onApply   []func(prev, next *cluster.State)
+	nextReq   uint64
+	pending   map[string]*proposal
+	lastJoin  uint64
+	lastHelo  uint64
+	lastBoot  uint64
+	// foreignSince is when this node first heard only other clusters.
+	foreignSince uint64
 
 	// The leader's bookkeeping, reset on every election.
 	leaderTerm uint64
@@ -221,13 +224,14 @@ func Open(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger, rlog: rlog,
-		state:   &cluster.State{Nodes: map[string]cluster.NodeInfo{}},
-		names:   map[uint64]string{},
-		addrs:   map[string]string{},
-		heard:   map[string]hello{},
-		pending: map[string]*proposal{},
-		hbSent:  map[uint64]uint64{},
-		heardAt: map[uint64]uint64{},
+		state:     &cluster.State{Nodes: map[string]cluster.NodeInfo{}},
+		names:     map[uint64]string{},
+		addrs:     map[string]string{},
+		heard:     map[string]hello{},
+		heardTick: map[string]uint64{},
+		pending:   map[string]*proposal{},
+		hbSent:    map[uint64]uint64{},
+		heardAt:   map[uint64]uint64{},
 	}
 	m.cfg.Self.RaftID = RaftID(cfg.Self.ID)
 	m.names[m.cfg.Self.RaftID] = cfg.Self.Name
@@ -338,12 +342,27 @@ func (m *Manager) Fatal() error { return m.fatal }
 // states before and after, in log order.
 func (m *Manager) OnApply(fn func(prev, next *cluster.State)) { m.onApply = append(m.onApply, fn) }
 
-// Leader returns the name of the raft leader this node knows, or "".
+// Leader returns the name of the leader this node knows, or "": itself
+// while it leads with a quorum, another node it heard from within two
+// election timeouts. A leader cut off from the voters is no leader here,
+// though raft would let it think it is until it hears of a newer term.
 func (m *Manager) Leader() string {
 	if m.rn == nil {
 		return ""
 	}
-	return m.names[m.rn.BasicStatus().Lead]
+	st := m.rn.BasicStatus()
+	switch {
+	case st.RaftState == raft.StateLeader:
+		if m.hasQuorum() {
+			return m.cfg.Self.Name
+		}
+		return ""
+	case st.Lead == 0:
+		return ""
+	case m.tick-m.heardAt[st.Lead] >= uint64(2*m.cfg.ElectionTicks):
+		return ""
+	}
+	return m.names[st.Lead]
 }
 
 // IsLeader reports whether this node is the raft leader and has heard from
@@ -417,6 +436,7 @@ func (m *Manager) Tick() {
 	m.electionTick()
 	if m.Leader() == "" || !m.joined() {
 		m.helloSeeds()
+		m.checkForeign()
 	}
 	m.maybeJoin()
 	m.heartbeat()
@@ -572,6 +592,43 @@ func (m *Manager) helloSeeds() {
 	}
 }
 
+// foreignTicks: a member that has heard only nodes of another cluster for
+// this long, and no leader of its own, was started with another cluster's
+// data directory (or seeds).
+const foreignTicks = 30
+
+// checkForeign refuses the node for good when every node its seeds
+// answered for belongs to another cluster than its data directory's, and
+// it has no leader: it would never serve, and its operator must know why.
+func (m *Manager) checkForeign() {
+	if m.state.ClusterUUID == "" || len(m.heard) == 0 {
+		return
+	}
+	other := ""
+	for _, name := range sortedKeys(m.heard) {
+		h := m.heard[name]
+		if m.tick-m.heardTick[name] > uint64(3*m.cfg.RetryTicks) {
+			continue // not heard lately
+		}
+		if h.Cluster == m.state.ClusterUUID || h.Cluster == "" {
+			m.foreignSince = 0
+			return
+		}
+		other = h.Cluster
+	}
+	if other == "" {
+		return
+	}
+	if m.foreignSince == 0 {
+		m.foreignSince = m.tick
+	}
+	if m.tick-m.foreignSince >= foreignTicks {
+		m.fatal = fmt.Errorf("%w: its data directory belongs to cluster [%s], but its seed hosts answer for cluster [%s]",
+			ErrRefused, m.state.ClusterUUID, other)
+		m.log.Error("refusing to take part", zap.Error(m.fatal))
+	}
+}
+
 // joined reports whether the applied state records this node under its
 // incarnation.
 func (m *Manager) joined() bool {
@@ -638,6 +695,7 @@ func (m *Manager) onHello(from string, h hello) {
 		m.names[h.RaftID] = h.Name
 	}
 	m.heard[h.Name] = h
+	m.heardTick[h.Name] = m.tick
 	if !h.Reply {
 		msg, err := transport.NewMessage(m.cfg.Self.Name, h.Name, KindHello, m.myHello(true))
 		if err == nil {

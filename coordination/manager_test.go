@@ -26,6 +26,7 @@ type testCluster struct {
 	queue []transport.Message
 	cut   map[[2]string]bool // one-way cuts: from → to
 	seq   int
+	seed  uint64
 }
 
 type testNode struct {
@@ -59,7 +60,7 @@ func (e testEndpoint) SendAddr(addr string, m transport.Message) {
 func (e testEndpoint) SetPeer(name, addr string) {}
 
 func newTestCluster(t *testing.T, seed uint64) *testCluster {
-	return &testCluster{t: t, rng: rand.New(rand.NewPCG(seed, seed)), fs: storage.NewMemFS(),
+	return &testCluster{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed)), fs: storage.NewMemFS(),
 		nodes: map[string]*testNode{}, cut: map[[2]string]bool{}}
 }
 
@@ -88,7 +89,7 @@ func (c *testCluster) start(name string, managers []string) *testNode {
 		Transport: testEndpoint{c: c, name: name},
 		NewClusterUUID: func() string {
 			c.seq++
-			return fmt.Sprintf("uuid-%d", c.seq)
+			return fmt.Sprintf("uuid-%d-%d", c.seed, c.seq)
 		},
 	})
 	if err != nil {
@@ -477,4 +478,33 @@ func TestSameSeedSameHistory(t *testing.T) {
 	if a, b := trace(), trace(); a != b {
 		t.Fatalf("two runs of seed 99 differ")
 	}
+}
+
+// TestANodeWithAnotherClustersDataIsRefused: a node whose log belongs to
+// one cluster, seeded with the nodes of another, stops with a clear error
+// instead of waiting for ever.
+func TestANodeWithAnotherClustersDataIsRefused(t *testing.T) {
+	c := newTestCluster(t, 21)
+	for _, name := range threeManagers() {
+		c.start(name, threeManagers())
+	}
+	c.runUntil(200, "bootstrap", c.converged)
+	// x1 of another cluster of three, whose other nodes are gone, started
+	// with the first cluster's seeds.
+	xs := []string{"x1", "x2", "x3"}
+	other := newTestCluster(t, 22)
+	for _, name := range xs {
+		other.start(name, xs)
+	}
+	other.runUntil(200, "the other cluster bootstrapped", other.converged)
+	x := other.nodes["x1"]
+	x.m.cfg.Seeds = threeManagers()
+	x.m.cfg.Transport = testEndpoint{c: c, name: "x1"}
+	c.nodes["x1"] = x
+	c.runUntil(200, "x1 refused", func() bool { return x.m.Fatal() != nil })
+	if !errors.Is(x.m.Fatal(), ErrRefused) || !strings.Contains(x.m.Fatal().Error(), "belongs to cluster") {
+		t.Fatalf("x1's fatal error = %v, want a refusal naming the clusters", x.m.Fatal())
+	}
+	x.dead = true
+	c.runUntil(100, "the first cluster unharmed", c.converged)
 }

@@ -53,6 +53,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -101,6 +102,9 @@ type Config struct {
 	LeaseTicks         int // a read lease lasts this long from its heartbeat; default FollowerCheckTicks/2
 	RetryTicks         int // proposals, joins and hellos are resent this often; default 5
 	SnapshotEntries    uint64
+	// TickDuration is how long a tick is (default 100 ms): the leader
+	// counts an index's delayed_timeout in ticks of it.
+	TickDuration time.Duration
 }
 
 func (c *Config) fill() {
@@ -124,6 +128,9 @@ func (c *Config) fill() {
 	}
 	if c.SnapshotEntries == 0 {
 		c.SnapshotEntries = 1000
+	}
+	if c.TickDuration == 0 {
+		c.TickDuration = 100 * time.Millisecond
 	}
 }
 
@@ -194,6 +201,11 @@ type Manager struct {
 	lastSeen   map[string]uint64 // node name → tick of its last heartbeat
 	appliedBy  map[string]uint64 // node name → raft index it reported applied
 	leaving    map[string]uint64 // NodeLeft proposed at this tick
+	// delayedSince is when this leader first saw replicas waiting for a
+	// node that left (by node name), and lastExpire when it last proposed
+	// to stop waiting.
+	delayedSince map[string]uint64
+	lastExpire   uint64
 
 	// The follower's side: heartbeats in flight, the read lease.
 	hbSeq      uint64
@@ -862,6 +874,7 @@ func (m *Manager) leaderTick() {
 			ClusterName: m.cfg.ClusterName, ClusterUUID: m.cfg.NewClusterUUID(), Nodes: []cluster.NodeInfo{m.cfg.Self}}})
 	}
 	m.minApplied = max(m.minApplied, m.clusterMinApplied())
+	m.expireDelayed()
 	for _, name := range sortedKeys(m.state.Nodes) {
 		if name == m.cfg.Self.Name {
 			continue
@@ -896,9 +909,49 @@ func (m *Manager) leadership() {
 	m.lastSeen = map[string]uint64{}
 	m.appliedBy = map[string]uint64{}
 	m.leaving = map[string]uint64{}
+	m.delayedSince = map[string]uint64{}
 	for name := range m.state.Nodes {
 		m.lastSeen[name] = m.tick
 	}
+}
+
+// expireDelayed proposes that the replicas waiting for a node that left be
+// built elsewhere once they waited their index's delayed_timeout
+// (DelayedAllocationService's scheduled reroute).
+func (m *Manager) expireDelayed() {
+	due := map[string]bool{}
+	waiting := map[string]bool{}
+	for sc := range m.state.AllCopies() {
+		c := sc.Copy
+		if !c.Delayed {
+			continue
+		}
+		if _, back := m.state.Nodes[c.LastNode]; back {
+			continue
+		}
+		waiting[c.LastNode] = true
+		since, ok := m.delayedSince[c.LastNode]
+		if !ok {
+			m.delayedSince[c.LastNode] = m.tick
+			since = m.tick
+		}
+		if m.tick-since >= uint64(cluster.DelayedTimeout(m.state.Indices[sc.Index])/m.cfg.TickDuration) {
+			due[c.LastNode] = true
+		}
+	}
+	for node := range m.delayedSince {
+		if !waiting[node] {
+			delete(m.delayedSince, node)
+		}
+	}
+	if len(due) == 0 || (m.lastExpire != 0 && m.tick-m.lastExpire < uint64(m.cfg.RetryTicks)) {
+		return
+	}
+	m.lastExpire = m.tick
+	nodes := sortedKeys(due)
+	m.log.Info("delayed replicas waited out their timeout; allocating them elsewhere", zap.Strings("nodes", nodes))
+	m.proposeOnce(fmt.Sprintf("expire/%v/%d/%d", nodes, m.leaderTerm, m.tick), cluster.Task{Reroute: &cluster.Reroute{
+		Reason: "delayed allocation timed out", ExpireDelayed: nodes}})
 }
 
 // proposeOnce proposes a task of the leader's own, with a request id that

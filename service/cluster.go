@@ -149,6 +149,26 @@ func clusterContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), clusterWait)
 }
 
+// awaitManager waits until the cluster is formed and this node knows its
+// cluster manager, as a request to the cluster manager waits for one
+// (cluster_manager_timeout); it answers 503 when none turns up in time.
+func (s *Service) awaitManager(ctx context.Context) error {
+	for {
+		st, err := s.cl.p.State()
+		if err != nil {
+			return errClosed
+		}
+		if leader, _ := s.cl.p.Leader(); leader != "" && st.Bootstrapped() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return newErr("cluster_manager_not_discovered_exception", http.StatusServiceUnavailable, "", "no cluster manager discovered")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // clusterCreateIndex proposes m (its settings checked and completed by
 // CreateIndex) and waits, as OpenSearch's wait_for_active_shards=1 does,
 // for its primaries to start.
@@ -158,6 +178,9 @@ func (s *Service) clusterCreateIndex(m *IndexMeta, aliases map[string]AliasMeta)
 	}
 	ctx, cancel := clusterContext()
 	defer cancel()
+	if err := s.awaitManager(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.cl.p.CreateIndex(ctx, m.Name, m.Settings, m.Mappings, m.Created); err != nil {
 		return nil, clusterErr(m.Name, err)
 	}
@@ -186,6 +209,9 @@ func (s *Service) clusterCreateIndex(m *IndexMeta, aliases map[string]AliasMeta)
 func (s *Service) clusterDeleteIndex(names []string) error {
 	ctx, cancel := clusterContext()
 	defer cancel()
+	if err := s.awaitManager(ctx); err != nil {
+		return err
+	}
 	for _, name := range names {
 		if err := s.cl.p.DeleteIndex(ctx, name); err != nil {
 			return clusterErr(name, err)
@@ -214,6 +240,9 @@ func (s *Service) clusterPutSettings(names []string, set FlatSettings) error {
 	}
 	ctx, cancel := clusterContext()
 	defer cancel()
+	if err := s.awaitManager(ctx); err != nil {
+		return err
+	}
 	for _, name := range names {
 		if err := s.cl.p.UpdateReplicas(ctx, name, replicas); err != nil {
 			return clusterErr(name, err)

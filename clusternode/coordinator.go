@@ -33,10 +33,11 @@ type ConflictError struct{ Reason string }
 func (e *ConflictError) Error() string { return e.Reason }
 
 // resendTicks: a shard request unanswered this long is sent again (the
-// message or its answer may have been lost; a write carries its request
-// id, which the node that got it twice does not tell apart: OpenSearch's
-// coordinators also retry a write whose answer was lost).
-const resendTicks = 20
+// message or its answer may have been lost). The primary's node takes a
+// write it already has (by coordinator and request id) once; a write that
+// reaches a new primary after a failover may be applied twice, as a
+// retried write may be in OpenSearch.
+const resendTicks = 50
 
 // retryTicks: a request refused because the primary moved waits this long,
 // or for a newer cluster state, before it tries again.

@@ -268,6 +268,7 @@ func (n *Node) Tick() {
 		}
 	}
 	n.coord.tick()
+	n.serving.expire(n.tick)
 	n.finish()
 }
 

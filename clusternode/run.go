@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardsplit/shardsplit/cluster"
@@ -29,6 +30,9 @@ type Process struct {
 	stop  chan struct{}
 	done  chan struct{}
 	err   error
+	// leader is the cluster manager the node knew at its last turn,
+	// readable without a turn of the loop.
+	leader atomic.Pointer[string]
 }
 
 // Inbox is the channel a transport delivers to; its Deliver blocks while
@@ -39,6 +43,7 @@ func Inbox() chan []transport.Message { return make(chan []transport.Message, 10
 // c, and stops (closing n) on Stop.
 func Run(n *Node, inbox <-chan []transport.Message, c clock.Clock, tick time.Duration) *Process {
 	p := &Process{n: n, inbox: inbox, calls: make(chan func(*Node), 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	p.publish()
 	go p.loop(clock.Or(c), tick)
 	return p
 }
@@ -59,6 +64,14 @@ func (p *Process) loop(c clock.Clock, tick time.Duration) {
 		case <-t.C():
 			p.n.Tick()
 		}
+		p.publish()
+	}
+}
+
+// publish makes the node's leader readable outside the loop.
+func (p *Process) publish() {
+	if l := p.n.mgr.Leader(); p.leader.Load() == nil || *p.leader.Load() != l {
+		p.leader.Store(&l)
 	}
 }
 
@@ -226,11 +239,15 @@ func (p *Process) CopyStats(ctx context.Context) ([]CopyStat, error) {
 	return call(ctx, p, func(n *Node, done func([]CopyStat)) { n.CopyStats(done) })
 }
 
-// State returns the node's last applied cluster state.
+// State returns the node's applied cluster state (it does not wait for a
+// turn of the loop: states are never modified once applied).
 func (p *Process) State() (*cluster.State, error) {
-	var st *cluster.State
-	err := p.Do(func(n *Node) { st = n.State() })
-	return st, err
+	select {
+	case <-p.done:
+		return nil, ErrStopped
+	default:
+	}
+	return p.n.mgr.SharedState(), nil
 }
 
 // Copies describes the node's copies.
@@ -252,9 +269,13 @@ func (p *Process) Fatal() error {
 // Done is closed when the loop stops.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
-// Leader returns the name of the cluster manager this node knows.
+// Leader returns the name of the cluster manager this node knew at its
+// loop's last turn.
 func (p *Process) Leader() (string, error) {
-	var l string
-	err := p.Do(func(n *Node) { l = n.mgr.Leader() })
-	return l, err
+	select {
+	case <-p.done:
+		return "", ErrStopped
+	default:
+	}
+	return *p.leader.Load(), nil
 }

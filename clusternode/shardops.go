@@ -126,14 +126,37 @@ func DecodeSource(b []byte) (int64, []byte) {
 // document with a write in flight.
 type servingState struct {
 	gets []parkedGet
+	// writes are the write requests this node's primaries took, by
+	// coordinator and request id, so that a request sent again (its
+	// answer was slow or lost) is not applied twice: one in flight is
+	// answered once, one done is answered with its result again.
+	writes map[string]*servedWrite
 }
+
+type servedWrite struct {
+	done   bool
+	result shardWriteResult
+	at     uint64 // the tick it was done
+}
+
+// servedKeep is how long a done write's answer is kept for a resend.
+const servedKeep = 600
 
 type parkedGet struct {
 	from string
 	req  shardGet
 }
 
-func (s *servingState) init() {}
+func (s *servingState) init() { s.writes = map[string]*servedWrite{} }
+
+// expire forgets the answers of writes done long ago.
+func (s *servingState) expire(tick uint64) {
+	for k, w := range s.writes {
+		if w.done && tick-w.at > servedKeep {
+			delete(s.writes, k)
+		}
+	}
+}
 
 func (n *Node) onShardOp(m transport.Message) {
 	switch m.Kind {
@@ -176,6 +199,13 @@ func (n *Node) primaryHere(k copyKey) (*localCopy, string) {
 
 // serveWrite runs a write on the local primary.
 func (n *Node) serveWrite(from string, r shardWrite) {
+	key := fmt.Sprintf("%s/%d", from, r.Req)
+	if w, ok := n.serving.writes[key]; ok {
+		if w.done {
+			n.send(from, kindWriteResult, w.result)
+		}
+		return // in flight: its answer goes once it is done
+	}
 	lc, code := n.primaryHere(r.Shard.key())
 	if lc == nil {
 		n.send(from, kindWriteResult, shardWriteResult{Req: r.Req, Code: code, Reason: "not the primary"})
@@ -215,8 +245,16 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 		}
 		return ops, results, nil
 	}
+	served := &servedWrite{}
+	n.serving.writes[key] = served
 	lc.c.Write(prepare, func(w replication.WriteResult) {
 		res := shardWriteResult{Req: r.Req}
+		defer func() {
+			served.done, served.result, served.at = true, res, n.tick
+			if res.Code == codeRetry {
+				delete(n.serving.writes, key) // not applied: a retry is a new attempt
+			}
+		}()
 		switch {
 		case errors.Is(w.Err, replication.ErrNotPrimary), errors.Is(w.Err, replication.ErrStalePrimary):
 			res.Code, res.Reason = codeRetry, w.Err.Error()

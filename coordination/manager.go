@@ -53,6 +53,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -176,8 +177,9 @@ type Manager struct {
 	rlog *raftLog
 	rn   *raft.RawNode
 
-	state     *cluster.State // the last applied state
-	applied   uint64         // the raft index of state
+	state     *cluster.State                // the last applied state
+	shared    atomic.Pointer[cluster.State] // state, for readers on other goroutines
+	applied   uint64                        // the raft index of state
 	confState *pb.ConfState
 	dedup     dedup
 
@@ -199,8 +201,10 @@ type Manager struct {
 	// The leader's bookkeeping, reset on every election.
 	leaderTerm uint64
 	lastSeen   map[string]uint64 // node name → tick of its last heartbeat
-	appliedBy  map[string]uint64 // node name → raft index it reported applied
-	leaving    map[string]uint64 // NodeLeft proposed at this tick
+	// lastEphemeral is the incarnation lastSeen speaks of.
+	lastEphemeral map[string]string
+	appliedBy     map[string]uint64 // node name → raft index it reported applied
+	leaving       map[string]uint64 // NodeLeft proposed at this tick
 	// delayedSince is when this leader first saw replicas waiting for a
 	// node that left (by node name), and lastExpire when it last proposed
 	// to stop waiting.
@@ -245,6 +249,7 @@ func Open(cfg Config) (*Manager, error) {
 		hbSent:    map[uint64]uint64{},
 		heardAt:   map[uint64]uint64{},
 	}
+	m.shared.Store(m.state)
 	m.cfg.Self.RaftID = RaftID(cfg.Self.ID)
 	m.names[m.cfg.Self.RaftID] = cfg.Self.Name
 	snap, err := rlog.mem.Snapshot()
@@ -338,6 +343,11 @@ func (m *Manager) hasQuorum() bool {
 
 // State returns the last applied cluster state. It is never modified.
 func (m *Manager) State() *cluster.State { return m.state }
+
+// SharedState returns the last applied cluster state; unlike the rest of
+// the manager it may be called from any goroutine (a state is never
+// modified once applied).
+func (m *Manager) SharedState() *cluster.State { return m.shared.Load() }
 
 // Applied returns the raft index of State.
 func (m *Manager) Applied() uint64 { return m.applied }
@@ -879,9 +889,12 @@ func (m *Manager) leaderTick() {
 		if name == m.cfg.Self.Name {
 			continue
 		}
+		// A node seen for the first time, or back under a new
+		// incarnation, gets a full follower-check period: its old
+		// incarnation's silence is not its own.
 		seen, ok := m.lastSeen[name]
-		if !ok {
-			m.lastSeen[name] = m.tick
+		if eph := m.state.Nodes[name].EphemeralID; !ok || m.lastEphemeral[name] != eph {
+			m.lastSeen[name], m.lastEphemeral[name] = m.tick, eph
 			continue
 		}
 		if m.tick-seen < uint64(m.cfg.FollowerCheckTicks) {
@@ -910,6 +923,7 @@ func (m *Manager) leadership() {
 	m.appliedBy = map[string]uint64{}
 	m.leaving = map[string]uint64{}
 	m.delayedSince = map[string]uint64{}
+	m.lastEphemeral = map[string]string{}
 	for name := range m.state.Nodes {
 		m.lastSeen[name] = m.tick
 	}
@@ -1051,6 +1065,7 @@ func (m *Manager) applyEntry(e *pb.Entry) error {
 			res.Err = refused
 		} else {
 			m.state = next
+			m.shared.Store(next)
 			for _, h := range next.Nodes {
 				m.names[h.RaftID] = h.Name
 				m.learnPeer(h.Name, h.TransportAddr)
@@ -1102,6 +1117,7 @@ func (m *Manager) restore(snap *pb.Snapshot) error {
 	}
 	prev := m.state
 	m.state = d.State
+	m.shared.Store(d.State)
 	m.dedup = d.Dedup
 	m.applied = snap.GetMetadata().GetIndex()
 	m.confState = snap.GetMetadata().GetConfState()

@@ -508,3 +508,46 @@ func TestANodeWithAnotherClustersDataIsRefused(t *testing.T) {
 	x.dead = true
 	c.runUntil(100, "the first cluster unharmed", c.converged)
 }
+
+// TestANodeBackAfterBeingDeclaredLeftStays: the leader's follower check of
+// a node that rejoins under a new incarnation starts afresh; the silence
+// of its dead incarnation does not remove it again at once.
+func TestANodeBackAfterBeingDeclaredLeftStays(t *testing.T) {
+	c := newTestCluster(t, 31)
+	for _, name := range threeManagers() {
+		c.start(name, threeManagers())
+	}
+	c.runUntil(200, "bootstrap", c.converged)
+	var victim string
+	for _, n := range c.live() {
+		if !n.m.IsLeader() {
+			victim = n.name
+			break
+		}
+	}
+	c.kill(victim)
+	c.runUntil(300, victim+" declared left", func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		_, still := l.m.State().Nodes[victim]
+		return !still
+	})
+	// Many ticks of silence later, it comes back.
+	for range 50 {
+		c.round()
+	}
+	c.start(victim, threeManagers())
+	c.runUntil(300, victim+" back", c.converged)
+	version := c.leader().m.State().Version
+	for range 100 {
+		c.round()
+		if _, ok := c.leader().m.State().Nodes[victim]; !ok {
+			t.Fatalf("%s was declared left again after it rejoined", victim)
+		}
+	}
+	if v := c.leader().m.State().Version; v != version {
+		t.Fatalf("the state changed %d times after %s rejoined, want a quiet cluster", v-version, victim)
+	}
+}

@@ -135,7 +135,9 @@ type Copy struct {
 	// trimmedTerm is the last term whose new primary's trim this copy
 	// carried out.
 	trimmedTerm uint64
-	gcp         int64 // the global checkpoint as this copy knows it
+	// inbound are the primary's requests taken since the last Flush.
+	inbound []inboundRequest
+	gcp     int64 // the global checkpoint as this copy knows it
 
 	tick uint64
 
@@ -211,6 +213,7 @@ func (c *Copy) Promote(term uint64) {
 		_ = invariants.AssertionFailedf("replication: promotion of %s to term %d below its term %d", c.cfg.Shard, term, c.term)
 		return
 	}
+	c.applyInbound() // what the old primary sent, before this copy's checkpoint decides the others' trim
 	wasReplica := !c.primary
 	c.term, c.primary, c.stale = term, true, false
 	lcp := c.store.LocalCheckpoint()
@@ -333,9 +336,12 @@ func (c *Copy) Write(prepare Prepare, done func(WriteResult)) {
 	c.queued = append(c.queued, queuedWrite{prepare: prepare, done: done})
 }
 
-// Flush applies the queued writes in one durable batch, assigning
-// sequence numbers, and sends them to the tracked copies.
+// Flush applies what the copy queued since the last Flush in one durable
+// batch: on a primary, the queued writes (assigning sequence numbers, then
+// sending them to the tracked copies); on a replica, its primary's
+// requests.
 func (c *Copy) Flush() {
+	c.applyInbound()
 	if len(c.queued) == 0 {
 		return
 	}
@@ -609,14 +615,13 @@ func (c *Copy) trimHistory() {
 
 // OnReplicate takes a primary's request on a replica: refuses an older
 // term, adopts a newer one (undoing what the new primary does not have),
-// applies the operations that follow its local checkpoint, and answers
-// with its local checkpoint.
+// and queues the operations that follow its local checkpoint; Flush
+// applies every request queued since, in one durable batch (a replica's
+// group commit), and answers each primary with the local checkpoint.
 func (c *Copy) OnReplicate(from string, r replicateRequest) {
-	resp := replicateResponse{Shard: c.cfg.Shard, From: c.cfg.AllocationID, Term: c.term}
 	if r.Term < c.term {
-		resp.StaleTerm = true
-		resp.LCP = c.store.LocalCheckpoint()
-		c.env.Send(from, KindResponse, resp)
+		c.env.Send(from, KindResponse, replicateResponse{Shard: c.cfg.Shard, From: c.cfg.AllocationID, Term: c.term,
+			StaleTerm: true, LCP: c.store.LocalCheckpoint()})
 		return
 	}
 	if c.primary {
@@ -626,35 +631,76 @@ func (c *Copy) OnReplicate(from string, r replicateRequest) {
 		}
 		c.Demote()
 	}
-	if r.Term > c.term {
-		c.term = r.Term
-		resp.Term = r.Term
-	}
 	// A new primary's first requests carry the point to undo above; the
 	// first of them to arrive does it, once per term, so a late duplicate
 	// cannot undo operations of the new term this copy has acknowledged.
-	if r.TrimAbove != nil && r.Term > c.trimmedTerm && c.store.LocalCheckpoint() > *r.TrimAbove {
-		trim := max(*r.TrimAbove, c.gcp)
-		if err := c.store.Trim(trim); err != nil {
+	trim := r.TrimAbove != nil && r.Term > c.trimmedTerm && c.localCheckpointAfterInbound() > *r.TrimAbove
+	if r.Term > c.term || trim {
+		c.applyInbound() // what came under the old term first
+	}
+	if r.Term > c.term {
+		c.term = r.Term
+	}
+	if trim {
+		to := max(*r.TrimAbove, c.gcp)
+		if err := c.store.Trim(to); err != nil {
 			c.log.Error("undo operations above the new primary's checkpoint", zap.Stringer("shard", c.cfg.Shard),
-				zap.Int64("above", trim), zap.Error(err))
+				zap.Int64("above", to), zap.Error(err))
 			return
 		}
 	}
 	if r.TrimAbove != nil {
 		c.trimmedTerm = max(c.trimmedTerm, r.Term)
 	}
+	c.inbound = append(c.inbound, inboundRequest{from: from, r: r})
+}
+
+// inboundRequest is a primary's request queued for the next Flush.
+type inboundRequest struct {
+	from string
+	r    replicateRequest
+}
+
+// localCheckpointAfterInbound is the local checkpoint the queued requests
+// would leave (an upper bound: what they carry after the checkpoint).
+func (c *Copy) localCheckpointAfterInbound() int64 {
+	lcp := c.store.LocalCheckpoint()
+	for _, in := range c.inbound {
+		for _, op := range in.r.Ops {
+			if op.Seq == lcp+1 {
+				lcp = op.Seq
+			}
+		}
+	}
+	return lcp
+}
+
+// applyInbound applies the operations of the queued requests that follow
+// the local checkpoint, in one durable batch, and answers each primary
+// that sent one with the local checkpoint (and a gap, where its
+// operations began past it: an earlier request was lost).
+func (c *Copy) applyInbound() {
+	if len(c.inbound) == 0 {
+		return
+	}
+	inbound := c.inbound
+	c.inbound = nil
 	lcp := c.store.LocalCheckpoint()
 	var apply []Op
-	for _, op := range r.Ops {
-		if op.Seq <= lcp {
-			continue
+	gap := map[string]bool{}
+	gcp := c.gcp
+	for _, in := range inbound {
+		for _, op := range in.r.Ops {
+			next := lcp + 1 + int64(len(apply))
+			if op.Seq < next {
+				continue
+			}
+			if op.Seq != next {
+				gap[in.from] = true
+				break
+			}
+			apply = append(apply, op)
 		}
-		if op.Seq != lcp+1+int64(len(apply)) {
-			resp.Gap = true // an earlier request was lost: the answer names what this copy has
-			break
-		}
-		apply = append(apply, op)
 	}
 	if len(apply) > 0 {
 		if err := c.store.Apply(apply, true); err != nil {
@@ -662,12 +708,23 @@ func (c *Copy) OnReplicate(from string, r replicateRequest) {
 			return
 		}
 	}
-	resp.LCP = c.store.LocalCheckpoint()
-	if gcp := min(r.GCP, resp.LCP); gcp > c.gcp {
+	lcp = c.store.LocalCheckpoint()
+	for _, in := range inbound {
+		gcp = max(gcp, min(in.r.GCP, lcp))
+	}
+	if gcp > c.gcp {
 		c.gcp = gcp
 		if err := c.store.SetGlobalCheckpoint(gcp); err != nil {
 			c.log.Warn("record global checkpoint", zap.Error(err))
 		}
 	}
-	c.env.Send(from, KindResponse, resp)
+	answered := map[string]bool{}
+	for _, in := range inbound {
+		if answered[in.from] {
+			continue
+		}
+		answered[in.from] = true
+		c.env.Send(in.from, KindResponse, replicateResponse{Shard: c.cfg.Shard, From: c.cfg.AllocationID, Term: c.term,
+			LCP: lcp, Gap: gap[in.from]})
+	}
 }

@@ -96,6 +96,7 @@ func (g *group) deliver(e envelope) {
 			g.t.Fatal(err)
 		}
 		c.OnReplicate(e.from, r)
+		c.Flush() // the end of the node's step
 	case KindResponse:
 		var r replicateResponse
 		if err := json.Unmarshal(e.body, &r); err != nil {

@@ -168,13 +168,14 @@ func (s *Server) clusterHealthBody(expr string) (map[string]any, string, error) 
 		return nil, "", err
 	}
 	status := string(h.Status)
-	active, primaries, initializing, unassigned := h.ActiveShards, h.ActivePrimaryShards, h.InitializingShards, h.UnassignedShards
+	active, primaries, initializing, unassigned, delayed := h.ActiveShards, h.ActivePrimaryShards, h.InitializingShards,
+		h.UnassignedShards, h.DelayedUnassignedShards
 	if expr != "" {
 		names, err := s.svc.Resolve(expr, service.IndicesOptions{})
 		if err != nil {
 			return nil, "", err
 		}
-		status, active, primaries, initializing, unassigned = "green", 0, 0, 0, 0
+		status, active, primaries, initializing, unassigned, delayed = "green", 0, 0, 0, 0, 0
 		for _, name := range names {
 			ih, ok := h.Indices[name]
 			if !ok {
@@ -187,6 +188,7 @@ func (s *Server) clusterHealthBody(expr string) (map[string]any, string, error) 
 			primaries += ih.ActivePrimaryShards
 			initializing += ih.InitializingShards
 			unassigned += ih.UnassignedShards
+			delayed += ih.DelayedUnassignedShards
 		}
 	}
 	total := active + initializing + unassigned
@@ -207,7 +209,7 @@ func (s *Server) clusterHealthBody(expr string) (map[string]any, string, error) 
 		"relocating_shards":                0,
 		"initializing_shards":              initializing,
 		"unassigned_shards":                unassigned,
-		"delayed_unassigned_shards":        0,
+		"delayed_unassigned_shards":        delayed,
 		"number_of_pending_tasks":          0,
 		"number_of_in_flight_fetch":        0,
 		"task_max_waiting_in_queue_millis": 0,

@@ -61,9 +61,10 @@ var allowedOurs = map[string][]string{
 	"lab/loadgen":         {"internal/clock", "internal/model"},
 	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},
 	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},
+	"lab/clusterbench":    {"routing", "lab/loadgen"},
 	"lab/findings":        {"routing", "storage", "node", "splitter", "baseline", "policy", "lab/crashpoint", "lab/experiment", "lab/loadgen"},
 	"cmd/splitdemo": {"routing", "storage", "node", "splitter", "baseline", "recovery", "policy", "autosplit", "service", "server",
-		"lab/experiment", "lab/findings", "lab/loadgen", "internal/model", "internal/clock", "clusternode", "transport"},
+		"lab/experiment", "lab/findings", "lab/loadgen", "lab/clusterbench", "internal/model", "internal/clock", "clusternode", "transport"},
 }
 
 // testHarness reports whether path is one of the test-only packages, which

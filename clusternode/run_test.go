@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +147,92 @@ func TestNodesOverLoopbackFormAClusterAndFailOver(t *testing.T) {
 	}
 	nodes[vi] = startLoopback(t, victim, filepath.Join(base, victim), addrs, addrs[vi], names)
 	waitFor(t, 30*time.Second, "logs green with the node back", green(alive))
+}
+
+// BenchmarkReplicatedWrites measures writes through three nodes over
+// loopback (one process), each with a replica, from 64 concurrent writers:
+// the node machinery's cost without REST.
+func BenchmarkReplicatedWrites(b *testing.B) {
+	for _, replicas := range []int{0, 1} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			names := []string{"n1", "n2", "n3"}
+			addrs := make([]string, 3)
+			for i := range names {
+				tr, err := transport.NewHTTP(transport.HTTPConfig{Name: "probe", Listen: "127.0.0.1:0", Deliver: func([]transport.Message) {}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				addrs[i] = tr.Addr()
+				_ = tr.Close()
+			}
+			base := b.TempDir()
+			var nodes []*loopbackNode
+			for i, name := range names {
+				nodes = append(nodes, startLoopbackB(b, name, filepath.Join(base, name), addrs, addrs[i], names))
+			}
+			defer func() {
+				for _, l := range nodes {
+					_ = l.p.Stop()
+					_ = l.tr.Close()
+				}
+			}()
+			ctx := context.Background()
+			for {
+				st, _ := nodes[0].p.State()
+				if st != nil && len(st.Nodes) == 3 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := nodes[0].p.CreateIndex(ctx, "b", map[string]string{"index.number_of_shards": "3",
+				"index.number_of_replicas": fmt.Sprint(replicas)}, nil, 0); err != nil {
+				b.Fatal(err)
+			}
+			for {
+				st, _ := nodes[0].p.State()
+				if st.Indices["b"] != nil && st.Health().Indices["b"].Status == cluster.Green {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			src := []byte(`{"v":"` + strings.Repeat("x", 1000) + `"}`)
+			var next atomic.Int64
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						if _, err := nodes[w%3].p.IndexDoc(ctx, "b", fmt.Sprint("d", i), "", src, false); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+		})
+	}
+}
+
+func startLoopbackB(b *testing.B, name, dir string, seeds []string, addr string, managers []string) *loopbackNode {
+	inbox := Inbox()
+	tr, err := transport.NewHTTP(transport.HTTPConfig{Name: name, Listen: addr, Deliver: func(m []transport.Message) { inbox <- m }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := Open(Config{Name: name, DataDir: dir, FS: storage.OSFS, TransportAddr: tr.Addr(), Seeds: seeds,
+		InitialManagers: managers, Transport: httpEndpoint{tr}, Stores: Stores{FS: storage.OSFS, CacheBytes: 8 << 20},
+		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &loopbackNode{name: name, dir: dir, tr: tr, p: Run(n, inbox, clock.Real{}, 20*time.Millisecond)}
 }

@@ -137,7 +137,10 @@ type Copy struct {
 	trimmedTerm uint64
 	// inbound are the primary's requests taken since the last Flush.
 	inbound []inboundRequest
-	gcp     int64 // the global checkpoint as this copy knows it
+	// storedGCP is the global checkpoint last handed to the store, and
+	// trimmedTo the point its history was last trimmed to.
+	storedGCP, trimmedTo int64
+	gcp                  int64 // the global checkpoint as this copy knows it
 
 	tick uint64
 
@@ -182,7 +185,8 @@ func NewCopy(cfg Config, term uint64) *Copy {
 	if cfg.FailTicks == 0 {
 		cfg.FailTicks = 20
 	}
-	return &Copy{cfg: cfg, store: cfg.Store, env: cfg.Env, log: cfg.Env.Logger(), term: term, gcp: NoOpsPerformed}
+	return &Copy{cfg: cfg, store: cfg.Store, env: cfg.Env, log: cfg.Env.Logger(), term: term, gcp: NoOpsPerformed,
+		storedGCP: NoOpsPerformed, trimmedTo: NoOpsPerformed}
 }
 
 // AllocationID returns the copy's allocation id.
@@ -505,12 +509,7 @@ func (c *Copy) OnResponse(r replicateResponse) {
 // complete acknowledges, in order, every pending write that every in-sync
 // copy has.
 func (c *Copy) complete() {
-	if c.gcp != c.tracker.gcp {
-		c.gcp = c.tracker.gcp
-		if err := c.store.SetGlobalCheckpoint(c.gcp); err != nil {
-			c.log.Warn("record global checkpoint", zap.Error(err))
-		}
-	}
+	c.gcp = max(c.gcp, c.tracker.gcp)
 	n := 0
 	for _, w := range c.pending {
 		if !c.tracker.covers(w.last) {
@@ -553,10 +552,23 @@ func (c *Copy) Demote() {
 	c.tracker, c.streams = nil, nil
 }
 
-// Tick resends to silent copies and fails copies that stopped answering.
+// Tick resends to silent copies and fails copies that stopped answering;
+// on a replica it hands the store the global checkpoint, whose undo
+// records can go (once a tick, not per batch: each is a range deletion).
 func (c *Copy) Tick() {
 	c.tick++
 	if !c.IsPrimary() {
+		if c.gcp > c.storedGCP {
+			// A replica keeps its history above the global checkpoint
+			// only: once promoted, it resyncs the others from there.
+			if err := c.store.SetGlobalCheckpoint(c.gcp); err != nil {
+				c.log.Warn("record global checkpoint", zap.Error(err))
+			} else if err := c.store.TrimHistory(c.gcp); err != nil {
+				c.log.Warn("trim history", zap.Error(err))
+			} else {
+				c.storedGCP = c.gcp
+			}
+		}
 		return
 	}
 	lcp := c.store.LocalCheckpoint()
@@ -606,10 +618,12 @@ func (c *Copy) trimHistory() {
 	for _, from := range c.leases {
 		low = min(low, from-1)
 	}
-	if low > NoOpsPerformed {
+	if low > c.trimmedTo {
 		if err := c.store.TrimHistory(low); err != nil {
 			c.log.Warn("trim history", zap.Error(err))
+			return
 		}
+		c.trimmedTo = low
 	}
 }
 
@@ -712,12 +726,7 @@ func (c *Copy) applyInbound() {
 	for _, in := range inbound {
 		gcp = max(gcp, min(in.r.GCP, lcp))
 	}
-	if gcp > c.gcp {
-		c.gcp = gcp
-		if err := c.store.SetGlobalCheckpoint(gcp); err != nil {
-			c.log.Warn("record global checkpoint", zap.Error(err))
-		}
-	}
+	c.gcp = max(c.gcp, gcp)
 	answered := map[string]bool{}
 	for _, in := range inbound {
 		if answered[in.from] {

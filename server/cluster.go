@@ -253,6 +253,16 @@ func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"cluster_name": s.cfg.ClusterName,
+		"cluster_uuid": s.svc.ClusterUUID(),
+		"metadata":     s.metadataSection(names),
+	})
+	return nil
+}
+
+// metadataSection is _cluster/state's metadata of the named indices.
+func (s *Server) metadataSection(names []string) map[string]any {
 	indices := map[string]any{}
 	for _, name := range names {
 		m, ok := s.svc.Meta(name)
@@ -301,19 +311,26 @@ func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
 			"split_shards_metadata": json.RawMessage(t.MarshalXContent()),
 		}
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{
-		"cluster_name": s.cfg.ClusterName,
-		"cluster_uuid": s.svc.ClusterUUID(),
-		"metadata": map[string]any{
-			"cluster_uuid":           s.svc.ClusterUUID(),
-			"cluster_uuid_committed": true,
-			"cluster_coordination":   map[string]any{"term": 1, "last_committed_config": []string{s.svc.NodeID()}, "last_accepted_config": []string{s.svc.NodeID()}, "voting_config_exclusions": []any{}},
-			"templates":              map[string]any{},
-			"indices":                indices,
-			"index-graveyard":        map[string]any{"tombstones": []any{}},
-		},
-	})
-	return nil
+	coordination := map[string]any{"term": 1, "last_committed_config": []string{s.svc.NodeID()},
+		"last_accepted_config": []string{s.svc.NodeID()}, "voting_config_exclusions": []any{}}
+	if st := s.svc.ClusterState(); st != nil {
+		var voters []string
+		for _, name := range st.NodeNames() {
+			if st.Nodes[name].Manager {
+				voters = append(voters, st.Nodes[name].ID)
+			}
+		}
+		coordination = map[string]any{"term": 1, "last_committed_config": voters, "last_accepted_config": voters,
+			"voting_config_exclusions": []any{}}
+	}
+	return map[string]any{
+		"cluster_uuid":           s.svc.ClusterUUID(),
+		"cluster_uuid_committed": true,
+		"cluster_coordination":   coordination,
+		"templates":              map[string]any{},
+		"indices":                indices,
+		"index-graveyard":        map[string]any{"tombstones": []any{}},
+	}
 }
 
 func heapPercent() int {

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,4 +254,159 @@ func waitForNodes(v string) (func(int) bool, error) {
 	}
 	return nil, &service.Error{Type: service.TypeIllegalArgument, Status: 400,
 		Reason: "failed to parse wait_for_nodes [" + v + "]"}
+}
+
+// clusterStateMetrics are _cluster/state's metrics (ClusterStateRequest).
+var clusterStateMetrics = []string{"version", "master_node", "cluster_manager_node", "blocks", "nodes", "metadata",
+	"routing_table", "routing_nodes", "customs"}
+
+// clusterState is GET /_cluster/state[/{metrics}[/{index}]]: the whole
+// state or the metrics named, of every index or those of the expression.
+func (s *Server) clusterState(w http.ResponseWriter, r *http.Request) error {
+	q, err := params(r, "local", "master_timeout", "cluster_manager_timeout", "flat_settings", "wait_for_metadata_version",
+		"wait_for_timeout", "ignore_unavailable", "allow_no_indices", "expand_wildcards")
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	if m := r.PathValue("metrics"); m != "" && m != "_all" {
+		for _, name := range strings.Split(m, ",") {
+			if !slices.Contains(clusterStateMetrics, name) {
+				return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+					Reason: fmt.Sprintf("request [%s] contains unrecognized metric: [%s]", r.URL.Path, name)}
+			}
+			want[name] = true
+		}
+	} else {
+		for _, name := range clusterStateMetrics {
+			want[name] = true
+		}
+	}
+	o, err := lenientExpandOpen(q)
+	if err != nil {
+		return err
+	}
+	names, err := s.svc.Resolve(r.PathValue("index"), o)
+	if err != nil {
+		return err
+	}
+	st := s.svc.ClusterState()
+	body := map[string]any{"cluster_name": s.cfg.ClusterName, "cluster_uuid": s.svc.ClusterUUID()}
+	manager := s.svc.NodeID()
+	if st != nil {
+		manager = s.nodeIDOf(s.svc.ClusterLeader())
+	}
+	if want["version"] {
+		version := uint64(1)
+		if st != nil {
+			version = st.Version
+		}
+		body["version"] = version
+		body["state_uuid"] = fmt.Sprintf("%s-%d", s.svc.ClusterUUID(), version)
+	}
+	if want["master_node"] {
+		body["master_node"] = manager
+	}
+	if want["cluster_manager_node"] {
+		body["cluster_manager_node"] = manager
+	}
+	if want["blocks"] {
+		body["blocks"] = map[string]any{}
+	}
+	if want["nodes"] {
+		if st != nil {
+			body["nodes"] = clusterNodesSection(st)
+		} else {
+			body["nodes"] = map[string]any{s.svc.NodeID(): map[string]any{"name": s.svc.NodeName(),
+				"ephemeral_id": s.svc.NodeID(), "transport_address": s.ipAddr + ":9300", "attributes": map[string]any{}}}
+		}
+	}
+	if want["metadata"] {
+		body["metadata"] = s.metadataSection(names)
+	}
+	if want["routing_table"] || want["routing_nodes"] {
+		rt, byNode, unassigned := s.routingSections(st, names)
+		if want["routing_table"] {
+			body["routing_table"] = rt
+		}
+		if want["routing_nodes"] {
+			body["routing_nodes"] = map[string]any{"unassigned": unassigned, "nodes": byNode}
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, body)
+	return nil
+}
+
+// routingSections is the routing table of the named indices and the same
+// copies by node: a cluster's from its state, a single node's from its
+// shards (every primary here, replicas unassigned).
+func (s *Server) routingSections(st *cluster.State, names []string) (map[string]any, map[string][]any, []any) {
+	byNode := map[string][]any{}
+	unassigned := []any{}
+	var rt map[string]any
+	if st != nil {
+		rt = routingTable(st, names)
+	} else {
+		indices := map[string]any{}
+		for _, name := range names {
+			rows, err := s.svc.ShardRows(name)
+			if err != nil {
+				continue
+			}
+			shards := map[string][]any{}
+			for _, row := range rows {
+				entry := map[string]any{"state": row.State, "primary": row.Primary, "node": nil, "relocating_node": nil,
+					"shard": int(row.Shard), "index": name}
+				if row.State != service.StateUnassigned {
+					entry["node"] = s.svc.NodeID()
+					entry["allocation_id"] = map[string]any{"id": allocationID(row.UUID, row.Shard)}
+				} else {
+					entry["unassigned_info"] = map[string]any{"reason": "INDEX_CREATED"}
+				}
+				k := strconv.Itoa(int(row.Shard))
+				shards[k] = append(shards[k], entry)
+			}
+			indices[name] = map[string]any{"shards": shards}
+		}
+		rt = map[string]any{"indices": indices}
+	}
+	for _, ix := range rt["indices"].(map[string]any) {
+		for _, copies := range shardsOf(ix.(map[string]any)["shards"]) {
+			for _, c := range copies {
+				entry := c.(map[string]any)
+				if node, ok := entry["node"].(string); ok {
+					byNode[node] = append(byNode[node], entry)
+				} else {
+					unassigned = append(unassigned, entry)
+				}
+			}
+		}
+	}
+	return rt, byNode, unassigned
+}
+
+// shardsOf lists the copies of a routing table's index entry, whichever
+// map type built it.
+func shardsOf(v any) [][]any {
+	var out [][]any
+	switch m := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeysOf(m) {
+			out = append(out, m[k].([]any))
+		}
+	case map[string][]any:
+		for _, k := range sortedKeysOf(m) {
+			out = append(out, m[k])
+		}
+	}
+	return out
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }

@@ -160,6 +160,33 @@ func TestClusterOfProcessesFailsOverAndRecovers(t *testing.T) {
 		}
 	}
 	waitGreen(nodes[0], 30*time.Second)
+	// Every node answers for the whole cluster: its nodes, and each shard's
+	// copies on two of them.
+	for _, n := range nodes {
+		var cat []map[string]string
+		if err := n.get("/_cat/nodes?format=json&h=name,cluster_manager", &cat); err != nil || len(cat) != 3 {
+			t.Fatalf("_cat/nodes through %s = %v, %v; want 3 nodes", n.name, cat, err)
+		}
+		var state struct {
+			RoutingTable struct {
+				Indices map[string]struct {
+					Shards map[string][]struct {
+						Node    string `json:"node"`
+						Primary bool   `json:"primary"`
+						State   string `json:"state"`
+					} `json:"shards"`
+				} `json:"indices"`
+			} `json:"routing_table"`
+		}
+		if err := n.get("/_cluster/state/routing_table/logs", &state); err != nil {
+			t.Fatal(err)
+		}
+		for sh, copies := range state.RoutingTable.Indices["logs"].Shards {
+			if len(copies) != 2 || copies[0].Node == copies[1].Node || copies[0].State != "STARTED" || copies[0].Primary == copies[1].Primary {
+				t.Fatalf("routing table of logs' shard %s through %s: %+v", sh, n.name, copies)
+			}
+		}
+	}
 
 	// Writers, one per node, each with its own ids; a writer whose node
 	// dies moves to the next one.

@@ -2,10 +2,9 @@
 // reads each active shard's statistics (storage's always-on counters, key
 // sample and size estimate), feeds them to a policy.Recorder, asks
 // policy.Decide for at most one action and carries it out through an
-// Executor — splits and merges with the splitter's driver (Driver.Run,
-// Driver.RunMerge). A failed action's shards are held back for
-// Thresholds.RetryAfter and, however slowly the loop ticks, at the next
-// Tick's decision.
+// Executor — splits and merges with the splitter's driver (Driver.Run). A
+// failed action's shards are held back for Thresholds.RetryAfter and,
+// however slowly the loop ticks, at the next Tick's decision.
 //
 // Ticks are synchronous: an action runs to its end inside Tick, so there is
 // never more than one action at a time per index; and the policy proposes
@@ -60,7 +59,7 @@ func (e SplitterExecutor) Split(plan splitter.Plan) (splitter.Report, error) {
 		return r, err
 	}
 	if r.Phase != splitter.PhaseDone {
-		return r, fmt.Errorf("autosplit: split of shard %d ended %s: %w", plan.Parent, r.Phase, r.Err)
+		return r, fmt.Errorf("autosplit: split of shard %d ended %s: %w", plan.Parent(), r.Phase, r.Err)
 	}
 	return r, nil
 }
@@ -68,7 +67,7 @@ func (e SplitterExecutor) Split(plan splitter.Plan) (splitter.Report, error) {
 // Merge runs the merge with the driver's default bounds; a merge that
 // aborted is an error naming why.
 func (e SplitterExecutor) Merge(shards []routing.ShardID) (splitter.Report, error) {
-	r, err := e.Driver.RunMerge(splitter.MergePlan{Sources: shards})
+	r, err := e.Driver.Run(splitter.MergePlan(shards...))
 	if err != nil {
 		return r, err
 	}
@@ -156,7 +155,7 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 		// An action left unfinished holds back every other: reserved, the
 		// policy proposes nothing while the table has it in progress; past
 		// its commit, its cleanup failing, the driver refuses to begin
-		// another while the journal has it unfinished (checkAlone).
+		// another while the journal has it unfinished (checkBegin).
 		if rep, ok, err := r.Resume(); ok {
 			resumed, resumeErr = &rep, err
 			l.cfg.Logger.Info("autosplit resumed an unfinished action", zap.Stringer("phase", rep.Phase), zap.Error(err))
@@ -191,13 +190,13 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 	a := ev.Decision.Action
 	switch a.Kind {
 	case policy.Split:
-		r, err := l.cfg.Executor.Split(splitter.Plan{Parent: a.Shard, Ways: a.Ways, Points: a.Points})
+		r, err := l.cfg.Executor.Split(splitter.Plan{Sources: []routing.ShardID{a.Shard}, Ways: a.Ways, Points: a.Points})
 		ev.Split, ev.Err = &r, err
 		// A split past its commit point is in the table even if the
 		// executor then erred (its cleanup gave up, say): its children
 		// are as sticky as any load split's.
-		if (err == nil || r.Phase.Published()) && a.Reason == policy.ReasonLoad && len(r.Children) > 0 {
-			l.loadSplits = append(l.loadSplits, policy.LoadSplit{Parent: a.Shard, Children: r.SortedChildren(), At: now})
+		if (err == nil || r.Phase.Published()) && a.Reason == policy.ReasonLoad && len(r.Targets) > 0 {
+			l.loadSplits = append(l.loadSplits, policy.LoadSplit{Parent: a.Shard, Children: r.SortedTargets(), At: now})
 		}
 		l.cfg.Logger.Info("autosplit split", zap.Stringer("action", a), zap.Error(err))
 	case policy.Merge:
@@ -222,8 +221,8 @@ func (l *Loop) Tick(now time.Time) (Event, error) {
 // holdFailures returns the failures for the decision at now. A failure
 // the next decision would find older than RetryAfter (the loop ticks less
 // often than that) is dated now, so that this decision holds it back all
-// the same: otherwise an action that keeps failing was proposed again at
-// every tick of a slow loop, and the next hottest leaf starved. With
+// the same: otherwise an action that keeps failing would be proposed again
+// at every tick of a slow loop, and the next hottest leaf starve. With
 // RetryAfter 0 it is not held back (age 0 is not under 0).
 func (l *Loop) holdFailures(now time.Time) []policy.Failure {
 	out := make([]policy.Failure, len(l.failures))

@@ -110,31 +110,7 @@ func readCopyMeta(fs storage.FS, dir string) (copyMeta, bool) {
 // opened), so a COPY file never names a partial store.
 func writeCopyMeta(fs storage.FS, dir string, m copyMeta) error {
 	data, _ := json.Marshal(m)
-	tmp, final := filepath.Join(dir, copyMetaFile+".tmp"), filepath.Join(dir, copyMetaFile)
-	f, err := fs.Create(tmp, storage.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, final); err != nil {
-		return err
-	}
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return storage.WriteFileAtomicIn(fs, dir, copyMetaFile, data)
 }
 
 // wipe removes whatever a copy's directory holds.

@@ -39,8 +39,8 @@ func startLoopback(t *testing.T, name, dir string, seeds []string, addr string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := Open(Config{Name: name, DataDir: dir, FS: storage.OSFS, TransportAddr: tr.Addr(), Seeds: seeds,
-		InitialManagers: managers, Transport: httpEndpoint{tr}, Stores: Stores{FS: storage.OSFS, CacheBytes: 1 << 20},
+	n, err := Open(Config{Name: name, DataDir: dir, FS: storage.DefaultFS(), TransportAddr: tr.Addr(), Seeds: seeds,
+		InitialManagers: managers, Transport: httpEndpoint{tr}, Stores: Stores{FS: storage.DefaultFS(), CacheBytes: 1 << 20},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Logger: zap.NewNop()})
 	if err != nil {
 		_ = tr.Close()
@@ -228,8 +228,8 @@ func startLoopbackB(b *testing.B, name, dir string, seeds []string, addr string,
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, err := Open(Config{Name: name, DataDir: dir, FS: storage.OSFS, TransportAddr: tr.Addr(), Seeds: seeds,
-		InitialManagers: managers, Transport: httpEndpoint{tr}, Stores: Stores{FS: storage.OSFS, CacheBytes: 8 << 20},
+	n, err := Open(Config{Name: name, DataDir: dir, FS: storage.DefaultFS(), TransportAddr: tr.Addr(), Seeds: seeds,
+		InitialManagers: managers, Transport: httpEndpoint{tr}, Stores: Stores{FS: storage.DefaultFS(), CacheBytes: 8 << 20},
 		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)

@@ -47,16 +47,10 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 	if j != nil {
 		for _, rec := range splitter.Last(j.Records()) {
 			if !rec.Stage.Finished() {
-				r.violate("journal: split %d left at %s", rec.Split, rec.Stage)
+				r.violate("journal: %s %d left at %s", rec.Kind, rec.ID, rec.Stage)
 			}
-			if rec.Kind == splitter.KindMerge {
-				if m, ok := t.Merge(rec.Target); rec.Stage == splitter.StageDone && (!ok || m.InProgress) {
-					r.violate("journal: merge %d into %d is done but table v%d does not record it", rec.Split, rec.Target, t.Version())
-				}
-				continue
-			}
-			if rec.Stage == splitter.StageDone && !t.IsSplitParent(rec.Parent) {
-				r.violate("journal: split %d of %d is done but table v%d does not record it", rec.Split, rec.Parent, t.Version())
+			if rec.Stage == splitter.StageDone && !committed(t, rec) {
+				r.violate("journal: %s %d of %v into %v is done but table v%d does not record it", rec.Kind, rec.ID, rec.Sources, rec.Targets, t.Version())
 			}
 		}
 	}
@@ -120,4 +114,17 @@ func Check(n *node.Node, j *splitter.Journal, docs func(routing.ShardID, storage
 		r.violate("search: %v", err)
 	}
 	return r
+}
+
+// committed reports whether t records the commit of a done record's
+// operation: a split of its parent, or a merge into its target.
+func committed(t *routing.Table, rec splitter.Record) bool {
+	if rec.Kind == splitter.KindMerge {
+		if len(rec.Targets) != 1 {
+			return false
+		}
+		m, ok := t.Merge(rec.Targets[0])
+		return ok && !m.InProgress
+	}
+	return t.IsSplitParent(rec.Sources[0])
 }

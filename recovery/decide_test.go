@@ -10,8 +10,6 @@ package recovery
 //	decide                                                     input: one record per line:
 //	  split=N stage=S parent=P [children=A,B]
 //	  split=N kind=merge stage=S sources=A,B [target=T]
-//	journal format=1                                            (decide's input as the format-1
-//	                                                             code of commit 04fb9f5 wrote it)
 
 import (
 	"fmt"
@@ -100,10 +98,14 @@ func TestDecideGolden(t *testing.T) {
 			var b strings.Builder
 			for _, d := range Decide(records, tab) {
 				if d.Kind == splitter.KindMerge {
-					fmt.Fprintf(&b, "merge %d of %v into %d: %s cancel=%v delete=%v\n  why: %s\n", d.Split, d.Sources, d.Target, d.Action, d.Cancel, d.Delete, d.Why)
+					target := routing.ShardID(0)
+					if len(d.Targets) > 0 {
+						target = d.Targets[0]
+					}
+					fmt.Fprintf(&b, "merge %d of %v into %d: %s cancel=%v delete=%v\n  why: %s\n", d.ID, d.Sources, target, d.Action, d.Cancel, d.Delete, d.Why)
 					continue
 				}
-				fmt.Fprintf(&b, "split %d of %d: %s cancel=%v delete=%v\n  why: %s\n", d.Split, d.Parent, d.Action, d.Cancel, d.Delete, d.Why)
+				fmt.Fprintf(&b, "split %d of %d: %s cancel=%v delete=%v\n  why: %s\n", d.ID, d.Sources[0], d.Action, d.Cancel, d.Delete, d.Why)
 			}
 			if b.Len() == 0 {
 				return "nothing to do\n"
@@ -122,15 +124,21 @@ func parseRecords(input string) ([]splitter.Record, error) {
 			k, v, _ := strings.Cut(f, "=")
 			switch k {
 			case "split":
-				fmt.Sscan(v, &r.Split)
+				fmt.Sscan(v, &r.ID)
 			case "stage":
 				s, ok := stages[v]
 				if !ok {
 					return nil, fmt.Errorf("unknown stage %q", v)
 				}
 				r.Stage = s
-			case "parent":
-				fmt.Sscan(v, &r.Parent)
+			case "parent", "target":
+				var id routing.ShardID
+				fmt.Sscan(v, &id)
+				if k == "parent" {
+					r.Sources = []routing.ShardID{id}
+				} else if id != 0 {
+					r.Targets = []routing.ShardID{id}
+				}
 			case "children", "sources":
 				for _, c := range strings.Split(v, ",") {
 					var id routing.ShardID
@@ -138,7 +146,7 @@ func parseRecords(input string) ([]splitter.Record, error) {
 					if k == "sources" {
 						r.Sources = append(r.Sources, id)
 					} else {
-						r.Children = append(r.Children, id)
+						r.Targets = append(r.Targets, id)
 					}
 				}
 			case "kind":
@@ -146,8 +154,6 @@ func parseRecords(input string) ([]splitter.Record, error) {
 					return nil, fmt.Errorf("unknown kind %q", v)
 				}
 				r.Kind = splitter.KindMerge
-			case "target":
-				fmt.Sscan(v, &r.Target)
 			default:
 				return nil, fmt.Errorf("unknown field %q", k)
 			}

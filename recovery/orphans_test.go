@@ -13,15 +13,6 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-func testTable(t *testing.T) *routing.Table {
-	t.Helper()
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 64, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tab
-}
-
 // makeStore creates shard id's store in the data directory with one
 // document, as a crash may leave it, and closes it.
 func makeStore(t *testing.T, opts storage.Options, id routing.ShardID) {
@@ -43,8 +34,8 @@ func makeStore(t *testing.T, opts storage.Options, id routing.ShardID) {
 }
 
 // Open removes a shard store that the table names neither active nor as a
-// child of a split in progress (issue 11, item 6b): before, an orphan
-// shard-7 stayed, and every later split that picked id 7 failed.
+// child of a split in progress: an orphan shard-7 left in place would make
+// every later split that picks id 7 fail.
 func TestOpenRemovesOrphanStores(t *testing.T) {
 	fs := vfs.NewMem()
 	opts := storage.Options{Dir: "/data", FS: fs, CacheBytes: 1 << 20}
@@ -121,8 +112,8 @@ func TestRemoveOrphansKeepsWhatTheTableNames(t *testing.T) {
 }
 
 // A data directory with shard stores but no table is refused with an error
-// naming the directory and the stores (issue 11, item 7): before, recovery
-// started a new index over them.
+// naming the directory and the stores, rather than recovery starting a new
+// index over them.
 func TestOpenRefusesStoresWithoutTable(t *testing.T) {
 	for _, tt := range []struct {
 		name   string

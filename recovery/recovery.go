@@ -79,14 +79,13 @@ func (a Action) String() string {
 
 // Decision is the plan for one unfinished split or merge.
 type Decision struct {
-	Split   uint64 // 0: a reservation in the table that no journal record accounts for
-	Kind    splitter.RecordKind
-	Parent  routing.ShardID   // of a split
-	Target  routing.ShardID   // of a merge (0: never reserved)
-	Sources []routing.ShardID // of a merge
+	ID      uint64 // the operation; 0: a reservation in the table that no journal record accounts for
+	Kind    splitter.Kind
+	Sources []routing.ShardID // a split's parent, a merge's sources
+	Targets []routing.ShardID // a split's children, a merge's target (none: never reserved)
 	Action  Action
-	// Cancel: apply CancelSplit (of a merge: CancelMerge of Target) to the
-	// table (the reservation is still in it).
+	// Cancel: apply CancelSplit (of a merge: CancelMerge of the target) to
+	// the table (the reservation is still in it).
 	Cancel bool
 	// Delete: shard stores to delete.
 	Delete []routing.ShardID
@@ -122,13 +121,13 @@ func Decide(records []splitter.Record, t *routing.Table) []Decision {
 	// after recovery, so nothing may stay in progress.
 	for _, p := range t.InProgress() {
 		rec, _ := t.Split(p)
-		d := Decision{Parent: p, Action: RollBack, Cancel: true, Delete: childIDs(rec),
+		d := Decision{Sources: []routing.ShardID{p}, Targets: childIDs(rec), Action: RollBack, Cancel: true, Delete: childIDs(rec),
 			Why: fmt.Sprintf("table v%d reserves a split of %d that no unfinished journal record accounts for", t.Version(), p)}
 		t = cancelled(t, &d)
 		out = append(out, d)
 	}
 	for _, target := range t.MergesInProgress() {
-		d := Decision{Kind: splitter.KindMerge, Target: target, Action: RollBack, Cancel: true, Delete: []routing.ShardID{target},
+		d := Decision{Kind: splitter.KindMerge, Targets: []routing.ShardID{target}, Action: RollBack, Cancel: true, Delete: []routing.ShardID{target},
 			Why: fmt.Sprintf("table v%d reserves a merge into %d that no unfinished journal record accounts for", t.Version(), target)}
 		if rec, ok := t.Merge(target); ok {
 			d.Sources = childIDs(routing.SplitRecord{Children: rec.Sources})
@@ -166,26 +165,14 @@ func cancelTable(t *routing.Table, cancel routing.Edit) (*routing.Table, error) 
 // cancelEdit is the edit that forgets the decision's reservation.
 func (d Decision) cancelEdit() routing.Edit {
 	if d.Kind == splitter.KindMerge {
-		return routing.Edit{Kind: routing.CancelMerge, Shard: d.Target}
+		return routing.Edit{Kind: routing.CancelMerge, Shard: d.Targets[0]}
 	}
-	return routing.Edit{Kind: routing.CancelSplit, Shard: d.Parent}
-}
-
-// owners are the shards that own the keys of a rolled-back decision: a
-// split's parent, a merge's sources.
-func (d Decision) owners() []routing.ShardID {
-	if d.Kind == splitter.KindMerge {
-		return d.Sources
-	}
-	return []routing.ShardID{d.Parent}
+	return routing.Edit{Kind: routing.CancelSplit, Shard: d.Sources[0]}
 }
 
 // doneRecord is the journal record that says the decision was carried out.
 func (d Decision) doneRecord(v routing.Version) splitter.Record {
-	if d.Kind == splitter.KindMerge {
-		return splitter.Record{Split: d.Split, Kind: splitter.KindMerge, Stage: d.Done, Target: d.Target, Sources: d.Sources, Version: v}
-	}
-	return splitter.Record{Split: d.Split, Stage: d.Done, Parent: d.Parent, Version: v}
+	return splitter.Record{ID: d.ID, Kind: d.Kind, Stage: d.Done, Sources: d.Sources, Targets: d.Targets, Version: v}
 }
 
 // later says which splits and merges came after one in the journal.
@@ -194,27 +181,18 @@ type later struct {
 	sameParent bool // a later operation consumed one of its inputs (a split's parent, a merge's sources): it did not commit
 }
 
-// inputs returns the shards a record's operation consumes when it commits.
-func inputs(r splitter.Record) []routing.ShardID {
-	if r.Kind == splitter.KindMerge {
-		return r.Sources
-	}
-	return []routing.ShardID{r.Parent}
-}
-
 func laterSplits(after []splitter.Record, r splitter.Record) later {
 	var l later
-	mine := inputs(r)
 	for _, o := range after {
-		if o.Split > r.Split {
+		if o.ID > r.ID {
 			l.any = true
 			if !reserved(o) {
 				// It never reserved (refused because this one was
 				// unfinished, or cancelled before): it consumed nothing.
 				continue
 			}
-			for _, id := range inputs(o) {
-				l.sameParent = l.sameParent || slices.Contains(mine, id)
+			for _, id := range o.Sources {
+				l.sameParent = l.sameParent || slices.Contains(r.Sources, id)
 			}
 		}
 	}
@@ -222,20 +200,17 @@ func laterSplits(after []splitter.Record, r splitter.Record) later {
 }
 
 // reserved reports whether an operation whose last record is r made its
-// reservation: the machine names the children (of a merge, the target) in
-// every record from the reservation on, its end included.
-func reserved(r splitter.Record) bool {
-	if r.Kind == splitter.KindMerge {
-		return r.Target != 0
-	}
-	return len(r.Children) > 0
-}
+// reservation: the machine names the targets in every record from the
+// reservation on, its end included.
+func reserved(r splitter.Record) bool { return len(r.Targets) > 0 }
 
 // decideMerge is the decision table for one merge's last record.
 func decideMerge(r splitter.Record, t *routing.Table, l later) Decision {
-	d := Decision{Split: r.Split, Kind: splitter.KindMerge, Target: r.Target, Sources: slices.Clone(r.Sources)}
-	target := r.Target
-	if target == 0 && !l.any {
+	d := Decision{ID: r.ID, Kind: splitter.KindMerge, Targets: slices.Clone(r.Targets), Sources: slices.Clone(r.Sources)}
+	target := routing.ShardID(0)
+	if reserved(r) {
+		target = r.Targets[0]
+	} else if !l.any {
 		// A begin record: the reservation, if it was made, is the
 		// in-progress merge of exactly these sources.
 		if rec, ok := t.MergeOf(r.Sources[0]); ok && sameIDs(rec.SourceIDs(), r.Sources) {
@@ -257,11 +232,11 @@ func decideMerge(r splitter.Record, t *routing.Table, l later) Decision {
 		d.Why = fmt.Sprintf("last record %s, superseded by a later operation: it had ended before that one began and its ids may be reused; nothing to undo", r.Stage)
 	default:
 		d.Action, d.Done = RollBack, splitter.StageAborted
-		if !l.any && r.Target != 0 {
-			d.Delete = []routing.ShardID{r.Target}
+		if !l.any && reserved(r) {
+			d.Delete = []routing.ShardID{target}
 		}
 		if mine {
-			d.Cancel, d.Target = true, target
+			d.Cancel, d.Targets = true, []routing.ShardID{target}
 			if !slices.Contains(d.Delete, target) {
 				d.Delete = append(d.Delete, target)
 			}
@@ -278,18 +253,19 @@ func sameIDs(a, b []routing.ShardID) bool {
 
 // decide is the decision table for one split's last record.
 func decide(r splitter.Record, t *routing.Table, l later) Decision {
-	d := Decision{Split: r.Split, Parent: r.Parent}
-	rec, reserved := t.Split(r.Parent)
+	parent := r.Sources[0]
+	d := Decision{ID: r.ID, Sources: []routing.ShardID{parent}, Targets: slices.Clone(r.Targets)}
+	rec, reserved := t.Split(parent)
 	inProgress := reserved && rec.InProgress
 	// The table's reservation of the parent is this split's when the record
 	// names its children, or when no later split could have made it.
-	mine := inProgress && (!l.any || slices.Equal(childIDs(rec), r.Children))
-	committed := t.IsSplitParent(r.Parent) && !l.sameParent &&
+	mine := inProgress && (!l.any || slices.Equal(childIDs(rec), r.Targets))
+	committed := t.IsSplitParent(parent) && !l.sameParent &&
 		(r.Stage == splitter.StagePublished || r.Stage == splitter.StageHandoff)
 	switch {
 	case committed:
 		d.Action, d.Done = RollForward, splitter.StageDone
-		d.Delete = []routing.ShardID{r.Parent}
+		d.Delete = []routing.ShardID{parent}
 		d.Why = fmt.Sprintf("last record %s and table v%d commits the split", r.Stage, t.Version())
 	case l.any && !mine:
 		d.Action, d.Done = RollBack, splitter.StageAborted
@@ -297,7 +273,7 @@ func decide(r splitter.Record, t *routing.Table, l later) Decision {
 	default:
 		d.Action, d.Done = RollBack, splitter.StageAborted
 		if !l.any {
-			d.Delete = slices.Clone(r.Children)
+			d.Delete = slices.Clone(r.Targets)
 		}
 		if mine {
 			d.Cancel = true
@@ -382,35 +358,35 @@ func Open(opts storage.Options, initial *routing.Table, logger *zap.Logger) (*no
 func carryOut(eng *storage.Engine, j *splitter.Journal, t *routing.Table, logger *zap.Logger) ([]Decision, *routing.Table, error) {
 	decisions := Decide(j.Records(), t)
 	for _, d := range decisions {
-		logger.Info("recovering split or merge", zap.Uint64("split", d.Split), zap.Stringer("kind", d.Kind), zap.Stringer("action", d.Action), zap.String("why", d.Why))
+		logger.Info("recovering split or merge", zap.Uint64("op", d.ID), zap.Stringer("kind", d.Kind), zap.Stringer("action", d.Action), zap.String("why", d.Why))
 		if d.Action == RollBack {
 			// The shards that own the keys again keep numbering above every
 			// write the deleted ones took (INV-11; shared layout).
-			for _, id := range d.owners() {
+			for _, id := range d.Sources {
 				if err := eng.RaiseSeqTo(id, d.Delete); err != nil {
-					return nil, nil, fmt.Errorf("split %d: %w", d.Split, err)
+					return nil, nil, fmt.Errorf("%s %d: %w", d.Kind, d.ID, err)
 				}
 			}
 		}
 		for _, id := range d.Delete {
 			if slices.Contains(t.ActiveShards(), id) {
-				return nil, nil, fmt.Errorf("split %d: refusing to delete shard %d, which table v%d names active", d.Split, id, t.Version())
+				return nil, nil, fmt.Errorf("%s %d: refusing to delete shard %d, which table v%d names active", d.Kind, d.ID, id, t.Version())
 			}
 			if err := eng.DestroyShard(id); err != nil {
-				return nil, nil, fmt.Errorf("split %d: %w", d.Split, err)
+				return nil, nil, fmt.Errorf("%s %d: %w", d.Kind, d.ID, err)
 			}
 		}
 		if d.Cancel {
 			next, err := cancelTable(t, d.cancelEdit())
 			if err != nil {
-				return nil, nil, fmt.Errorf("split %d: %w", d.Split, err)
+				return nil, nil, fmt.Errorf("%s %d: %w", d.Kind, d.ID, err)
 			}
 			if err := node.PersistTable(eng, next); err != nil {
 				return nil, nil, err
 			}
 			t = next
 		}
-		if d.Split == 0 {
+		if d.ID == 0 {
 			continue // a reservation without a journal record: nothing to record
 		}
 		if err := j.Append(d.doneRecord(t.Version())); err != nil {

@@ -36,9 +36,9 @@ func TestDecideTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := splitter.Record{Split: 7, Stage: tt.step, Parent: 0}
+			rec := splitter.Record{ID: 7, Stage: tt.step, Sources: []routing.ShardID{0}}
 			if tt.step != splitter.StageBegin {
-				rec.Children = children
+				rec.Targets = children
 			}
 			ds := Decide([]splitter.Record{rec}, tt.table)
 			if len(ds) != 1 {
@@ -52,7 +52,7 @@ func TestDecideTable(t *testing.T) {
 		})
 	}
 	for _, s := range []splitter.Stage{splitter.StageDone, splitter.StageAborted} {
-		if ds := Decide([]splitter.Record{{Split: 1, Stage: s}}, t0); len(ds) != 0 {
+		if ds := Decide([]splitter.Record{{ID: 1, Stage: s}}, t0); len(ds) != 0 {
 			t.Errorf("Decide(%s) = %v, want nothing", s, ds)
 		}
 	}
@@ -70,7 +70,7 @@ func TestCorruptFilesNameThemselves(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := j.Append(splitter.Record{Split: j.NewSplitID(), Stage: splitter.StageBegin, Parent: 0, Version: 1}); err != nil {
+			if err := j.Append(splitter.Record{ID: j.NewID(), Stage: splitter.StageBegin, Sources: []routing.ShardID{0}, Version: 1}); err != nil {
 				t.Fatal(err)
 			}
 			_ = n.Close()

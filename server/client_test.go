@@ -60,7 +60,7 @@ func newHoldHook(index string) *holdHook {
 }
 
 func (h *holdHook) hook(index string, _ splitter.Phase, next splitter.Intent) {
-	if index == h.index && next.Kind == splitter.IntentCreateChildren && h.armed.CompareAndSwap(true, false) {
+	if index == h.index && next.Kind == splitter.IntentBuildTargets && h.armed.CompareAndSwap(true, false) {
 		close(h.reached)
 		<-h.released
 	}

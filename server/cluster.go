@@ -140,18 +140,6 @@ func (s *Server) healthBody(expr string) (map[string]any, string, error) {
 	}, status, nil
 }
 
-func durationParam(q map[string][]string, name string, def time.Duration) (time.Duration, error) {
-	v, ok := q[name]
-	if !ok || v[0] == "" {
-		return def, nil
-	}
-	d, err := service.ParseTimeValue(v[0], name)
-	if err != nil {
-		return 0, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Reason: err.Error()}
-	}
-	return d, nil
-}
-
 // noTimeout is what a timeout of -1 (none) waits at most.
 const noTimeout = service.NoTimeout
 

@@ -1,8 +1,13 @@
 package server_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/shardsplit/shardsplit/service"
 )
@@ -88,5 +93,269 @@ func TestDocumentsREST(t *testing.T) {
 		if !ok || it.Status != w.status || (w.typ != "" && (it.Error == nil || it.Error.Type != w.typ)) || (w.typ == "" && it.Error != nil) {
 			t.Fatalf("bulk item %d: %+v, want %+v", i, bulk.Items[i], w)
 		}
+	}
+}
+
+// TestGetVersionChecked: a get's version parameter is a condition, as in
+// OpenSearch's ShardGetService (VersionType isVersionConflictForReads): a
+// document whose _version differs answers 409
+// version_conflict_engine_exception "[1]: version conflict, current
+// version [2] is different than the one provided [5]", for _doc and for
+// _source.
+func TestGetVersionChecked(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	for range 2 {
+		if st := ts.do(t, "PUT", "/logs/_doc/1", `{"a":1}`, nil); st/100 != 2 {
+			t.Fatal(st)
+		}
+	}
+	for _, path := range []string{"/logs/_doc/1", "/logs/_source/1"} {
+		var eb errBody
+		st := ts.do(t, "GET", path+"?version=5", "", &eb)
+		if st != 409 || eb.Error.Type != "version_conflict_engine_exception" ||
+			eb.Error.Reason != "[1]: version conflict, current version [2] is different than the one provided [5]" {
+			t.Errorf("GET %s?version=5 of a document at _version 2: HTTP %d %+v; want 409 version_conflict_engine_exception", path, st, eb.Error)
+		}
+		if st := ts.do(t, "GET", path+"?version=2", "", nil); st != 200 {
+			t.Errorf("GET %s?version=2 of a document at _version 2: HTTP %d, want 200", path, st)
+		}
+	}
+	if st := ts.do(t, "GET", "/logs/_doc/1?version=x", "", nil); st != 400 {
+		t.Errorf("GET ?version=x: HTTP %d, want 400", st)
+	}
+}
+
+// TestOpType: op_type is read as RestIndexAction reads it:
+// case-insensitively (IndexRequest.opType lowercases it: "CREATE" is
+// create), and the _create endpoint takes only create ("opType must be
+// 'create', found: [index]", CreateHandler.validateOpType).
+func TestOpType(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs/_doc/1?op_type=CREATE", `{}`, nil); st != 201 {
+		t.Errorf("op_type=CREATE on a new id: HTTP %d, want 201", st)
+	}
+	if st := ts.do(t, "PUT", "/logs/_doc/1?op_type=CREATE", `{}`, nil); st != 409 {
+		t.Errorf("op_type=CREATE on an existing id: HTTP %d, want 409", st)
+	}
+	var eb errBody
+	if st := ts.do(t, "PUT", "/logs/_create/2?op_type=index", `{}`, &eb); st != 400 || eb.Error.Reason != "opType must be 'create', found: [index]" {
+		t.Errorf("_create with op_type=index: HTTP %d %+v; want 400 opType must be 'create'", st, eb.Error)
+	}
+}
+
+// TestDeleteParams: DELETE /{index}/_doc/{id} takes RestDeleteAction's
+// parameters only; op_type, pipeline and require_alias (the index
+// request's) are unrecognized there (400 "request [...] contains
+// unrecognized parameter"), never accepted and ignored (a delete with
+// require_alias=true through an index name must not delete the document).
+func TestDeleteParams(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs/_doc/1", `{}`, nil); st != 201 {
+		t.Fatal(st)
+	}
+	for _, p := range []string{"op_type=create", "pipeline=x", "require_alias=true"} {
+		var eb errBody
+		if st := ts.do(t, "DELETE", "/logs/_doc/1?"+p, "", &eb); st != 400 || eb.Error.Type != "illegal_argument_exception" {
+			t.Errorf("DELETE ?%s: HTTP %d %+v; want 400 unrecognized parameter", p, st, eb.Error)
+		}
+	}
+	if st := ts.do(t, "DELETE", "/logs/_doc/1?refresh=true&routing=&timeout=1m&wait_for_active_shards=1", "", nil); st != 200 {
+		t.Errorf("DELETE with its own parameters: HTTP %d, want 200", st)
+	}
+}
+
+// TestOneDocumentPerIDPerShard: OpenSearch keeps one document per _id in a
+// shard (Lucene's uid term is the _id): an index of an _id that is already
+// in the shard replaces it, whatever routing value led there, and answers
+// "updated" with the next _version. On a one-shard index every routing
+// leads to shard 0, so PUT /logs/_doc/1 then PUT /logs/_doc/1?routing=x is
+// one document at _version 2, though storage keys a document by
+// [root][routing key][_id]: _count says 1 and GET /logs/_doc/1 returns the
+// new source.
+func TestOneDocumentPerIDPerShard(t *testing.T) {
+	t.Skip("finding: one shard holds two documents with one _id when two routing values reach it (not fixed: storage keys documents by [root][routing key][_id] and has no per-shard _id index; uniqueness by _id needs one that moves with a split's spans, a storage redesign)")
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs", `{"settings":{"number_of_shards":1}}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	var w struct {
+		Result  string `json:"result"`
+		Version int    `json:"_version"`
+	}
+	if st := ts.do(t, "PUT", "/logs/_doc/1", `{"v":1}`, &w); st != 201 {
+		t.Fatal(st)
+	}
+	st := ts.do(t, "PUT", "/logs/_doc/1?routing=x", `{"v":2}`, &w)
+	if st != 200 || w.Result != "updated" || w.Version != 2 {
+		t.Errorf("second index of _id 1 in the one shard (routing x): HTTP %d result %q _version %d; want 200 updated 2", st, w.Result, w.Version)
+	}
+	var c struct {
+		Count int `json:"count"`
+	}
+	if ts.do(t, "GET", "/logs/_count", "", &c); c.Count != 1 {
+		t.Errorf("_count: %d documents with _id 1 in one shard, want 1", c.Count)
+	}
+	var g struct {
+		Found  bool           `json:"found"`
+		Source map[string]int `json:"_source"`
+	}
+	if ts.do(t, "GET", "/logs/_doc/1", "", &g); !g.Found || g.Source["v"] != 2 {
+		t.Errorf("GET /logs/_doc/1: found %v source %v; want the acknowledged last write {\"v\":2}", g.Found, g.Source)
+	}
+}
+
+// TestReadYourWritesDuringSplits: each worker owns a few ids
+// and overwrites, deletes and re-creates them over HTTP while shards split
+// in place through the API, reading every id back after each acknowledged
+// write: a GET must answer the last acknowledged state (the source written,
+// or not found after a delete), and the _version must grow by one per
+// acknowledged overwrite of a live document.
+func TestReadYourWritesDuringSplits(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/rw", `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	const workers, idsEach = 4, 8
+	var wg sync.WaitGroup
+	errs := make(chan string, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			version := map[string]int{} // 0: not live
+			for n := 0; ctx.Err() == nil; n++ {
+				id := fmt.Sprintf("w%d-%d", w, n%idsEach)
+				routing := fmt.Sprint("r", n%idsEach%3) // one routing per id
+				if n%5 == 4 {
+					var res struct {
+						Result string `json:"result"`
+					}
+					st := ts.do(t, "DELETE", "/rw/_doc/"+id+"?routing="+routing, "", &res)
+					if (version[id] > 0 && st != 200) || (version[id] == 0 && st != 404) {
+						errs <- fmt.Sprintf("delete %s (live version %d): HTTP %d %s", id, version[id], st, res.Result)
+						return
+					}
+					version[id] = 0
+				} else {
+					var res struct {
+						Version int `json:"_version"`
+					}
+					st := ts.do(t, "PUT", "/rw/_doc/"+id+"?routing="+routing, fmt.Sprintf(`{"n":%d}`, n), &res)
+					if st != 200 && st != 201 {
+						errs <- fmt.Sprintf("index %s: HTTP %d", id, st)
+						return
+					}
+					if version[id] > 0 && res.Version != version[id]+1 {
+						errs <- fmt.Sprintf("index %s over live version %d: _version %d", id, version[id], res.Version)
+						return
+					}
+					version[id] = res.Version
+				}
+				var got struct {
+					Found  bool            `json:"found"`
+					Source json.RawMessage `json:"_source"`
+				}
+				st := ts.do(t, "GET", "/rw/_doc/"+id+"?routing="+routing, "", &got)
+				if version[id] == 0 && (st != 404 || got.Found) {
+					errs <- fmt.Sprintf("get %s after its acknowledged delete: HTTP %d %s", id, st, got.Source)
+					return
+				}
+				if version[id] > 0 && (st != 200 || string(got.Source) != fmt.Sprintf(`{"n":%d}`, n)) {
+					errs <- fmt.Sprintf("get %s after acknowledged {\"n\":%d}: HTTP %d %s", id, n, st, got.Source)
+					return
+				}
+			}
+		}()
+	}
+	// Split the last shard in place, again and again, until the time is up.
+	splits := 0
+	for ; ctx.Err() == nil; splits++ {
+		tab, err := ts.svc.Table("rw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var task struct {
+			Task string `json:"task"`
+		}
+		shard := tab.ActiveShards()[len(tab.ActiveShards())-1]
+		if st := ts.do(t, "POST", fmt.Sprintf("/rw/_shards/%d/_split?wait_for_completion=true", shard), `{"number_of_splits":2}`, &task); st != 200 {
+			break // too deep to split further: stop splitting, let the writers finish
+		}
+	}
+	wg.Wait()
+	t.Logf("%d splits", splits)
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// TestVersionAfterDelete: a document's _version never goes back while its
+// delete is remembered (index.gc_deletes, 60 s by default): OpenSearch's
+// engine keeps the delete's version as a tombstone, so index (v1), delete
+// (v2) and index again answer "created" at _version 3, and a delete of a
+// missing document leaves version 1 for the next write (which is then 2).
+// A client that saw the delete's _version 2 never reads _version 1.
+func TestVersionAfterDelete(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	type res struct {
+		Result  string `json:"result"`
+		Version int    `json:"_version"`
+	}
+	steps := []struct {
+		method, path, body string
+		want               res
+	}{
+		{"PUT", "/logs/_doc/1", `{}`, res{"created", 1}},
+		{"DELETE", "/logs/_doc/1", ``, res{"deleted", 2}},
+		{"PUT", "/logs/_doc/1", `{}`, res{"created", 3}},
+		{"DELETE", "/logs/_doc/2", ``, res{"not_found", 1}},
+		{"PUT", "/logs/_doc/2", `{}`, res{"created", 2}},
+	}
+	for _, s := range steps {
+		var got res
+		ts.do(t, s.method, s.path, s.body, &got)
+		if got != s.want {
+			t.Errorf("%s %s: %+v, want %+v", s.method, s.path, got, s.want)
+		}
+	}
+	var g struct {
+		Version int `json:"_version"`
+	}
+	if ts.do(t, "GET", "/logs/_doc/1", "", &g); g.Version != 3 {
+		t.Errorf("GET /logs/_doc/1: _version %d, want 3", g.Version)
+	}
+}
+
+// TestGetVersionTypes: a get's version_type is read by
+// VersionType.fromString, which takes external_gt (as EXTERNAL) besides
+// internal, external and external_gte; and the external types'
+// validateVersionForReads accepts version 0 (version >= 0), which a
+// document at _version 1 then answers with a 409 conflict.
+func TestGetVersionTypes(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/logs/_doc/1", `{"a":1}`, nil); st != 201 {
+		t.Fatal(st)
+	}
+	if st := ts.do(t, "GET", "/logs/_doc/1?version=1&version_type=external_gt", "", nil); st != 200 {
+		t.Errorf("GET ?version=1&version_type=external_gt of a document at _version 1: HTTP %d, want 200", st)
+	}
+	for _, vt := range []string{"external", "external_gt", "external_gte"} {
+		var eb errBody
+		if st := ts.do(t, "GET", "/logs/_doc/1?version=0&version_type="+vt, "", &eb); st != 409 ||
+			eb.Error.Reason != "[1]: version conflict, current version [1] is different than the one provided [0]" {
+			t.Errorf("GET ?version=0&version_type=%s of a document at _version 1: HTTP %d %+v; want 409 version_conflict_engine_exception", vt, st, eb.Error)
+		}
+	}
+	var eb errBody
+	if st := ts.do(t, "GET", "/logs/_doc/1?version=0", "", &eb); st != 400 ||
+		eb.Error.Reason != "Validation Failed: 1: illegal version value [0] for version type [INTERNAL];" {
+		t.Errorf("GET ?version=0 (internal): HTTP %d %+v; want 400 illegal version value", st, eb.Error)
+	}
+	if st := ts.do(t, "GET", "/logs/_doc/1?version=-1&version_type=external", "", &eb); st != 400 ||
+		eb.Error.Reason != "Validation Failed: 1: illegal version value [-1] for version type [EXTERNAL];" {
+		t.Errorf("GET ?version=-1&version_type=external: HTTP %d %+v; want 400 illegal version value", st, eb.Error)
 	}
 }

@@ -476,24 +476,6 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// parseByteSize parses OpenSearch byte sizes: 10b, 5kb, 1mb, 2gb, 1tb, 1pb.
-func parseByteSize(v string) (int64, error) {
-	v = strings.ToLower(strings.TrimSpace(v))
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"pb", 1 << 50}, {"tb", 1 << 40}, {"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10}, {"b", 1}} {
-		if n, ok := strings.CutSuffix(v, u.s); ok {
-			f, err := strconv.ParseFloat(n, 64)
-			if err != nil || f < 0 {
-				return 0, fmt.Errorf("bad size %q", v)
-			}
-			return int64(f * float64(u.m)), nil
-		}
-	}
-	return 0, fmt.Errorf("bad size %q", v)
-}
-
 // Aliases.
 
 func (s *Server) postAliases(w http.ResponseWriter, r *http.Request) error {

@@ -183,7 +183,7 @@ func TestOfficialClientMerge(t *testing.T) {
 	// A merge of 2 and 3 held after its reservation, before it builds the
 	// target: a task, MERGING sources and an INITIALIZING target, other
 	// operations refused, writes succeed; then cancelled.
-	hold.arm(splitter.IntentBuildTarget)
+	hold.arm(splitter.IntentBuildTargets)
 	var started struct {
 		Task string `json:"task"`
 	}

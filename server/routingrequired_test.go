@@ -7,11 +7,11 @@ import (
 	"github.com/shardsplit/shardsplit/service"
 )
 
-// Mappings with "_routing": {"required": true} were stored and not
-// applied: a write without routing was acknowledged, although OpenSearch
-// refuses every document operation without a routing value on such an
-// index with RoutingMissingException (400, "routing is required for
-// [index]/[id]", its message and status in OpenSearch's exception tests).
+// Mappings with "_routing": {"required": true} are applied, not only
+// stored: OpenSearch refuses every document operation without a routing
+// value on such an index with RoutingMissingException (400, "routing is
+// required for [index]/[id]", its message and status in OpenSearch's
+// exception tests).
 // An alias's index_routing is a routing value.
 func TestRoutingRequiredByTheMappings(t *testing.T) {
 	ts := startServer(t, service.Config{})

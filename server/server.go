@@ -26,10 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -346,85 +343,6 @@ func pretty(r *http.Request) bool {
 	return ok && (len(v) == 0 || v[0] == "" || v[0] == "true")
 }
 
-// commonParams are accepted by every endpoint.
-var commonParams = []string{"pretty", "human", "error_trace", "filter_path", "source", "source_content_type"}
-
-// params checks a request's query parameters against what the endpoint
-// accepts: an unknown one is OpenSearch's illegal_argument_exception.
-func params(r *http.Request, allowed ...string) (url.Values, error) {
-	q := query(r)
-	var bad []string
-	for k := range q {
-		if !slices.Contains(allowed, k) && !slices.Contains(commonParams, k) {
-			bad = append(bad, k)
-		}
-	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		what := "parameter"
-		if len(bad) > 1 {
-			what = "parameters"
-		}
-		return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
-			Reason: fmt.Sprintf("request [%s] contains unrecognized %s: [%s]", r.URL.Path, what, strings.Join(bad, "], ["))}
-	}
-	if err := checkParamValues(q); err != nil {
-		return nil, err
-	}
-	return q, nil
-}
-
-// checkParamValues parses the values of the parameters endpoints accept
-// without acting on them, as OpenSearch's REST layer parses each one, so a
-// bad value is a 400 naming it rather than ignored.
-func checkParamValues(q url.Values) error {
-	bad := func(format string, args ...any) error {
-		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Reason: fmt.Sprintf(format, args...)}
-	}
-	for name, vs := range q {
-		v := vs[0]
-		switch name {
-		case "timeout", "master_timeout", "cluster_manager_timeout":
-			if _, err := service.ParseTimeValue(v, name); v != "" && err != nil {
-				return bad("%s", err.Error())
-			}
-		case "request_cache", "rest_total_hits_as_int":
-			if _, err := boolParam(q, name, false); err != nil {
-				return err
-			}
-		case "track_total_hits":
-			if _, err := parseTrackTotalHits(v); err != nil {
-				return err
-			}
-		case "search_type":
-			if v != "query_then_fetch" && v != "dfs_query_then_fetch" {
-				return bad("No search type for [%s]", v)
-			}
-		case "expand_wildcards":
-			for _, w := range strings.Split(v, ",") {
-				switch strings.TrimSpace(w) {
-				case "open", "closed", "hidden", "none", "all":
-				default:
-					return bad("No valid expand wildcard value [%s]", w)
-				}
-			}
-		case "wait_for_active_shards": // ActiveShardCount.parseString
-			if v == "" || v == "all" || v == "index-setting" {
-				continue
-			}
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return &service.Error{Type: "number_format_exception", Status: http.StatusBadRequest,
-					Reason: fmt.Sprintf("For input string: \"%s\"", v)}
-			}
-			if n < 0 {
-				return bad("shard count cannot be a negative value")
-			}
-		}
-	}
-	return nil
-}
-
 // readBody reads the whole body (bounded by MaxBytesReader).
 func readBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
@@ -471,61 +389,4 @@ func checkKeys(m map[string]json.RawMessage, what string, allowed ...string) err
 		}
 	}
 	return nil
-}
-
-func boolParam(q url.Values, name string, def bool) (bool, error) {
-	v, ok := q[name]
-	if !ok {
-		return def, nil
-	}
-	if v[0] == "" {
-		return true, nil // a bare ?name
-	}
-	return parseBoolean(v[0])
-}
-
-// parseBoolean is OpenSearch's Booleans.parseBoolean: "true" or "false".
-func parseBoolean(v string) (bool, error) {
-	switch v {
-	case "true":
-		return true, nil
-	case "false":
-		return false, nil
-	}
-	return false, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
-		Reason: fmt.Sprintf("Failed to parse value [%s] as only [true] or [false] are allowed.", v)}
-}
-
-// indicesOptions reads a request's allow_no_indices and ignore_unavailable
-// (booleans, as boolParam); one that is absent keeps the request's default.
-// expand_wildcards is accepted and not read: every index here is open and
-// none is hidden.
-func indicesOptions(q url.Values) (service.IndicesOptions, error) {
-	var o service.IndicesOptions
-	for _, p := range []struct {
-		name string
-		dst  **bool
-	}{{"allow_no_indices", &o.AllowNoIndices}, {"ignore_unavailable", &o.IgnoreUnavailable}} {
-		if _, ok := q[p.name]; !ok {
-			continue
-		}
-		v, err := boolParam(q, p.name, false)
-		if err != nil {
-			return o, err
-		}
-		*p.dst = &v
-	}
-	return o, nil
-}
-
-// lenientExpandOpen is indicesOptions with the defaults of OpenSearch's
-// IndicesOptions.lenientExpandOpen, which the cluster state and
-// _search_shards requests have: ignore_unavailable true.
-func lenientExpandOpen(q url.Values) (service.IndicesOptions, error) {
-	o, err := indicesOptions(q)
-	if o.IgnoreUnavailable == nil {
-		yes := true
-		o.IgnoreUnavailable = &yes
-	}
-	return o, err
 }

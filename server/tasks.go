@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/service"
-	"github.com/shardsplit/shardsplit/splitter"
 )
 
 // SplitBody is the body of POST /{index}/_shards/{shard_id}/_split.
@@ -64,10 +62,9 @@ func (s *Server) splitShard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	shard, err := strconv.ParseUint(r.PathValue("shard_id"), 10, 32)
+	shard, err := shardIDParam(r)
 	if err != nil {
-		return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
-			Reason: fmt.Sprintf("Failed to parse int parameter [shard_id] with value [%s]", r.PathValue("shard_id"))}
+		return err
 	}
 	body, err := readBody(r)
 	if err != nil {
@@ -77,7 +74,7 @@ func (s *Server) splitShard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	task, err := s.svc.StartSplit(service.SplitRequest{Index: r.PathValue("index"), Shard: routing.ShardID(shard), Ways: sb.Ways, Points: sb.Points})
+	task, err := s.svc.StartSplit(service.SplitRequest{Index: r.PathValue("index"), Shard: shard, Ways: sb.Ways, Points: sb.Points})
 	if err != nil {
 		return err
 	}
@@ -145,41 +142,45 @@ func (s *Server) answerTask(w http.ResponseWriter, r *http.Request, task *servic
 	if err := task.Wait(r.Context()); err != nil {
 		return err
 	}
-	snap := task.Snapshot()
-	if snap.Err != nil {
-		e := service.AsError(snap.Err)
-		if e.Index == "" {
-			e.Index = task.Index()
-		}
-		return e
+	st := task.Status()
+	if st.Err != nil {
+		return taskError(task, st)
 	}
-	s.writeJSON(w, r, http.StatusOK, taskResponse(task, snap))
+	s.writeJSON(w, r, http.StatusOK, taskResponse(task, st))
 	return nil
+}
+
+// taskError is the error a task ended with, in OpenSearch's shape.
+func taskError(t *service.Task, st service.TaskStatus) *service.Error {
+	e := service.AsError(st.Err)
+	if e.Index == "" {
+		e.Index = t.Index()
+	}
+	return e
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // taskResponse is the result of a finished split or merge.
-func taskResponse(t *service.Task, snap service.TaskSnapshot) map[string]any {
-	rep := snap.Report
+func taskResponse(t *service.Task, st service.TaskStatus) map[string]any {
 	out := map[string]any{
-		"acknowledged":     rep.Phase == splitter.PhaseDone,
-		"phase":            rep.Phase.String(),
-		"took_ms":          ms(rep.Total),
-		"stall_ms":         ms(rep.Stall),
-		"commit_ms":        ms(rep.Commit),
-		"handoffs":         rep.Handoffs,
-		"stall_waits":      rep.StallWaits,
-		"stall_waited_ms":  ms(rep.StallWaited),
-		"caught_up_ops":    rep.CaughtUp,
-		"linked_bytes":     rep.Linked,
-		"copied_bytes":     rep.Copied,
-		"table_version":    rep.ToVersion,
-		"phase_durations":  phaseDurations(rep),
-		"seq_no_at_clone":  rep.SeqAtClone,
-		"disk_before_byte": rep.DiskBefore,
+		"acknowledged":     st.Done,
+		"phase":            st.Phase,
+		"took_ms":          ms(st.Took),
+		"stall_ms":         ms(st.Stall),
+		"commit_ms":        ms(st.Commit),
+		"handoffs":         st.Handoffs,
+		"stall_waits":      st.StallWaits,
+		"stall_waited_ms":  ms(st.StallWaited),
+		"caught_up_ops":    st.CaughtUp,
+		"linked_bytes":     st.Linked,
+		"copied_bytes":     st.Copied,
+		"table_version":    st.TableVersion,
+		"phase_durations":  phaseDurations(st),
+		"seq_no_at_clone":  st.SeqAtClone,
+		"disk_before_byte": st.DiskBefore,
 	}
-	for k, v := range operands(t, rep) {
+	for k, v := range operands(t, st) {
 		out[k] = v
 	}
 	return out
@@ -187,48 +188,49 @@ func taskResponse(t *service.Task, snap service.TaskSnapshot) map[string]any {
 
 // operands are the shards a task acts on: a split's shard and children, a
 // merge's shards (sources) and target (0 until reserved).
-func operands(t *service.Task, rep splitter.Report) map[string]any {
-	if t.Merge != nil {
+func operands(t *service.Task, st service.TaskStatus) map[string]any {
+	targets := append([]routing.ShardID{}, st.Targets...)
+	if t.Action() == service.MergeAction {
 		target := routing.ShardID(0)
-		if len(rep.Children) == 1 {
-			target = rep.Children[0]
+		if len(targets) == 1 {
+			target = targets[0]
 		}
-		return map[string]any{"shards": append([]routing.ShardID{}, t.Merge.Shards...), "target": target}
+		return map[string]any{"shards": t.Shards(), "target": target}
 	}
-	return map[string]any{"shard": t.Req.Shard, "children": append([]routing.ShardID{}, rep.SortedChildren()...)}
+	return map[string]any{"shard": t.Shards()[0], "children": targets}
 }
 
-func phaseDurations(rep splitter.Report) map[string]float64 {
+func phaseDurations(st service.TaskStatus) map[string]float64 {
 	out := map[string]float64{}
-	for p, d := range rep.Durations {
-		out[p.String()+"_ms"] = ms(d)
+	for p, d := range st.PhaseDurations {
+		out[p+"_ms"] = ms(d)
 	}
 	return out
 }
 
 func (s *Server) taskBody(t *service.Task) map[string]any {
-	snap := t.Snapshot()
+	st := t.Status()
 	end := time.Now()
-	if snap.Completed {
-		end = snap.End
+	if st.Completed {
+		end = st.End
 	}
 	status := map[string]any{
 		"index":            t.Index(),
-		"phase":            snap.Phase.String(),
-		"phase_durations":  phaseDurations(snap.Report),
-		"handoffs":         snap.Report.Handoffs,
-		"stall_waits":      snap.Report.StallWaits,
-		"stall_waited_ms":  ms(snap.Report.StallWaited),
-		"cancel_requested": snap.Cancelled,
+		"phase":            st.Phase,
+		"phase_durations":  phaseDurations(st),
+		"handoffs":         st.Handoffs,
+		"stall_waits":      st.StallWaits,
+		"stall_waited_ms":  ms(st.StallWaited),
+		"cancel_requested": st.Cancelled,
 	}
-	for k, v := range operands(t, snap.Report) {
+	for k, v := range operands(t, st) {
 		status[k] = v
 	}
-	if snap.CancelRefused != "" {
-		status["cancel_refused"] = snap.CancelRefused
+	if st.CancelRefused != "" {
+		status["cancel_refused"] = st.CancelRefused
 	}
 	body := map[string]any{
-		"completed": snap.Completed,
+		"completed": st.Completed,
 		"task": map[string]any{
 			"node":                  t.Node,
 			"id":                    t.Num,
@@ -237,21 +239,17 @@ func (s *Server) taskBody(t *service.Task) map[string]any {
 			"description":           t.Description(),
 			"start_time_in_millis":  t.Start.UnixMilli(),
 			"running_time_in_nanos": end.Sub(t.Start).Nanoseconds(),
-			"cancellable":           !snap.Phase.Published() && !snap.Completed,
-			"cancelled":             snap.Cancelled,
+			"cancellable":           !st.Published && !st.Completed,
+			"cancelled":             st.Cancelled,
 			"headers":               map[string]any{},
 			"status":                status,
 		},
 	}
-	if snap.Completed {
-		if snap.Err != nil {
-			e := service.AsError(snap.Err)
-			if e.Index == "" {
-				e.Index = t.Index()
-			}
-			body["error"] = errorBody(e)["error"]
+	if st.Completed {
+		if st.Err != nil {
+			body["error"] = errorBody(taskError(t, st))["error"]
 		} else {
-			body["response"] = taskResponse(t, snap)
+			body["response"] = taskResponse(t, st)
 		}
 	}
 	return body
@@ -290,7 +288,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	}
 	tasks := map[string]any{}
 	for _, t := range s.svc.Tasks() {
-		if !t.Snapshot().Completed {
+		if !t.Status().Completed {
 			tasks[t.ID] = s.taskBody(t)["task"]
 		}
 	}

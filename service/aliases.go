@@ -23,7 +23,6 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 	if s.cl != nil {
 		return errClusterUnsupported("an alias")
 	}
-
 	type resolved struct {
 		a       AliasAction
 		indices []string
@@ -141,7 +140,7 @@ func (s *Service) UpdateAliases(actions []AliasAction) error {
 	for _, ix := range closing {
 		ix.stopSplit()
 		_ = ix.node.Close()
-		_ = removeAll(ix.dir)
+		_ = s.removeIndexDir(ix.dir)
 	}
 	return nil
 }

@@ -3,20 +3,15 @@ package service
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"hash/fnv"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
-
-func removeAll(dir string) error { return os.RemoveAll(dir) }
 
 // The service keeps each document's _version with its source: a stored
 // value is envelopeMagic, the version as a uvarint, then the source.
@@ -185,34 +180,30 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 	mu := ix.lockFor(id)
 	mu.Lock()
 	defer mu.Unlock()
-	var res WriteResult
-	err = ix.retryWrite(func() error {
-		prev, found, err := ix.router.Get(id, routingValue)
-		if err != nil {
-			return err
+	prev, found, err := ix.router.Get(id, routingValue)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	version := int64(1)
+	res := WriteResult{Index: ix.name, ID: id, Routing: routingValue, Result: "created", Status: http.StatusCreated}
+	if found {
+		pv, _ := decodeSource(prev.Source)
+		if o.Create {
+			return WriteResult{}, newErr(TypeVersionConflict, http.StatusConflict, ix.name,
+				"[%s]: version conflict, document already exists (current version [%d])", id, pv)
 		}
-		version := int64(1)
-		res = WriteResult{Index: ix.name, ID: id, Routing: routingValue, Result: "created", Status: http.StatusCreated}
-		if found {
-			pv, _ := decodeSource(prev.Source)
-			if o.Create {
-				return newErr(TypeVersionConflict, http.StatusConflict, ix.name,
-					"[%s]: version conflict, document already exists (current version [%d])", id, pv)
-			}
-			version = pv + 1
-			res.Result, res.Status = "updated", http.StatusOK
-		} else if dv, ok := ix.deletes.version(id, routingValue); ok {
-			version = dv + 1 // created again: the version continues
-		}
-		r, err := ix.router.Index(id, routingValue, encodeSource(version, source))
-		if err != nil {
-			return err
-		}
-		ix.deletes.put(id, routingValue, 0)
-		res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
-		return nil
-	})
-	return res, err
+		version = pv + 1
+		res.Result, res.Status = "updated", http.StatusOK
+	} else if dv, ok := ix.deletes.version(id, routingValue); ok {
+		version = dv + 1 // created again: the version continues
+	}
+	r, err := ix.router.Index(id, routingValue, encodeSource(version, source))
+	if err != nil {
+		return WriteResult{}, err
+	}
+	ix.deletes.put(id, routingValue, 0)
+	res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
+	return res, nil
 }
 
 // DeleteDoc deletes a document; a missing one answers not_found (404).
@@ -236,31 +227,27 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 	mu := ix.lockFor(id)
 	mu.Lock()
 	defer mu.Unlock()
-	var res WriteResult
-	err = ix.retryWrite(func() error {
-		prev, found, err := ix.router.Get(id, routingValue)
-		if err != nil {
-			return err
-		}
-		res = WriteResult{Index: ix.name, ID: id, Routing: routingValue, Result: "not_found", Status: http.StatusNotFound, Version: 1}
-		if found {
-			pv, _ := decodeSource(prev.Source)
-			res.Result, res.Status, res.Version = "deleted", http.StatusOK, pv+1
-		}
-		r, err := ix.router.Delete(id, routingValue)
-		if err != nil {
-			return err
-		}
-		// A delete of a missing document answers version 1, as before
-		// (TestDocumentsREST; OpenSearch would continue a recent delete's
-		// version), and leaves a recent delete's tombstone as it is.
-		if _, recent := ix.deletes.version(id, routingValue); found || !recent {
-			ix.deletes.put(id, routingValue, res.Version)
-		}
-		res.SeqNo, res.Shard = r.Seq, r.Shard
-		return nil
-	})
-	return res, err
+	prev, found, err := ix.router.Get(id, routingValue)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	res := WriteResult{Index: ix.name, ID: id, Routing: routingValue, Result: "not_found", Status: http.StatusNotFound, Version: 1}
+	if found {
+		pv, _ := decodeSource(prev.Source)
+		res.Result, res.Status, res.Version = "deleted", http.StatusOK, pv+1
+	}
+	r, err := ix.router.Delete(id, routingValue)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	// A delete of a missing document answers version 1, as before
+	// (TestDocumentsREST; OpenSearch would continue a recent delete's
+	// version), and leaves a recent delete's tombstone as it is.
+	if _, recent := ix.deletes.version(id, routingValue); found || !recent {
+		ix.deletes.put(id, routingValue, res.Version)
+	}
+	res.SeqNo, res.Shard = r.Seq, r.Shard
+	return res, nil
 }
 
 // resolveIndexRouting is OpenSearch's Metadata.resolveIndexRouting for a
@@ -302,23 +289,6 @@ func (ix *Index) requireRouting(id, routingValue string) error {
 	e := newErr(TypeRoutingMissing, http.StatusBadRequest, ix.name, "routing is required for [%s]/[%s]", ix.name, id)
 	e.UUID = "_na_" // the exception names its index by name only
 	return e
-}
-
-// retryWrite runs a write, retrying it while the routing table changes
-// under it (the router retries stale routing itself; this covers a write
-// whose router ran out of retries during a burst of splits), within the
-// service's WriteWait.
-func (ix *Index) retryWrite(fn func() error) error {
-	deadline := time.Now().Add(ix.svc.cfg.WriteWait)
-	backoff := time.Millisecond
-	for {
-		err := fn()
-		if err == nil || !errors.Is(err, node.ErrRetriesExhausted) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 50*time.Millisecond)
-	}
 }
 
 // GetDoc reads a document by id.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -126,12 +125,12 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 	}
 	ix, err := s.openIndex(m, t)
 	if err != nil {
-		_ = os.RemoveAll(s.indexDir(m.UUID))
+		_ = s.removeIndexDir(s.indexDir(m.UUID))
 		return nil, err
 	}
 	if err := s.update(func(st *state) error { st.Indices[m.Name] = m; return nil }); err != nil {
 		_ = ix.node.Close()
-		_ = os.RemoveAll(ix.dir)
+		_ = s.removeIndexDir(ix.dir)
 		return nil, err
 	}
 	s.indices[m.Name] = ix
@@ -206,7 +205,7 @@ func (s *Service) DeleteIndex(expr string, o IndicesOptions) error {
 		if err := ix.node.Close(); err != nil {
 			s.log.Warn("closing deleted index", zap.String("index", name), zap.Error(err))
 		}
-		if err := os.RemoveAll(ix.dir); err != nil {
+		if err := s.removeIndexDir(ix.dir); err != nil {
 			return err
 		}
 		s.log.Info("deleted index", zap.String("index", name))

@@ -38,7 +38,7 @@ func waitTask(t *testing.T, task *Task, err error) {
 	if err := task.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if snap := task.Snapshot(); snap.Phase != splitter.PhaseDone || snap.Err != nil {
+	if snap := task.Status(); snap.Phase != "done" || snap.Err != nil {
 		t.Fatalf("%s ended in %s: %v", task.Description(), snap.Phase, snap.Err)
 	}
 }
@@ -83,7 +83,7 @@ func TestCloseMidMergeRecovers(t *testing.T) {
 	// The held intent is carried out before the task sees the stop: held at
 	// the sync, the table is staged but not installed; held at the commit,
 	// it is installed and the sources are not yet retired.
-	for _, at := range []splitter.IntentKind{splitter.IntentBuildTarget, splitter.IntentCatchUp, splitter.IntentSyncTarget, splitter.IntentCommitTable} {
+	for _, at := range []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentCatchUp, splitter.IntentSyncTargets, splitter.IntentCommitTable} {
 		t.Run(at.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			armed := false
@@ -110,7 +110,7 @@ func TestCloseMidMergeRecovers(t *testing.T) {
 			if err := <-closed; err != nil {
 				t.Fatal(err)
 			}
-			if snap := task.Snapshot(); !snap.Completed || snap.Err == nil || snap.Phase.Terminal() {
+			if snap := task.Status(); !snap.Completed || snap.Err == nil || slices.Contains([]string{"done", "aborted", "failed"}, snap.Phase) {
 				t.Fatalf("task after Close: %+v", snap)
 			}
 			s = openT(t, dir)

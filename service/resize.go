@@ -3,7 +3,6 @@ package service
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +36,6 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	if s.cl != nil {
 		return nil, baseline.ResizeReport{}, errClusterUnsupported("a new-index resize")
 	}
-
 	var rep baseline.ResizeReport
 	// The REST layer parsed them so (ParseSettings); a Go caller may not
 	// have, and the numbers are read below.
@@ -168,14 +166,14 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	}
 
 	dir := s.indexDir(m.UUID)
-	eng, err := storage.Open(storage.Options{Dir: dir, Durability: s.cfg.Durability, Logger: s.log})
+	eng, err := storage.Open(s.storageOptions(dir))
 	if err != nil {
 		return nil, rep, AsError(err)
 	}
 	tab, err := baseline.Build(breq, srcIx.node, eng, target, &rep)
 	if err != nil {
 		_ = eng.Close()
-		_ = os.RemoveAll(dir)
+		_ = s.removeIndexDir(dir)
 		return nil, rep, AsError(err)
 	}
 	// The target is a fresh directory with no split journal, so recovery
@@ -186,7 +184,7 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	start := time.Now()
 	ix, err := s.openBuilt(m, eng, tab)
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		_ = s.removeIndexDir(dir)
 		return nil, rep, AsError(err)
 	}
 	rep.Open = time.Since(start)
@@ -197,7 +195,7 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 		// goes (and would go at the next open as an orphan).
 		s.mu.Unlock()
 		_ = ix.node.Close()
-		_ = os.RemoveAll(dir)
+		_ = s.removeIndexDir(dir)
 		return nil, rep, errClosed
 	}
 	err = s.update(func(st *state) error {
@@ -229,7 +227,7 @@ func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, 
 	s.mu.Unlock()
 	if err != nil {
 		_ = ix.node.Close()
-		_ = os.RemoveAll(dir)
+		_ = s.removeIndexDir(dir)
 		return nil, rep, err
 	}
 	s.log.Info("resized index", zap.Stringer("op", req.Op), zap.String("source", req.Source), zap.String("target", req.Target),

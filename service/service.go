@@ -9,7 +9,8 @@
 // It exists because node serves one index and baseline.Cluster was a world
 // of its own: here both strategies act on the same indices, blocks and
 // aliases. Index metadata (settings, mappings, aliases, blocks) is one JSON
-// file replaced atomically; each index's documents live in their own data
+// file replaced atomically (storage.WriteFileAtomicIn, on the data
+// directory's filesystem, Config.FS); each index's documents live in their own data
 // directory named by the index's uuid, opened with recovery.Open, so an
 // interrupted split or merge is rolled back or forward before the index
 // serves.
@@ -26,9 +27,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
+	"math"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -49,12 +49,17 @@ const Version = "3.7.0"
 
 // Config configures a Service.
 type Config struct {
-	Dir        string // the data directory
+	Dir string // the data directory
+	// FS is the filesystem the data directory lives on (default: the
+	// operating system's); every file of the service and of its indices
+	// goes through it, so a crash test reaches each one.
+	FS         storage.FS
 	NodeName   string // default "shardsplit-0"
 	Logger     *zap.Logger
 	Durability storage.Durability // default request durability
-	// WriteWait bounds how long one write may keep retrying while the
-	// routing table changes under it (default 30 s).
+	// WriteWait bounds how long one request to an index (a write, a
+	// read) may keep retrying while the routing table changes under it
+	// (default 30 s): the index's router retries it, on its node's clock.
 	WriteWait time.Duration
 	// Cluster, if set, makes the service answer for the cluster this
 	// node's process belongs to (cluster.go); Dir is then unused.
@@ -100,12 +105,17 @@ func (st *state) clone() *state {
 	return &c
 }
 
-const stateFile = "_state/cluster.json"
+// The metadata file, stateFile in stateDir of the data directory.
+const (
+	stateDir  = "_state"
+	stateFile = "cluster.json"
+)
 
 // Service owns the indices of one data directory.
 type Service struct {
 	cfg Config
 	log *zap.Logger
+	fs  storage.FS
 
 	mu      sync.RWMutex
 	st      *state
@@ -127,6 +137,7 @@ type Index struct {
 	dir     string
 	node    *node.Node
 	journal *splitter.Journal
+	driver  *splitter.Driver // runs the index's in-place splits and merges, one at a time
 	router  *node.Router
 	locks   [64]sync.Mutex
 	// deletes are the tombstones of recent deletes (index.gc_deletes).
@@ -159,7 +170,10 @@ func Open(cfg Config) (*Service, error) {
 	if cfg.WriteWait == 0 {
 		cfg.WriteWait = 30 * time.Second
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, indices: map[string]*Index{}, started: time.Now()}
+	if cfg.FS == nil {
+		cfg.FS = storage.DefaultFS()
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, fs: cfg.FS, indices: map[string]*Index{}, started: time.Now()}
 	s.tasks.init()
 	if cfg.Cluster != nil {
 		s.cl = &clusterMode{p: cfg.Cluster, name: cfg.NodeName}
@@ -167,11 +181,10 @@ func Open(cfg Config) (*Service, error) {
 		s.syncCluster()
 		return s, nil
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "_state"), 0o755); err != nil {
-		return nil, fmt.Errorf("service: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "indices"), 0o755); err != nil {
-		return nil, fmt.Errorf("service: %w", err)
+	for _, dir := range []string{filepath.Join(cfg.Dir, stateDir), filepath.Join(cfg.Dir, "indices")} {
+		if err := storage.MkdirAllDurable(s.fs, dir); err != nil {
+			return nil, fmt.Errorf("service: %w", err)
+		}
 	}
 	st, err := s.load()
 	if err != nil {
@@ -198,28 +211,28 @@ func Open(cfg Config) (*Service, error) {
 }
 
 func (s *Service) load() (*state, error) {
-	data, err := os.ReadFile(filepath.Join(s.cfg.Dir, stateFile))
-	if errors.Is(err, os.ErrNotExist) {
+	data, ok, err := storage.ReadFileIn(s.fs, filepath.Join(s.cfg.Dir, stateDir), stateFile)
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	if !ok {
 		// A new data directory. One that holds index data without its
 		// metadata is not new: fresh metadata would name none of it and
 		// removeOrphans would delete it all.
-		entries, rerr := os.ReadDir(filepath.Join(s.cfg.Dir, "indices"))
-		if rerr != nil {
-			return nil, fmt.Errorf("service: %w", rerr)
+		entries, err := s.indexDirs()
+		if err != nil {
+			return nil, err
 		}
 		if len(entries) > 0 {
 			return nil, fmt.Errorf("service: metadata %s is missing but %s holds %d index directories (%s, ...); refusing to open, which would delete them",
-				filepath.Join(s.cfg.Dir, stateFile), filepath.Join(s.cfg.Dir, "indices"), len(entries), entries[0].Name())
+				filepath.Join(s.cfg.Dir, stateDir, stateFile), filepath.Join(s.cfg.Dir, "indices"), len(entries), entries[0])
 		}
 		st := &state{ClusterUUID: newUUID(), NodeID: newUUID()[:22], Indices: map[string]*IndexMeta{}}
 		return st, s.persist(st)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("service: %w", err)
-	}
 	var st state
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("service: damaged metadata %s: %w", filepath.Join(s.cfg.Dir, stateFile), err)
+		return nil, fmt.Errorf("service: damaged metadata %s: %w", filepath.Join(s.cfg.Dir, stateDir, stateFile), err)
 	}
 	if st.Indices == nil {
 		st.Indices = map[string]*IndexMeta{}
@@ -235,62 +248,48 @@ func (s *Service) removeOrphans() error {
 	for _, m := range s.st.Indices {
 		known[m.UUID] = true
 	}
-	entries, err := os.ReadDir(filepath.Join(s.cfg.Dir, "indices"))
+	entries, err := s.indexDirs()
 	if err != nil {
-		return fmt.Errorf("service: %w", err)
+		return err
 	}
-	for _, e := range entries {
-		if !known[e.Name()] {
-			s.log.Info("removing orphan index directory", zap.String("dir", e.Name()))
-			if err := os.RemoveAll(filepath.Join(s.cfg.Dir, "indices", e.Name())); err != nil {
-				return fmt.Errorf("service: %w", err)
+	for _, name := range entries {
+		if !known[name] {
+			s.log.Info("removing orphan index directory", zap.String("dir", name))
+			if err := s.removeIndexDir(filepath.Join(s.cfg.Dir, "indices", name)); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// persist writes st atomically: temporary file, fsync, rename, directory
-// fsync.
+// indexDirs returns the names in the indices directory, sorted.
+func (s *Service) indexDirs() ([]string, error) {
+	names, err := s.fs.List(filepath.Join(s.cfg.Dir, "indices"))
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// removeIndexDir removes an index's data directory and everything in it.
+func (s *Service) removeIndexDir(dir string) error {
+	if err := s.fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("service: remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// persist writes st atomically (storage.WriteFileAtomicIn): a crash
+// leaves the old metadata or the new, never a mix.
 func (s *Service) persist(st *state) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(s.cfg.Dir, stateFile), data)
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
+	if err := storage.WriteFileAtomicIn(s.fs, filepath.Join(s.cfg.Dir, stateDir), stateFile, data); err != nil {
 		return fmt.Errorf("service: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("service: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("service: sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("service: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("service: %w", err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("service: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("service: sync %s: %w", dir, err)
 	}
 	return nil
 }
@@ -312,6 +311,11 @@ func (s *Service) update(fn func(st *state) error) error {
 
 func (s *Service) indexDir(uuid string) string { return filepath.Join(s.cfg.Dir, "indices", uuid) }
 
+// storageOptions are the storage options of the index data directory dir.
+func (s *Service) storageOptions(dir string) storage.Options {
+	return storage.Options{Dir: dir, FS: s.fs, Durability: s.cfg.Durability, Logger: s.log}
+}
+
 // openIndex opens an index's data directory through recovery; initial is
 // the table of a new index (nil for an existing one).
 func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error) {
@@ -321,7 +325,7 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 		// was written. Without it recovery would make a new, empty index
 		// in its place, and every acknowledged document would be gone
 		// without a word.
-		if _, err := os.Stat(dir); err != nil {
+		if _, err := s.fs.Stat(dir); err != nil {
 			return nil, fmt.Errorf("the metadata names index %s (uuid %s) but its data directory %s is unreadable; refusing to open it empty: %w",
 				m.Name, m.UUID, dir, err)
 		}
@@ -333,26 +337,30 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 		}
 		initial = t
 	}
-	n, j, rep, err := recovery.Open(storage.Options{Dir: dir, Durability: s.cfg.Durability, Logger: s.log}, initial, s.log.With(zap.String("index", m.Name)))
+	n, j, rep, err := recovery.Open(s.storageOptions(dir), initial, s.log.With(zap.String("index", m.Name)))
 	if err != nil {
 		return nil, err
 	}
 	for _, d := range rep.Decisions {
-		if d.Kind == splitter.KindMerge {
-			s.log.Info("recovered merge", zap.String("index", m.Name), zap.Uint32("target", uint32(d.Target)), zap.Any("sources", d.Sources),
-				zap.Stringer("action", d.Action), zap.String("why", d.Why))
-			continue
-		}
-		s.log.Info("recovered split", zap.String("index", m.Name), zap.Uint32("parent", uint32(d.Parent)),
+		s.log.Info("recovered "+d.Kind.String(), zap.String("index", m.Name), zap.Any("sources", d.Sources), zap.Any("targets", d.Targets),
 			zap.Stringer("action", d.Action), zap.String("why", d.Why))
 	}
 	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
-	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
+	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
+	ix.router = s.newRouter(n)
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()
 		return nil, err
 	}
 	return ix, nil
+}
+
+// newRouter is the router of an index's requests, their one retry loop:
+// a request routed with a table that changed under it is retried at the
+// owner the newer table names, for as long as WriteWait allows (the number
+// of attempts is not what bounds it), timed on the node's clock.
+func (s *Service) newRouter(n *node.Node) *node.Router {
+	return node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: math.MaxInt32, MaxWait: s.cfg.WriteWait, Clock: n.Clock()})
 }
 
 // openBuilt opens an index whose fresh directory was just built on eng (a
@@ -373,7 +381,8 @@ func (s *Service) openBuilt(m *IndexMeta, eng *storage.Engine, tab *routing.Tabl
 		return nil, fmt.Errorf("service: new index %s has a split journal", m.Name)
 	}
 	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
-	ix.router = node.NewRouter(n, n.Table(), node.RouterConfig{MaxRetries: 64, MaxWait: s.cfg.WriteWait})
+	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
+	ix.router = s.newRouter(n)
 	if err := ix.applyBlocks(m); err != nil {
 		_ = n.Close()
 		return nil, err

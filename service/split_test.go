@@ -28,14 +28,11 @@ func holdAt(k splitter.IntentKind) (hook func(string, splitter.Phase, splitter.I
 // before its handoff: on reopen, recovery rolls it back, every document is
 // there, and the shard can be split again.
 func TestCloseMidSplitRecovers(t *testing.T) {
-	for _, at := range []splitter.IntentKind{splitter.IntentCreateChildren, splitter.IntentCatchUp, splitter.IntentCleanup} {
+	for _, at := range []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentCatchUp, splitter.IntentCleanup} {
 		t.Run(at.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			hook, reached, release := holdAt(at)
-			s, err := Open(Config{Dir: dir, SplitHook: hook})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openService(t, Config{Dir: dir, SplitHook: hook})
 			if _, err := s.CreateIndex(CreateRequest{Name: "ix", Settings: FlatSettings{SettingShards: str("2")}}); err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +53,7 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 			if err := <-closed; err != nil {
 				t.Fatal(err)
 			}
-			if snap := task.Snapshot(); !snap.Completed {
+			if snap := task.Status(); !snap.Completed {
 				t.Fatalf("task not completed after Close: %+v", snap)
 			}
 			s = openT(t, dir)
@@ -83,8 +80,8 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				if err := task.Wait(ctx); err != nil || task.Snapshot().Phase != splitter.PhaseDone {
-					t.Fatalf("split after recovery: %v %+v", err, task.Snapshot())
+				if err := task.Wait(ctx); err != nil || task.Status().Phase != "done" {
+					t.Fatalf("split after recovery: %v %+v", err, task.Status())
 				}
 			}
 		})
@@ -95,11 +92,7 @@ func TestCloseMidSplitRecovers(t *testing.T) {
 // cancelled first, the index and its directory are gone.
 func TestDeleteDuringSplit(t *testing.T) {
 	hook, reached, release := holdAt(splitter.IntentCatchUp)
-	s, err := Open(Config{Dir: t.TempDir(), SplitHook: hook})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openService(t, Config{SplitHook: hook})
 	if _, err := s.CreateIndex(CreateRequest{Name: "ix", Settings: FlatSettings{SettingShards: str("2")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +110,7 @@ func TestDeleteDuringSplit(t *testing.T) {
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}
-	if snap := task.Snapshot(); snap.Phase != splitter.PhaseAborted || !snap.Cancelled {
+	if snap := task.Status(); snap.Phase != "aborted" || !snap.Cancelled {
 		t.Fatalf("split of a deleted index: %+v", snap)
 	}
 	if len(s.Names()) != 0 {
@@ -146,8 +139,8 @@ func TestOpenSearchModeIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := task.Wait(ctx); err != nil || task.Snapshot().Phase != splitter.PhaseDone {
-			t.Fatalf("%+v: %v %+v", req, err, task.Snapshot())
+		if err := task.Wait(ctx); err != nil || task.Status().Phase != "done" {
+			t.Fatalf("%+v: %v %+v", req, err, task.Status())
 		}
 	}
 	tab, _ := s.Table("os")
@@ -173,11 +166,7 @@ func TestOpenSearchModeIndex(t *testing.T) {
 // cancel is refused with a reason and the split completes.
 func TestCancelAfterHandoff(t *testing.T) {
 	hook, reached, release := holdAt(splitter.IntentCleanup)
-	s, err := Open(Config{Dir: t.TempDir(), SplitHook: hook})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openService(t, Config{SplitHook: hook})
 	if _, err := s.CreateIndex(CreateRequest{Name: "ix"}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +181,7 @@ func TestCancelAfterHandoff(t *testing.T) {
 	}
 	close(release)
 	<-task.Done()
-	if snap := task.Snapshot(); snap.Phase != splitter.PhaseDone || snap.Cancelled {
+	if snap := task.Status(); snap.Phase != "done" || snap.Cancelled {
 		t.Fatalf("after a refused cancel: %+v", snap)
 	}
 	if _, err := s.CancelTask(task.ID); errType(err) != TypeIllegalState {

@@ -6,17 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/shardsplit/shardsplit/node"
+	"github.com/shardsplit/shardsplit/storage"
 )
 
 // Run with AlignFlush waits for the parent's own flush before the split
 // begins, reports the wait, and past the bound splits anyway, flushing
 // the parent as before.
 func TestRunAlignsWithTheParentsOwnFlush(t *testing.T) {
-	n := openHoldNode(t, vfs.NewMem()) // 40 small documents: nothing to flush
-	r, err := NewDriver(n, Config{AlignFlush: time.Second}).Run(Plan{Parent: 0, Ways: 2})
+	n := openNode(t, storage.Options{}, nil, 40) // 40 small documents: nothing to flush
+	r, err := NewDriver(n, Config{AlignFlush: time.Second}).Run(SplitPlan(0, 2))
 	if err != nil || r.Phase != PhaseDone {
 		t.Fatalf("split: %v, phase %s (%v)", err, r.Phase, r.Err)
 	}
@@ -24,7 +23,7 @@ func TestRunAlignsWithTheParentsOwnFlush(t *testing.T) {
 		t.Errorf("a parent with almost nothing unflushed: waited %v, aligned %v; want at once", r.AlignWait, r.Aligned)
 	}
 
-	n = openHoldNode(t, vfs.NewMem())
+	n = openNode(t, storage.Options{}, nil, 40)
 	router := node.NewRouter(n, n.Table(), node.RouterConfig{})
 	doc := []byte(strings.Repeat("x", 1024))
 	for i := range 3000 { // ~3 MiB unflushed and no writer to fill the memtable
@@ -33,7 +32,7 @@ func TestRunAlignsWithTheParentsOwnFlush(t *testing.T) {
 		}
 	}
 	const bound = 100 * time.Millisecond
-	r, err = NewDriver(n, Config{AlignFlush: bound}).Run(Plan{Parent: 0, Ways: 2})
+	r, err = NewDriver(n, Config{AlignFlush: bound}).Run(SplitPlan(0, 2))
 	if err != nil || r.Phase != PhaseDone {
 		t.Fatalf("split after the bound: %v, phase %s (%v)", err, r.Phase, r.Err)
 	}

@@ -17,31 +17,6 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// openHoldNode opens a node of one root with some documents on fs.
-func openHoldNode(t *testing.T, fs vfs.FS) *node.Node {
-	t.Helper()
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 16, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: fs, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	r := node.NewRouter(n, tab, node.RouterConfig{})
-	for i := range 40 {
-		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return n
-}
-
 // parentFenced reports whether shard 0's apply lock is held.
 func parentFenced(t *testing.T, n *node.Node) bool {
 	t.Helper()
@@ -70,18 +45,18 @@ func shardFenced(t *testing.T, n *node.Node, id routing.ShardID) bool {
 func TestHoldUntilDurable(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
-			n := openHoldNode(t, vfs.NewMem())
+			n := openNode(t, storage.Options{}, nil, 40)
 			fencedAt := map[IntentKind]bool{}
 			hook := func(_ Phase, in Intent) {
-				if in.Kind == IntentSyncChildren || in.Kind == IntentCommitTable || in.Kind == IntentCleanup {
+				if in.Kind == IntentSyncTargets || in.Kind == IntentCommitTable || in.Kind == IntentCleanup {
 					fencedAt[in.Kind] = parentFenced(t, n)
 				}
 			}
-			r, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: hold}).Run(Plan{Parent: 0, Ways: 2})
+			r, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: hold}).Run(SplitPlan(0, 2))
 			if err != nil || r.Phase != PhaseDone {
 				t.Fatalf("split: %v (%s, %v)", err, r.Phase, r.Err)
 			}
-			want := map[IntentKind]bool{IntentSyncChildren: hold, IntentCommitTable: hold, IntentCleanup: false}
+			want := map[IntentKind]bool{IntentSyncTargets: hold, IntentCommitTable: hold, IntentCleanup: false}
 			for k, w := range want {
 				if fencedAt[k] != w {
 					t.Errorf("parent fenced before %s: %v, want %v", k, fencedAt[k], w)
@@ -108,13 +83,13 @@ func TestHoldUntilDurableReleasesOnFailure(t *testing.T) {
 		}
 		return nil
 	})
-	n := openHoldNode(t, errorfs.Wrap(vfs.NewMem(), inj))
+	n := openNode(t, storage.Options{FS: errorfs.Wrap(vfs.NewMem(), inj)}, nil, 40)
 	hook := func(_ Phase, in Intent) {
 		if in.Kind == IntentFence {
 			failTable.Store(true)
 		}
 	}
-	_, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: true}).Run(Plan{Parent: 0, Ways: 2})
+	_, err := NewDriver(n, Config{Hook: hook, HoldUntilDurable: true}).Run(SplitPlan(0, 2))
 	if !errors.Is(err, node.ErrFailed) {
 		t.Fatalf("driver: %v, want node.ErrFailed", err)
 	}

@@ -20,9 +20,9 @@ import (
 
 func sampleJournal() []Record {
 	return []Record{
-		{Split: 1, Stage: StageBegin, Parent: 2, Version: 1},
-		{Split: 1, Stage: StageReserved, Parent: 2, Version: 2, Children: []routing.ShardID{8, 9}},
-		{Split: 1, Stage: StageHandoff, Parent: 2, Version: 2, Children: []routing.ShardID{8, 9}},
+		{ID: 1, Stage: StageBegin, Sources: []routing.ShardID{2}, Version: 1},
+		{ID: 1, Stage: StageReserved, Sources: []routing.ShardID{2}, Version: 2, Targets: []routing.ShardID{8, 9}},
+		{ID: 1, Stage: StageHandoff, Sources: []routing.ShardID{2}, Version: 2, Targets: []routing.ShardID{8, 9}},
 	}
 }
 
@@ -53,16 +53,16 @@ func TestJournalRoundTripAndDamage(t *testing.T) {
 			t.Fatalf("byte %d flipped: %v, want ErrCorruptJournal", i, err)
 		}
 	}
-	if _, err := EncodeJournal(5, []Record{{Split: 1, Stage: StagePublished, Parent: 2}}); err == nil {
-		t.Errorf("a published record without children was encoded")
+	if _, err := EncodeJournal(5, []Record{{ID: 1, Stage: StagePublished, Sources: []routing.ShardID{2}}}); err == nil {
+		t.Errorf("a published record without targets was encoded")
 	}
 	if _, err := EncodeJournal(1, sampleJournal()); err == nil {
 		t.Errorf("a record at or above the next split id was encoded")
 	}
 }
 
-// A journal written by the format-2 code (commit abed041, before merges)
-// still decodes: its records are all splits.
+// A journal in format 2 (splits only, the next id persisted) still
+// decodes.
 func TestJournalReadsFormat2(t *testing.T) {
 	data, err := os.ReadFile("testdata/journal-format2")
 	if err != nil {
@@ -72,18 +72,40 @@ func TestJournalReadsFormat2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(sampleJournal(), Record{Split: 4, Stage: StageAborted, Parent: 1, Version: 3})
+	want := append(sampleJournal(), Record{ID: 4, Stage: StageAborted, Sources: []routing.ShardID{1}, Version: 3})
 	if diff := cmp.Diff(want, got); diff != "" || next != 5 {
 		t.Errorf("DecodeJournal(format 2) = next %d, diff (-want +got):\n%s", next, diff)
 	}
 }
 
-// Merge records round-trip in format 3 beside split records, and invalid
-// merge records are refused.
+// A journal in format 3 (a kind byte, then one shard and one id list per
+// record: a split's parent and children, a merge's target and sources)
+// still decodes.
+func TestJournalReadsFormat3(t *testing.T) {
+	data, err := os.ReadFile("testdata/journal-format3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, got, err := DecodeJournal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(sampleJournal(),
+		Record{ID: 2, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8, 9}, Version: 3},
+		Record{ID: 2, Kind: KindMerge, Stage: StageReserved, Targets: []routing.ShardID{10}, Sources: []routing.ShardID{8, 9}, Version: 4},
+		Record{ID: 2, Kind: KindMerge, Stage: StageAborted, Targets: []routing.ShardID{10}, Sources: []routing.ShardID{8, 9}, Version: 5},
+	)
+	if diff := cmp.Diff(want, got); diff != "" || next != 3 {
+		t.Errorf("DecodeJournal(format 3) = next %d, diff (-want +got):\n%s", next, diff)
+	}
+}
+
+// Merge records round-trip beside split records, and records of the wrong
+// shape for their kind are refused.
 func TestJournalMergeRecords(t *testing.T) {
 	records := append(sampleJournal(),
-		Record{Split: 2, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8, 9}, Version: 3},
-		Record{Split: 2, Kind: KindMerge, Stage: StageReserved, Target: 10, Sources: []routing.ShardID{8, 9}, Version: 4},
+		Record{ID: 2, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8, 9}, Version: 3},
+		Record{ID: 2, Kind: KindMerge, Stage: StageReserved, Targets: []routing.ShardID{10}, Sources: []routing.ShardID{8, 9}, Version: 4},
 	)
 	enc, err := EncodeJournal(3, records)
 	if err != nil {
@@ -104,10 +126,12 @@ func TestJournalMergeRecords(t *testing.T) {
 		}
 	}
 	for _, bad := range []Record{
-		{Split: 1, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8}},
-		{Split: 1, Kind: KindMerge, Stage: StageReserved, Sources: []routing.ShardID{8, 9}},
-		{Split: 1, Kind: KindMerge, Stage: StageBegin, Parent: 3, Sources: []routing.ShardID{8, 9}},
-		{Split: 1, Kind: 7, Stage: StageBegin},
+		{ID: 1, Kind: KindMerge, Stage: StageBegin, Sources: []routing.ShardID{8}},
+		{ID: 1, Kind: KindMerge, Stage: StageReserved, Sources: []routing.ShardID{8, 9}},
+		{ID: 1, Kind: KindMerge, Stage: StageHandoff, Sources: []routing.ShardID{8, 9}, Targets: []routing.ShardID{10, 11}},
+		{ID: 1, Kind: KindSplit, Stage: StageBegin, Sources: []routing.ShardID{3, 4}},
+		{ID: 1, Kind: KindSplit, Stage: StageBegin},
+		{ID: 1, Kind: 7, Stage: StageBegin, Sources: []routing.ShardID{3}},
 	} {
 		if _, err := EncodeJournal(5, []Record{bad}); err == nil {
 			t.Errorf("invalid record %v was encoded", bad)
@@ -115,8 +139,8 @@ func TestJournalMergeRecords(t *testing.T) {
 	}
 }
 
-// A journal written by the format-1 code (commit 04fb9f5, before split ids
-// were persisted) still decodes; its next id is one above its highest.
+// A journal in format 1 (splits only, no next id) still decodes; its next
+// id is one above its highest.
 func TestJournalReadsFormat1(t *testing.T) {
 	data, err := os.ReadFile("testdata/journal-format1")
 	if err != nil {
@@ -126,16 +150,16 @@ func TestJournalReadsFormat1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(sampleJournal(), Record{Split: 3, Stage: StageBegin, Parent: 4, Version: 2})
+	want := append(sampleJournal(), Record{ID: 3, Stage: StageBegin, Sources: []routing.ShardID{4}, Version: 2})
 	if diff := cmp.Diff(want, got); diff != "" || next != 4 {
 		t.Errorf("DecodeJournal(format 1) = next %d, diff (-want +got):\n%s", next, diff)
 	}
 }
 
 func TestLastRecordPerSplit(t *testing.T) {
-	recs := append(sampleJournal(), Record{Split: 2, Stage: StageBegin, Parent: 3}, Record{Split: 1, Stage: StageDone, Parent: 2})
+	recs := append(sampleJournal(), Record{ID: 2, Stage: StageBegin, Sources: []routing.ShardID{3}}, Record{ID: 1, Stage: StageDone, Sources: []routing.ShardID{2}})
 	last := Last(recs)
-	if len(last) != 2 || last[0].Stage != StageDone || last[1].Split != 2 {
+	if len(last) != 2 || last[0].Stage != StageDone || last[1].ID != 2 {
 		t.Fatalf("Last = %v", last)
 	}
 }
@@ -150,8 +174,8 @@ func TestSplitIDsAreNeverReused(t *testing.T) {
 	defer eng.Close()
 	j, _ := OpenJournal(eng)
 	for range 3 {
-		id := j.NewSplitID()
-		if err := j.Append(Record{Split: id, Stage: StageBegin, Parent: 0}, Record{Split: id, Stage: StageAborted, Parent: 0}); err != nil {
+		id := j.NewID()
+		if err := j.Append(Record{ID: id, Stage: StageBegin, Sources: []routing.ShardID{0}}, Record{ID: id, Stage: StageAborted, Sources: []routing.ShardID{0}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -159,7 +183,7 @@ func TestSplitIDsAreNeverReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := j2.NewSplitID(); id != 4 {
+	if id := j2.NewID(); id != 4 {
 		t.Fatalf("after three splits and a reopen, NewSplitID = %d, want 4", id)
 	}
 }
@@ -181,20 +205,20 @@ func TestFailedRecordIsWrittenNextTime(t *testing.T) {
 	}
 	defer eng.Close()
 	j, _ := OpenJournal(eng)
-	a := j.NewSplitID()
-	if err := j.Append(Record{Split: a, Stage: StageBegin, Parent: 0}, Record{Split: a, Stage: StageAborting, Parent: 0, Children: []routing.ShardID{1, 2}}); err != nil {
+	a := j.NewID()
+	if err := j.Append(Record{ID: a, Stage: StageBegin, Sources: []routing.ShardID{0}}, Record{ID: a, Stage: StageAborting, Sources: []routing.ShardID{0}, Targets: []routing.ShardID{1, 2}}); err != nil {
 		t.Fatal(err)
 	}
 	fail.Store(true)
-	if err := j.Append(Record{Split: a, Stage: StageAborted, Parent: 0}); !errors.Is(err, syscall.ENOSPC) {
+	if err := j.Append(Record{ID: a, Stage: StageAborted, Sources: []routing.ShardID{0}}); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Append with the disk full = %v, want ENOSPC", err)
 	}
 	if !j.Dirty() {
 		t.Fatalf("a failed write left the journal clean")
 	}
 	fail.Store(false)
-	b := j.NewSplitID()
-	if err := j.Append(Record{Split: b, Stage: StageBegin, Parent: 0}); err != nil {
+	b := j.NewID()
+	if err := j.Append(Record{ID: b, Stage: StageBegin, Sources: []routing.ShardID{0}}); err != nil {
 		t.Fatal(err)
 	}
 	j2, _ := OpenJournal(eng)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsplit/shardsplit/node"
@@ -22,21 +21,10 @@ import (
 func TestKeepAllSplitServesNoForeignDocument(t *testing.T) {
 	for _, mode := range []routing.Mode{routing.ModePartition, routing.ModeOpenSearch} {
 		t.Run(mode.String(), func(t *testing.T) {
-			tab, err := routing.NewTable(mode, routing.Settings{Shards: 2, RoutingShards: 16, PartitionSize: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tab := newTable(t, mode, 2, 16)
 			// A cleanup that stalls after its first batch of 10 until released.
-			eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), Durability: storage.DurabilityAsync, CacheBytes: 1 << 20,
-				ForeignCleanup: storage.ForeignCleanupOptions{Batch: 10, Pause: time.Hour}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := node.Open(node.Config{Engine: eng, Table: tab})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer n.Close()
+			n := openNode(t, storage.Options{Durability: storage.DurabilityAsync,
+				ForeignCleanup: storage.ForeignCleanupOptions{Batch: 10, Pause: time.Hour}}, tab, 0)
 			r := node.NewRouter(n, tab, node.RouterConfig{})
 			var ids []string
 			for i := range 300 {
@@ -46,12 +34,12 @@ func TestKeepAllSplitServesNoForeignDocument(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(Plan{Parent: 0, Ways: 2})
+			rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(SplitPlan(0, 2))
 			if err != nil || rep.Phase != PhaseDone {
 				t.Fatalf("split: %v %v", err, rep.Err)
 			}
 			foreign := 0
-			for _, c := range rep.Children {
+			for _, c := range rep.Targets {
 				s, _ := n.Store(c)
 				k, err := s.ForeignDocs()
 				if err != nil {
@@ -93,31 +81,16 @@ func TestKeepAllSplitServesNoForeignDocument(t *testing.T) {
 // With the cleanup let run, each child ends with exactly its own
 // documents.
 func TestKeepAllSplitCleanupEnds(t *testing.T) {
-	tab, _ := routing.NewTable(routing.ModeOpenSearch, routing.Settings{Shards: 1, RoutingShards: 1, PartitionSize: 1})
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: vfs.NewMem(), Durability: storage.DurabilityAsync, CacheBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	r := node.NewRouter(n, tab, node.RouterConfig{})
-	for i := range 500 {
-		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(Plan{Parent: 0, Ways: 3})
+	n := openNode(t, storage.Options{Durability: storage.DurabilityAsync}, newTable(t, routing.ModeOpenSearch, 1, 1), 500)
+	rep, err := NewDriver(n, Config{ChildBuild: storage.ChildKeepAll}).Run(SplitPlan(0, 3))
 	if err != nil || rep.Phase != PhaseDone {
 		t.Fatalf("split: %v %v", err, rep.Err)
 	}
-	if err := eng.WaitForeignCleanups(context.Background()); err != nil {
+	if err := n.Engine().WaitForeignCleanups(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	served := 0
-	for _, c := range rep.Children {
+	for _, c := range rep.Targets {
 		s, _ := n.Store(c)
 		if k, err := s.ForeignDocs(); err != nil || k != 0 {
 			t.Errorf("child %d: %d foreign documents after its cleanup (%v)", c, k, err)

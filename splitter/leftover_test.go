@@ -5,7 +5,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
@@ -21,35 +20,25 @@ func TestLeftoverStoreOfAReservedID(t *testing.T) {
 		name string
 		run  func(d *Driver) (Report, error)
 	}{
-		{name: "split of 1 reserves 4 and 5", run: func(d *Driver) (Report, error) { return d.Run(Plan{Parent: 1, Ways: 2}) }},
+		{name: "split of 1 reserves 4 and 5", run: func(d *Driver) (Report, error) { return d.Run(SplitPlan(1, 2)) }},
 		{name: "merge of 2 and 3 reserves 4", run: func(d *Driver) (Report, error) {
-			return d.RunMerge(MergePlan{Sources: []routing.ShardID{2, 3}})
+			return d.Run(MergePlan(2, 3))
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// Root 0 split into leaves 2 and 3; root 1 a leaf. The next
 			// reservation is id 4.
-			tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 2, RoutingShards: 16, PartitionSize: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tab := newTable(t, routing.ModePartition, 2, 16)
+			var err error
 			for _, e := range []routing.Edit{{Kind: routing.BeginSplit, Shard: 0, Ways: 2}, {Kind: routing.CommitSplit, Shard: 0, Children: []routing.ShardID{2, 3}}} {
 				if tab, err = routing.Apply(tab, e); err != nil {
 					t.Fatal(err)
 				}
 			}
 			fs := vfs.NewMem()
-			eng, err := storage.Open(storage.Options{Dir: "/data", FS: fs, Durability: storage.DurabilityAsync, CacheBytes: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := node.Open(node.Config{Engine: eng, Table: tab})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = n.Close() })
-			leftover := eng.ShardDir(4)
+			n := openNode(t, storage.Options{FS: fs, Durability: storage.DurabilityAsync}, tab, 0)
+			leftover := n.Engine().ShardDir(4)
 			if err := fs.MkdirAll(leftover, 0o755); err != nil {
 				t.Fatal(err)
 			}

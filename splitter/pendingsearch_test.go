@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsplit/shardsplit/node"
@@ -16,15 +15,15 @@ import (
 // Between a merge's publish and its table commit, the target holds writes
 // only the published table admits, not acknowledged (INV-9): a search then
 // reads the target's span from the sources, the durable table's owners,
-// and reports the hits as the target's. Node's review test covers a split.
+// and reports the hits as the target's. node's searchat_test covers a split.
 func TestSearchDuringAPendingMergeReadsTheSources(t *testing.T) {
-	n := openHoldNode(t, vfs.NewMem())
+	n := openNode(t, storage.Options{}, nil, 40)
 	d := NewDriver(n, Config{})
-	split, err := d.Run(Plan{Parent: 0, Ways: 2})
+	split, err := d.Run(SplitPlan(0, 2))
 	if err != nil || split.Phase != PhaseDone {
 		t.Fatalf("split: %s, %v, %v", split.Phase, split.Err, err)
 	}
-	mg := d.StartMerge(MergePlan{Sources: split.Children})
+	mg := d.Start(MergePlan(split.Targets...))
 	for {
 		in, _, err := mg.Next()
 		if err != nil || mg.Done() {
@@ -35,7 +34,7 @@ func TestSearchDuringAPendingMergeReadsTheSources(t *testing.T) {
 		}
 	}
 	tab := n.Table()
-	target := mg.Machine().Target()
+	target := mg.Machine().Targets()[0]
 	pl, _ := tab.Route("late", "")
 	acked := make(chan error, 1)
 	go func() {

@@ -16,8 +16,8 @@ package splitter_test
 //	split parent=P ways=N | split parent=P points=K1,K2
 //	merge sources=(A,B,...)                           begin a merge (then step, run, cancel as for a split)
 //	step [n=N]                                        carry out the next N intents (with their journal records)
-//	run                                               step until the split ends
-//	cancel                                            ask the split to cancel: accepted or refused
+//	run                                               step until the operation ends
+//	cancel                                            ask the operation to cancel: accepted or refused
 //	table
 //	search
 //	journal                                           the journal's records, oldest first
@@ -46,19 +46,6 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// tracedOp is a split or a merge as the trace drives it.
-type tracedOp interface {
-	Next() (Intent, Event, error)
-	Done() bool
-	Cancel() error
-}
-
-// tracedMachine is a split or merge machine as the trace prints it.
-type tracedMachine interface {
-	Phase() Phase
-	Ready() Ready
-}
-
 type traceEnv struct {
 	t       *testing.T
 	mem     *vfs.MemFS // the disk: crashable
@@ -68,8 +55,7 @@ type traceEnv struct {
 	node    *node.Node
 	journal *Journal
 	drv     *Driver
-	split   tracedOp // the split or merge being traced
-	machine tracedMachine
+	op      *Operation                         // the split or merge being traced
 	tables  map[routing.Version]*routing.Table // every published table, for stale requests
 	routers map[string]*node.Router
 }
@@ -153,23 +139,21 @@ func (env *traceEnv) handle(td *datadriven.TestData) (string, error) {
 	case "merge":
 		var srcs []string
 		td.ScanArgs(env.t, "sources", &srcs)
-		var plan MergePlan
+		plan := Plan{Kind: KindMerge, LagThreshold: 1, MaxCatchUpRounds: 2}
 		for _, v := range srcs {
 			var id routing.ShardID
 			fmt.Sscan(v, &id)
 			plan.Sources = append(plan.Sources, id)
 		}
-		plan.LagThreshold, plan.MaxCatchUpRounds = 1, 2
-		mg := env.drv.StartMerge(plan)
-		env.split, env.machine = mg, mg.Machine()
-		return showReady(env.machine), nil
+		env.op = env.drv.Start(plan)
+		return showReady(env.op.Machine()), nil
 	case "step", "run":
 		return env.step(td)
 	case "cancel":
-		if err := env.split.Cancel(); err != nil {
+		if err := env.op.Cancel(); err != nil {
 			return fmt.Sprintf("refused: %v\n", err), nil
 		}
-		return "accepted; " + showReady(env.machine), nil
+		return "accepted; " + showReady(env.op.Machine()), nil
 	case "journal":
 		var b strings.Builder
 		for _, r := range env.journal.Records() {
@@ -300,7 +284,7 @@ func (env *traceEnv) get(td *datadriven.TestData) (string, error) {
 func (env *traceEnv) startSplit(td *datadriven.TestData) (string, error) {
 	var parent, ways int
 	td.ScanArgs(env.t, "parent", &parent)
-	plan := Plan{Parent: routing.ShardID(parent), LagThreshold: 1, MaxCatchUpRounds: 2}
+	plan := Plan{Sources: []routing.ShardID{routing.ShardID(parent)}, LagThreshold: 1, MaxCatchUpRounds: 2}
 	if td.HasArg("points") {
 		var pts []string
 		td.ScanArgs(env.t, "points", &pts)
@@ -317,14 +301,13 @@ func (env *traceEnv) startSplit(td *datadriven.TestData) (string, error) {
 		td.ScanArgs(env.t, "ways", &ways)
 		plan.Ways = ways
 	}
-	sp := env.drv.Start(plan)
-	env.split, env.machine = sp, sp.Machine()
-	return showReady(env.machine), nil
+	env.op = env.drv.Start(plan)
+	return showReady(env.op.Machine()), nil
 }
 
 // showReady prints a machine's phase, the journal records it wants written
 // and its next intent.
-func showReady(m tracedMachine) string {
+func showReady(m *Machine) string {
 	rd := m.Ready()
 	var recs []string
 	for _, r := range rd.Journal {
@@ -341,7 +324,7 @@ func (env *traceEnv) open() error {
 	}
 	env.node, env.journal = n, j
 	env.drv = NewDriver(n, Config{Journal: j})
-	env.split = nil
+	env.op = nil
 	return nil
 }
 
@@ -354,7 +337,7 @@ func (env *traceEnv) crash(td *datadriven.TestData) (string, error) {
 		cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rand.New(rand.NewPCG(1, 2))}
 	}
 	clone := env.mem.CrashClone(cfg)
-	env.split = nil
+	env.op = nil
 	if env.node != nil {
 		_ = env.node.Close()
 		env.node = nil
@@ -374,11 +357,7 @@ func (env *traceEnv) recover() (string, error) {
 	env.drv = NewDriver(n, Config{Journal: j})
 	var b strings.Builder
 	for _, d := range rep.Decisions {
-		if d.Kind == KindMerge {
-			fmt.Fprintf(&b, "merge %d of %v into %d: %s cancel=%v delete=%v (%s)\n", d.Split, d.Sources, d.Target, d.Action, d.Cancel, d.Delete, d.Why)
-			continue
-		}
-		fmt.Fprintf(&b, "split %d of %d: %s cancel=%v delete=%v (%s)\n", d.Split, d.Parent, d.Action, d.Cancel, d.Delete, d.Why)
+		fmt.Fprintf(&b, "%s %d of %v into %v: %s cancel=%v delete=%v (%s)\n", d.Kind, d.ID, d.Sources, d.Targets, d.Action, d.Cancel, d.Delete, d.Why)
 	}
 	fmt.Fprintf(&b, "opened at table v%d\n", rep.Table)
 	return b.String(), nil
@@ -389,15 +368,16 @@ func (env *traceEnv) step(td *datadriven.TestData) (string, error) {
 	td.MaybeScanArgs(env.t, "n", &n)
 	var b strings.Builder
 	for i := 0; td.Cmd == "run" || i < n; i++ {
-		if env.split.Done() {
+		if env.op.Done() {
 			break
 		}
-		from := env.machine.Phase()
+		m := env.op.Machine()
+		from := m.Phase()
 		var recs []string
-		for _, r := range env.machine.Ready().Journal {
+		for _, r := range m.Ready().Journal {
 			recs = append(recs, r.Stage.String())
 		}
-		in, ev, err := env.split.Next()
+		in, ev, err := env.op.Next()
 		if err != nil {
 			return b.String(), err
 		}
@@ -410,7 +390,7 @@ func (env *traceEnv) step(td *datadriven.TestData) (string, error) {
 		if ev.Kind == EventFailed {
 			fmt.Fprintf(&b, " (%v)", ev.Err)
 		}
-		if to := env.machine.Phase(); to != from {
+		if to := m.Phase(); to != from {
 			fmt.Fprintf(&b, "; phase %s", to)
 		}
 		fmt.Fprintf(&b, "; table v%d\n", env.node.Table().Version())

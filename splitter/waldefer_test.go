@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/shardsplit/shardsplit/storage"
 )
 
-// Review of ccb2565: the driver's own paths around the parent's parked WAL
-// deletions. The split's forced flush of the parent (CreateChildren) makes
+// The driver's own paths around the parent's parked WAL deletions. The split's forced flush of the parent (CreateChildren) makes
 // its WAL obsolete while the hold is on: it stays on disk through the
 // catch-up; a cancel (ReleaseCompactions) deletes it, and so does a
 // handoff (the parent's retirement removes the directory).
@@ -32,9 +32,9 @@ func TestASplitsParkedParentWALEndsWithTheSplit(t *testing.T) {
 		name := map[bool]string{true: "cancelled", false: "handed-off"}[cancel]
 		t.Run(name, func(t *testing.T) {
 			fs := vfs.NewMem()
-			n := openHoldNode(t, fs)
+			n := openNode(t, storage.Options{FS: fs}, nil, 40)
 			dir := n.Engine().ShardDir(0)
-			sp := NewDriver(n, Config{}).Start(Plan{Parent: 0, Ways: 2})
+			sp := NewDriver(n, Config{}).Start(SplitPlan(0, 2))
 			for sp.Phase() != PhaseCatchUp {
 				if _, _, err := sp.Next(); err != nil || sp.Done() {
 					t.Fatalf("split before catch-up: %v (phase %s)", err, sp.Phase())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/routing"
@@ -87,26 +88,8 @@ func stallNode(t *testing.T, dir string, layout storage.Layout) (*node.Node, *ro
 	g := &flushGateFS{FS: vfs.NewMem()}
 	g.gate(dir)
 	t.Cleanup(g.open)
-	tab, err := routing.NewTable(routing.ModePartition, routing.Settings{Shards: 1, RoutingShards: 16, PartitionSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := storage.Open(storage.Options{Dir: "/data", FS: g, Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Layout: layout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{Engine: eng, Table: tab})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	r := node.NewRouter(n, tab, node.RouterConfig{})
-	for i := range 40 {
-		if _, err := r.Index(fmt.Sprintf("d%d", i), "", []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return n, tab, g
+	n := openNode(t, storage.Options{FS: g, Layout: layout}, nil, 40)
+	return n, n.Table(), g
 }
 
 // stallWrites shuts the gate and writes docs documents of 256 KiB through
@@ -163,12 +146,12 @@ const drainInTests = 200 * time.Millisecond
 
 // A handoff whose parent is in Pebble's write stop (its memtables full, the
 // flush that frees one slow) cannot drain the stalled writes in
-// DrainTimeout. The split used to retry at once, and MaxHandoffs attempts
-// ran out inside the stall: the split aborted though nothing was wrong but
-// the moment. It waits for the stall to end before it tries again.
+// DrainTimeout. Retried at once, its MaxHandoffs attempts would run out
+// inside the stall and the split abort though nothing is wrong but the
+// moment: it waits for the stall to end before it tries again.
 func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
-	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Parent: 0, Ways: 2, MaxHandoffs: 2})
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Sources: []routing.ShardID{0}, Ways: 2, MaxHandoffs: 2})
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
@@ -208,7 +191,7 @@ func TestHandoffWaitsOutTheParentsWriteStall(t *testing.T) {
 // other: it ends with the stall (the gate opens 1 s after the cancel).
 func TestCancelEndsTheStallWait(t *testing.T) {
 	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
-	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(Plan{Parent: 0, Ways: 2})
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(SplitPlan(0, 2))
 	for !sp.Done() && sp.Phase() != PhaseHandoff {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
@@ -260,13 +243,13 @@ func TestCancelEndsTheStallWait(t *testing.T) {
 func TestMergeHandoffWaitsOutASourcesWriteStall(t *testing.T) {
 	n, _, g := stallNode(t, "none", storage.LayoutPerShard)
 	d := NewDriver(n, Config{DrainTimeout: drainInTests})
-	split, err := d.Run(Plan{Parent: 0, Ways: 2})
+	split, err := d.Run(SplitPlan(0, 2))
 	if err != nil || split.Phase != PhaseDone {
 		t.Fatalf("split: %s, %v, %v", split.Phase, split.Err, err)
 	}
-	stalled := split.Children[0]
+	stalled := split.Targets[0]
 	g.gate(fmt.Sprintf("shard-%d", stalled))
-	mg := d.StartMerge(MergePlan{Sources: split.Children, MaxHandoffs: 2})
+	mg := d.Start(Plan{Kind: KindMerge, Sources: split.Targets, MaxHandoffs: 2})
 	for !mg.Done() && mg.Phase() != PhaseHandoff {
 		if _, _, err := mg.Next(); err != nil {
 			t.Fatal(err)
@@ -295,4 +278,258 @@ func TestMergeHandoffWaitsOutASourcesWriteStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	allReadable(t, n, docs)
+}
+
+// A handoff waiting out the parent's write stall holds nothing: the wait
+// runs in Operation.Next before it takes the operation's lock, so every
+// other reader of the operation (Phase, Report, Done: a monitor, a REST
+// handler, a test harness) answers during it, instead of blocking up to
+// Config.StallWait (10 s by default).
+func TestPhaseAndReportAnswerDuringTheStallWait(t *testing.T) {
+	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute}).Start(SplitPlan(0, 2))
+	for !sp.Done() && sp.Phase() != PhaseHandoff {
+		if _, _, err := sp.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := stallWrites(t, n, tab, g, 0, 200)
+	stallEnds := time.AfterFunc(3*time.Second, g.open)
+	defer stallEnds.Stop()
+	stepped := make(chan error, 1)
+	go func() { // the driver, stepping to the end
+		for !sp.Done() {
+			if _, _, err := sp.Next(); err != nil {
+				stepped <- err
+				return
+			}
+		}
+		stepped <- nil
+	}()
+	time.Sleep(300*time.Millisecond + drainInTests) // the drain timed out; the wait is on
+	start := time.Now()
+	_ = sp.Phase()
+	_ = sp.Report()
+	took := time.Since(start)
+	if err := <-stepped; err != nil {
+		t.Fatal(err)
+	}
+	rep := sp.Report()
+	t.Logf("split ended %s after %d handoffs, %d stall waits (%v)", rep.Phase, rep.Handoffs, rep.StallWaits, rep.StallWaited)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if rep.StallWaits == 0 {
+		t.Fatal("the split never waited for the stall: the probe measured nothing")
+	}
+	if took > 500*time.Millisecond {
+		t.Errorf("Phase()+Report() from another goroutine blocked %v while the handoff waited out the parent's write stall (StallWait bounds it, not DrainTimeout=%v)", took, drainInTests)
+	}
+}
+
+// A merge whose higher source is in a write stall times out draining it
+// after fencing the lower one. While it waits out the stall, the lower
+// source takes writes (its fence was released before the wait); a cancel
+// then ends the wait, the merge aborts, no source keeps a log hold, and
+// every write is readable.
+func TestMergeStallWaitLeavesTheOtherSourceWritableAndACancelEndsIt(t *testing.T) {
+	n, _, g := stallNode(t, "none", storage.LayoutPerShard)
+	d := NewDriver(n, Config{DrainTimeout: drainInTests, StallWait: time.Minute})
+	split, err := d.Run(SplitPlan(0, 2))
+	if err != nil || split.Phase != PhaseDone {
+		t.Fatalf("split: %s, %v, %v", split.Phase, split.Err, err)
+	}
+	lo, hi := split.Targets[0], split.Targets[1]
+	if lo > hi {
+		lo, hi = hi, lo
+	}
+	g.gate(fmt.Sprintf("shard-%d", hi))
+	mg := d.Start(MergePlan(split.Targets...))
+	for !mg.Done() && mg.Phase() != PhaseHandoff {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab := n.Table()
+	wait := stallWrites(t, n, tab, g, hi, 300)
+	var loID string
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("small%d", i)
+		if _, s := tab.Route(id, ""); s == lo {
+			loID = id
+			break
+		}
+	}
+	type res struct {
+		took time.Duration
+		err  error
+	}
+	wrote := make(chan res, 1)
+	cancelled := make(chan error, 1)
+	go func() {
+		time.Sleep(300*time.Millisecond + 2*drainInTests) // both fences tried; the wait is on
+		start := time.Now()
+		_, err := node.NewRouter(n, tab, node.RouterConfig{}).Index(loID, "", []byte("v"))
+		wrote <- res{time.Since(start), err}
+		time.AfterFunc(time.Second, g.open)
+		cancelled <- mg.Cancel()
+	}()
+	if in, _, err := mg.Next(); err != nil || in.Kind != IntentFence {
+		t.Fatalf("step %s: %v; want the fence", in.Kind, err)
+	}
+	// The next step waits out source hi's stall, until the cancel.
+	for !mg.Done() {
+		if _, _, err := mg.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := <-wrote
+	if err := <-cancelled; err != nil {
+		t.Fatal(err)
+	}
+	rep := mg.Report()
+	t.Logf("merge ended %s, %d handoffs, %d stall waits (%v); write to source %d took %v", rep.Phase, rep.Handoffs, rep.StallWaits, rep.StallWaited, lo, w.took)
+	if w.err != nil || w.took > 300*time.Millisecond {
+		t.Errorf("a write to source %d during the wait for source %d's stall: %v after %v", lo, hi, w.err, w.took)
+	}
+	if rep.Phase != PhaseAborted || rep.StallWaits != 1 || rep.StallWaited > 900*time.Millisecond {
+		t.Errorf("ended %s after %d stall waits (%v); want aborted after one, ended by the cancel", rep.Phase, rep.StallWaits, rep.StallWaited)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []routing.ShardID{lo, hi} {
+		if s, ok := n.ShardStore(id); !ok || s.LogHolds() != 0 || s.WriteStalled() {
+			t.Errorf("source %d after the abort: present %v, log holds %d, stalled %v", id, ok, s.LogHolds(), s.WriteStalled())
+		}
+	}
+	allReadable(t, n, 300)
+	if _, ok, err := node.NewRouter(n, n.Table(), node.RouterConfig{}).Get(loID, ""); err != nil || !ok {
+		t.Errorf("get %s: found %v, %v", loID, ok, err)
+	}
+}
+
+// In the shared layout (one store for every shard, HoldCompactions a
+// no-op) a handoff also waits out the store's write stall, and the split
+// completes with every write readable.
+func TestSharedLayoutHandoffWaitsOutTheStall(t *testing.T) {
+	n, tab, g := stallNode(t, "node", storage.LayoutShared)
+	sp := NewDriver(n, Config{DrainTimeout: drainInTests}).Start(Plan{Sources: []routing.ShardID{0}, Ways: 2, MaxHandoffs: 2})
+	for !sp.Done() && sp.Phase() != PhaseHandoff {
+		if _, _, err := sp.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := stallWrites(t, n, tab, g, 0, 200)
+	stallEnds := time.AfterFunc(2*time.Second, g.open)
+	defer stallEnds.Stop()
+	for !sp.Done() {
+		if _, _, err := sp.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := sp.Report()
+	t.Logf("split ended %s after %d handoffs, %d stall waits (%v)", rep.Phase, rep.Handoffs, rep.StallWaits, rep.StallWaited)
+	if rep.Phase != PhaseDone || rep.StallWaits == 0 {
+		t.Fatalf("the split ended %s after %d handoffs, %d stall waits: %v", rep.Phase, rep.Handoffs, rep.StallWaits, rep.Err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	allReadable(t, n, 200)
+}
+
+// A store closed in the middle of a write stall does not leave its stall
+// counter above zero. The node's close waits for the stalled write
+// (store.closeThen takes ops), the stall ends when the flush gate opens,
+// and WriteStalled is false afterwards.
+func TestCloseDuringAWriteStallLeavesNoStallCount(t *testing.T) {
+	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
+	s, _ := n.ShardStore(0)
+	wait := stallWrites(t, n, tab, g, 0, 200)
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- n.Close() }()
+	time.AfterFunc(time.Second, g.open)
+	err := <-closed
+	t.Logf("close took %v: %v; writer: %v", time.Since(start), err, wait())
+	if s.WriteStalled() {
+		t.Errorf("the closed store still reports a write stall")
+	}
+}
+
+// stallGate.wait keeps Operation.waitOutStall's contract. It clears the
+// recorded shard under the operation's lock whatever happens; it waits,
+// and counts the wait in the report, only when a shard was recorded, the
+// next intent is the retry's catch-up, no interrupt was raised before, and
+// the shard is still stalled; it never holds the operation's lock while it
+// waits; an interrupt during the wait ends it (and that wait is counted).
+func TestStallGateCountsOnlyAWaitThatHappened(t *testing.T) {
+	n, tab, g := stallNode(t, "shard-0", storage.LayoutPerShard)
+	s, _ := n.ShardStore(0)
+	d := NewDriver(n, Config{StallWait: time.Minute})
+	log := zap.NewNop()
+	var mu sync.Mutex
+	var r Report
+	retry := func() bool { return true }
+	noRetry := func() bool { return false }
+	check := func(what string, gate *stallGate, waits int) {
+		t.Helper()
+		if gate.on != nil {
+			t.Errorf("%s: the recorded shard was not cleared", what)
+		}
+		if r.StallWaits != waits {
+			t.Errorf("%s: %d stall waits counted, want %d", what, r.StallWaits, waits)
+		}
+		if !mu.TryLock() {
+			t.Fatalf("%s: the operation's lock is held after the wait", what)
+		}
+		mu.Unlock()
+	}
+
+	var none stallGate
+	none.wait(d, log, &mu, retry, &r)
+	check("nothing recorded", &none, 0)
+
+	wait := stallWrites(t, n, tab, g, 0, 200)
+	notRetrying := stallGate{on: s}
+	notRetrying.wait(d, log, &mu, noRetry, &r)
+	check("next intent not the retry's catch-up", &notRetrying, 0)
+
+	early := stallGate{on: s}
+	early.interrupted.raise()
+	start := time.Now()
+	early.wait(d, log, &mu, retry, &r)
+	check("interrupted before the wait", &early, 0)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("an interrupted gate waited %v", took)
+	}
+
+	during := stallGate{on: s}
+	free := make(chan bool, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ok := mu.TryLock()
+		if ok {
+			mu.Unlock()
+		}
+		free <- ok
+		during.interrupted.raise()
+	}()
+	during.wait(d, log, &mu, retry, &r)
+	check("interrupted during the wait", &during, 1)
+	if !<-free {
+		t.Errorf("the operation's lock was held during the stall wait")
+	}
+	if r.StallWaited < 200*time.Millisecond || r.StallWaited > 10*time.Second {
+		t.Errorf("StallWaited %v, want about the 300 ms to the interrupt", r.StallWaited)
+	}
+
+	g.open()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	over := stallGate{on: s}
+	over.wait(d, log, &mu, retry, &r)
+	check("stall over", &over, 1)
 }

@@ -15,12 +15,29 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 )
 
-// WriteFileAtomic replaces name in the data directory with data durably: a
-// temporary file, fsync, rename over name, fsync of the directory. A crash
-// leaves the old or the new contents, never a mix. The node's routing table
-// and the split journal are written this way.
+// FS is the filesystem data directories live on: Pebble's VFS, the
+// operating system's by default, a crashable one in crash tests. Packages
+// above storage name it through this alias (only storage imports Pebble).
+type FS = vfs.FS
+
+// DefaultFS returns the operating system's filesystem, Options.FS's
+// default.
+func DefaultFS() FS { return vfs.Default }
+
+// WriteFileAtomic replaces name in the data directory with data durably
+// (WriteFileAtomicIn). The node's routing table and the split journal are
+// written this way.
 func (e *Engine) WriteFileAtomic(name string, data []byte) error {
-	f, err := e.StageFile(name, data)
+	return WriteFileAtomicIn(e.opts.FS, e.opts.Dir, name, data)
+}
+
+// WriteFileAtomicIn replaces dir/name on fs with data durably: a temporary
+// file, fsync, rename over name, fsync of the directory. A crash leaves
+// the old or the new contents, never a mix. Every durable file outside a
+// store is written this way, on the filesystem its data directory lives
+// on, so a crash test reaches each one.
+func WriteFileAtomicIn(fs FS, dir, name string, data []byte) error {
+	f, err := stageFile(fs, dir, name, data)
 	if err != nil {
 		return err
 	}
@@ -40,7 +57,10 @@ type StagedFile struct {
 // was. Staging can overlap other work (the node stages its table while the
 // children sync), leaving only the rename on the critical path.
 func (e *Engine) StageFile(name string, data []byte) (*StagedFile, error) {
-	fs, dir := e.opts.FS, e.opts.Dir
+	return stageFile(e.opts.FS, e.opts.Dir, name, data)
+}
+
+func stageFile(fs vfs.FS, dir, name string, data []byte) (*StagedFile, error) {
 	tmp, final := filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)
 	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -77,12 +97,17 @@ func (f *StagedFile) Install() error {
 	return nil
 }
 
-// ReadFile reads name from the data directory; ok is false if it does not
-// exist. Any other failure is an error: an unreadable table must never look
-// like a missing one (recovery would start a new index over the stores).
+// ReadFile reads name from the data directory (ReadFileIn).
 func (e *Engine) ReadFile(name string) (data []byte, ok bool, err error) {
-	path := filepath.Join(e.opts.Dir, name)
-	f, err := e.opts.FS.Open(path)
+	return ReadFileIn(e.opts.FS, e.opts.Dir, name)
+}
+
+// ReadFileIn reads dir/name on fs; ok is false if it does not exist. Any
+// other failure is an error: an unreadable table must never look like a
+// missing one (recovery would start a new index over the stores).
+func ReadFileIn(fs FS, dir, name string) (data []byte, ok bool, err error) {
+	path := filepath.Join(dir, name)
+	f, err := fs.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, false, nil
@@ -96,6 +121,10 @@ func (e *Engine) ReadFile(name string) (data []byte, ok bool, err error) {
 	}
 	return data, true, nil
 }
+
+// MkdirAllDurable creates dir and its missing parents on fs and syncs
+// every ancestor's directory entries, so dir survives a crash.
+func MkdirAllDurable(fs FS, dir string) error { return mkdirAllDurable(fs, dir) }
 
 // ShardDirs returns, ascending, the ids of the shards that have a store
 // directory of their own (per-shard layout), open or not, so recovery can

@@ -9,18 +9,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// FS is the filesystem a store runs on (Pebble's vfs.FS): the operating
-// system's, or an in-memory, crashable or error-injecting one in tests and
-// the simulation. Packages above storage name it through this alias, so
-// that only storage imports Pebble.
-type FS = vfs.FS
-
 // WriteCategoryUnspecified is the write category of files storage's users
 // create on an FS (Pebble tags its own writes by category).
 const WriteCategoryUnspecified = vfs.WriteCategoryUnspecified
-
-// OSFS is the operating system's filesystem.
-var OSFS FS = vfs.Default
 
 // NewMemFS returns an in-memory filesystem that a test can crash
 // (vfs.NewCrashableMem).
@@ -41,10 +32,10 @@ type KV struct {
 // ErrNotFound is returned by KV.Get for a missing key.
 var ErrNotFound = errors.New("storage: key not found")
 
-// OpenKV opens (or creates) the key-value store in dir on fs (nil = OSFS).
+// OpenKV opens (or creates) the key-value store in dir on fs (nil = DefaultFS).
 func OpenKV(fs FS, dir string, logger *zap.Logger) (*KV, error) {
 	if fs == nil {
-		fs = OSFS
+		fs = DefaultFS()
 	}
 	if logger == nil {
 		logger = zap.NewNop()

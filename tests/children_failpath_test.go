@@ -45,12 +45,12 @@ func TestConcurrentChildFailureRetiresTheSibling(t *testing.T) {
 			n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
 			d := splitter.NewDriver(n, splitter.Config{Journal: j, SerialChildren: tc.serial})
 			armed.Store(true)
-			rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
+			rep, err := d.Run(splitter.SplitPlan(0, 2))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if armed.Load() {
-				t.Fatalf("the fault on %s was never hit (children %v)", tc.fail, rep.Children)
+				t.Fatalf("the fault on %s was never hit (children %v)", tc.fail, rep.Targets)
 			}
 			if rep.Phase != splitter.PhaseAborted || !errors.Is(rep.Err, syscall.EIO) {
 				t.Fatalf("split ended %s with %v, want aborted with the injected EIO", rep.Phase, rep.Err)
@@ -74,7 +74,7 @@ func TestConcurrentChildFailureRetiresTheSibling(t *testing.T) {
 			if h := parent.LogHolds(); h != 0 {
 				t.Errorf("the parent's log is held %d time(s) after the abort", h)
 			}
-			rep, err = d.Run(splitter.Plan{Parent: 0, Ways: 2})
+			rep, err = d.Run(splitter.SplitPlan(0, 2))
 			if err != nil || rep.Phase != splitter.PhaseDone {
 				t.Fatalf("the next split of the parent: %s, %v, %v", rep.Phase, err, rep.Err)
 			}

@@ -108,7 +108,7 @@ func TestSplitAbortsOnIOError(t *testing.T) {
 		}
 	}
 	failChildren.Store(true)
-	rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2})
+	rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.SplitPlan(0, 2))
 	failChildren.Store(false)
 	if err != nil {
 		t.Fatalf("driver: %v", err)
@@ -159,7 +159,7 @@ func TestSplitFailsTheNodeWhenTheTableCannotBeCommitted(t *testing.T) {
 			failTable.Store(true) // after the handoff's journal record, before the table's commit
 		}
 	}
-	rep, err := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).Run(splitter.Plan{Parent: 0, Ways: 2})
+	rep, err := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).Run(splitter.SplitPlan(0, 2))
 	if !errors.Is(err, node.ErrFailed) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("driver: got %v (phase %s), want node.ErrFailed wrapping ENOSPC", err, rep.Phase)
 	}

@@ -90,7 +90,7 @@ func TestRefusedSplitHoldsNoLog(t *testing.T) {
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
 	leaf := routing.ShardID(0)
 	for depth := 0; ; depth++ {
-		rep, err := d.Run(splitter.Plan{Parent: leaf, Ways: 2})
+		rep, err := d.Run(splitter.SplitPlan(leaf, 2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestRefusedSplitHoldsNoLog(t *testing.T) {
 		if depth > 4 {
 			t.Fatalf("a leaf of one partition was split")
 		}
-		leaf = rep.SortedChildren()[0]
+		leaf = rep.SortedTargets()[0]
 	}
 	s, ok := n.ShardStore(leaf)
 	if !ok {
@@ -121,11 +121,11 @@ func TestRefusedSplitThenCrashRecovers(t *testing.T) {
 	n, j, tab := openFailpath(t, mem)
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
 	// Refused: five ways out of four partitions.
-	if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 5}); err != nil || rep.Phase != splitter.PhaseAborted {
+	if rep, err := d.Run(splitter.SplitPlan(0, 5)); err != nil || rep.Phase != splitter.PhaseAborted {
 		t.Fatalf("split 5 ways of 4 partitions: phase %s, %v", rep.Phase, err)
 	}
 	// A second split of the same parent, crashed after its children exist.
-	sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	sp := d.Start(splitter.SplitPlan(0, 2))
 	for sp.Machine().Phase() != splitter.PhaseCatchUp {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
@@ -154,13 +154,13 @@ func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
 	})
 	n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
-	sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	sp := d.Start(splitter.SplitPlan(0, 2))
 	for sp.Machine().Phase() != splitter.PhaseCatchUp {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cancelled := sp.Machine().Children()
+	cancelled := sp.Machine().Targets()
 	if err := sp.Cancel(); err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +171,12 @@ func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
 		}
 	}
 	armed.Store(0)
-	rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
+	rep, err := d.Run(splitter.SplitPlan(0, 2))
 	if err != nil || rep.Phase != splitter.PhaseDone {
 		t.Fatalf("second split: %s %v %v", rep.Phase, err, rep.Err)
 	}
-	if !slices.Equal(rep.SortedChildren(), cancelled) {
-		t.Logf("second split's children %v, the cancelled split's %v", rep.SortedChildren(), cancelled)
+	if !slices.Equal(rep.SortedTargets(), cancelled) {
+		t.Logf("second split's children %v, the cancelled split's %v", rep.SortedTargets(), cancelled)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 	_ = n.Close()
@@ -191,7 +191,7 @@ func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
 func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)
-	var sp *splitter.Split
+	var sp *splitter.Operation
 	var cancelErr error
 	cancelled := false
 	d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: func(_ splitter.Phase, in splitter.Intent) {
@@ -199,7 +199,7 @@ func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
 			cancelled, cancelErr = true, sp.Cancel()
 		}
 	}})
-	sp = d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	sp = d.Start(splitter.SplitPlan(0, 2))
 	for !sp.Done() {
 		if _, _, err := sp.Next(); err != nil {
 			t.Fatal(err)
@@ -230,7 +230,7 @@ func TestRouterAdoptsTheTableAfterARolledBackPublish(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
-	sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	sp := d.Start(splitter.SplitPlan(0, 2))
 	for {
 		in, _, err := sp.Next()
 		if err != nil {
@@ -274,7 +274,7 @@ func TestMergeFailurePaths(t *testing.T) {
 	})
 	n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
-	if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+	if rep, err := d.Run(splitter.SplitPlan(0, 2)); err != nil || rep.Phase != splitter.PhaseDone {
 		t.Fatalf("split: %v %v", err, rep.Err)
 	}
 	sources := []routing.ShardID{1, 2}
@@ -300,14 +300,14 @@ func TestMergeFailurePaths(t *testing.T) {
 		}
 	}
 
-	rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 7}})
+	rep, err := d.Run(splitter.MergePlan(1, 7))
 	if err != nil || rep.Phase != splitter.PhaseAborted || routing.ExceptionOf(rep.Err) != routing.IllegalArgument {
 		t.Fatalf("merge with an unknown shard: phase %s, %v, %v; want aborted with IllegalArgumentException", rep.Phase, err, rep.Err)
 	}
 	noHolds("refused")
 
 	failTarget.Store(true)
-	rep, err = d.RunMerge(splitter.MergePlan{Sources: sources})
+	rep, err = d.Run(splitter.MergePlan(sources...))
 	failTarget.Store(false)
 	if err != nil || rep.Phase != splitter.PhaseAborted || !errors.Is(rep.Err, syscall.ENOSPC) {
 		t.Fatalf("merge with ENOSPC on its target: phase %s, %v, %v", rep.Phase, err, rep.Err)
@@ -315,7 +315,7 @@ func TestMergeFailurePaths(t *testing.T) {
 	t.Logf("aborted with: %v", rep.Err)
 	noHolds("enospc")
 
-	mg := d.StartMerge(splitter.MergePlan{Sources: sources})
+	mg := d.Start(splitter.MergePlan(sources...))
 	for mg.Machine().Phase() != splitter.PhaseCatchUp {
 		if _, _, err := mg.Next(); err != nil {
 			t.Fatal(err)
@@ -331,7 +331,7 @@ func TestMergeFailurePaths(t *testing.T) {
 	}
 	noHolds("cancelled")
 
-	mg = d.StartMerge(splitter.MergePlan{Sources: sources})
+	mg = d.Start(splitter.MergePlan(sources...))
 	for mg.Machine().Phase() != splitter.PhaseCatchUp {
 		if _, _, err := mg.Next(); err != nil {
 			t.Fatal(err)
@@ -350,7 +350,7 @@ func TestMergeDrainTimeoutReleasesTakenFences(t *testing.T) {
 	n, j, tab := openFailpath(t, vfs.NewMem())
 	defer n.Close()
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
-	if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+	if rep, err := d.Run(splitter.SplitPlan(0, 2)); err != nil || rep.Phase != splitter.PhaseDone {
 		t.Fatalf("split: %v %v", err, rep.Err)
 	}
 	var toSource1 []string
@@ -401,7 +401,7 @@ func TestMergeDrainTimeoutReleasesTakenFences(t *testing.T) {
 		}
 	}
 	d = splitter.NewDriver(n, splitter.Config{Journal: j, DrainTimeout: 5 * time.Millisecond, Hook: hook})
-	rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}, MaxHandoffs: 2})
+	rep, err := d.Run(splitter.Plan{Kind: splitter.KindMerge, Sources: []routing.ShardID{1, 2}, MaxHandoffs: 2})
 	if err != nil || rep.Phase != splitter.PhaseAborted || rep.Handoffs != 2 || checked != 1 {
 		t.Fatalf("merge: phase %s after %d handoffs (%d checks between), %v, %v; want aborted after 2", rep.Phase, rep.Handoffs, checked, err, rep.Err)
 	}
@@ -418,13 +418,13 @@ func TestCancelBeforeReserveEndsRunCleanly(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)
 	var cancelErr error
-	var sp *splitter.Split
+	var sp *splitter.Operation
 	d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: func(_ splitter.Phase, in splitter.Intent) {
 		if in.Kind == splitter.IntentReserve && sp != nil {
 			cancelErr = sp.Cancel()
 		}
 	}})
-	sp = d.Start(splitter.Plan{Parent: 0, Ways: 2})
+	sp = d.Start(splitter.SplitPlan(0, 2))
 	_, _, err := sp.Next()
 	if cancelErr != nil {
 		t.Fatalf("cancel before reserve refused: %v", cancelErr)
@@ -448,9 +448,9 @@ func TestCancelFromAnotherGoroutineRacesRun(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			mem := vfs.NewCrashableMem()
 			n, j, tab := openFailpath(t, mem)
-			started := make(chan *splitter.Split, 1)
+			started := make(chan *splitter.Operation, 1)
 			d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: func(splitter.Phase, splitter.Intent) {}})
-			sp := d.Start(splitter.Plan{Parent: 0, Ways: 2})
+			sp := d.Start(splitter.SplitPlan(0, 2))
 			started <- sp
 			var wg sync.WaitGroup
 			var accepted atomic.Bool

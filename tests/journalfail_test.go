@@ -44,7 +44,7 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 			})
 			n, j, tab := openFailpath(t, errorfs.Wrap(disk.FS(nil), inj))
 			failAt.Store(int32(k))
-			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2})
+			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.SplitPlan(0, 2))
 			mu.Lock()
 			t.Logf("split ended %s (%v), run error %v, journal dirty %v, %d images", rep.Phase, rep.Err, err, j.Dirty(), len(images))
 			images = append(images, disk.Crash(0, 0))

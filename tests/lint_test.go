@@ -53,7 +53,7 @@ var allowedOurs = map[string][]string{
 	"recovery":            {"routing", "storage", "node", "splitter"},
 	"autosplit":           {"routing", "storage", "node", "splitter", "policy"},
 	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery", "cluster", "clusternode"},
-	"server":              {"routing", "splitter", "service", "cluster"},
+	"server":              {"routing", "service", "cluster"},
 	"transport":           {},
 	"coordination":        {"cluster", "storage", "transport"},
 	"replication":         {"routing", "storage", "transport", "internal/invariants"},

@@ -91,7 +91,7 @@ func TestHandoffSeqSurvivesRestart(t *testing.T) {
 					write(5)
 					d = splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook})
 				}
-				if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+				if rep, err := d.Run(splitter.SplitPlan(0, 2)); err != nil || rep.Phase != splitter.PhaseDone {
 					t.Fatalf("split: %v %v", err, rep.Err)
 				}
 				if op == "merge" {
@@ -102,7 +102,7 @@ func TestHandoffSeqSurvivesRestart(t *testing.T) {
 					id = idOn(t, n.Table(), 2)
 					write(30)
 					d = splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook})
-					rep, err := d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}})
+					rep, err := d.Run(splitter.MergePlan(1, 2))
 					if err != nil || rep.Phase != splitter.PhaseDone {
 						t.Fatalf("merge: %v %v", err, rep.Err)
 					}
@@ -174,7 +174,7 @@ func TestMergeFailsAtEveryNodeFileOp(t *testing.T) {
 			})
 			n, j, tab := openFailpath(t, errorfs.Wrap(mem, inj))
 			d := splitter.NewDriver(n, splitter.Config{Journal: j})
-			if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+			if rep, err := d.Run(splitter.SplitPlan(0, 2)); err != nil || rep.Phase != splitter.PhaseDone {
 				t.Fatalf("split: %v %v", err, rep.Err)
 			}
 			acked := map[string]string{}
@@ -195,7 +195,7 @@ func TestMergeFailsAtEveryNodeFileOp(t *testing.T) {
 				}
 			}
 			armed.Store(true)
-			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).RunMerge(splitter.MergePlan{Sources: sources})
+			rep, err := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).Run(splitter.MergePlan(sources...))
 			armed.Store(false)
 			if hit.Load() == nil {
 				return // k is past the merge's last operation
@@ -232,7 +232,7 @@ func TestMergeFailsAtEveryNodeFileOp(t *testing.T) {
 					acked[id] = "after"
 				}
 				if rep.Phase == splitter.PhaseAborted {
-					again, err := d.RunMerge(splitter.MergePlan{Sources: sources})
+					again, err := d.Run(splitter.MergePlan(sources...))
 					if err != nil || again.Phase != splitter.PhaseDone {
 						t.Fatalf("a second merge after the aborted one: %s %v %v", again.Phase, err, again.Err)
 					}
@@ -307,7 +307,7 @@ func TestRolledBackHandoffKeepsSeqAboveSurvivingWrites(t *testing.T) {
 				img = mem.CrashClone(vfs.CrashCloneCfg{})
 			}
 			if op == "merge" {
-				if rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+				if rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.SplitPlan(0, 2)); err != nil || rep.Phase != splitter.PhaseDone {
 					t.Fatalf("split: %v %v", err, rep.Err)
 				}
 			}
@@ -318,9 +318,9 @@ func TestRolledBackHandoffKeepsSeqAboveSurvivingWrites(t *testing.T) {
 			}
 			d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook})
 			if op == "merge" {
-				_, err = d.RunMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}})
+				_, err = d.Run(splitter.MergePlan(1, 2))
 			} else {
-				_, err = d.Run(splitter.Plan{Parent: 0, Ways: 2})
+				_, err = d.Run(splitter.SplitPlan(0, 2))
 			}
 			if err != nil || img == nil {
 				t.Fatalf("%s: %v (crash image taken: %t)", op, err, img != nil)
@@ -362,13 +362,13 @@ func TestRolledBackHandoffKeepsSeqAboveSurvivingWrites(t *testing.T) {
 func TestMergeCancelAtEveryIntent(t *testing.T) {
 	sources := []routing.ShardID{1, 2}
 	for k := 0; ; k++ {
-		var mg *splitter.Merge
+		var mg *splitter.Operation
 		var accepted, delivered bool
 		var at splitter.IntentKind
 		steps := 0
 		mem := vfs.NewCrashableMem()
 		n, j, tab := openFailpath(t, mem)
-		if rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+		if rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(splitter.SplitPlan(0, 2)); err != nil || rep.Phase != splitter.PhaseDone {
 			t.Fatalf("split: %v %v", err, rep.Err)
 		}
 		hook := func(_ splitter.Phase, in splitter.Intent) {
@@ -378,7 +378,7 @@ func TestMergeCancelAtEveryIntent(t *testing.T) {
 			}
 			steps++
 		}
-		mg = splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).StartMerge(splitter.MergePlan{Sources: sources})
+		mg = splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook}).Start(splitter.MergePlan(sources...))
 		for i := 0; !mg.Done(); i++ {
 			if i > 1000 {
 				t.Fatalf("k=%d: merge did not end", k)

@@ -22,14 +22,14 @@ import (
 // durable operation it makes (a power loss there), and recovering the
 // result must open and pass recovery.Check.
 func TestRecoveryCrashesAtEveryPoint(t *testing.T) {
-	for _, stop := range []splitter.IntentKind{splitter.IntentCreateChildren, splitter.IntentFence,
-		splitter.IntentPublish, splitter.IntentSyncChildren, splitter.IntentCommitTable} {
+	for _, stop := range []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentFence,
+		splitter.IntentPublish, splitter.IntentSyncTargets, splitter.IntentCommitTable} {
 		t.Run(stop.String(), func(t *testing.T) {
 			// Crashed inside the injector, beside recovery's opens:
 			// crashfs's guard (crashclone_test.go).
 			mem := crashfs.New()
 			n, j, tab := openFailpath(t, mem.FS(nil))
-			sp := splitter.NewDriver(n, splitter.Config{Journal: j}).Start(splitter.Plan{Parent: 0, Ways: 2})
+			sp := splitter.NewDriver(n, splitter.Config{Journal: j}).Start(splitter.SplitPlan(0, 2))
 			for {
 				in, _, err := sp.Next()
 				if err != nil {
@@ -90,16 +90,16 @@ func crashRecoveryAtEveryOp(t *testing.T, disk *crashfs.Disk, opts storage.Optio
 // opens and passes Check, and every document written before is there.
 func TestMergeRecoveryCrashesAtEveryPoint(t *testing.T) {
 	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
-		for _, stop := range []splitter.IntentKind{splitter.IntentBuildTarget, splitter.IntentFence,
-			splitter.IntentPublish, splitter.IntentSyncTarget, splitter.IntentCommitTable} {
+		for _, stop := range []splitter.IntentKind{splitter.IntentBuildTargets, splitter.IntentFence,
+			splitter.IntentPublish, splitter.IntentSyncTargets, splitter.IntentCommitTable} {
 			t.Run(fmt.Sprintf("%s/%s", layout, stop), func(t *testing.T) {
 				mem := crashfs.New()
 				n, j, tab := openIndex(t, storage.Options{FS: mem.FS(nil), Layout: layout}, 20)
 				d := splitter.NewDriver(n, splitter.Config{Journal: j})
-				if rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2}); err != nil || rep.Phase != splitter.PhaseDone {
+				if rep, err := d.Run(splitter.SplitPlan(0, 2)); err != nil || rep.Phase != splitter.PhaseDone {
 					t.Fatalf("split: %v %v", err, rep.Err)
 				}
-				mg := d.StartMerge(splitter.MergePlan{Sources: []routing.ShardID{1, 2}})
+				mg := d.Start(splitter.MergePlan(1, 2))
 				for {
 					in, _, err := mg.Next()
 					if err != nil {

@@ -112,7 +112,7 @@ func rfcCrashRun(t *testing.T, mode routing.Mode, seed uint64) {
 	time.Sleep(10 * time.Millisecond)
 	cc.armed.Store(true)
 	d := splitter.NewDriver(n, splitter.Config{Journal: j, ChildBuild: storage.ChildKeepAll})
-	rep, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
+	rep, err := d.Run(splitter.SplitPlan(0, 2))
 	if err != nil || rep.Phase != splitter.PhaseDone {
 		t.Fatalf("split: %v %v", err, rep.Err)
 	}

@@ -106,30 +106,30 @@ func splitAndNest(t *testing.T, c *cluster) []splitter.Report {
 	var reports []splitter.Report
 	for _, parent := range []routing.ShardID{0, 0xffffffff} {
 		if parent == 0xffffffff { // the first child of the first split
-			parent = reports[0].SortedChildren()[0]
+			parent = reports[0].SortedTargets()[0]
 		}
 		time.Sleep(30 * time.Millisecond)
-		r, err := d.Run(splitter.Plan{Parent: parent, Ways: 2})
+		r, err := d.Run(splitter.SplitPlan(parent, 2))
 		if err != nil || r.Phase != splitter.PhaseDone {
 			t.Fatalf("split of %d: %v (phase %s, %v)", parent, err, r.Phase, r.Err)
 		}
 		reports = append(reports, r)
 	}
-	grandchildren := reports[1].SortedChildren()
-	other := reports[0].SortedChildren()[1]
+	grandchildren := reports[1].SortedTargets()
+	other := reports[0].SortedTargets()[1]
 	for _, sources := range [][]routing.ShardID{grandchildren, {0xffffffff, other}} {
 		if sources[0] == 0xffffffff { // the target of the first merge
-			sources[0] = reports[2].Children[0]
+			sources[0] = reports[2].Targets[0]
 		}
 		time.Sleep(30 * time.Millisecond)
-		r, err := d.RunMerge(splitter.MergePlan{Sources: sources})
+		r, err := d.Run(splitter.MergePlan(sources...))
 		if err != nil || r.Phase != splitter.PhaseDone {
 			t.Fatalf("merge of %v: %v (phase %s, %v)", sources, err, r.Phase, r.Err)
 		}
 		reports = append(reports, r)
 	}
-	if leaves := c.node.Table().Leaves(0); len(leaves) != 1 || leaves[0].Shard != reports[3].Children[0] {
-		t.Fatalf("root 0 after the merges: %v, want one leaf %d", leaves, reports[3].Children[0])
+	if leaves := c.node.Table().Leaves(0); len(leaves) != 1 || leaves[0].Shard != reports[3].Targets[0] {
+		t.Fatalf("root 0 after the merges: %v, want one leaf %d", leaves, reports[3].Targets[0])
 	}
 	return reports
 }

@@ -239,7 +239,7 @@ type movingParent struct {
 type window struct{ from, to time.Duration }
 
 func (e *stallExecutor) Split(plan splitter.Plan) (splitter.Report, error) {
-	e.parent.Store(&movingParent{t: e.n.Table(), id: plan.Parent})
+	e.parent.Store(&movingParent{t: e.n.Table(), id: plan.Parent()})
 	from := time.Since(e.start)
 	r, err := e.inner.Split(plan)
 	e.windows = append(e.windows, window{from, time.Since(e.start)})
@@ -408,7 +408,7 @@ func autosplitRun(ctx context.Context, cfg *autosplitConfig, stderr io.Writer) (
 			if ev.Err != nil {
 				e.Result = "failed: " + ev.Err.Error()
 			} else {
-				e.Result = fmt.Sprintf("children %v", ev.Split.SortedChildren())
+				e.Result = fmt.Sprintf("children %v", ev.Split.SortedTargets())
 				e.LockMs = msOf(ev.Split.Stall)
 				res.phases[ph].Splits++
 			}
@@ -422,7 +422,7 @@ func autosplitRun(ctx context.Context, cfg *autosplitConfig, stderr io.Writer) (
 				res.phases[ph].Proposals++
 			}
 			if ev.Err == nil {
-				e := autoEvent{At: at, Action: act.String(), Result: fmt.Sprintf("target %v", ev.Merge.Children), Version: uint64(ev.Version), merge: true}
+				e := autoEvent{At: at, Action: act.String(), Result: fmt.Sprintf("target %v", ev.Merge.Targets), Version: uint64(ev.Version), merge: true}
 				e.LockMs = msOf(ev.Merge.Stall)
 				res.events = append(res.events, e)
 			} else if first {

@@ -449,7 +449,7 @@ func compare(ctx context.Context, cfg *compareConfig, stderr io.Writer) (*compar
 		}
 		out, err := experiment.RunInPlace(ctx, experiment.InPlaceConfig{
 			Dir: runDir, Dataset: d, Durability: cfg.durability, Load: load,
-			Splits: []splitter.Plan{{Parent: res.hotShard, Ways: cfg.splitWays}},
+			Splits: []splitter.Plan{splitter.SplitPlan(res.hotShard, cfg.splitWays)},
 			Steady: cfg.steady, After: cfg.after, Logger: logger, StaleEvery: 200,
 			ChildBuild: childBuild, Reads: reads, AlignFlush: cfg.alignFlush,
 		})

@@ -348,9 +348,13 @@ func runWriter(ctx context.Context, n *node.Node, log *ackLog, c runConfig, w in
 // merge's sources and target.
 func describeDecision(d recovery.Decision) string {
 	if d.Kind == splitter.KindMerge {
-		return fmt.Sprintf("merge %d of shards %v into %d: %s", d.Split, d.Sources, d.Target, d.Action)
+		target := routing.ShardID(0) // never reserved
+		if len(d.Targets) > 0 {
+			target = d.Targets[0]
+		}
+		return fmt.Sprintf("merge %d of shards %v into %d: %s", d.ID, d.Sources, target, d.Action)
 	}
-	return fmt.Sprintf("split %d of shard %d: %s", d.Split, d.Parent, d.Action)
+	return fmt.Sprintf("split %d of shard %d: %s", d.ID, d.Sources[0], d.Action)
 }
 
 // runSplits does the --split list, then the periodic splits and merges, one
@@ -358,7 +362,7 @@ func describeDecision(d recovery.Decision) string {
 func runSplits(ctx context.Context, n *node.Node, j *splitter.Journal, c runConfig) error {
 	d := splitter.NewDriver(n, splitter.Config{Journal: j})
 	split := func(parent routing.ShardID, ways int) error {
-		r, err := d.Run(splitter.Plan{Parent: parent, Ways: ways})
+		r, err := d.Run(splitter.SplitPlan(parent, ways))
 		if err != nil {
 			return err
 		}
@@ -463,7 +467,7 @@ func mergeAdjacent(ctx context.Context, n *node.Node, d *splitter.Driver, rng *r
 		return false, nil
 	}
 	sources := pairs[rng.IntN(len(pairs))]
-	r, err := d.RunMerge(splitter.MergePlan{Sources: sources})
+	r, err := d.Run(splitter.MergePlan(sources...))
 	if err != nil {
 		return false, err
 	}

@@ -105,8 +105,8 @@ func startCluster(c serveConfig, httpAddr string, logger *zap.Logger) (*clusterR
 	var seed [16]byte
 	_, _ = crand.Read(seed[:])
 	n, err := clusternode.Open(clusternode.Config{Name: c.name, ClusterName: c.clusterName, DataDir: c.data,
-		FS: storage.OSFS, TransportAddr: tr.Addr(), HTTPAddr: httpAddr, Seeds: c.seeds(), InitialManagers: c.initialManagers(),
-		Transport: tr, Stores: clusternode.Stores{FS: storage.OSFS, Logger: logger}, Logger: logger, Matcher: service.MatchQuery,
+		FS: storage.DefaultFS(), TransportAddr: tr.Addr(), HTTPAddr: httpAddr, Seeds: c.seeds(), InitialManagers: c.initialManagers(),
+		Transport: tr, Stores: clusternode.Stores{FS: storage.DefaultFS(), Logger: logger}, Logger: logger, Matcher: service.MatchQuery,
 		Rand: rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))})
 	if err != nil {
 		_ = tr.Close()

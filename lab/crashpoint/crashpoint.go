@@ -182,17 +182,17 @@ func Run(mode routing.Mode, seed uint64) (Result, error) {
 	runErr := func() error {
 		op.Store(OpSplit)
 		armed.Store(true)
-		r1, err := d.Run(splitter.Plan{Parent: 0, Ways: 2})
+		r1, err := d.Run(splitter.SplitPlan(0, 2))
 		if err != nil || r1.Phase != splitter.PhaseDone {
 			return fmt.Errorf("split: %v %v", err, r1.Err)
 		}
 		op.Store(OpNestedSplit)
-		r2, err := d.Run(splitter.Plan{Parent: r1.SortedChildren()[1], Ways: 2})
+		r2, err := d.Run(splitter.SplitPlan(r1.SortedTargets()[1], 2))
 		if err != nil || r2.Phase != splitter.PhaseDone {
 			return fmt.Errorf("nested split: %v %v", err, r2.Err)
 		}
 		op.Store(OpMerge)
-		r3, err := d.RunMerge(splitter.MergePlan{Sources: r2.SortedChildren()})
+		r3, err := d.Run(splitter.MergePlan(r2.SortedTargets()...))
 		if err != nil || r3.Phase != splitter.PhaseDone {
 			return fmt.Errorf("merge: %v %v", err, r3.Err)
 		}

@@ -50,7 +50,7 @@ func TestRunSplitsAlignedWindowHoldsNoLaterWait(t *testing.T) {
 		put++
 	}
 	const bound = 400 * time.Millisecond
-	cfg := InPlaceConfig{Splits: []splitter.Plan{{Parent: 0, Ways: 2}, {Parent: 1, Ways: 2}}, AlignFlush: bound, Logger: zaptest.NewLogger(t)}
+	cfg := InPlaceConfig{Splits: []splitter.Plan{splitter.SplitPlan(0, 2), splitter.SplitPlan(1, 2)}, AlignFlush: bound, Logger: zaptest.NewLogger(t)}
 	out := &Outcome{}
 	if err := runSplits(context.Background(), n, cfg, time.Now(), out); err != nil {
 		t.Fatal(err)

@@ -121,7 +121,7 @@ func benchSplitUnderLoad(b *testing.B, layout storage.Layout) {
 				load.Rate = 5000
 				out, err := RunInPlace(context.Background(), InPlaceConfig{
 					Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
-					Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: 3 * time.Second, After: time.Second,
+					Splits: []splitter.Plan{splitter.SplitPlan(0, 2)}, Steady: 3 * time.Second, After: time.Second,
 					Warm: WarmFlush,
 				})
 				if err != nil {
@@ -258,8 +258,8 @@ func benchMergeUnderLoad(b *testing.B, layout storage.Layout) {
 				// (OpenSearch's id rule), the siblings to merge.
 				out, err := RunInPlace(context.Background(), InPlaceConfig{
 					Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
-					Before: []splitter.Plan{{Parent: 0, Ways: 2}},
-					Merges: []splitter.MergePlan{{Sources: []routing.ShardID{1, 2}}},
+					Before: []splitter.Plan{splitter.SplitPlan(0, 2)},
+					Merges: []splitter.Plan{splitter.MergePlan(1, 2)},
 					Steady: 3 * time.Second, After: time.Second,
 				})
 				if err != nil {

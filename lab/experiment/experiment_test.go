@@ -43,7 +43,7 @@ func TestInPlaceRunVerifies(t *testing.T) {
 			load.Rate = 2000
 			out, err := RunInPlace(context.Background(), InPlaceConfig{
 				Dir: dir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
-				Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: 200 * time.Millisecond, After: 200 * time.Millisecond,
+				Splits: []splitter.Plan{splitter.SplitPlan(0, 2)}, Steady: 200 * time.Millisecond, After: 200 * time.Millisecond,
 				StaleEvery: 50,
 			})
 			if err != nil {

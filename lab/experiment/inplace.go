@@ -115,7 +115,7 @@ type InPlaceConfig struct {
 	// benchmark makes its siblings with them.
 	Before []splitter.Plan
 	// Merges run one after the other after Splits, under the load.
-	Merges []splitter.MergePlan
+	Merges []splitter.Plan
 	Steady time.Duration // load before the split (the steady-state window)
 	After  time.Duration // load after the split
 	Logger *zap.Logger
@@ -208,7 +208,7 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 		drv := splitter.NewDriver(n, splitter.Config{Logger: cfg.Logger})
 		for _, plan := range cfg.Before {
 			if r, err := drv.Run(plan); err != nil || r.Phase != splitter.PhaseDone {
-				return nil, fmt.Errorf("split of %d before the load: %v (%v)", plan.Parent, err, r.Err)
+				return nil, fmt.Errorf("split of %d before the load: %v (%v)", plan.Parent(), err, r.Err)
 			}
 		}
 	}
@@ -219,7 +219,7 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 		sink.routers = append(sink.routers, node.NewRouter(n, first, node.RouterConfig{MaxRetries: 16}))
 	}
 	if len(cfg.Splits) > 0 && cfg.Load.Moving == nil {
-		parent := cfg.Splits[0].Parent
+		parent := cfg.Splits[0].Parent()
 		cfg.Load.Moving = func(id, r string) bool { _, s := first.Route(id, r); return s == parent }
 	}
 	if len(cfg.Splits) == 0 && len(cfg.Merges) > 0 && cfg.Load.Moving == nil {
@@ -283,7 +283,7 @@ func awaitFirstFlush(ctx context.Context, n *node.Node, parent routing.ShardID, 
 // steady window, then runs each split.
 func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.Time, out *Outcome) error {
 	if cfg.Warm > 0 && len(cfg.Splits) > 0 {
-		out.WarmWait, out.Warmed = awaitFirstFlush(ctx, n, cfg.Splits[0].Parent, cfg.Warm)
+		out.WarmWait, out.Warmed = awaitFirstFlush(ctx, n, cfg.Splits[0].Parent(), cfg.Warm)
 	}
 	steadyFrom, cpuFrom := time.Since(start), cpuNow()
 	sleepCtx(ctx, cfg.Steady)
@@ -302,7 +302,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		// and a later split's wait (up to AlignFlush each, a driver's
 		// AlignFlush would wait before every Run) would count as split
 		// time.
-		out.AlignWait, out.Aligned = alignFirst(n, cfg.Splits[0].Parent, cfg.AlignFlush, cfg.Logger)
+		out.AlignWait, out.Aligned = alignFirst(n, cfg.Splits[0].Parent(), cfg.AlignFlush, cfg.Logger)
 		out.WindowStart = time.Since(start)
 		windowCPU = cpuNow()
 	}
@@ -334,10 +334,10 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 			out.Phases = append(out.Phases, Phase{Name: lastPhase.String(), Start: phaseStart, End: now})
 		}
 		if err != nil {
-			return fmt.Errorf("split of %d: %w", plan.Parent, err)
+			return fmt.Errorf("split of %d: %w", plan.Parent(), err)
 		}
 		if r.Phase != splitter.PhaseDone {
-			return fmt.Errorf("split of %d aborted: %w", plan.Parent, r.Err)
+			return fmt.Errorf("split of %d aborted: %w", plan.Parent(), r.Err)
 		}
 		out.NodeStall = max(out.NodeStall, r.Stall)
 		out.Copied += r.Copied
@@ -347,11 +347,11 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 			out.Notes = append(out.Notes, fmt.Sprintf("child %d created in %.1f ms (flush %.1f of which rotation %.1f, checkpoint %.1f, open %.1f, excise %.1f), %.3f MiB copied",
 				c.Shard, ms(c.Total()), ms(c.Flush), ms(c.Rotate), ms(c.Checkpoint), ms(c.Open), ms(c.Excise), float64(c.Copied)/(1<<20)))
 		}
-		out.Notes = append(out.Notes, fmt.Sprintf("parent %d retired: close %.1f ms, remove %.1f ms", plan.Parent, ms(r.Retire.Close), ms(r.Retire.Remove)))
+		out.Notes = append(out.Notes, fmt.Sprintf("parent %d retired: close %.1f ms, remove %.1f ms", plan.Parent(), ms(r.Retire.Close), ms(r.Retire.Remove)))
 		out.Notes = append(out.Notes, fmt.Sprintf("split %d -> %v: S=%d, %d ops caught up, %d handoff(s) (parent locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",
-			plan.Parent, r.SortedChildren(), r.SeqAtClone, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
+			plan.Parent(), r.SortedTargets(), r.SeqAtClone, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
 		if r.StallWaits > 0 {
-			out.Notes = append(out.Notes, fmt.Sprintf("split %d: %d drain timeout(s) found the parent in a write stall; waited %.1f ms for it to end", plan.Parent, r.StallWaits, ms(r.StallWaited)))
+			out.Notes = append(out.Notes, fmt.Sprintf("split %d: %d drain timeout(s) found the parent in a write stall; waited %.1f ms for it to end", plan.Parent(), r.StallWaits, ms(r.StallWaited)))
 		}
 		// The window ends with the handoff: no write waits on cleanup (it
 		// runs in the background and competes only for the disk).
@@ -365,7 +365,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 	}
 	for _, plan := range cfg.Merges {
 		lastPhase = 0
-		r, err := drv.RunMerge(plan)
+		r, err := drv.Run(plan)
 		now := time.Since(start)
 		if lastPhase != 0 {
 			out.Phases = append(out.Phases, Phase{Name: lastPhase.String(), Start: phaseStart, End: now})
@@ -379,7 +379,7 @@ func runSplits(ctx context.Context, n *node.Node, cfg InPlaceConfig, start time.
 		out.NodeStall = max(out.NodeStall, r.Stall)
 		out.Copied += r.Copied
 		out.Notes = append(out.Notes, fmt.Sprintf("merge %v -> %v: %d ops caught up, %d handoff(s) (sources locked %.1f ms, table durable %.1f ms later), %.1f MiB linked, %.3f MiB copied",
-			plan.Sources, r.Children, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
+			plan.Sources, r.Targets, r.CaughtUp, r.Handoffs, ms(r.Stall), ms(r.Commit), float64(r.Linked)/(1<<20), float64(r.Copied)/(1<<20)))
 		for _, p := range out.Phases {
 			if p.Name == splitter.PhaseHandoff.String() {
 				out.WindowEnd = p.End

@@ -122,7 +122,7 @@ func TestScaleProbe(t *testing.T) {
 	}()
 	out, err := RunInPlace(context.Background(), InPlaceConfig{
 		Dir: runDir, Dataset: d, Durability: storage.DurabilityRequest, Load: load, Logger: logger,
-		Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: 3 * time.Second, After: 6 * time.Second,
+		Splits: []splitter.Plan{splitter.SplitPlan(0, 2)}, Steady: 3 * time.Second, After: 6 * time.Second,
 		AlignFlush: align, Warm: WarmFlush, SerialChildren: os.Getenv("SHARDSPLIT_SCALE_SERIAL") != "",
 	})
 	close(stop)

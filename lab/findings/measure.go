@@ -219,10 +219,10 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		}
 		if k.Merge {
 			// Root 0 split in two before the load: children 1 and 2.
-			ic.Before = []splitter.Plan{{Parent: 0, Ways: 2}}
-			ic.Merges = []splitter.MergePlan{{Sources: []routing.ShardID{1, 2}}}
+			ic.Before = []splitter.Plan{splitter.SplitPlan(0, 2)}
+			ic.Merges = []splitter.Plan{splitter.MergePlan(1, 2)}
 		} else {
-			ic.Splits = []splitter.Plan{{Parent: 0, Ways: k.Ways}}
+			ic.Splits = []splitter.Plan{splitter.SplitPlan(0, k.Ways)}
 		}
 		out, err := experiment.RunInPlace(ctx, ic)
 		_ = os.RemoveAll(dir)

@@ -169,7 +169,7 @@ func (c Config) runStrategy(ctx context.Context, name string, d *experiment.Data
 		}
 		out, err = experiment.RunInPlace(ctx, experiment.InPlaceConfig{
 			Dir: dir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
-			Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: s.Steady, After: s.After, Logger: c.Logger,
+			Splits: []splitter.Plan{splitter.SplitPlan(0, 2)}, Steady: s.Steady, After: s.After, Logger: c.Logger,
 			ChildBuild: build, CleanupWait: s.CleanupWait, Reads: s.Reads,
 		})
 	}

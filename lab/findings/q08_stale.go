@@ -179,7 +179,7 @@ func staleNode(ctx context.Context, dir string, mode routing.Mode, docs []staleD
 			return res, err
 		}
 		parent := staleParent(n.Table(), j)
-		rep, err := drv.Run(splitter.Plan{Parent: parent, Ways: 2})
+		rep, err := drv.Run(splitter.SplitPlan(parent, 2))
 		if err != nil || rep.Phase != splitter.PhaseDone {
 			return res, fmt.Errorf("split of %d: %v (%v)", parent, err, rep.Err)
 		}
@@ -330,7 +330,7 @@ func runStale(ctx context.Context, cfg Config) (Answer, error) {
 					return a, err
 				}
 				out, err := experiment.RunInPlace(ctx, experiment.InPlaceConfig{Dir: dir, Dataset: ds, Durability: storage.DurabilityRequest,
-					Load: load, Splits: []splitter.Plan{{Parent: 0, Ways: 2}}, Steady: sz.steady, After: sz.after,
+					Load: load, Splits: []splitter.Plan{splitter.SplitPlan(0, 2)}, Steady: sz.steady, After: sz.after,
 					Logger: cfg.Logger, StaleEvery: every})
 				if err != nil {
 					return a, fmt.Errorf("in-place run (%s, StaleEvery %d): %w", m, every, err)

@@ -89,11 +89,11 @@ func crashBesideStep(t *testing.T, seed uint64) (landed bool) {
 		w.clientOp()
 	}
 	parent := w.n.Table().ActiveShards()[0]
-	var sp *splitter.Split
-	if !w.do(func() { sp = w.drv.Start(splitter.Plan{Parent: parent, Ways: 2}) }) {
+	var sp *splitter.Operation
+	if !w.do(func() { sp = w.drv.Start(splitter.SplitPlan(parent, 2)) }) {
 		t.Fatalf("seed %d: process died starting the split", seed)
 	}
-	for sp.Machine().Ready().Intent.Kind != splitter.IntentCreateChildren {
+	for sp.Machine().Ready().Intent.Kind != splitter.IntentBuildTargets {
 		var err error
 		if !w.do(func() { _, _, err = sp.Next() }) || err != nil || sp.Done() {
 			t.Logf("seed %d: the split did not reach create-children (%v)", seed, err)

@@ -45,7 +45,7 @@
 //     threshold, 1–4 catch-up rounds, 1–3 handoff attempts; or a plan the
 //     table must refuse (a parent that is no longer a leaf, children too
 //     narrow, zero ways). One split at a time: the journal serves one driver.
-//   - merge start: Driver.StartMerge of 2–3 adjacent active leaves of one
+//   - merge start: Driver.Start of a merge of 2–3 adjacent active leaves of one
 //     root (in any order), with the split's bounds; or a plan that must be
 //     refused (leaves not adjacent, leaves of different roots, one leaf, a
 //     leaf named twice, a shard that is no leaf). A merge takes the place
@@ -61,12 +61,12 @@
 //     twice a seed, so a catch-up round replays more than one batch of
 //     storage.Engine.CatchUp's 256 entries; a write a round drops is a
 //     fresh id's only write, lost for good.
-//   - split step: Split.Step (Merge.Next), one intent. Client operations
+//   - split step: Operation.Next, one intent. Client operations
 //     interleave between intents.
-//   - cancel: Split.Cancel between two steps.
-//   - hook cancel: the driver's Hook calls Split.Cancel with the next
+//   - cancel: Operation.Cancel between two steps.
+//   - hook cancel: the driver's Hook calls Operation.Cancel with the next
 //     intent already chosen, just before the driver takes it: a cancel
-//     racing the step (Split.Cancel from another goroutine), made
+//     racing the step (Operation.Cancel from another goroutine), made
 //     deterministic. (Before the issue 11 fixes the hook ran after the
 //     intent was taken, and this found bug 6 in seven ways.)
 //   - refused lock: a goroutine holds the parent's apply lock (a writer that

@@ -187,11 +187,11 @@ func TestReviewS19ReclaimOfAFencedSplitClosesTheEngine(t *testing.T) {
 	w := reviewWorld(t, 11)
 	defer w.teardown()
 	parent := w.n.Table().ActiveShards()[0]
-	var sp *splitter.Split
-	if !w.do(func() { sp = w.drv.Start(splitter.Plan{Parent: parent, Ways: 2}) }) {
+	var sp *splitter.Operation
+	if !w.do(func() { sp = w.drv.Start(splitter.SplitPlan(parent, 2)) }) {
 		t.Fatal("died starting the split")
 	}
-	w.sp = newSimSplit(sp, splitter.Plan{Parent: parent, Ways: 2})
+	w.sp = newSimSplit(sp, splitter.SplitPlan(parent, 2))
 	for !sp.Machine().Fenced() {
 		var err error
 		if !w.do(func() { _, _, err = sp.Next() }) || err != nil || sp.Done() {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"testing"
+	"time"
 
 	"github.com/shardsplit/shardsplit/splitter"
 )
@@ -9,23 +10,23 @@ import (
 // Review of 8771da1 (reclaim does not destroy a shard the dead split or
 // merge holds fenced).
 
-// dyingStep is a split whose next step takes the fence and, while it
-// runs, the process dies on another goroutine (a background flush or
-// compaction calling Fatalf): the step goes on and returns after the
-// simulator has noticed the death.
-type dyingStep struct {
-	simOp
+// dyingFence is the hook of a driver whose split's fence step, once armed,
+// lets the process die on another goroutine (a background flush or
+// compaction calling Fatalf) while the step runs: the step goes on and
+// takes the fence after the simulator has noticed the death.
+type dyingFence struct {
+	armed   bool
 	fatal   chan string
 	release chan struct{}
-	done    chan struct{}
 }
 
-func (d dyingStep) Next() (splitter.Intent, splitter.Event, error) {
-	defer close(d.done)
-	in, ev, err := d.simOp.Next()
+func (d *dyingFence) hook(_ splitter.Phase, next splitter.Intent) {
+	if !d.armed || next.Kind != splitter.IntentFence {
+		return
+	}
+	d.armed = false
 	d.fatal <- "review-s19b: a Fatalf on a background goroutine during the fence step"
 	<-d.release
-	return in, ev, err
 }
 
 // Finding 1: the process dies during the step that takes the fence (or
@@ -39,9 +40,11 @@ func TestReviewS19bDeathDuringTheFenceStepClosesTheEngine(t *testing.T) {
 	w := reviewWorld(t, 11)
 	defer w.teardown()
 	parent := w.n.Table().ActiveShards()[0]
-	plan := splitter.Plan{Parent: parent, Ways: 2}
-	var sp *splitter.Split
-	if !w.do(func() { sp = w.drv.Start(plan) }) {
+	plan := splitter.SplitPlan(parent, 2)
+	d := &dyingFence{fatal: w.fatal, release: make(chan struct{})}
+	drv := splitter.NewDriver(w.n, splitter.Config{Clock: w.clk, Journal: w.j, Hook: d.hook})
+	var sp *splitter.Operation
+	if !w.do(func() { sp = drv.Start(plan) }) {
 		t.Fatal("died starting the split")
 	}
 	for sp.Machine().Ready().Intent.Kind != splitter.IntentFence {
@@ -51,18 +54,19 @@ func TestReviewS19bDeathDuringTheFenceStepClosesTheEngine(t *testing.T) {
 		}
 	}
 	ids, shards := splitShards(t, w, parent)
-	d := dyingStep{fatal: w.fatal, release: make(chan struct{}), done: make(chan struct{})}
 	w.sp = newSimSplit(sp, plan)
-	d.simOp = w.sp.sp
-	w.sp.sp = d
+	d.armed = true
 	w.stepSplit("step") // the death is noticed while the step runs
 	if w.fatalMsg == "" {
 		t.Fatal("the death was not noticed during the step")
 	}
 	close(d.release)
-	<-d.done
-	if !sp.Machine().Fenced() {
-		t.Fatal("the step did not take the fence")
+	// The step takes the fence once released; Fenced waits for a step
+	// that holds the operation.
+	for deadline := time.Now().Add(hangTimeout); !sp.Fenced(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the step did not take the fence")
+		}
 	}
 	w.crashDead()
 	if open := awaitClosed(shards); open > 0 {

@@ -163,29 +163,11 @@ type client struct {
 	r     *node.Router
 }
 
-// simOp is what the simulator steps: a *splitter.Split or a *splitter.Merge.
-type simOp interface {
-	Next() (splitter.Intent, splitter.Event, error)
-	Cancel() error
-	Done() bool
-	Report() splitter.Report
-}
-
-// simMachine is what the simulator reads of a split's or a merge's machine.
-type simMachine interface {
-	Phase() splitter.Phase
-	Ready() splitter.Ready
-	Fenced() bool
-	Err() error
-}
-
 // simSplit is the split or merge in progress (one at a time: the journal
-// serves one driver). For a merge, mplan is set and plan is zero.
+// serves one driver).
 type simSplit struct {
-	sp           simOp
-	mach         func() simMachine
+	sp           *splitter.Operation
 	plan         splitter.Plan
-	mplan        splitter.MergePlan
 	merge        bool
 	reserved     bool      // the reserve succeeded
 	logHold      holdState // whether the split holds the parent's (every source's) operation log
@@ -193,33 +175,19 @@ type simSplit struct {
 	cancelInHook bool      // cancel from inside the driver's hook on the next step
 }
 
-func newSimSplit(sp *splitter.Split, plan splitter.Plan) *simSplit {
-	return &simSplit{sp: sp, plan: plan, mach: func() simMachine { return sp.Machine() }}
-}
-
-func newSimMerge(mg *splitter.Merge, plan splitter.MergePlan) *simSplit {
-	return &simSplit{sp: mg, mplan: plan, merge: true, mach: func() simMachine { return mg.Machine() }}
+func newSimSplit(sp *splitter.Operation, plan splitter.Plan) *simSplit {
+	return &simSplit{sp: sp, plan: plan, merge: plan.Kind == splitter.KindMerge}
 }
 
 // Machine returns the split's or merge's machine.
-func (s *simSplit) Machine() simMachine { return s.mach() }
+func (s *simSplit) Machine() *splitter.Machine { return s.sp.Machine() }
 
 // logShards are the shards whose operation log the operation holds: the
 // split's parent, or the merge's sources.
-func (s *simSplit) logShards() []routing.ShardID {
-	if s.merge {
-		return s.mplan.Sources
-	}
-	return []routing.ShardID{s.plan.Parent}
-}
+func (s *simSplit) logShards() []routing.ShardID { return s.plan.Sources }
 
 // what names the operation in traces and findings.
-func (s *simSplit) what() string {
-	if s.merge {
-		return fmt.Sprintf("merge of %v", s.mplan.Sources)
-	}
-	return fmt.Sprintf("split of %d", s.plan.Parent)
-}
+func (s *simSplit) what() string { return s.plan.String() }
 
 // heldReader is an unrouted search parked inside its first document: it
 // holds a reference on every shard of the table it resolved.
@@ -987,7 +955,7 @@ func (w *world) drawPlan() splitter.Plan {
 	t := w.n.Table()
 	active := t.ActiveShards()
 	parent := active[w.rng.IntN(len(active))]
-	plan := splitter.Plan{Parent: parent, Ways: 2 + w.rng.IntN(3), MaxCatchUpRounds: 1 + w.rng.IntN(4), MaxHandoffs: 1 + w.rng.IntN(3)}
+	plan := splitter.Plan{Sources: []routing.ShardID{parent}, Ways: 2 + w.rng.IntN(3), MaxCatchUpRounds: 1 + w.rng.IntN(4), MaxHandoffs: 1 + w.rng.IntN(3)}
 	if w.rng.IntN(3) > 0 {
 		plan.LagThreshold = 1 + uint64(w.rng.IntN(4))
 	}
@@ -996,9 +964,9 @@ func (w *world) drawPlan() splitter.Plan {
 		switch w.rng.IntN(3) {
 		case 0: // a parent that is no longer a leaf, or never existed
 			if sp := t.Splits(); len(sp) > 0 {
-				plan.Parent = sp[w.rng.IntN(len(sp))].Parent
+				plan.Sources = []routing.ShardID{sp[w.rng.IntN(len(sp))].Parent}
 			} else {
-				plan.Parent = t.MaxShardID() + 7
+				plan.Sources = []routing.ShardID{t.MaxShardID() + 7}
 			}
 		case 1: // children too narrow
 			plan.Ways = int(min(o.Span.Width()+1, 1<<30))
@@ -1024,13 +992,13 @@ func (w *world) drawPlan() splitter.Plan {
 
 func (w *world) startSplit() {
 	plan := w.drawPlan()
-	var sp *splitter.Split
+	var sp *splitter.Operation
 	if drv := w.drv; !w.do(func() { sp = drv.Start(plan) }) {
 		return
 	}
 	w.sp = newSimSplit(sp, plan)
 	w.tracef("split-start", "parent=%d ways=%d points=%v lag=%d rounds=%d handoffs=%d at v%d",
-		plan.Parent, plan.Ways, plan.Points, plan.LagThreshold, plan.MaxCatchUpRounds, plan.MaxHandoffs, w.n.Table().Version())
+		plan.Parent(), plan.Ways, plan.Points, plan.LagThreshold, plan.MaxCatchUpRounds, plan.MaxHandoffs, w.n.Table().Version())
 }
 
 // ---- merges ----
@@ -1040,9 +1008,9 @@ func (w *world) startSplit() {
 // roots, one leaf, a leaf named twice, a shard that is no leaf). ok is
 // false when no valid plan exists (no root has two leaves) and no bad one
 // was drawn.
-func (w *world) drawMergePlan() (plan splitter.MergePlan, bad, ok bool) {
+func (w *world) drawMergePlan() (plan splitter.Plan, bad, ok bool) {
 	t := w.n.Table()
-	plan = splitter.MergePlan{MaxCatchUpRounds: 1 + w.rng.IntN(4), MaxHandoffs: 1 + w.rng.IntN(3)}
+	plan = splitter.Plan{Kind: splitter.KindMerge, MaxCatchUpRounds: 1 + w.rng.IntN(4), MaxHandoffs: 1 + w.rng.IntN(3)}
 	if w.rng.IntN(3) > 0 {
 		plan.LagThreshold = 1 + uint64(w.rng.IntN(4))
 	}
@@ -1112,11 +1080,11 @@ func (w *world) startMerge() {
 	if bad {
 		w.stats.badMerges++
 	}
-	var mg *splitter.Merge
-	if drv := w.drv; !w.do(func() { mg = drv.StartMerge(plan) }) {
+	var mg *splitter.Operation
+	if drv := w.drv; !w.do(func() { mg = drv.Start(plan) }) {
 		return
 	}
-	w.sp = newSimMerge(mg, plan)
+	w.sp = newSimSplit(mg, plan)
 	w.tracef("merge-start", "sources=%v bad=%v lag=%d rounds=%d handoffs=%d at v%d",
 		plan.Sources, bad, plan.LagThreshold, plan.MaxCatchUpRounds, plan.MaxHandoffs, w.n.Table().Version())
 }
@@ -1128,14 +1096,14 @@ func (w *world) busyMerge() {
 	t := w.n.Table()
 	var busy routing.ShardID
 	if w.sp.merge {
-		rec, ok := t.MergeOf(w.sp.mplan.Sources[0])
+		rec, ok := t.MergeOf(w.sp.plan.Sources[0])
 		if !ok || !rec.InProgress {
 			w.tracef("busy-merge", "no merge reserved in v%d", t.Version())
 			return
 		}
 		busy = rec.Sources[w.rng.IntN(len(rec.Sources))].Shard
 	} else {
-		rec, ok := t.Split(w.sp.plan.Parent)
+		rec, ok := t.Split(w.sp.plan.Parent())
 		if !ok || !rec.InProgress {
 			w.tracef("busy-merge", "no split reserved in v%d", t.Version())
 			return
@@ -1154,7 +1122,7 @@ func (w *world) busyMerge() {
 			break
 		}
 	}
-	_, err := routing.Apply(t, splitter.MergePlan{Sources: sources}.Edit())
+	_, err := routing.Apply(t, splitter.MergePlan(sources...).Edit())
 	w.tracef("busy-merge", "sources=%v at v%d -> %v", sources, t.Version(), errString(err))
 	if err == nil {
 		w.fail("table v%d accepted a merge of %v while the %s runs", t.Version(), sources, w.sp.what())
@@ -1243,13 +1211,10 @@ func (w *world) endSplitIfDone() {
 	// aborted one's outputs (the children, the target) are no longer
 	// registered (a directory a failed creation could not remove may stay
 	// until the id is reused or a restart removes it).
-	gone := rep.Children
+	gone := rep.Targets
 	var dirs []routing.ShardID
 	if rep.Phase == splitter.PhaseDone {
-		gone = []routing.ShardID{s.plan.Parent}
-		if s.merge {
-			gone = s.mplan.Sources
-		}
+		gone = s.plan.Sources
 		dirs, _ = w.n.Engine().ShardDirs()
 	}
 	for _, id := range gone {
@@ -1261,38 +1226,38 @@ func (w *world) endSplitIfDone() {
 		if rep.Phase == splitter.PhaseDone {
 			w.stats.mergesDone++
 			w.tables = append(w.tables, w.n.Table())
-			w.tracef("merge-end", "sources=%v done target=%v v%d", s.mplan.Sources, rep.Children, w.n.Table().Version())
+			w.tracef("merge-end", "sources=%v done target=%v v%d", s.plan.Sources, rep.Targets, w.n.Table().Version())
 			return
 		}
 		w.stats.mergesAborted++
 		if !s.reserved {
 			w.stats.refused++
 		}
-		w.tracef("merge-end", "sources=%v aborted: %v", s.mplan.Sources, rep.Err)
+		w.tracef("merge-end", "sources=%v aborted: %v", s.plan.Sources, rep.Err)
 		return
 	}
 	if rep.Phase == splitter.PhaseDone {
 		w.stats.splitsDone++
 		w.tables = append(w.tables, w.n.Table())
-		w.tracef("split-end", "parent=%d done children=%v v%d", s.plan.Parent, rep.SortedChildren(), w.n.Table().Version())
+		w.tracef("split-end", "parent=%d done children=%v v%d", s.plan.Parent(), rep.SortedTargets(), w.n.Table().Version())
 		return
 	}
 	w.stats.splitsAborted++
 	if !s.reserved {
 		w.stats.refused++
 	}
-	w.lastAborted, w.hasLastAborted = s.plan.Parent, true
-	w.tracef("split-end", "parent=%d aborted: %v", s.plan.Parent, rep.Err)
+	w.lastAborted, w.hasLastAborted = s.plan.Parent(), true
+	w.tracef("split-end", "parent=%d aborted: %v", s.plan.Parent(), rep.Err)
 }
 
 func evDetail(ev splitter.Event) string {
 	switch ev.Kind {
 	case splitter.EventReserved:
-		return fmt.Sprintf(" children=%v", ev.Children)
+		return fmt.Sprintf(" targets=%v", ev.Targets)
 	case splitter.EventCloned:
-		return fmt.Sprintf(" S=%d", ev.Seq)
+		return fmt.Sprintf(" S=%v", ev.Seqs)
 	case splitter.EventCaughtUp:
-		return fmt.Sprintf(" seq=%d lag=%d", ev.Seq, ev.Lag)
+		return fmt.Sprintf(" seq=%v lag=%d", ev.Seqs, ev.Lag)
 	case splitter.EventFailed:
 		return fmt.Sprintf(" (%v)", ev.Err)
 	}
@@ -1309,7 +1274,7 @@ const (
 	holdUnknown // a step that takes or releases it failed somewhere
 )
 
-// trackLogHold follows the driver's rule: create-children takes the hold
+// trackLogHold follows the driver's rule: build-targets takes the hold
 // (before the checkpoint), cleanup and cancel release it first thing.
 func (s *simSplit) trackLogHold(in splitter.Intent, ev splitter.Event) {
 	ok := ev.Kind != splitter.EventFailed
@@ -1320,7 +1285,7 @@ func (s *simSplit) trackLogHold(in splitter.Intent, ev splitter.Event) {
 			// either is allowed until the children are made.
 			s.logHold = holdUnknown
 		}
-	case splitter.IntentCreateChildren, splitter.IntentBuildTarget:
+	case splitter.IntentBuildTargets:
 		if ok {
 			s.logHold = holdYes
 		} else if s.logHold != holdYes {
@@ -1728,11 +1693,7 @@ func (w *world) openNode(action string) {
 		Clock: w.clk, Journal: j, Hook: w.hook, SerialChildren: w.sw.serialChildren, ChildBuild: w.childBuild()})
 	var decisions []string
 	for _, d := range rep.Decisions {
-		if d.Kind == splitter.KindMerge {
-			decisions = append(decisions, fmt.Sprintf("merge %d of %v into %d %s delete=%v cancel=%v", d.Split, d.Sources, d.Target, d.Action, d.Delete, d.Cancel))
-			continue
-		}
-		decisions = append(decisions, fmt.Sprintf("split %d of %d %s delete=%v cancel=%v", d.Split, d.Parent, d.Action, d.Delete, d.Cancel))
+		decisions = append(decisions, fmt.Sprintf("%s %d of %v into %v %s delete=%v cancel=%v", d.Kind, d.ID, d.Sources, d.Targets, d.Action, d.Delete, d.Cancel))
 	}
 	w.tracef(action, "table v%d active=%v decisions=%v", n.Table().Version(), n.Table().ActiveShards(), decisions)
 	for _, c := range w.clients {
@@ -1962,8 +1923,8 @@ func (w *world) liveness() {
 	}
 	if parent, ok := w.splittable(); ok {
 		w.step++
-		plan := splitter.Plan{Parent: parent, Ways: 2}
-		var sp *splitter.Split
+		plan := splitter.SplitPlan(parent, 2)
+		var sp *splitter.Operation
 		if drv := w.drv; !w.do(func() { sp = drv.Start(plan) }) {
 			w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
 		}
@@ -2007,11 +1968,11 @@ func (w *world) livenessMerge() {
 		return
 	}
 	w.step++
-	var mg *splitter.Merge
-	if drv := w.drv; !w.do(func() { mg = drv.StartMerge(plan) }) {
+	var mg *splitter.Operation
+	if drv := w.drv; !w.do(func() { mg = drv.Start(plan) }) {
 		w.fail("liveness: process died with no fault injected: %s", w.fatalMsg)
 	}
-	w.sp = newSimMerge(mg, plan)
+	w.sp = newSimSplit(mg, plan)
 	w.tracef("merge-start", "liveness merge of %v at v%d", plan.Sources, w.n.Table().Version())
 	for i := 0; w.sp != nil; i++ {
 		if i == livenessSteps {

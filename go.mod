@@ -10,8 +10,10 @@ require (
 	github.com/opensearch-project/opensearch-go/v4 v4.8.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/twmb/murmur3 v1.2.2
+	go.etcd.io/raft/v3 v3.7.0
 	go.uber.org/zap v1.28.0
 	gonum.org/v1/plot v0.17.0
+	google.golang.org/protobuf v1.36.11
 	pgregory.net/rapid v1.3.0
 )
 
@@ -58,5 +60,4 @@ require (
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/term v0.44.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
-	google.golang.org/protobuf v1.33.0 // indirect
 )

@@ -51,6 +51,7 @@ func Apply(s *State, t Task) (*State, error) {
 	case t.ShardFailed != nil:
 		rerr = a.shardFailed(t.ShardFailed)
 	case t.Reroute != nil:
+		a.expireDelayed(t.Reroute.ExpireDelayed)
 	}
 	if rerr != nil {
 		return nil, rerr
@@ -293,7 +294,8 @@ func (a *applier) failNodeCopies(n NodeInfo) {
 		// from it, so look the copy up again.
 		if i := im.copyIndex(nc.Shard, nc.Copy.AllocationID); i >= 0 && im.Copies[nc.Shard][i].Node == n.Name {
 			a.failCopy(nc.Index, nc.Shard, nc.Copy.AllocationID,
-				unassignedInfo{reason: ReasonNodeLeft, details: "node_left [" + n.ID + "]"}, false)
+				unassignedInfo{reason: ReasonNodeLeft, details: "node_left [" + n.ID + "]", lastNode: n.Name,
+					delayed: DelayedTimeout(im) > 0}, false)
 		}
 	}
 }

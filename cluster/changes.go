@@ -12,13 +12,17 @@ import (
 type unassignedInfo struct {
 	reason, details string
 	failed          int // failed allocations so far
+	// lastNode is the node a copy left with its node; delayed, that a
+	// replica slot waits for it (ShardCopy.Delayed).
+	lastNode string
+	delayed  bool
 }
 
 func unassignedCopy(primary bool, src RecoverySource, info unassignedInfo) ShardCopy {
 	return ShardCopy{
 		Primary: primary, State: Unassigned, RecoverySource: src,
 		UnassignedReason: info.reason, UnassignedDetails: info.details, FailedAllocations: info.failed,
-		AllocationStatus: StatusNoAttempt,
+		AllocationStatus: StatusNoAttempt, LastNode: info.lastNode, Delayed: info.delayed && !primary,
 	}
 }
 

@@ -42,8 +42,8 @@ type Health struct {
 	RelocatingShards    int          `json:"relocating_shards"`
 	InitializingShards  int          `json:"initializing_shards"`
 	UnassignedShards    int          `json:"unassigned_shards"`
-	// DelayedUnassignedShards is always 0: delayed allocation is not
-	// modelled.
+	// DelayedUnassignedShards counts the replicas waiting for their node
+	// (ShardCopy.Delayed).
 	DelayedUnassignedShards int                    `json:"delayed_unassigned_shards"`
 	ActiveShardsPercent     float64                `json:"active_shards_percent_as_number"`
 	Indices                 map[string]IndexHealth `json:"indices,omitempty"`
@@ -59,6 +59,8 @@ type IndexHealth struct {
 	RelocatingShards    int          `json:"relocating_shards"`
 	InitializingShards  int          `json:"initializing_shards"`
 	UnassignedShards    int          `json:"unassigned_shards"`
+	// DelayedUnassignedShards counts the index's delayed replicas.
+	DelayedUnassignedShards int `json:"delayed_unassigned_shards"`
 }
 
 // Health computes the cluster's health, with every index's.
@@ -88,6 +90,7 @@ func (s *State) Health() Health {
 		h.RelocatingShards += ih.RelocatingShards
 		h.InitializingShards += ih.InitializingShards
 		h.UnassignedShards += ih.UnassignedShards
+		h.DelayedUnassignedShards += ih.DelayedUnassignedShards
 		total += ih.ActiveShards + ih.InitializingShards + ih.UnassignedShards
 	}
 	h.ActiveShardsPercent = 100
@@ -110,6 +113,9 @@ func indexHealth(im *IndexMeta) IndexHealth {
 				ih.InitializingShards++
 			case Unassigned:
 				ih.UnassignedShards++
+				if c.Delayed {
+					ih.DelayedUnassignedShards++
+				}
 			}
 			if c.Primary {
 				primary = c

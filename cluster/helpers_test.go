@@ -76,11 +76,23 @@ func bootstrap(tb testing.TB, names ...string) *State {
 	return mustApply(tb, &State{}, Task{Bootstrap: &Bootstrap{ClusterName: "c", ClusterUUID: "cluster-uuid", Nodes: nodes}})
 }
 
+// createTask creates an index whose replicas are rebuilt elsewhere at
+// once when their node leaves (delayed_timeout 0); delayedTask keeps the
+// default wait for the node to come back.
 func createTask(name string, shards, replicas int) Task {
-	return Task{CreateIndex: &CreateIndex{Name: name, UUID: "uuid-" + name, CreationDate: 1, Settings: map[string]string{
+	t := delayedTask(name, shards, replicas, "0")
+	return t
+}
+
+func delayedTask(name string, shards, replicas int, delayed string) Task {
+	settings := map[string]string{
 		"index.number_of_shards":   fmt.Sprint(shards),
 		"index.number_of_replicas": fmt.Sprint(replicas),
-	}}}
+	}
+	if delayed != "" {
+		settings[SettingDelayedTimeout] = delayed
+	}
+	return Task{CreateIndex: &CreateIndex{Name: name, UUID: "uuid-" + name, CreationDate: 1, Settings: settings}}
 }
 
 // startAll reports every initializing copy started until none is left.

@@ -1,7 +1,11 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -86,8 +90,18 @@ func primaryPos(cs []ShardCopy) int {
 	return slices.IndexFunc(cs, func(c ShardCopy) bool { return c.Primary })
 }
 
+// MaxRetries is index.allocation.max_retries' default: a copy whose
+// allocation failed this often in a row is not allocated again
+// (MaxRetryAllocationDecider), so a copy that cannot open does not cycle
+// through the nodes for ever.
+const MaxRetries = 5
+
 func (a *applier) allocatePrimary(name string, shard routing.ShardID, p int, counts map[string]int) {
 	im := a.next.Indices[name]
+	if im.Copies[shard][p].FailedAllocations >= MaxRetries {
+		a.setStatus(name, shard, p, StatusDecidersNo)
+		return
+	}
 	if len(im.InSync[shard]) == 0 {
 		node := a.leastLoaded(im, shard, counts)
 		if node == "" {
@@ -143,8 +157,20 @@ func (a *applier) allocateReplicas(name string, shard routing.ShardID, counts ma
 		if c := im.Copies[shard][i]; c.Primary || c.State != Unassigned {
 			continue
 		}
+		if im.Copies[shard][i].FailedAllocations >= MaxRetries {
+			a.setStatus(name, shard, i, StatusDecidersNo)
+			continue
+		}
 		node := ""
-		if primaryActive {
+		if c := im.Copies[shard][i]; c.Delayed {
+			// A delayed replica goes back to the node it left, and only
+			// there, once that node is back.
+			if _, back := a.next.Nodes[c.LastNode]; !back || !primaryActive || !a.allowed(im, shard, c.LastNode) {
+				a.setStatus(name, shard, i, StatusDelayedAllocation)
+				continue
+			}
+			node = c.LastNode
+		} else if primaryActive {
 			node = a.leastLoaded(im, shard, counts)
 		}
 		if node == "" {
@@ -182,5 +208,69 @@ func (a *applier) allowed(im *IndexMeta, shard routing.ShardID, node string) boo
 func (a *applier) setStatus(name string, shard routing.ShardID, i int, status string) {
 	if a.next.Indices[name].Copies[shard][i].AllocationStatus != status {
 		a.mutIndex(name).Copies[shard][i].AllocationStatus = status
+	}
+}
+
+// StatusDelayedAllocation is the status of a replica waiting for the node
+// it left (AllocationStatus.DELAYED_ALLOCATION).
+const StatusDelayedAllocation = "delayed_allocation"
+
+// SettingDelayedTimeout is index.unassigned.node_left.delayed_timeout.
+const SettingDelayedTimeout = "index.unassigned.node_left.delayed_timeout"
+
+// DefaultDelayedTimeout is its default (UnassignedInfo's 1m).
+const DefaultDelayedTimeout = time.Minute
+
+// DelayedTimeout returns an index's delayed_timeout: how long a replica of
+// a node that left waits for it to come back.
+func DelayedTimeout(im *IndexMeta) time.Duration {
+	v, ok := im.Settings[SettingDelayedTimeout]
+	if !ok {
+		return DefaultDelayedTimeout
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return DefaultDelayedTimeout
+	}
+	return d
+}
+
+// parseDuration reads an OpenSearch time value: a whole number with one of
+// the units d, h, m, s, ms, micros, nanos (or "0" or "-1").
+func parseDuration(v string) (time.Duration, error) {
+	if v == "0" || v == "-1" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		d      time.Duration
+	}{{"nanos", time.Nanosecond}, {"micros", time.Microsecond}, {"ms", time.Millisecond}, {"d", 24 * time.Hour},
+		{"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			k, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || k < 0 {
+				return 0, fmt.Errorf("cluster: failed to parse time value [%s]", v)
+			}
+			return time.Duration(k) * u.d, nil
+		}
+	}
+	return 0, fmt.Errorf("cluster: failed to parse time value [%s]", v)
+}
+
+// expireDelayed lets the delayed replicas of the named nodes be built
+// anywhere.
+func (a *applier) expireDelayed(nodes []string) {
+	for _, name := range a.next.IndexNames() {
+		im := a.next.Indices[name]
+		for sh := range im.Shards {
+			shard := routing.ShardID(sh)
+			for i, c := range im.Copies[shard] {
+				if c.Delayed && slices.Contains(nodes, c.LastNode) {
+					im = a.mutIndex(name)
+					im.Copies[shard][i].Delayed = false
+				}
+			}
+		}
 	}
 }

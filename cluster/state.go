@@ -110,6 +110,14 @@ type ShardCopy struct {
 	FailedAllocations int `json:"failed_allocations,omitempty"`
 	// AllocationStatus is the allocator's last word on an unassigned copy.
 	AllocationStatus string `json:"allocation_status,omitempty"`
+	// LastNode is the node a replica was on when that node left
+	// (UnassignedInfo.lastAllocatedNodeId), and Delayed that it waits for
+	// that node to come back rather than be built elsewhere, until the
+	// index's index.unassigned.node_left.delayed_timeout runs out
+	// (DelayedAllocationService): a node that restarts gets its copies
+	// back, rebuilt by peer recovery.
+	LastNode string `json:"last_allocated_node,omitempty"`
+	Delayed  bool   `json:"delayed,omitempty"`
 }
 
 // Active reports whether the copy serves (STARTED; RELOCATING later).

@@ -100,6 +100,9 @@ type ShardFailed struct {
 // on in the same round, the cluster manager proposes one.
 type Reroute struct {
 	Reason string `json:"reason,omitempty"`
+	// ExpireDelayed names nodes whose delayed replicas waited out their
+	// index's delayed_timeout: they are built elsewhere from now on.
+	ExpireDelayed []string `json:"expire_delayed,omitempty"`
 }
 
 // Kind names the task's variant ("create-index"), or "invalid" when not

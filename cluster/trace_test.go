@@ -95,7 +95,11 @@ func (env *clusterTrace) task(td *datadriven.TestData) (Task, error) {
 		td.ScanArgs(env.t, "name", &name)
 		td.ScanArgs(env.t, "shards", &shards)
 		td.ScanArgs(env.t, "replicas", &replicas)
-		return createTask(name, shards, replicas), nil
+		delayed := "0"
+		if td.HasArg("delayed") {
+			td.ScanArgs(env.t, "delayed", &delayed)
+		}
+		return delayedTask(name, shards, replicas, delayed), nil
 	case "delete-index":
 		td.ScanArgs(env.t, "name", &name)
 		return Task{DeleteIndex: &DeleteIndex{Name: name}}, nil
@@ -132,7 +136,11 @@ func (env *clusterTrace) task(td *datadriven.TestData) (Task, error) {
 		}
 		return Task{NodeJoined: &NodeJoined{Node: n}}, nil
 	case "reroute":
-		return Task{Reroute: &Reroute{}}, nil
+		r := &Reroute{}
+		if td.HasArg("expire") {
+			td.ScanArgs(env.t, "expire", &r.ExpireDelayed)
+		}
+		return Task{Reroute: r}, nil
 	}
 	return Task{}, fmt.Errorf("unknown command %q", td.Cmd)
 }

@@ -441,7 +441,7 @@ func (n *Node) Write(req WriteRequest) (uint64, error) {
 	}
 	t0 := n.table.Load()
 	op := storage.Op{Kind: req.Kind, Root: t0.Keyspace(req.Root), Key: req.Key, ID: req.ID,
-		Routing: req.Routing, Source: req.Source, Home: home(t0, req.Root, req.ID, req.Routing)}
+		Routing: req.Routing, Source: req.Source, Home: storage.HomeOf(t0, req.Root, req.ID, req.Routing)}
 	var wait routing.Version // the table this write needs durable before its acknowledgement
 	guard := func() error {
 		// Again under the apply lock: a write that waited on a fence may
@@ -548,7 +548,7 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 	from.acquire()
 	n.mu.RUnlock()
 	defer from.release()
-	d, found, err := from.s.GetID(t.Keyspace(req.Root), span, req.Key, req.ID, home(t, req.Root, req.ID, req.Routing))
+	d, found, err := from.s.GetID(t.Keyspace(req.Root), span, req.Key, req.ID, storage.HomeOf(t, req.Root, req.ID, req.Routing))
 	return d, found, n.closedErr(err)
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/shardsplit/shardsplit/service"
@@ -178,46 +180,90 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, 0, len(items))
-	anyErr := false
-	for _, it := range items {
-		if it.Routing == "" {
-			it.Routing = q.Get("routing")
-		}
-		var res service.WriteResult
-		err := error(it.Err)
-		if it.Err == nil {
-			switch it.Op {
-			case "index", "create":
-				create := it.Op == "create"
-				if it.ID == "" {
-					it.ID, create = service.NewDocID(), true
-				}
-				o := service.WriteOptions{Create: create, RequireAlias: requireAlias}
-				if it.RequireAlias != nil {
-					o.RequireAlias = *it.RequireAlias
-				}
-				res, err = s.svc.IndexDoc(it.Index, it.ID, it.Routing, it.Source, o)
-			case "delete":
-				res, err = s.svc.DeleteDoc(it.Index, it.ID, it.Routing)
-			}
-		}
-		var item map[string]any
-		if err != nil {
-			anyErr = true
-			e := service.AsError(err)
-			if e.Index == "" {
-				e.Index = it.Index
-			}
-			eb := errorBody(e)["error"].(map[string]any)
-			delete(eb, "root_cause")
-			item = map[string]any{"_index": it.Index, "_id": it.ID, "status": e.Status, "error": eb}
-		} else {
-			item = writeBody(res, s.replicas(res.Index))
-			item["status"] = res.Status
-		}
-		out = append(out, map[string]any{it.Op: item})
+	out := make([]map[string]any, len(items))
+	errs := make([]bool, len(items))
+	do := func(i int) {
+		out[i], errs[i] = s.bulkItem(items[i], q.Get("routing"), requireAlias)
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"took": time.Since(start).Milliseconds(), "errors": anyErr, "items": out})
+	if s.svc.Clustered() {
+		// On a cluster an item waits for its primary's copies, a round
+		// trip between nodes: items run at once, but those of one
+		// document in their order (a bulk applies them in order).
+		runBulk(items, do)
+	} else {
+		for i := range items {
+			do(i)
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"took": time.Since(start).Milliseconds(), "errors": slices.Contains(errs, true), "items": out})
 	return nil
+}
+
+// bulkConcurrency bounds the items of one bulk in flight on a cluster.
+const bulkConcurrency = 256
+
+// runBulk calls do for every item, concurrently but for items of one
+// document, which go in order, and returns when every call returned.
+func runBulk(items []BulkItem, do func(int)) {
+	sem := make(chan struct{}, bulkConcurrency)
+	last := map[string]chan struct{}{} // a document's previous item's done
+	var wg sync.WaitGroup
+	for i, it := range items {
+		key := it.Index + "\x00" + it.ID
+		prev := last[key]
+		done := make(chan struct{})
+		if it.ID != "" {
+			last[key] = done
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			defer close(done)
+			if prev != nil {
+				<-prev
+			}
+			do(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// bulkItem carries out one item of a bulk and returns its entry of the
+// answer, and whether it failed.
+func (s *Server) bulkItem(it BulkItem, routingParam string, requireAlias bool) (map[string]any, bool) {
+	if it.Routing == "" {
+		it.Routing = routingParam
+	}
+	var res service.WriteResult
+	err := error(it.Err)
+	if it.Err == nil {
+		switch it.Op {
+		case "index", "create":
+			create := it.Op == "create"
+			if it.ID == "" {
+				it.ID, create = service.NewDocID(), true
+			}
+			o := service.WriteOptions{Create: create, RequireAlias: requireAlias}
+			if it.RequireAlias != nil {
+				o.RequireAlias = *it.RequireAlias
+			}
+			res, err = s.svc.IndexDoc(it.Index, it.ID, it.Routing, it.Source, o)
+		case "delete":
+			res, err = s.svc.DeleteDoc(it.Index, it.ID, it.Routing)
+		}
+	}
+	if err != nil {
+		e := service.AsError(err)
+		if e.Index == "" {
+			e.Index = it.Index
+		}
+		eb := errorBody(e)["error"].(map[string]any)
+		delete(eb, "root_cause")
+		return map[string]any{it.Op: map[string]any{"_index": it.Index, "_id": it.ID, "status": e.Status, "error": eb}}, true
+	}
+	item := writeBody(res, s.replicas(res.Index))
+	item["status"] = res.Status
+	return map[string]any{it.Op: item}, false
 }

@@ -274,6 +274,9 @@ var shardColumns = []catColumn{
 	{"id", nil, "unique id of node where it lives", false, false},
 	{"node", []string{"n"}, "name of node where it lives", true, false},
 	{"unassigned.reason", []string{"ur"}, "reason shard is unassigned", false, false},
+	{"seq_no.max", []string{"sqm", "maxSeqNo"}, "max sequence number", false, true},
+	{"seq_no.local_checkpoint", []string{"sql", "localCheckpoint"}, "local checkpoint", false, true},
+	{"seq_no.global_checkpoint", []string{"sqg", "globalCheckpoint"}, "global checkpoint", false, true},
 }
 
 func (s *Server) catShards(w http.ResponseWriter, r *http.Request) error {
@@ -290,15 +293,28 @@ func (s *Server) catShards(w http.ResponseWriter, r *http.Request) error {
 		if row.Primary {
 			pr = "p"
 		}
-		c := []catCell{textCell(row.Index), numCell(int64(row.Shard)), textCell(pr), textCell(row.State), {}, {}, {}, {}, {}, {}}
+		c := []catCell{textCell(row.Index), numCell(int64(row.Shard)), textCell(pr), textCell(row.State), {}, {}, {}, {}, {}, {},
+			{}, {}, {}}
 		if row.State == service.StateUnassigned {
-			c[9] = textCell("INDEX_CREATED")
+			reason := row.UnassignedReason
+			if reason == "" {
+				reason = "INDEX_CREATED"
+			}
+			c[9] = textCell(reason)
 		} else {
 			if row.Docs >= 0 {
 				c[4] = numCell(row.Docs)
 			}
-			c[5] = bytesCell(row.Bytes)
+			if row.Bytes >= 0 {
+				c[5] = bytesCell(row.Bytes)
+			}
 			c[6], c[7], c[8] = textCell(s.ipAddr), textCell(s.svc.NodeID()), textCell(s.svc.NodeName())
+			if row.Node != "" {
+				c[7], c[8] = textCell(s.nodeIDOf(row.Node)), textCell(row.Node)
+			}
+		}
+		if row.Node != "" && row.State == service.StateStarted {
+			c[10], c[11], c[12] = numCell(row.SeqMax), numCell(row.LocalCheckpoint), numCell(row.GlobalCheckpoint)
 		}
 		cells = append(cells, c)
 	}
@@ -355,6 +371,9 @@ var nodeColumns = []catColumn{
 func (s *Server) catNodes(w http.ResponseWriter, r *http.Request) error {
 	if _, err := params(r, catParams...); err != nil {
 		return err
+	}
+	if st := s.svc.ClusterState(); st != nil {
+		return s.writeCat(w, r, nodeColumns, s.clusterNodeCells(st))
 	}
 	cells := [][]catCell{{textCell(s.ipAddr), numCell(int64(heapPercent())), {}, {}, {}, {}, {},
 		textCell("dimr"), textCell(strings.Join(nodeRoles, ",")), textCell("*"), textCell(s.svc.NodeName()),

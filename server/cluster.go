@@ -54,6 +54,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	nodesOK, err := waitForNodes(q.Get("wait_for_nodes"))
+	if err != nil {
+		return err
+	}
+	noInitializing := q.Get("wait_for_no_initializing_shards") == "true"
 	expr := r.PathValue("index")
 	deadline := time.Now().Add(timeout)
 	for {
@@ -61,7 +66,20 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if want == "" || healthRank[status] <= healthRank[want] {
+		if s.svc.Clustered() && s.svc.ClusterLeader() == "" {
+			// No cluster manager: the state this node has may be stale.
+			if time.Now().After(deadline) {
+				return &service.Error{Type: "cluster_manager_not_discovered_exception", Status: http.StatusServiceUnavailable}
+			}
+			select {
+			case <-r.Context().Done():
+				return r.Context().Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		if (want == "" || healthRank[status] <= healthRank[want]) && nodesOK(body["number_of_nodes"].(int)) &&
+			(!noInitializing || body["initializing_shards"].(int) == 0) {
 			s.writeJSON(w, r, http.StatusOK, body)
 			return nil
 		}
@@ -79,6 +97,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) healthBody(expr string) (map[string]any, string, error) {
+	if s.svc.Clustered() {
+		return s.clusterHealthBody(expr)
+	}
 	stats, err := s.svc.Stats(expr)
 	if err != nil {
 		return nil, "", err
@@ -188,7 +209,14 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
 		filter = "_all"
 	}
 	nodes := map[string]any{}
-	if s.nodeMatches(filter) {
+	if st := s.svc.ClusterState(); st != nil {
+		for _, name := range st.NodeNames() {
+			n := st.Nodes[name]
+			if s.clusterNodeMatches(filter, n) {
+				nodes[n.ID] = clusterNodeInfo(n)
+			}
+		}
+	} else if s.nodeMatches(filter) {
 		nodes[s.svc.NodeID()] = s.nodeInfo()
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{
@@ -213,6 +241,16 @@ func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{
+		"cluster_name": s.cfg.ClusterName,
+		"cluster_uuid": s.svc.ClusterUUID(),
+		"metadata":     s.metadataSection(names),
+	})
+	return nil
+}
+
+// metadataSection is _cluster/state's metadata of the named indices.
+func (s *Server) metadataSection(names []string) map[string]any {
 	indices := map[string]any{}
 	for _, name := range names {
 		m, ok := s.svc.Meta(name)
@@ -228,11 +266,17 @@ func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
 		for a := range m.Aliases {
 			aliases = append(aliases, a)
 		}
-		terms, inSync := map[string]int{}, map[string][]string{}
-		for _, id := range t.ActiveShards() {
-			k := strconv.Itoa(int(id))
-			terms[k] = 1
-			inSync[k] = []string{allocationID(m.UUID, id)}
+		var terms, inSync any
+		if st := s.svc.ClusterState(); st != nil && st.Indices[name] != nil {
+			inSync, terms = inSyncSection(st.Indices[name])
+		} else {
+			tm, is := map[string]int{}, map[string][]string{}
+			for _, id := range t.ActiveShards() {
+				k := strconv.Itoa(int(id))
+				tm[k] = 1
+				is[k] = []string{allocationID(m.UUID, id)}
+			}
+			terms, inSync = tm, is
 		}
 		mappings := json.RawMessage(`{}`)
 		if len(m.Mappings) > 0 {
@@ -255,19 +299,26 @@ func (s *Server) stateMetadata(w http.ResponseWriter, r *http.Request) error {
 			"split_shards_metadata": json.RawMessage(t.MarshalXContent()),
 		}
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{
-		"cluster_name": s.cfg.ClusterName,
-		"cluster_uuid": s.svc.ClusterUUID(),
-		"metadata": map[string]any{
-			"cluster_uuid":           s.svc.ClusterUUID(),
-			"cluster_uuid_committed": true,
-			"cluster_coordination":   map[string]any{"term": 1, "last_committed_config": []string{s.svc.NodeID()}, "last_accepted_config": []string{s.svc.NodeID()}, "voting_config_exclusions": []any{}},
-			"templates":              map[string]any{},
-			"indices":                indices,
-			"index-graveyard":        map[string]any{"tombstones": []any{}},
-		},
-	})
-	return nil
+	coordination := map[string]any{"term": 1, "last_committed_config": []string{s.svc.NodeID()},
+		"last_accepted_config": []string{s.svc.NodeID()}, "voting_config_exclusions": []any{}}
+	if st := s.svc.ClusterState(); st != nil {
+		var voters []string
+		for _, name := range st.NodeNames() {
+			if st.Nodes[name].Manager {
+				voters = append(voters, st.Nodes[name].ID)
+			}
+		}
+		coordination = map[string]any{"term": 1, "last_committed_config": voters, "last_accepted_config": voters,
+			"voting_config_exclusions": []any{}}
+	}
+	return map[string]any{
+		"cluster_uuid":           s.svc.ClusterUUID(),
+		"cluster_uuid_committed": true,
+		"cluster_coordination":   coordination,
+		"templates":              map[string]any{},
+		"indices":                indices,
+		"index-graveyard":        map[string]any{"tombstones": []any{}},
+	}
 }
 
 func heapPercent() int {

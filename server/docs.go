@@ -39,14 +39,21 @@ func (s *Server) writeResponse(w http.ResponseWriter, r *http.Request, res servi
 }
 
 func writeBody(res service.WriteResult, replicas int) map[string]any {
+	total, successful, term := 1+replicas, 1, uint64(1)
+	if res.ShardsTotal > 0 {
+		total, successful = res.ShardsTotal, res.ShardsSuccessful
+	}
+	if res.PrimaryTerm > 0 {
+		term = res.PrimaryTerm
+	}
 	return map[string]any{
 		"_index":        res.Index,
 		"_id":           res.ID,
 		"_version":      res.Version,
 		"result":        res.Result,
-		"_shards":       map[string]int{"total": 1 + replicas, "successful": 1, "failed": 0},
+		"_shards":       map[string]int{"total": total, "successful": successful, "failed": 0},
 		"_seq_no":       res.SeqNo,
-		"_primary_term": 1,
+		"_primary_term": term,
 	}
 }
 
@@ -182,8 +189,9 @@ func (s *Server) getDoc(w http.ResponseWriter, r *http.Request) error {
 		s.writeJSON(w, r, http.StatusNotFound, map[string]any{"_index": d.Index, "_id": d.ID, "found": false})
 		return nil
 	}
+	term := max(d.PrimaryTerm, 1)
 	body := map[string]any{
-		"_index": d.Index, "_id": d.ID, "_version": d.Version, "_seq_no": d.SeqNo, "_primary_term": 1, "found": true,
+		"_index": d.Index, "_id": d.ID, "_version": d.Version, "_seq_no": d.SeqNo, "_primary_term": term, "found": true,
 	}
 	if d.Routing != "" {
 		body["_routing"] = d.Routing

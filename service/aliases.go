@@ -20,6 +20,9 @@ type AliasAction struct {
 // UpdateAliases applies alias actions atomically: either all of them
 // (one metadata write) or none.
 func (s *Service) UpdateAliases(actions []AliasAction) error {
+	if s.cl != nil {
+		return errClusterUnsupported("an alias")
+	}
 	type resolved struct {
 		a       AliasAction
 		indices []string

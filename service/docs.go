@@ -46,6 +46,11 @@ type WriteResult struct {
 	Shard   routing.ShardID
 	Routing string
 	Status  int // 201, 200 or 404
+	// PrimaryTerm is the write's primary term (0: a single node's, 1).
+	PrimaryTerm uint64
+	// ShardsTotal and ShardsSuccessful are _shards' total and successful
+	// (0: a single node's, which holds one copy).
+	ShardsTotal, ShardsSuccessful int
 }
 
 // Doc is a fetched document.
@@ -57,6 +62,9 @@ type Doc struct {
 	SeqNo   uint64
 	Shard   routing.ShardID
 	Source  []byte
+	// PrimaryTerm is the term of the write that stored it (0: a single
+	// node's, 1).
+	PrimaryTerm uint64
 }
 
 func (ix *Index) lockFor(id string) *sync.Mutex {
@@ -154,6 +162,9 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 	if err := validateID(target, id); err != nil {
 		return WriteResult{}, err
 	}
+	if s.cl != nil {
+		return s.clusterIndexDoc(target, id, routingValue, source, o)
+	}
 	to := mayCreate
 	if o.RequireAlias {
 		to = mustBeAlias
@@ -201,6 +212,9 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error) {
 	if err := validateID(target, id); err != nil {
 		return WriteResult{}, err
+	}
+	if s.cl != nil {
+		return s.clusterDeleteDoc(target, id, routingValue)
 	}
 	ix, aliasRouting, err := s.writeTarget(target, mustExist)
 	if err != nil {
@@ -283,6 +297,9 @@ func (ix *Index) requireRouting(id, routingValue string) error {
 func (s *Service) GetDoc(target, id, routingValue string) (Doc, bool, error) {
 	if err := validateID(target, id); err != nil {
 		return Doc{}, false, err
+	}
+	if s.cl != nil {
+		return s.clusterGetDoc(target, id, routingValue)
 	}
 	ix, aliasRouting, err := s.readTarget(target)
 	if err != nil {

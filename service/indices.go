@@ -96,6 +96,9 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 			return nil, err
 		}
 	}
+	if s.cl != nil {
+		return s.clusterCreateIndex(m, req.Aliases)
+	}
 	m.Aliases = req.Aliases
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,9 +166,13 @@ func validateAliasName(alias string) error {
 // running split is stopped first; the metadata forgets the index before its
 // directory is removed.
 func (s *Service) DeleteIndex(expr string, o IndicesOptions) error {
+	s.syncCluster()
 	names, err := s.resolve(expr, forDelete.with(o))
 	if err != nil {
 		return err
+	}
+	if s.cl != nil {
+		return s.clusterDeleteIndex(names)
 	}
 	// Every index's blocks first: a refused delete deletes none of them.
 	for _, name := range names {
@@ -215,6 +222,7 @@ func (s *Service) index(name string) (*Index, bool) {
 
 // Meta returns an index's metadata (not to be modified).
 func (s *Service) Meta(name string) (*IndexMeta, bool) {
+	s.syncCluster()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	m, ok := s.st.Indices[name]
@@ -223,6 +231,13 @@ func (s *Service) Meta(name string) (*IndexMeta, bool) {
 
 // Table returns an index's published routing table.
 func (s *Service) Table(name string) (*routing.Table, error) {
+	if s.cl != nil {
+		m, ok := s.Meta(name)
+		if !ok {
+			return nil, indexNotFound(name)
+		}
+		return tableFor(m)
+	}
 	ix, ok := s.index(name)
 	if !ok {
 		return nil, indexNotFound(name)
@@ -232,6 +247,7 @@ func (s *Service) Table(name string) (*routing.Table, error) {
 
 // Names returns every index name, sorted.
 func (s *Service) Names() []string {
+	s.syncCluster()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	names := make([]string, 0, len(s.st.Indices))
@@ -259,6 +275,7 @@ func (s *Service) aliasTargetsLocked(alias string) []string {
 // index_not_found_exception; wildcards may match nothing), unless the
 // request's parameters o say otherwise.
 func (s *Service) Resolve(expr string, o IndicesOptions) ([]string, error) {
+	s.syncCluster()
 	return s.resolve(expr, forRead.with(o))
 }
 
@@ -544,9 +561,13 @@ func (s *Service) PutSettings(expr string, set FlatSettings, o IndicesOptions) e
 	if err := set.check(); err != nil { // as CreateIndex
 		return err
 	}
+	s.syncCluster()
 	names, err := s.resolve(expr, forSettingsUpdate.with(o))
 	if err != nil {
 		return err
+	}
+	if s.cl != nil {
+		return s.clusterPutSettings(names, set)
 	}
 	var static []string
 	for k := range set {

@@ -24,6 +24,9 @@ type MergeRequest struct {
 // not adjacent); then one operation per index at a time. Nothing changes
 // on a refusal. The reservation is made before StartMerge returns.
 func (s *Service) StartMerge(req MergeRequest) (*Task, error) {
+	if s.cl != nil {
+		return nil, errClusterUnsupported("an in-place merge")
+	}
 	ix, ok := s.index(req.Index)
 	if !ok {
 		return nil, indexNotFound(req.Index)

@@ -33,6 +33,9 @@ var notInherited = map[string]bool{SettingShards: true, SettingRoutingShards: tr
 // The target inherits the source's settings (a request's null removes
 // one), as OpenSearch's resize does.
 func (s *Service) Resize(req ResizeRequest) (*IndexMeta, baseline.ResizeReport, error) {
+	if s.cl != nil {
+		return nil, baseline.ResizeReport{}, errClusterUnsupported("a new-index resize")
+	}
 	var rep baseline.ResizeReport
 	// The REST layer parsed them so (ParseSettings); a Go caller may not
 	// have, and the numbers are read below.

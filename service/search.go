@@ -95,6 +95,17 @@ func (s *Service) SearchShards(expr, routingValue, preference string, o IndicesO
 	routings := s.searchRoutings(expr, routingValue)
 	var out []ShardTarget
 	for _, name := range names {
+		if s.cl != nil {
+			m, ok := s.Meta(name)
+			t, err := s.Table(name)
+			if !ok || err != nil {
+				continue
+			}
+			for _, id := range shardChooser(routings[name], pref)(t) {
+				out = append(out, ShardTarget{Index: name, UUID: m.UUID, Shard: id})
+			}
+			continue
+		}
 		ix, ok := s.index(name)
 		if !ok {
 			continue
@@ -233,6 +244,9 @@ const defaultMaxResultWindow = 10000
 // shard is scanned over its span of one table version, so a document is
 // found exactly once even while a split publishes.
 func (s *Service) Search(req SearchRequest) (SearchResult, error) {
+	if s.cl != nil {
+		return s.clusterSearch(req)
+	}
 	targets, err := s.SearchShards(req.Indices, req.Routing, req.Preference, req.Options)
 	if err != nil {
 		return SearchResult{}, err
@@ -354,6 +368,12 @@ func (s *Service) Refresh(expr string, o IndicesOptions) (int, error) {
 	}
 	n := 0
 	for _, name := range names {
+		if s.cl != nil {
+			if m, ok := s.Meta(name); ok {
+				n += atoi(m.Settings, SettingShards, 1) // every write is visible once acknowledged
+			}
+			continue
+		}
 		if ix, ok := s.index(name); ok {
 			n += len(ix.node.Table().ActiveShards())
 		}
@@ -372,6 +392,12 @@ func (s *Service) Flush(expr string, o IndicesOptions) (int, error) {
 	}
 	n := 0
 	for _, name := range names {
+		if s.cl != nil {
+			if m, ok := s.Meta(name); ok {
+				n += atoi(m.Settings, SettingShards, 1) // every acknowledged write is synced on its copies
+			}
+			continue
+		}
 		ix, ok := s.index(name)
 		if !ok {
 			continue

@@ -36,6 +36,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/shardsplit/shardsplit/clusternode"
 	"github.com/shardsplit/shardsplit/node"
 	"github.com/shardsplit/shardsplit/recovery"
 	"github.com/shardsplit/shardsplit/routing"
@@ -60,6 +61,9 @@ type Config struct {
 	// read) may keep retrying while the routing table changes under it
 	// (default 30 s): the index's router retries it, on its node's clock.
 	WriteWait time.Duration
+	// Cluster, if set, makes the service answer for the cluster this
+	// node's process belongs to (cluster.go); Dir is then unused.
+	Cluster *clusternode.Process
 	// SplitHook, if set, runs before each intent of every in-place split
 	// and merge (tests use it to hold one in a phase).
 	SplitHook func(index string, phase splitter.Phase, next splitter.Intent)
@@ -121,6 +125,8 @@ type Service struct {
 
 	tasks    tasks
 	resizeMu sync.Mutex // one resize at a time
+
+	cl *clusterMode // set in cluster mode
 }
 
 // Index is one open index.
@@ -169,6 +175,12 @@ func Open(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, fs: cfg.FS, indices: map[string]*Index{}, started: time.Now()}
 	s.tasks.init()
+	if cfg.Cluster != nil {
+		s.cl = &clusterMode{p: cfg.Cluster, name: cfg.NodeName}
+		s.st = &state{Indices: map[string]*IndexMeta{}}
+		s.syncCluster()
+		return s, nil
+	}
 	for _, dir := range []string{filepath.Join(cfg.Dir, stateDir), filepath.Join(cfg.Dir, "indices")} {
 		if err := storage.MkdirAllDurable(s.fs, dir); err != nil {
 			return nil, fmt.Errorf("service: %w", err)
@@ -408,6 +420,7 @@ func (s *Service) Close() error {
 
 // ClusterUUID returns the cluster's uuid.
 func (s *Service) ClusterUUID() string {
+	s.syncCluster()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.st.ClusterUUID
@@ -415,6 +428,7 @@ func (s *Service) ClusterUUID() string {
 
 // NodeID returns the node's id.
 func (s *Service) NodeID() string {
+	s.syncCluster()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.st.NodeID

@@ -74,6 +74,19 @@ func anyValue(key, v string) error { return nil }
 // parseTimeMinMinusOneMs accepts a time value (ParseTimeValue) of at
 // least -1ms, as OpenSearch's Setting.timeSetting with that minimum
 // (index.refresh_interval's) does: "-1s" is a time value, and refused.
+// parseTimeMin0 is Setting.positiveTimeSetting's check.
+func parseTimeMin0(key, v string) error {
+	n, _, err := parseTimeValue(v, key)
+	if err != nil {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "%s", err.Error())
+	}
+	if n < 0 {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "",
+			"failed to parse value [%s] for setting [%s], must be >= [0ms]", v, key)
+	}
+	return nil
+}
+
 func parseTimeMinMinusOneMs(key, v string) error {
 	n, unit, err := parseTimeValue(v, key)
 	if err != nil {
@@ -147,17 +160,20 @@ func parseTimeValue(sValue, setting string) (int64, time.Duration, error) {
 }
 
 var settingSpecs = map[string]settingSpec{
-	SettingShards:              {kindStatic, parseIntMin(1)},
-	SettingRoutingShards:       {kindFinal, parseIntMin(1)},
-	SettingPartitionSize:       {kindStatic, parseIntMin(1)},
-	SettingReplicas:            {kindDynamic, parseIntMin(0)},
-	SettingMode:                {kindStatic, parseMode},
-	SettingBlockWrite:          {kindDynamic, parseBool},
-	SettingBlockReadOnly:       {kindDynamic, parseBool},
-	SettingBlockRead:           {kindDynamic, parseBool},
-	SettingBlockMetadata:       {kindDynamic, parseBool},
-	"index.refresh_interval":   {kindDynamic, parseTimeMinMinusOneMs},
-	"index.max_result_window":  {kindDynamic, parseIntMin(1)},
+	SettingShards:             {kindStatic, parseIntMin(1)},
+	SettingRoutingShards:      {kindFinal, parseIntMin(1)},
+	SettingPartitionSize:      {kindStatic, parseIntMin(1)},
+	SettingReplicas:           {kindDynamic, parseIntMin(0)},
+	SettingMode:               {kindStatic, parseMode},
+	SettingBlockWrite:         {kindDynamic, parseBool},
+	SettingBlockReadOnly:      {kindDynamic, parseBool},
+	SettingBlockRead:          {kindDynamic, parseBool},
+	SettingBlockMetadata:      {kindDynamic, parseBool},
+	"index.refresh_interval":  {kindDynamic, parseTimeMinMinusOneMs},
+	"index.max_result_window": {kindDynamic, parseIntMin(1)},
+	// How long a replica of a node that left waits for it (cluster mode:
+	// cluster.SettingDelayedTimeout; a single node has no replicas).
+	"index.unassigned.node_left.delayed_timeout": {kindDynamic, parseTimeMin0},
 	"index.uuid":               {kindPrivate, anyValue},
 	"index.creation_date":      {kindPrivate, anyValue},
 	"index.provided_name":      {kindPrivate, anyValue},

@@ -28,6 +28,9 @@ type SplitRequest struct {
 // Refusals use OpenSearch's messages (MetadataInPlaceSplitShardService and
 // the split metadata rules): the request's, then the reservation's.
 func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
+	if s.cl != nil {
+		return nil, errClusterUnsupported("an in-place split")
+	}
 	ix, ok := s.index(req.Index)
 	if !ok {
 		return nil, indexNotFound(req.Index)

@@ -25,6 +25,11 @@ type ShardRow struct {
 	State   string
 	Docs    int64 // -1: unknown (unassigned)
 	Bytes   int64 // -1: unknown
+	// On a cluster: the copy's node ("" unassigned) and allocation id, its
+	// sequence-number checkpoints (-1 unknown), and why it is unassigned.
+	Node, AllocationID                        string
+	SeqMax, LocalCheckpoint, GlobalCheckpoint int64
+	UnassignedReason                          string
 }
 
 // ShardRows returns one row per shard copy of the indices: active primaries
@@ -33,9 +38,13 @@ type ShardRow struct {
 // target of a running merge INITIALIZING, and number_of_replicas
 // UNASSIGNED replicas per primary (one node cannot host them).
 func (s *Service) ShardRows(expr string) ([]ShardRow, error) {
+	s.syncCluster()
 	names, err := s.Resolve(expr, IndicesOptions{})
 	if err != nil {
 		return nil, err
+	}
+	if s.cl != nil {
+		return s.clusterShardRows(names)
 	}
 	var rows []ShardRow
 	for _, name := range names {
@@ -174,18 +183,30 @@ func (s *Service) Stats(expr string) ([]IndexStats, error) {
 		if st == nil {
 			continue
 		}
+		// A single node's rows are its primaries and its unassigned
+		// replicas; a cluster's are every copy.
+		primary := r.Primary || s.cl == nil
 		switch r.State {
 		case StateStarted, StateSplitting, StateMerging:
-			st.Primaries++
 			st.Active++
-			st.Docs += r.Docs
+			if primary {
+				st.Primaries++
+				st.Docs += r.Docs
+				st.PriBytes += r.Bytes
+			}
 			st.Bytes += r.Bytes
-			st.PriBytes += r.Bytes
 		case StateInitializing:
 			st.Initializing++
+			if s.cl != nil && r.Primary {
+				st.Health = worseHealth(st.Health, "red")
+			}
 		case StateUnassigned:
 			st.Unassigned++
-			st.Health = "yellow"
+			if s.cl != nil && r.Primary {
+				st.Health = worseHealth(st.Health, "red")
+			} else {
+				st.Health = worseHealth(st.Health, "yellow")
+			}
 		}
 	}
 	for _, n := range names {
@@ -194,4 +215,13 @@ func (s *Service) Stats(expr string) ([]IndexStats, error) {
 		}
 	}
 	return out, nil
+}
+
+// worseHealth is the worse of two health statuses.
+func worseHealth(a, b string) string {
+	rank := map[string]int{"green": 0, "yellow": 1, "red": 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }

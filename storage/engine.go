@@ -155,8 +155,12 @@ func (e *Engine) Layout() Layout { return e.opts.Layout }
 func (e *Engine) Dir() string { return e.opts.Dir }
 
 // ShardDir is where a shard's own store lives in the per-shard layout.
-func (e *Engine) ShardDir(id routing.ShardID) string {
-	return filepath.Join(e.opts.Dir, fmt.Sprintf("shard-%d", id))
+func (e *Engine) ShardDir(id routing.ShardID) string { return ShardDirIn(e.opts.Dir, id) }
+
+// ShardDirIn is the store directory of shard id in the per-shard layout of
+// an engine whose data directory is dir.
+func ShardDirIn(dir string, id routing.ShardID) string {
+	return filepath.Join(dir, fmt.Sprintf("shard-%d", id))
 }
 
 func (e *Engine) storeDir(id routing.ShardID) string {

@@ -616,3 +616,20 @@ func dropForeignIDEntries(ctx context.Context, s *Shard, ks routing.ShardID, spa
 	}
 	return deleted, nil
 }
+
+// HomeOf is where a document of id indexed without routing lives, for a
+// request routed by routingValue to root under t: the key the _id alone
+// routes to, when that is in root's keyspace (in opensearch mode another
+// root is another keyspace, so another shard). A shard keeps one document
+// per _id; a routed write or get must find such a document too, and it has
+// no `_id` entry.
+func HomeOf(t *routing.Table, root routing.ShardID, id, routingValue string) Home {
+	if routingValue == "" {
+		return Home{}
+	}
+	p, _ := t.Route(id, "")
+	if t.Keyspace(p.Root) != t.Keyspace(root) {
+		return Home{}
+	}
+	return Home{Key: t.KeyOf(p), Set: true}
+}

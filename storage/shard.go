@@ -494,10 +494,22 @@ func inSpans(spans []routing.Span, k routing.Key) bool {
 // (LogEntry.Removed), which may have moved to another child; an entry of
 // which nothing is in its spans is refused (*OutOfSpanError).
 func (s *Shard) ApplyLog(entries []LogEntry) error {
+	return s.applyLog(entries, false, false)
+}
+
+// applyLog is ApplyLog; with history it also records each entry in the
+// shard's operation log, and with undo the value each key it changes had
+// before (replica.go). Either makes the batch durable before it returns.
+func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	b := s.st.db.NewBatch()
+	var b *pebble.Batch
+	if undo {
+		b = s.st.db.NewIndexedBatch() // an entry's undo reads what the ones before it left
+	} else {
+		b = s.st.db.NewBatch()
+	}
 	defer b.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -507,44 +519,68 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 		return ErrShardClosed
 	}
 	defer s.st.exit()
-	var dk, val, ik []byte
+	var dk, val, ik, lk, lv []byte
 	last := s.seq.Load()
+	eb := s.st.db.NewBatch()
+	defer eb.Close()
 	for i, e := range entries {
 		// A log holds one entry per sequence number, read in key order:
 		// entries out of order would leave an older state of a document.
 		if i > 0 && e.Seq <= entries[i-1].Seq {
 			return invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
 		}
+		eb.Reset()
 		err := s.outOfSpan(e.Op.Root, e.Op.Key)
 		mine := err == nil
 		for _, k := range e.Removed {
 			if ok, _ := s.owns(e.Op.Root, k); ok {
 				mine = true
-				_ = b.Delete(DocKey(nil, e.Op.Root, k, e.Op.ID), nil)
+				_ = eb.Delete(DocKey(nil, e.Op.Root, k, e.Op.ID), nil)
 				if s.ids && s.st.idEntries.Load() {
-					_ = b.Delete(idKey(nil, e.Op.Root, e.Op.ID, k), nil)
+					_ = eb.Delete(idKey(nil, e.Op.Root, e.Op.ID, k), nil)
 				}
 			}
 		}
 		if !mine {
 			return err
 		}
+		dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
 		if err == nil {
-			dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
 			if e.Op.Kind == OpIndex {
 				val = docValue(val, e.Seq, e.Op.Routing, e.Op.Source)
-				_ = b.Set(dk, val, nil)
+				_ = eb.Set(dk, val, nil)
 			} else {
-				_ = b.Delete(dk, nil)
+				_ = eb.Delete(dk, nil)
 			}
 			if s.ids {
-				ik = s.putEntryLocked(b, e.Op.Root, e.Op.ID, e.Op.Key, e.Op.Kind == OpIndex && e.Op.Routing != "", ik)
+				ik = s.putEntryLocked(eb, e.Op.Root, e.Op.ID, e.Op.Key, e.Op.Kind == OpIndex && e.Op.Routing != "", ik)
 			}
+		}
+		if undo {
+			rec, err := undoRecord(b, eb)
+			if err != nil {
+				return fmt.Errorf("storage: shard %d: undo record of %d: %w", s.id, e.Seq, err)
+			}
+			_ = b.Set(undoKey(s.id, e.Seq), rec, nil)
+		}
+		if err := b.Apply(eb, nil); err != nil {
+			return fmt.Errorf("storage: shard %d: apply log entry %d: %w", s.id, e.Seq, err)
+		}
+		if history {
+			lk = logKey(lk, s.id, e.Seq)
+			lv = logValue(lv, e.Op, e.Seq, dk, e.Removed)
+			_ = b.Set(lk, lv, nil)
 		}
 		last = max(last, e.Seq)
 	}
 	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, last), nil)
-	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
+	var err error
+	if history || undo {
+		err = s.st.applySynced(b)
+	} else {
+		err = s.st.db.Apply(b, pebble.NoSync)
+	}
+	if err != nil {
 		return fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
 	}
 	s.seq.Store(last)

@@ -25,6 +25,11 @@ const module = "github.com/shardsplit/shardsplit"
 //	internal/{invariants,clock,model}      the ground floor
 //	routing ← policy                       pure
 //	routing ← cluster                      pure: the cluster state, its tasks, the allocator
+//	transport                              messages between nodes
+//	cluster, storage, transport ← coordination   the cluster manager (raft)
+//	storage, transport ← replication       a shard copy: primary, replica, recovery
+//	coordination, replication ← clusternode      one node of a cluster
+//	clusternode ← service                   the service answers for a cluster through its node
 //	routing ← storage ← node ← splitter, baseline ← recovery ← service ← server
 //	splitter, policy ← autosplit           the load-based split loop
 //	lab/...                                harnesses: experiments, findings, crash enumeration, load
@@ -47,15 +52,19 @@ var allowedOurs = map[string][]string{
 	"baseline":            {"routing", "storage", "node"},
 	"recovery":            {"routing", "storage", "node", "splitter"},
 	"autosplit":           {"routing", "storage", "node", "splitter", "policy"},
-	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery"},
-	"server":              {"routing", "service"},
+	"service":             {"routing", "storage", "node", "splitter", "baseline", "recovery", "cluster", "clusternode"},
+	"server":              {"routing", "service", "cluster"},
 	"transport":           {},
+	"coordination":        {"cluster", "storage", "transport"},
+	"replication":         {"routing", "storage", "transport", "internal/invariants"},
+	"clusternode":         {"routing", "storage", "cluster", "transport", "coordination", "replication", "internal/clock"},
 	"lab/loadgen":         {"internal/clock", "internal/model"},
 	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},
 	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},
+	"lab/clusterbench":    {"routing", "lab/loadgen"},
 	"lab/findings":        {"routing", "storage", "node", "splitter", "baseline", "policy", "lab/crashpoint", "lab/experiment", "lab/loadgen"},
 	"cmd/splitdemo": {"routing", "storage", "node", "splitter", "baseline", "recovery", "policy", "autosplit", "service", "server",
-		"lab/experiment", "lab/findings", "lab/loadgen", "internal/model"},
+		"lab/experiment", "lab/findings", "lab/loadgen", "lab/clusterbench", "internal/model", "internal/clock", "clusternode", "transport"},
 }
 
 // testHarness reports whether path is one of the test-only packages, which
@@ -195,7 +204,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 // global RNG: time comes from internal/clock (one clock, injected through
 // storage.Options, node.Config and splitter.Config, so a simulation can
 // drive it) and randomness is a constructor parameter.
-var deterministicPackages = []string{"routing", "storage", "node", "splitter", "recovery", "policy", "cluster"}
+var deterministicPackages = []string{"routing", "storage", "node", "splitter", "recovery", "policy", "cluster",
+	"coordination", "replication", "clusternode"}
 
 var (
 	clockOrGlobalRand = regexp.MustCompile(`time\.(Now|Since|Until|Sleep|After|AfterFunc|Tick|NewTicker|NewTimer)\(|rand\.(Int|IntN|Intn|Int32|Int32N|Int64|Int64N|Int63|Uint|UintN|Uint32|Uint32N|Uint64|Uint64N|Float32|Float64|Perm|Shuffle|N)\(`)

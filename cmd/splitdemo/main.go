@@ -75,7 +75,10 @@ Commands:
   route     print where documents land (OpenSearch-exact routing, optional in-place splits)
   run       write continuously while splitting, logging every attempt and ack (crash tests)
   verify    recover a data directory and check its invariants and a write log
-  serve     OpenSearch's REST API over a data directory (in-place split and merge included)
+  serve     OpenSearch's REST API over a data directory (in-place split and merge included),
+            one node, or a node of a cluster with --seed-hosts
+  cluster   start a local cluster of serve processes (3 by default) and stop them on Ctrl-C
+  clusterbench  measure a local cluster: a replica's cost, failover, peer recovery
   findings  run the experiment set behind design/findings.md (--quick: a smoke test)
   help      print this help, or a command's help: splitdemo help compare
 
@@ -109,6 +112,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runVerify(args[1:], stdout, stderr)
 	case "serve":
 		return runServe(args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(args[1:], stdout, stderr)
+	case "clusterbench":
+		return runClusterbench(args[1:], stdout, stderr)
 	case "findings":
 		return runFindings(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -126,6 +133,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return runVerify([]string{"--help"}, stdout, stderr)
 			case "serve":
 				return runServe([]string{"--help"}, stdout, stderr)
+			case "cluster":
+				return runCluster([]string{"--help"}, stdout, stderr)
+			case "clusterbench":
+				return runClusterbench([]string{"--help"}, stdout, stderr)
 			case "findings":
 				return runFindings([]string{"--help"}, stdout, stderr)
 			case "help", "-h", "-help", "--help":

@@ -22,6 +22,9 @@ const serveUsage = `splitdemo serve: OpenSearch's REST API over a data directory
 
 Usage:
   splitdemo serve [--addr 127.0.0.1:9200] [--data DIR] [--log-level L]
+  splitdemo serve --name n1 --data DIR --addr 127.0.0.1:9200 --transport 127.0.0.1:9300 \
+                  --seed-hosts 127.0.0.1:9300,127.0.0.1:9301,127.0.0.1:9302 \
+                  --initial-cluster-managers n1,n2,n3
 
 Serves every index of DIR (created if missing) with OpenSearch 3.x request
 and response shapes: indices, settings and blocks, documents, _bulk, _search
@@ -33,12 +36,34 @@ Prints "listening on http://ADDR" once it answers; stops cleanly on SIGINT
 or SIGTERM (a split or merge still running is finished or rolled back by
 recovery on the next start).
 
+Without --seed-hosts it is one node holding every copy (replicas stay
+unassigned). With it, the node joins a cluster (see "splitdemo cluster" to
+start one locally): cluster-manager-eligible nodes keep the cluster state
+in raft, every index's shards get copies on different nodes (replicas kept
+in sync as OpenSearch does: primary terms, sequence numbers, checkpoints,
+in-sync copies, promotion, peer recovery), and every node answers the REST
+API for the whole cluster.
+
 Flags:
-  --addr HOST:PORT    address to listen on (default 127.0.0.1:9200; an empty
-                      host means 127.0.0.1: give 0.0.0.0 to listen on every
-                      interface; PORT is a number, 0 for any free port)
-  --data DIR          data directory (default ./splitdemo-data)
+  --addr HOST:PORT    REST address to listen on (OpenSearch's http.host and
+                      http.port; default 127.0.0.1:9200; an empty host means
+                      127.0.0.1: give 0.0.0.0 to listen on every interface;
+                      PORT is a number, 0 for any free port)
+  --data DIR          data directory (path.data; default ./splitdemo-data)
   --log-level LEVEL   zap level for the log on stderr (default info)
+
+Cluster flags (any of them makes the node join a cluster):
+  --name NAME                     node.name: unique in the cluster (required)
+  --transport HOST:PORT           transport.host and transport.port: where other
+                                  nodes reach this one (default 127.0.0.1:9300;
+                                  loopback only)
+  --seed-hosts A,B,...            discovery.seed_hosts: transport addresses to
+                                  discover the cluster through
+  --initial-cluster-managers N,.. cluster.initial_cluster_manager_nodes: the
+                                  names of the nodes that bootstrap a new
+                                  cluster (every one of them must be up; a node
+                                  with data of a cluster ignores it)
+  --cluster-name NAME             cluster.name (default shardsplit)
 
 Example:
   splitdemo serve --data /tmp/ss &
@@ -48,6 +73,13 @@ Example:
 
 type serveConfig struct {
 	addr, data, logLevel string
+	// Cluster mode.
+	name, transport, seedHosts, managers, clusterName string
+}
+
+// clustered reports whether the flags make the node join a cluster.
+func (c serveConfig) clustered() bool {
+	return c.name != "" || c.seedHosts != "" || c.managers != "" || c.transport != ""
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -57,6 +89,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:9200", "")
 	fs.StringVar(&c.data, "data", "./splitdemo-data", "")
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
+	fs.StringVar(&c.name, "name", "", "")
+	fs.StringVar(&c.transport, "transport", "", "")
+	fs.StringVar(&c.seedHosts, "seed-hosts", "", "")
+	fs.StringVar(&c.managers, "initial-cluster-managers", "", "")
+	fs.StringVar(&c.clusterName, "cluster-name", "shardsplit", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, serveUsage)
@@ -82,6 +119,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		host = "127.0.0.1"
 	}
 	c.addr = net.JoinHostPort(host, port)
+	if c.clustered() {
+		if err := c.checkCluster(); err != nil {
+			fmt.Fprintf(stderr, "splitdemo serve: %v\n", err)
+			return exitUsage
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, c, stdout, stderr); err != nil {
@@ -98,18 +141,31 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer logger.Sync() //nolint:errcheck
-	svc, err := service.Open(service.Config{Dir: c.data, Logger: logger})
-	if err != nil {
-		return err
-	}
-	defer svc.Close()
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
 	addr := ln.Addr().String()
+	cfg := service.Config{Dir: c.data, Logger: logger}
+	clusterName := ""
+	if c.clustered() {
+		rt, err := startCluster(c, addr, logger)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer rt.close() //nolint:errcheck
+		cfg.Cluster, cfg.NodeName, clusterName = rt.p, c.name, c.clusterName
+		go watchFatal(rt, stderr)
+	}
+	svc, err := service.Open(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer svc.Close()
 	srv := &http.Server{
-		Handler:           server.New(server.Config{Service: svc, Logger: logger, Addr: addr}),
+		Handler:           server.New(server.Config{Service: svc, Logger: logger, Addr: addr, ClusterName: clusterName}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	errc := make(chan error, 1)

@@ -1,0 +1,391 @@
+package clusternode
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/replication"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+)
+
+// localCopy is a shard copy on this node: its store and replication state
+// once open, or its recovery while it receives files.
+type localCopy struct {
+	key    copyKey
+	aid    string
+	dir    string
+	store  CopyStore
+	c      *replication.Copy
+	target *replication.Target
+	source string // the node the recovery reads from
+	asked  uint64 // the tick the recovery was last asked for
+	// reported: ShardStarted was proposed for aid.
+	reported bool
+}
+
+func (lc *localCopy) close() error {
+	if lc.c != nil {
+		lc.c.Demote()
+	}
+	if lc.store == nil {
+		return nil
+	}
+	err := lc.store.Close()
+	lc.store = nil
+	return err
+}
+
+// copyMeta is the COPY file of a copy's directory: which copy its store
+// is, so that after a restart the node can report it (OpenSearch's shard
+// state metadata file).
+type copyMeta struct {
+	IndexUUID    string          `json:"index_uuid"`
+	Shard        routing.ShardID `json:"shard"`
+	AllocationID string          `json:"allocation_id"`
+	Primary      bool            `json:"primary"`
+}
+
+const copyMetaFile = "COPY"
+
+func (n *Node) copyDir(k copyKey) string {
+	return filepath.Join(n.cfg.DataDir, "indices", k.index, strconv.Itoa(int(k.shard)))
+}
+
+// scanCopies lists the copies on disk whose COPY file names them.
+func (n *Node) scanCopies() ([]cluster.LocalCopy, error) {
+	fs := n.cfg.FS
+	root := filepath.Join(n.cfg.DataDir, "indices")
+	indices, err := fs.List(root)
+	if err != nil {
+		return nil, nil // no indices yet
+	}
+	slices.Sort(indices)
+	var out []cluster.LocalCopy
+	for _, ix := range indices {
+		shards, err := fs.List(filepath.Join(root, ix))
+		if err != nil {
+			continue
+		}
+		slices.Sort(shards)
+		for _, sh := range shards {
+			m, ok := readCopyMeta(fs, filepath.Join(root, ix, sh))
+			if ok {
+				out = append(out, cluster.LocalCopy{IndexUUID: m.IndexUUID, Shard: m.Shard, AllocationID: m.AllocationID, Primary: m.Primary})
+			}
+		}
+	}
+	return out, nil
+}
+
+func readCopyMeta(fs storage.FS, dir string) (copyMeta, bool) {
+	f, err := fs.Open(filepath.Join(dir, copyMetaFile))
+	if err != nil {
+		return copyMeta{}, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return copyMeta{}, false
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return copyMeta{}, false
+	}
+	var m copyMeta
+	if json.Unmarshal(b, &m) != nil {
+		return copyMeta{}, false
+	}
+	return m, true
+}
+
+// writeCopyMeta records, durably, which copy dir holds: a copy is written
+// only once its store is complete (an empty primary, or a recovery's files
+// opened), so a COPY file never names a partial store.
+func writeCopyMeta(fs storage.FS, dir string, m copyMeta) error {
+	data, _ := json.Marshal(m)
+	return storage.WriteFileAtomicIn(fs, dir, copyMetaFile, data)
+}
+
+// wipe removes whatever a copy's directory holds.
+func (n *Node) wipe(k copyKey) error {
+	return n.cfg.FS.RemoveAll(n.copyDir(k))
+}
+
+func (n *Node) sortedCopies() []copyKey {
+	keys := make([]copyKey, 0, len(n.copies))
+	for k := range n.copies {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b copyKey) int {
+		if a.index != b.index {
+			if a.index < b.index {
+				return -1
+			}
+			return 1
+		}
+		return int(a.shard) - int(b.shard)
+	})
+	return keys
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// assigned is one copy the state assigns to this node.
+type assigned struct {
+	key     copyKey
+	index   *cluster.IndexMeta
+	copy    cluster.ShardCopy
+	term    uint64
+	primary cluster.ShardCopy // the shard's primary
+}
+
+// reconcile makes this node's copies what st says (level-triggered: from
+// the state alone, so replaying a log after a restart converges too).
+func (n *Node) reconcile(st *cluster.State) {
+	n.applied = st
+	me, ok := st.Nodes[n.cfg.Name]
+	if !ok || me.EphemeralID != n.ephemeral {
+		return // not (yet) a member under this incarnation
+	}
+	want := map[copyKey]assigned{}
+	for _, name := range sortedKeys(st.Indices) {
+		im := st.Indices[name]
+		for sh := 0; sh < im.Shards; sh++ {
+			shard := routing.ShardID(sh)
+			var primary cluster.ShardCopy
+			for _, c := range im.Copies[shard] {
+				if c.Primary {
+					primary = c
+				}
+			}
+			for _, c := range im.Copies[shard] {
+				if c.Node == n.cfg.Name && c.Assigned() {
+					k := copyKey{index: im.UUID, shard: shard}
+					want[k] = assigned{key: k, index: im, copy: c, term: im.PrimaryTerms[shard], primary: primary}
+				}
+			}
+		}
+	}
+	for _, k := range n.sortedCopies() {
+		lc := n.copies[k]
+		if a, ok := want[k]; !ok || a.copy.AllocationID != lc.aid {
+			n.removeCopy(k, "no longer assigned here")
+		}
+	}
+	keys := make([]copyKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b copyKey) int {
+		if a.index != b.index {
+			if a.index < b.index {
+				return -1
+			}
+			return 1
+		}
+		return int(a.shard) - int(b.shard)
+	})
+	for _, k := range keys {
+		n.applyCopy(st, want[k])
+	}
+	n.reconcileSources(st)
+	for aid := range n.started {
+		if copyStarted(st, aid) || !copyAssigned(st, aid) {
+			delete(n.started, aid)
+		}
+	}
+}
+
+func copyStarted(st *cluster.State, aid string) bool {
+	for _, im := range st.Indices {
+		for _, cs := range im.Copies {
+			for _, c := range cs {
+				if c.AllocationID == aid {
+					return c.State == cluster.Started
+				}
+			}
+		}
+	}
+	return false
+}
+
+func copyAssigned(st *cluster.State, aid string) bool {
+	for _, im := range st.Indices {
+		for _, cs := range im.Copies {
+			for _, c := range cs {
+				if c.AllocationID == aid {
+					return c.Assigned()
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (n *Node) removeCopy(k copyKey, why string) {
+	lc := n.copies[k]
+	n.log.Info("removing a shard copy", zap.String("index", k.index), zap.Int("shard", int(k.shard)),
+		zap.String("allocation_id", lc.aid), zap.String("why", why))
+	if err := lc.close(); err != nil {
+		n.log.Warn("close a removed copy", zap.Error(err))
+	}
+	delete(n.copies, k)
+	if err := n.wipe(k); err != nil {
+		n.log.Warn("delete a removed copy", zap.Error(err))
+	}
+}
+
+// applyCopy brings one assigned copy to what the state says.
+func (n *Node) applyCopy(st *cluster.State, a assigned) {
+	lc := n.copies[a.key]
+	switch {
+	case a.copy.Primary && lc == nil:
+		n.openPrimary(a)
+	case a.copy.Primary && lc.c != nil:
+		if !lc.c.IsPrimary() || lc.c.Term() < a.term {
+			lc.c.Promote(a.term)
+		}
+		n.updateGroup(lc, a)
+		if a.copy.State == cluster.Initializing {
+			n.reportStarted(a, lc)
+		}
+	case a.copy.Primary:
+		// A copy still recovering cannot become the primary: the
+		// allocator promotes only started, in-sync copies.
+		n.log.Error("a recovering copy was made primary", zap.String("allocation_id", a.copy.AllocationID))
+	case lc == nil && a.copy.State == cluster.Initializing:
+		n.startRecovery(a)
+	case lc == nil:
+		// A started replica this node does not have: it restarted under
+		// this incarnation's join, which fails its old copies, so this
+		// is a state of before; the next one will not have it.
+	case lc.c == nil:
+		n.askRecovery(lc, a)
+	default:
+		if lc.c.IsPrimary() {
+			lc.c.Demote()
+		}
+	}
+}
+
+// openPrimary opens a primary copy: a new empty store, or the store on
+// this node's disk that the allocator chose (its id in the in-sync set).
+func (n *Node) openPrimary(a assigned) {
+	dir := n.copyDir(a.key)
+	if a.copy.RecoverySource == cluster.EmptyStore {
+		if err := n.wipe(a.key); err != nil {
+			n.log.Error("clear a new primary's directory", zap.Error(err))
+			return
+		}
+	} else if m, ok := readCopyMeta(n.cfg.FS, dir); !ok || m.AllocationID != a.copy.AllocationID {
+		n.failCopy(a.key.shardKey(), a.copy.AllocationID, a.term, false, "the copy on disk is not the one allocated")
+		return
+	}
+	if err := n.cfg.FS.MkdirAll(dir, 0o755); err != nil {
+		n.log.Error("make a copy's directory", zap.Error(err))
+		return
+	}
+	store, err := n.openStore(a.index, a.key.shard, dir)
+	if err != nil {
+		n.failCopy(a.key.shardKey(), a.copy.AllocationID, a.term, false, fmt.Sprintf("open the store: %v", err))
+		return
+	}
+	if err := writeCopyMeta(n.cfg.FS, dir, copyMeta{IndexUUID: a.key.index, Shard: a.key.shard,
+		AllocationID: a.copy.AllocationID, Primary: true}); err != nil {
+		_ = store.Close()
+		n.failCopy(a.key.shardKey(), a.copy.AllocationID, a.term, false, fmt.Sprintf("record the copy: %v", err))
+		return
+	}
+	lc := &localCopy{key: a.key, aid: a.copy.AllocationID, dir: dir, store: store}
+	lc.c = replication.NewCopy(replication.Config{Shard: a.key.shardKey(), AllocationID: lc.aid, Node: n.cfg.Name,
+		Store: store, Env: copyEnv{n}}, a.term)
+	lc.c.Promote(a.term)
+	n.copies[a.key] = lc
+	n.updateGroup(lc, a)
+	n.reportStarted(a, lc)
+}
+
+func (n *Node) openStore(im *cluster.IndexMeta, shard routing.ShardID, dir string) (CopyStore, error) {
+	keyspace, spans, err := Spans(im, shard)
+	if err != nil {
+		return nil, err
+	}
+	return n.cfg.Stores.Open(dir, shard, keyspace, spans)
+}
+
+// updateGroup hands a primary its replication group from the state.
+func (n *Node) updateGroup(lc *localCopy, a assigned) {
+	started, recovering := map[string]string{}, map[string]string{}
+	for _, c := range a.index.Copies[a.key.shard] {
+		switch c.State {
+		case cluster.Started:
+			started[c.AllocationID] = c.Node
+		case cluster.Initializing:
+			recovering[c.AllocationID] = c.Node
+		}
+	}
+	lc.c.UpdateGroup(slices.Clone(a.index.InSync[a.key.shard]), started, recovering)
+}
+
+func (n *Node) reportStarted(a assigned, lc *localCopy) {
+	if n.started[lc.aid] {
+		return
+	}
+	n.started[lc.aid] = true
+	index := a.index.Name
+	n.mgr.Propose(cluster.Task{ShardStarted: &cluster.ShardStarted{Index: index, Shard: a.key.shard,
+		AllocationID: lc.aid, PrimaryTerm: a.term}}, func(r coordinationResult) {
+		if r.Err != nil {
+			n.log.Debug("shard started refused", zap.String("allocation_id", lc.aid), zap.Error(r.Err))
+		}
+	})
+}
+
+// failCopy asks the cluster manager to fail a copy (ShardStateAction),
+// once per copy and term: the manager retries the proposal itself.
+func (n *Node) failCopy(shard replication.ShardKey, aid string, term uint64, markStale bool, reason string) {
+	key := fmt.Sprintf("%s/%d/%v", aid, term, markStale)
+	if n.failing[key] {
+		return
+	}
+	n.failing[key] = true
+	st := n.mgr.State()
+	index := ""
+	for name, im := range st.Indices {
+		if im.UUID == shard.Index {
+			index = name
+		}
+	}
+	if index == "" {
+		return
+	}
+	n.log.Info("failing a shard copy", zap.String("index", index), zap.Int("shard", shard.Shard),
+		zap.String("allocation_id", aid), zap.Bool("mark_stale", markStale), zap.String("reason", reason))
+	n.mgr.Propose(cluster.Task{ShardFailed: &cluster.ShardFailed{Index: index, Shard: routing.ShardID(shard.Shard),
+		AllocationID: aid, PrimaryTerm: term, MarkStale: markStale, Reason: reason}}, func(coordinationResult) {
+		delete(n.failing, key)
+	})
+}
+
+// copyEnv is what a copy needs from its node.
+type copyEnv struct{ n *Node }
+
+func (e copyEnv) Send(node, kind string, body any) { e.n.send(node, kind, body) }
+func (e copyEnv) FailCopy(shard replication.ShardKey, aid string, term uint64, markStale bool, reason string) {
+	e.n.failCopy(shard, aid, term, markStale, reason)
+}
+func (e copyEnv) Logger() *zap.Logger { return e.n.log }

@@ -1,0 +1,446 @@
+package clusternode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/routing"
+	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/transport"
+)
+
+// Errors a client request ends with.
+var (
+	// ErrTimeout: the request could not reach an active primary within
+	// its time (OpenSearch's UnavailableShardsException, 503).
+	ErrTimeout = errors.New("clusternode: timed out waiting for an active primary")
+)
+
+// IndexNotFoundError names an index the cluster does not have.
+type IndexNotFoundError struct{ Index string }
+
+func (e *IndexNotFoundError) Error() string { return "no such index [" + e.Index + "]" }
+
+// ConflictError is a version conflict (op_type create of an existing
+// document).
+type ConflictError struct{ Reason string }
+
+func (e *ConflictError) Error() string { return e.Reason }
+
+// resendTicks: a shard request unanswered this long is sent again (the
+// message or its answer may have been lost). The primary's node takes a
+// write it already has (by coordinator and request id) once; a write that
+// reaches a new primary after a failover may be applied twice, as a
+// retried write may be in OpenSearch.
+const resendTicks = 50
+
+// retryTicks: a request refused because the primary moved waits this long,
+// or for a newer cluster state, before it tries again.
+const retryTicks = 2
+
+type coordinator struct {
+	n        *Node
+	next     uint64
+	inflight map[uint64]*request
+	stats    map[uint64]*statsCollect
+}
+
+// request is a client request in flight: how to (re)send it from the
+// current state, and how to take its answer.
+type request struct {
+	id       uint64
+	deadline uint64
+	sentTick uint64
+	sentTo   string
+	version  uint64 // the state version it was last routed with
+	waiting  bool   // refused: waits for a newer state or retryTicks
+	send     func(st *cluster.State) (node string, err error)
+	onResult func(m transport.Message) (retry bool)
+	fail     func(error)
+}
+
+func (c *coordinator) init(n *Node) {
+	c.n = n
+	c.inflight = map[uint64]*request{}
+}
+
+// start routes a new request.
+func (c *coordinator) start(r *request) {
+	c.next++
+	r.id = c.next
+	r.deadline = c.n.tick + c.n.cfg.RequestTicks
+	c.inflight[r.id] = r
+	c.dispatch(r)
+}
+
+func (c *coordinator) dispatch(r *request) {
+	st := c.n.mgr.State()
+	r.version = st.Version
+	r.waiting = false
+	node, err := r.send(st)
+	if err != nil {
+		delete(c.inflight, r.id)
+		r.fail(err)
+		return
+	}
+	if node == "" {
+		r.waiting = true // no active primary yet: wait for a state that has one
+		r.sentTick = c.n.tick
+		return
+	}
+	r.sentTo, r.sentTick = node, c.n.tick
+}
+
+func (c *coordinator) onResult(m transport.Message) {
+	var head struct {
+		Req uint64 `json:"req"`
+	}
+	if json.Unmarshal(m.Body, &head) != nil {
+		return
+	}
+	r := c.inflight[head.Req]
+	if r == nil || m.From != r.sentTo {
+		return // answered already, or an answer from a node it no longer waits on
+	}
+	if r.onResult(m) {
+		r.waiting = true
+		r.sentTick = c.n.tick
+		return
+	}
+	delete(c.inflight, r.id)
+}
+
+// retry re-routes the waiting requests once a newer state is applied.
+func (c *coordinator) retry() {
+	v := c.n.mgr.State().Version
+	for _, id := range c.sortedIDs() {
+		r := c.inflight[id]
+		if r.waiting && v > r.version {
+			c.dispatch(r)
+		}
+	}
+}
+
+// tick times requests out, and resends those unanswered or waiting.
+func (c *coordinator) tick() {
+	c.tickStats()
+	for _, id := range c.sortedIDs() {
+		r := c.inflight[id]
+		switch {
+		case c.n.tick >= r.deadline:
+			delete(c.inflight, id)
+			r.fail(ErrTimeout)
+		case r.waiting && c.n.tick-r.sentTick >= retryTicks:
+			c.dispatch(r)
+		case !r.waiting && c.n.tick-r.sentTick >= resendTicks:
+			c.dispatch(r)
+		}
+	}
+}
+
+func (c *coordinator) failAll(err error) {
+	for _, id := range c.sortedIDs() {
+		r := c.inflight[id]
+		delete(c.inflight, id)
+		r.fail(err)
+	}
+}
+
+func (c *coordinator) sortedIDs() []uint64 {
+	ids := make([]uint64, 0, len(c.inflight))
+	for id := range c.inflight {
+		ids = append(ids, id)
+	}
+	for i := 1; i < len(ids); i++ {
+		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
+			ids[j], ids[j-1] = ids[j-1], ids[j]
+		}
+	}
+	return ids
+}
+
+// table returns the routing table of an index as its metadata defines it.
+func table(im *cluster.IndexMeta) (*routing.Table, error) {
+	atoi := func(k string, def int) int {
+		if v, err := strconv.Atoi(im.Settings[k]); err == nil {
+			return v
+		}
+		return def
+	}
+	s, err := routing.NewSettings(im.Name, im.Shards, im.RoutingShards, atoi("index.routing_partition_size", 0))
+	if err != nil {
+		return nil, err
+	}
+	mode := routing.ModePartition
+	if v := im.Settings["index.shardsplit.mode"]; v != "" {
+		if mode, err = routing.ParseMode(v); err != nil {
+			return nil, err
+		}
+	}
+	return routing.NewTable(mode, s)
+}
+
+// Spans returns the keyspace and spans a shard of an index owns.
+func Spans(im *cluster.IndexMeta, shard routing.ShardID) (routing.ShardID, []routing.Span, error) {
+	t, err := table(im)
+	if err != nil {
+		return 0, nil, err
+	}
+	loc, ok := t.Shard(shard)
+	if !ok {
+		return 0, nil, fmt.Errorf("clusternode: index [%s] has no shard %d", im.Name, shard)
+	}
+	return t.Keyspace(loc.Root), []routing.Span{loc.Span}, nil
+}
+
+// docOp routes a document to its shard and storage key.
+func docOp(im *cluster.IndexMeta, kind storage.OpKind, id, routingValue string, source []byte) (routing.ShardID, storage.Op, error) {
+	t, err := table(im)
+	if err != nil {
+		return 0, storage.Op{}, err
+	}
+	p, shard := t.Route(id, routingValue)
+	return shard, storage.Op{Kind: kind, Root: t.Keyspace(p.Root), Key: t.KeyOf(p), ID: id, Routing: routingValue, Source: source,
+		Home: storage.HomeOf(t, p.Root, id, routingValue)}, nil
+}
+
+// primaryNode returns the node of a shard's active primary, or "".
+func primaryNode(im *cluster.IndexMeta, shard routing.ShardID) string {
+	for _, c := range im.Copies[shard] {
+		if c.Primary && c.State == cluster.Started {
+			return c.Node
+		}
+	}
+	return ""
+}
+
+// DocResult is a write's outcome as a client sees it.
+type DocResult struct {
+	Index   string
+	ID      string
+	Shard   routing.ShardID
+	Version int64
+	Result  string // created, updated, deleted, not_found
+	Seq     int64
+	Term    uint64
+	Total   int // copies of the shard (_shards.total)
+	Copies  int // copies that have it (_shards.successful)
+}
+
+// IndexDoc indexes a document (create: refused if it exists).
+func (n *Node) IndexDoc(index, id, routingValue string, source []byte, create bool, done func(DocResult, error)) {
+	n.writeDoc(index, storage.OpIndex, id, routingValue, source, create, done)
+}
+
+// DeleteDoc deletes a document.
+func (n *Node) DeleteDoc(index, id, routingValue string, done func(DocResult, error)) {
+	n.writeDoc(index, storage.OpDelete, id, routingValue, nil, false, done)
+}
+
+func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue string, source []byte, create bool, done func(DocResult, error)) {
+	var shard routing.ShardID
+	r := &request{}
+	r.send = func(st *cluster.State) (string, error) {
+		im := st.Indices[index]
+		if im == nil {
+			return "", &IndexNotFoundError{Index: index}
+		}
+		s, op, err := docOp(im, kind, id, routingValue, source)
+		if err != nil {
+			return "", err
+		}
+		shard = s
+		node := primaryNode(im, s)
+		if node != "" {
+			n.send(node, kindWrite, shardWrite{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
+				Items: []WriteItem{{Op: op, Create: create}}})
+		}
+		return node, nil
+	}
+	r.onResult = func(m transport.Message) bool {
+		var res shardWriteResult
+		if err := m.Decode(&res); err != nil {
+			return true
+		}
+		switch res.Code {
+		case "":
+		case codeRetry:
+			return true
+		default:
+			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: %s", index, id, res.Reason))
+			return false
+		}
+		it := res.Items[0]
+		if it.Code == codeConflict {
+			done(DocResult{}, &ConflictError{Reason: it.Reason})
+			return false
+		}
+		total := 1
+		if im := n.mgr.State().Indices[index]; im != nil {
+			total = 1 + im.Replicas
+		}
+		done(DocResult{Index: index, ID: id, Shard: shard, Version: it.Version, Result: it.Result, Seq: it.Seq, Term: it.Term,
+			Total: total, Copies: res.Copies}, nil)
+		return false
+	}
+	r.fail = func(err error) { done(DocResult{}, err) }
+	n.coord.start(r)
+}
+
+// Doc is a document as a get returns it.
+type Doc struct {
+	ID      string
+	Routing string
+	Version int64
+	Seq     int64
+	Term    uint64
+	Source  []byte
+}
+
+// GetDoc reads a document from its shard's primary.
+func (n *Node) GetDoc(index, id, routingValue string, done func(Doc, bool, error)) {
+	r := &request{}
+	r.send = func(st *cluster.State) (string, error) {
+		im := st.Indices[index]
+		if im == nil {
+			return "", &IndexNotFoundError{Index: index}
+		}
+		s, op, err := docOp(im, storage.OpIndex, id, routingValue, nil)
+		if err != nil {
+			return "", err
+		}
+		node := primaryNode(im, s)
+		if node != "" {
+			n.send(node, kindGet, shardGet{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: s}, Op: op})
+		}
+		return node, nil
+	}
+	r.onResult = func(m transport.Message) bool {
+		var res shardGetResult
+		if err := m.Decode(&res); err != nil {
+			return true
+		}
+		switch res.Code {
+		case "":
+		case codeRetry:
+			return true
+		default:
+			done(Doc{}, false, fmt.Errorf("clusternode: get [%s][%s]: %s", index, id, res.Reason))
+			return false
+		}
+		if !res.Found {
+			done(Doc{}, false, nil)
+			return false
+		}
+		v, src := DecodeSource(res.Doc.Source)
+		done(Doc{ID: res.Doc.ID, Routing: res.Doc.Routing, Version: v, Seq: int64(res.Doc.Seq) - 1, Term: res.Term, Source: src}, true, nil)
+		return false
+	}
+	r.fail = func(err error) { done(Doc{}, false, err) }
+	n.coord.start(r)
+}
+
+// SearchResult is the documents of an index that match a query: the first
+// size of each shard (in shard order, each shard's in key order), and the
+// total count.
+type SearchResult struct {
+	Total  int
+	Shards int
+	Docs   []Doc
+	// Shard is the shard of each of Docs.
+	Shard []routing.ShardID
+}
+
+// Search returns up to size matching documents of every shard of an index,
+// and their total, from each shard's primary; query is what the node's
+// Matcher reads (nil: match all).
+func (n *Node) Search(index string, query json.RawMessage, size int, done func(SearchResult, error)) {
+	st := n.mgr.State()
+	im := st.Indices[index]
+	if im == nil {
+		done(SearchResult{}, &IndexNotFoundError{Index: index})
+		return
+	}
+	out := SearchResult{Shards: im.Shards}
+	perShard := make([][]Doc, im.Shards)
+	left := im.Shards
+	failed := false
+	for sh := 0; sh < im.Shards; sh++ {
+		shard := routing.ShardID(sh)
+		r := &request{}
+		r.send = func(st *cluster.State) (string, error) {
+			im := st.Indices[index]
+			if im == nil {
+				return "", &IndexNotFoundError{Index: index}
+			}
+			node := primaryNode(im, shard)
+			if node != "" {
+				n.send(node, kindSearch, shardSearch{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: shard}, Size: size, Query: query})
+			}
+			return node, nil
+		}
+		r.onResult = func(m transport.Message) bool {
+			var res shardSearchResult
+			if err := m.Decode(&res); err != nil || res.Code == codeRetry {
+				return true
+			}
+			if res.Code != "" {
+				r.fail(errors.New(res.Reason))
+				return false
+			}
+			out.Total += res.Total
+			for _, d := range res.Docs {
+				v, src := DecodeSource(d.Source)
+				perShard[shard] = append(perShard[shard], Doc{ID: d.ID, Routing: d.Routing, Version: v, Seq: int64(d.Seq) - 1, Source: src})
+			}
+			if left--; left == 0 && !failed {
+				for sh, docs := range perShard {
+					for _, d := range docs {
+						out.Docs = append(out.Docs, d)
+						out.Shard = append(out.Shard, routing.ShardID(sh))
+					}
+				}
+				done(out, nil)
+			}
+			return false
+		}
+		r.fail = func(err error) {
+			if !failed {
+				failed = true
+				done(SearchResult{}, err)
+			}
+		}
+		n.coord.start(r)
+	}
+}
+
+// CreateIndex proposes a new index (settings flat and checked by the
+// caller) and calls done once this node applied it.
+func (n *Node) CreateIndex(name string, settings map[string]string, mappings json.RawMessage, creationDate int64, done func(error)) {
+	n.propose(cluster.Task{CreateIndex: &cluster.CreateIndex{Name: name, UUID: n.uuid(), CreationDate: creationDate,
+		Settings: settings, Mappings: mappings}}, done)
+}
+
+// DeleteIndex proposes an index's deletion.
+func (n *Node) DeleteIndex(name string, done func(error)) {
+	n.propose(cluster.Task{DeleteIndex: &cluster.DeleteIndex{Name: name}}, done)
+}
+
+// UpdateReplicas proposes an index's number_of_replicas.
+func (n *Node) UpdateReplicas(name string, replicas int, done func(error)) {
+	n.propose(cluster.Task{UpdateReplicas: &cluster.UpdateReplicas{Index: name, Replicas: replicas}}, done)
+}
+
+func (n *Node) propose(t cluster.Task, done func(error)) {
+	n.mgr.Propose(t, func(r coordinationResult) {
+		if r.Err != nil {
+			n.log.Debug("task refused", zap.Error(r.Err))
+		}
+		done(r.Err)
+	})
+}

@@ -1,0 +1,319 @@
+package clusternode
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
+	"github.com/shardsplit/shardsplit/transport"
+)
+
+// world is a cluster of nodes over a simulated network, stepped by the
+// test alone: it delivers pending messages in a seeded order and ticks
+// every live node between rounds.
+type world struct {
+	t     *testing.T
+	rng   *rand.Rand
+	net   *transport.Network
+	nodes map[string]*worldNode
+	names []string
+	// fileStores puts copies on the test's file store instead of Pebble.
+	fileStores bool
+}
+
+type worldNode struct {
+	name  string
+	disk  *crashfs.Disk
+	n     *Node
+	dead  bool
+	lives int
+}
+
+// endpoint gives a network endpoint the address book a node uses:
+// addresses are node names here.
+type endpoint struct{ transport.Transport }
+
+func (e endpoint) SendAddr(addr string, m transport.Message) { m.To = addr; e.Send(m) }
+func (e endpoint) SetPeer(name, addr string)                 {}
+
+func newWorld(t *testing.T, seed uint64, names ...string) *world {
+	w := &world{t: t, rng: rand.New(rand.NewPCG(seed, 7)), net: transport.NewNetwork(), nodes: map[string]*worldNode{}, names: names}
+	for _, name := range names {
+		w.nodes[name] = &worldNode{name: name, disk: crashfs.New()}
+		w.start(name)
+	}
+	return w
+}
+
+func (w *world) start(name string) {
+	wn := w.nodes[name]
+	wn.lives++
+	fs := wn.disk.FS(nil)
+	n, err := Open(Config{Name: name, DataDir: "/data", FS: fs, TransportAddr: name, Seeds: w.names,
+		InitialManagers: w.names, Transport: endpoint{w.net.Endpoint(name)}, Stores: w.stores(fs),
+		Rand: rand.New(rand.NewPCG(w.rng.Uint64(), uint64(wn.lives))), EphemeralID: fmt.Sprintf("%s-life%d", name, wn.lives)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	wn.n, wn.dead = n, false
+}
+
+// crash kills a node as a power loss would: what it did not sync is gone,
+// and so are the messages on their way to it.
+func (w *world) crash(name string) {
+	wn := w.nodes[name]
+	wn.dead = true
+	wn.disk = wn.disk.Crash(0, w.rng.Uint64())
+	w.net.DropTo(name)
+}
+
+func (w *world) live() []*worldNode {
+	var out []*worldNode
+	for _, name := range w.names {
+		if wn := w.nodes[name]; !wn.dead {
+			out = append(out, wn)
+		}
+	}
+	return out
+}
+
+func (w *world) round() {
+	for i := 0; i < 20000 && w.net.Pending() > 0; i++ {
+		m, ok := w.net.Deliver(w.rng.IntN(w.net.Pending()))
+		if !ok {
+			continue
+		}
+		if wn := w.nodes[m.To]; wn != nil && !wn.dead {
+			wn.n.Step(m)
+		}
+	}
+	for _, wn := range w.live() {
+		wn.n.Tick()
+	}
+}
+
+func (w *world) runUntil(limit int, what string, cond func() bool) {
+	w.t.Helper()
+	for i := 0; i < limit; i++ {
+		if cond() {
+			return
+		}
+		w.round()
+	}
+	w.t.Fatalf("after %d rounds: %s never held", limit, what)
+}
+
+func (w *world) any() *Node { return w.live()[0].n }
+
+func (w *world) health(index string) cluster.HealthStatus {
+	st := w.any().State()
+	if st.Indices[index] == nil {
+		return ""
+	}
+	return st.Health().Indices[index].Status
+}
+
+// do runs a request on node name and waits for its answer.
+func do[T any](w *world, name string, start func(n *Node, done func(T))) T {
+	w.t.Helper()
+	var got *T
+	start(w.nodes[name].n, func(v T) { got = &v })
+	w.runUntil(400, "an answer", func() bool { return got != nil })
+	return *got
+}
+
+type docAnswer struct {
+	res DocResult
+	err error
+}
+
+func (w *world) index(name, index, id, value string) docAnswer {
+	return do(w, name, func(n *Node, done func(docAnswer)) {
+		n.IndexDoc(index, id, "", []byte(value), false, func(r DocResult, err error) { done(docAnswer{r, err}) })
+	})
+}
+
+type getAnswer struct {
+	doc   Doc
+	found bool
+	err   error
+}
+
+func (w *world) get(name, index, id string) getAnswer {
+	return do(w, name, func(n *Node, done func(getAnswer)) {
+		n.GetDoc(index, id, "", func(d Doc, found bool, err error) { done(getAnswer{d, found, err}) })
+	})
+}
+
+func (w *world) createIndex(name, index string, shards, replicas int) {
+	w.t.Helper()
+	err := do(w, name, func(n *Node, done func(error)) {
+		n.CreateIndex(index, map[string]string{"index.number_of_shards": fmt.Sprint(shards),
+			"index.number_of_replicas": fmt.Sprint(replicas)}, nil, 0, done)
+	})
+	if err != nil {
+		w.t.Fatalf("create index %s: %v", index, err)
+	}
+}
+
+// copiesEqual reports whether every started copy of every shard of index
+// holds the same documents as its primary.
+func (w *world) copiesEqual(index string) error {
+	st := w.any().State()
+	im := st.Indices[index]
+	for sh, copies := range im.Copies {
+		var want []string
+		for _, c := range copies {
+			if c.State != cluster.Started {
+				continue
+			}
+			lc := w.nodes[c.Node].n.copies[copyKey{index: im.UUID, shard: sh}]
+			if lc == nil || lc.store == nil {
+				return fmt.Errorf("shard %d: started copy %s on %s has no store", sh, c.AllocationID, c.Node)
+			}
+			var docs []string
+			_ = lc.store.Scan(func(d storage.Doc) error {
+				docs = append(docs, fmt.Sprintf("%s=%s", d.ID, d.Source))
+				return nil
+			})
+			if want == nil {
+				want = docs
+			} else if !slices.Equal(want, docs) {
+				return fmt.Errorf("shard %d: copy on %s holds %v, another %v", sh, c.Node, docs, want)
+			}
+		}
+	}
+	return nil
+}
+
+func TestAnIndexWithAReplicaGoesGreenAndServesFromEveryNode(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n2", "logs", 2, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	for i, name := range w.names {
+		a := w.index(name, "logs", fmt.Sprint("d", i), fmt.Sprint("v", i))
+		if a.err != nil || a.res.Result != "created" || a.res.Version != 1 {
+			t.Fatalf("index d%d through %s = %+v, %v; want created at version 1", i, name, a.res, a.err)
+		}
+	}
+	for i, name := range w.names {
+		g := w.get(name, "logs", fmt.Sprint("d", (i+1)%3))
+		if g.err != nil || !g.found || string(g.doc.Source) != fmt.Sprint("v", (i+1)%3) {
+			t.Fatalf("get through %s = %+v", name, g)
+		}
+	}
+	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}
+
+func TestAPrimarysNodeCrashPromotesAReplicaAndNothingAcknowledgedIsLost(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		w := newWorld(t, seed, "n1", "n2", "n3")
+		w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+		w.createIndex("n1", "logs", 2, 1)
+		w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+		acked := map[string]string{}
+		for i := range 20 {
+			id, v := fmt.Sprint("d", i), fmt.Sprint("v", i)
+			if a := w.index(w.names[i%3], "logs", id, v); a.err == nil {
+				acked[id] = v
+			}
+		}
+		st := w.any().State()
+		victim := primaryNode(st.Indices["logs"], 0)
+		term := st.Indices["logs"].PrimaryTerms[0]
+		w.crash(victim)
+		var alive string
+		for _, name := range w.names {
+			if name != victim {
+				alive = name
+			}
+		}
+		w.runUntil(400, "shard 0 promoted", func() bool {
+			im := w.nodes[alive].n.State().Indices["logs"]
+			p := primaryNode(im, 0)
+			return p != "" && p != victim && im.PrimaryTerms[0] > term
+		})
+		for i := 20; i < 30; i++ {
+			id, v := fmt.Sprint("d", i), fmt.Sprint("v", i)
+			a := w.index(alive, "logs", id, v)
+			if a.err != nil {
+				t.Fatalf("seed %d: a write after the failover: %v", seed, a.err)
+			}
+			acked[id] = v
+		}
+		for id, v := range acked {
+			g := w.get(alive, "logs", id)
+			if g.err != nil || !g.found || string(g.doc.Source) != v {
+				t.Fatalf("seed %d: acknowledged %s=%s reads %+v after the failover", seed, id, v, g)
+			}
+		}
+		w.start(victim)
+		w.runUntil(800, "green again with the node back", func() bool { return w.health("logs") == cluster.Green })
+		w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+	}
+}
+
+// stores opens copies on Pebble, or, with fileStores set, on the test's
+// file store.
+func (w *world) stores(fs storage.FS) StoreOpener {
+	if w.fileStores {
+		return fileStores{fs: fs}
+	}
+	return Stores{FS: fs, CacheBytes: 1 << 20}
+}
+
+// TestTwoRoutingValuesOfAnIDKeepOneDocumentOnEveryCopy: a shard keeps one
+// document per _id whatever routing value reached it (the _id index), on
+// its primary and on its replica, which applies the primary's removals.
+func TestTwoRoutingValuesOfAnIDKeepOneDocumentOnEveryCopy(t *testing.T) {
+	w := newWorld(t, 3, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	// 64 routing shards: routing values a and b land on different
+	// partitions of the one shard, so x/a and x/b have different keys.
+	err := do(w, "n1", func(n *Node, done func(error)) {
+		n.CreateIndex("one", map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "1",
+			"index.number_of_routing_shards": "64"}, nil, 0, done)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.runUntil(300, "one green", func() bool { return w.health("one") == cluster.Green })
+	write := func(routingValue, value string) DocResult {
+		a := do(w, "n2", func(n *Node, done func(docAnswer)) {
+			n.IndexDoc("one", "x", routingValue, []byte(value), false, func(r DocResult, err error) { done(docAnswer{r, err}) })
+		})
+		if a.err != nil {
+			t.Fatalf("index x with routing %q: %v", routingValue, a.err)
+		}
+		return a.res
+	}
+	if r := write("a", "v1"); r.Result != "created" || r.Version != 1 {
+		t.Fatalf("first write of x = %+v, want created at version 1", r)
+	}
+	if r := write("b", "v2"); r.Result != "updated" || r.Version != 2 {
+		t.Fatalf("x again under another routing value = %+v, want updated at version 2", r)
+	}
+	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("one") == nil })
+	im := w.any().State().Indices["one"]
+	for _, c := range im.Copies[0] {
+		var docs []string
+		_ = w.nodes[c.Node].n.ScanCopy(im.UUID, 0, func(d storage.Doc) error {
+			docs = append(docs, fmt.Sprintf("%s/%s", d.ID, d.Routing))
+			return nil
+		})
+		if len(docs) != 1 || docs[0] != "x/b" {
+			t.Fatalf("the copy on %s holds %v, want the one document x/b", c.Node, docs)
+		}
+	}
+	g := do(w, "n3", func(n *Node, done func(getAnswer)) {
+		n.GetDoc("one", "x", "c", func(d Doc, found bool, err error) { done(getAnswer{d, found, err}) })
+	})
+	if g.err != nil || !g.found || string(g.doc.Source) != "v2" {
+		t.Fatalf("get x with a third routing value = %+v, want v2", g)
+	}
+}

@@ -1,0 +1,191 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/batchrepr"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// A shard copy of a replicated index keeps two things beside its
+// documents (package replication is their user):
+//
+//   - its history: every operation it applied, in the operation log, as a
+//     split's log hold records them (HoldLog), until TrimLogTo drops what no
+//     copy will need again. A primary records its writes there; a replica
+//     its primary's operations (ApplyReplicated), so that once promoted it
+//     can resync the others or serve a recovery.
+//   - on a replica, an undo record per operation above the global
+//     checkpoint: the value every key the operation changed had before, so
+//     that a new primary can take back what it never had (Undo), as
+//     OpenSearch resets a replica's engine to the global checkpoint.
+//
+// Undo records live under their own tag (tagUndo | shard u32 | seq u64).
+const tagUndo byte = 0x22
+
+func undoKey(shard routing.ShardID, seq uint64) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{tagUndo}, uint32(shard))
+	return binary.BigEndian.AppendUint64(b, seq)
+}
+
+// undoRecord encodes, for every key entry sets or deletes, the value it
+// has in r now: uvarint n | n × (uvarint len(key) | key | present byte |
+// [uvarint len(value) | value]).
+func undoRecord(r pebble.Reader, entry *pebble.Batch) ([]byte, error) {
+	var keys [][]byte
+	br := batchrepr.Read(entry.Repr())
+	for {
+		kind, ukey, _, ok, err := br.Next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		_ = kind
+		keys = append(keys, append([]byte(nil), ukey...))
+	}
+	out := binary.AppendUvarint(nil, uint64(len(keys)))
+	for _, k := range keys {
+		out = binary.AppendUvarint(out, uint64(len(k)))
+		out = append(out, k...)
+		v, closer, err := r.Get(k)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			out = append(out, 0)
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, 1)
+			out = binary.AppendUvarint(out, uint64(len(v)))
+			out = append(out, v...)
+			_ = closer.Close()
+		}
+	}
+	return out, nil
+}
+
+// restoreUndo writes into b what an undo record says the keys held.
+func restoreUndo(b *pebble.Batch, rec []byte) error {
+	n, w := binary.Uvarint(rec)
+	if w <= 0 {
+		return errCorruptValue
+	}
+	rec = rec[w:]
+	for range n {
+		kl, w := binary.Uvarint(rec)
+		if w <= 0 || uint64(len(rec)-w) < kl+1 {
+			return errCorruptValue
+		}
+		k := rec[w : w+int(kl)]
+		rec = rec[w+int(kl):]
+		present := rec[0]
+		rec = rec[1:]
+		if present == 0 {
+			_ = b.Delete(k, nil)
+			continue
+		}
+		vl, w := binary.Uvarint(rec)
+		if w <= 0 || uint64(len(rec)-w) < vl {
+			return errCorruptValue
+		}
+		_ = b.Set(k, rec[w:w+int(vl)], nil)
+		rec = rec[w+int(vl):]
+	}
+	return nil
+}
+
+// ApplyReplicated applies a primary's operations on a copy as ApplyLog
+// does (their sequence numbers kept), records them in the copy's history,
+// and, with undo, records what each changed; the batch is durable when it
+// returns. The entries must follow the shard's sequence number without a
+// gap.
+func (s *Shard) ApplyReplicated(entries []LogEntry, undo bool) error {
+	if len(entries) > 0 && entries[0].Seq != s.Seq()+1 {
+		return fmt.Errorf("storage: shard %d: replicated operation %d does not follow %d", s.id, entries[0].Seq, s.Seq())
+	}
+	return s.applyLog(entries, true, undo)
+}
+
+// Undo takes back every operation above seq, newest first, with its undo
+// record, and drops it from the history: the shard's sequence number
+// becomes seq. It fails, changing nothing, if an undo record is missing.
+func (s *Shard) Undo(seq uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() || !s.st.enter() {
+		return ErrShardClosed
+	}
+	defer s.st.exit()
+	cur := s.seq.Load()
+	if seq >= cur {
+		return nil
+	}
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	for q := cur; q > seq; q-- {
+		rec, closer, err := s.st.db.Get(undoKey(s.id, q))
+		if err != nil {
+			return fmt.Errorf("storage: shard %d: undo operation %d: %w", s.id, q, err)
+		}
+		err = restoreUndo(b, rec)
+		_ = closer.Close()
+		if err != nil {
+			return fmt.Errorf("storage: shard %d: undo operation %d: %w", s.id, q, err)
+		}
+		_ = b.Delete(undoKey(s.id, q), nil)
+		_ = b.Delete(logKey(nil, s.id, q), nil)
+	}
+	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, seq), nil)
+	if err := s.st.applySynced(b); err != nil {
+		return fmt.Errorf("storage: shard %d: undo to %d: %w", s.id, seq, err)
+	}
+	s.seq.Store(seq)
+	return nil
+}
+
+// DropUndo deletes the undo records at or below seq: those operations
+// will never be taken back.
+func (s *Shard) DropUndo(seq uint64) error {
+	return s.deleteRange(undoKey(s.id, 0), undoKey(s.id, seq+1))
+}
+
+// TrimLogTo deletes the history at or below seq.
+func (s *Shard) TrimLogTo(seq uint64) error {
+	return s.deleteRange(logKey(nil, s.id, 0), logKey(nil, s.id, seq+1))
+}
+
+func (s *Shard) deleteRange(lo, hi []byte) error {
+	if s.closed.Load() || !s.st.enter() {
+		return ErrShardClosed
+	}
+	defer s.st.exit()
+	b := s.st.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange(lo, hi, nil)
+	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
+		return fmt.Errorf("storage: shard %d: delete range: %w", s.id, err)
+	}
+	return nil
+}
+
+// Checkpoint writes a consistent copy of the shard's store into dir (hard
+// links to its tables, its unflushed WAL copied) and returns the sequence
+// number it holds: a peer recovery's files. It holds the apply lock, so no
+// write lands between the copy and the number.
+func (s *Shard) Checkpoint(dir string) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() || !s.st.enter() {
+		return 0, ErrShardClosed
+	}
+	defer s.st.exit()
+	if err := s.st.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		return 0, fmt.Errorf("storage: shard %d: checkpoint to %s: %w", s.id, dir, err)
+	}
+	return s.seq.Load(), nil
+}

@@ -31,6 +31,13 @@ type tracked struct {
 	lcp      int64 // its local checkpoint, as it acknowledged
 }
 
+// unknownCheckpoint is the local checkpoint of a copy that has not yet
+// acknowledged anything to this primary (UNASSIGNED_SEQ_NO). Such an in-sync
+// copy holds the global checkpoint where it is, below or above its own
+// value (ReplicationTracker.computeGlobalCheckpoint falls back to the
+// current global checkpoint), so the invariant gcp <= lcp exempts it.
+const unknownCheckpoint = NoOpsPerformed - 1
+
 func newTracker(self string, lcp int64) *Tracker {
 	return &Tracker{self: self, gcp: NoOpsPerformed, copies: map[string]*tracked{
 		self: {aid: self, inSync: true, tracking: true, lcp: lcp},
@@ -67,12 +74,12 @@ func (t *Tracker) update(inSync []string, routed map[string]string) {
 			// that left, or one of the group the primary inherited on
 			// promotion. Its checkpoint is unknown, so it holds the
 			// global checkpoint back until it is tracked or marked stale.
-			t.copies[aid] = &tracked{aid: aid, inSync: true, lcp: NoOpsPerformed - 1, node: routed[aid]}
+			t.copies[aid] = &tracked{aid: aid, inSync: true, lcp: unknownCheckpoint, node: routed[aid]}
 		}
 	}
 	for aid, node := range routed {
 		if _, ok := t.copies[aid]; !ok {
-			t.copies[aid] = &tracked{aid: aid, node: node, lcp: NoOpsPerformed - 1}
+			t.copies[aid] = &tracked{aid: aid, node: node, lcp: unknownCheckpoint}
 		}
 	}
 }
@@ -125,7 +132,7 @@ func (t *Tracker) computeGCP() int64 {
 	}
 	if invariants.Enabled {
 		for _, c := range t.copies {
-			if c.inSync && c.tracking && c.lcp < t.gcp {
+			if c.inSync && c.tracking && c.lcp != unknownCheckpoint && c.lcp < t.gcp {
 				invariants.AssertionFailedf("replication: global checkpoint %d above in-sync copy %s's local checkpoint %d", t.gcp, c.aid, c.lcp)
 			}
 		}

@@ -317,3 +317,37 @@ func TestTwoRoutingValuesOfAnIDKeepOneDocumentOnEveryCopy(t *testing.T) {
 		t.Fatalf("get x with a third routing value = %+v, want v2", g)
 	}
 }
+
+// A coordinator numbers its requests from 1 in every life. A primary that
+// remembered the answer to "request 1 from n3" must not hand it to n3's
+// next life's request 1: that write would be acknowledged and never
+// applied.
+func TestARestartedCoordinatorsWritesAreNotTakenForItsPreviousOnes(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 0)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	primary := primaryNode(w.any().State().Indices["logs"], 0)
+	var coord string
+	for _, name := range w.names {
+		if name != primary {
+			coord = name
+		}
+	}
+	if a := w.index(coord, "logs", "before", "v1"); a.err != nil {
+		t.Fatalf("the first life's write: %v", a.err)
+	}
+	w.crash(coord)
+	w.start(coord)
+	w.runUntil(400, "the coordinator rejoined", func() bool {
+		st := w.nodes[coord].n.State()
+		m, ok := st.Nodes[coord]
+		return ok && m.EphemeralID == w.nodes[coord].n.ephemeral && st.Indices["logs"] != nil
+	})
+	if a := w.index(coord, "logs", "after", "v2"); a.err != nil {
+		t.Fatalf("the second life's write: %v", a.err)
+	}
+	if g := w.get(primary, "logs", "after"); g.err != nil || !g.found || string(g.doc.Source) != "v2" {
+		t.Fatalf("the second life's acknowledged write reads %+v", g)
+	}
+}

@@ -53,9 +53,12 @@ type ItemResult struct {
 }
 
 type shardWrite struct {
-	Req   uint64      `json:"req"`
-	Shard copyKeyJSON `json:"shard"`
-	Items []WriteItem `json:"items"`
+	Req uint64 `json:"req"`
+	// Incarnation is the coordinator's ephemeral id: its request numbers
+	// start again in every life, so a write is known by both.
+	Incarnation string      `json:"incarnation"`
+	Shard       copyKeyJSON `json:"shard"`
+	Items       []WriteItem `json:"items"`
 }
 
 type shardWriteResult struct {
@@ -199,7 +202,7 @@ func (n *Node) primaryHere(k copyKey) (*localCopy, string) {
 
 // serveWrite runs a write on the local primary.
 func (n *Node) serveWrite(from string, r shardWrite) {
-	key := fmt.Sprintf("%s/%d", from, r.Req)
+	key := fmt.Sprintf("%s/%s/%d", from, r.Incarnation, r.Req)
 	if w, ok := n.serving.writes[key]; ok {
 		if w.done {
 			n.send(from, kindWriteResult, w.result)

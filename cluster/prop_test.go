@@ -3,13 +3,13 @@ package cluster_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	. "github.com/shardsplit/shardsplit/cluster"
-	"github.com/shardsplit/shardsplit/routing"
 )
 
 // TestRandomTasksKeepTheStateValid applies random task sequences, stale
@@ -115,6 +115,8 @@ func (g *taskGen) next(s *State, step int) Task {
 			return Task{DeleteIndex: &DeleteIndex{Name: rapid.SampledFrom(names).Draw(rt, "delete")}}
 		}
 		return Task{DeleteIndex: &DeleteIndex{Name: "none"}}
+	case k < 84:
+		return g.split(s)
 	case k < 88:
 		if names := s.IndexNames(); len(names) > 0 {
 			return Task{UpdateReplicas: &UpdateReplicas{Index: rapid.SampledFrom(names).Draw(rt, "index"), Replicas: rapid.IntRange(-1, 3).Draw(rt, "replicas")}}
@@ -165,8 +167,7 @@ func (g *taskGen) failed(s *State) Task {
 	cands = append(cands, copies(s, ShardCopy.Assigned)...)
 	for _, name := range s.IndexNames() {
 		im := s.Indices[name]
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
 			for _, id := range im.InSync[shard] {
 				if !slices.ContainsFunc(im.Copies[shard], func(c ShardCopy) bool { return c.AllocationID == id }) {
 					cands = append(cands, ShardCopyOf{Index: name, IndexUUID: im.UUID, Shard: shard, Term: im.PrimaryTerms[shard], Copy: ShardCopy{AllocationID: id}})
@@ -234,8 +235,8 @@ func quiesce(rt *rapid.T, s *State) *State {
 func checkQuiet(rt *rapid.T, s *State) {
 	for _, name := range s.IndexNames() {
 		im := s.Indices[name]
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
+			sh := shard
 			p, _ := s.Primary(name, shard)
 			assigned := 0
 			for _, c := range im.Copies[shard] {
@@ -261,5 +262,34 @@ func checkQuiet(rt *rapid.T, s *State) {
 				rt.Fatalf("[%s][%d] has %d of %d copies assigned on %d nodes", name, sh, assigned, len(im.Copies[shard]), len(s.Nodes))
 			}
 		}
+	}
+}
+
+// split begins, hands off or cancels a split of a random shard, mostly of
+// one that fits (a started shard; a split whose children may all be in
+// sync, under the parent's term), sometimes of one that does not.
+func (g *taskGen) split(s *State) Task {
+	rt := g.rt
+	names := s.IndexNames()
+	if len(names) == 0 {
+		return Task{SplitShard: &SplitShard{Index: "none", Children: 2}}
+	}
+	name := rapid.SampledFrom(names).Draw(rt, "split index")
+	im := s.Indices[name]
+	shard := rapid.SampledFrom(im.ShardIDs()).Draw(rt, "split shard")
+	switch rapid.IntRange(0, 5).Draw(rt, "split kind") {
+	case 0, 1, 2:
+		return Task{SplitShard: &SplitShard{Index: name, Shard: shard, Children: rapid.IntRange(1, 3).Draw(rt, "children")}}
+	case 3, 4:
+		if parents := slices.Sorted(maps.Keys(im.Splits)); len(parents) > 0 {
+			shard = rapid.SampledFrom(parents).Draw(rt, "handed off")
+		}
+		term := im.PrimaryTerms[shard] - uint64(rapid.IntRange(0, 1).Draw(rt, "old term"))
+		return Task{SplitHandoff: &SplitHandoff{Index: name, Shard: shard, ParentTerm: term, MaxSeq: 7}}
+	default:
+		if parents := slices.Sorted(maps.Keys(im.Splits)); len(parents) > 0 {
+			shard = rapid.SampledFrom(parents).Draw(rt, "cancelled")
+		}
+		return Task{SplitCancel: &SplitCancel{Index: name, Shard: shard, Reason: "test"}}
 	}
 }

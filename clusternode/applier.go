@@ -164,8 +164,7 @@ func (n *Node) reconcile(st *cluster.State) {
 	want := map[copyKey]assigned{}
 	for _, name := range sortedKeys(st.Indices) {
 		im := st.Indices[name]
-		for sh := 0; sh < im.Shards; sh++ {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
 			var primary cluster.ShardCopy
 			for _, c := range im.Copies[shard] {
 				if c.Primary {

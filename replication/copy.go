@@ -451,6 +451,16 @@ func (c *Copy) Followers() map[string]int64 {
 	return out
 }
 
+// FollowerCaughtUp reports whether a follower holds every operation up to
+// the global checkpoint: a child copy may report itself started.
+func (c *Copy) FollowerCaughtUp(aid string) bool {
+	if !c.primary {
+		return false
+	}
+	t, ok := c.tracker.copies[aid]
+	return ok && t.follower && t.lcp >= c.tracker.gcp
+}
+
 // BlockWrites holds every new write (a split's hand-off: its parent's
 // permits blocked); from now on, until the followers are gone, a write is
 // acknowledged only once every follower has it.

@@ -108,21 +108,21 @@ type Source struct {
 	shard    ShardKey
 	follower bool
 	fs       storage.FS
-	dir     string // the checkpoint, deleted when the recovery ends
-	id      string
-	target  string
-	node    string
-	lcp     int64
-	files   []FileInfo
-	todo    []chunkRef          // not yet sent
-	flight  map[chunkRef]uint64 // sent, not acknowledged: the tick it was sent
-	mfAcked bool
-	mfSent  uint64
-	opened  bool
-	done    bool
-	tick    uint64
-	heard   uint64
-	log     *zap.Logger
+	dir      string // the checkpoint, deleted when the recovery ends
+	id       string
+	target   string
+	node     string
+	lcp      int64
+	files    []FileInfo
+	todo     []chunkRef          // not yet sent
+	flight   map[chunkRef]uint64 // sent, not acknowledged: the tick it was sent
+	mfAcked  bool
+	mfSent   uint64
+	opened   bool
+	done     bool
+	tick     uint64
+	heard    uint64
+	log      *zap.Logger
 
 	BytesSent int64
 }

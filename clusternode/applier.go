@@ -179,6 +179,7 @@ func (n *Node) reconcile(st *cluster.State) {
 			}
 		}
 	}
+	n.retireHandedOff(st)
 	for _, k := range n.sortedCopies() {
 		lc := n.copies[k]
 		if a, ok := want[k]; !ok || a.copy.AllocationID != lc.aid {
@@ -251,6 +252,10 @@ func (n *Node) removeCopy(k copyKey, why string) {
 // applyCopy brings one assigned copy to what the state says.
 func (n *Node) applyCopy(st *cluster.State, a assigned) {
 	lc := n.copies[a.key]
+	if parent, child := a.index.SplitOf(a.key.shard); child && a.copy.Primary {
+		n.applyChildPrimary(a, parent)
+		return
+	}
 	switch {
 	case a.copy.Primary && lc == nil:
 		n.openPrimary(a)

@@ -497,7 +497,10 @@ func (c *Copy) HandoffReady() (term uint64, maxSeq int64, ok bool) {
 		return 0, 0, false
 	}
 	for _, t := range fs {
-		if t.lcp != lcp {
+		// Every follower holds every operation, and was sent the global
+		// checkpoint (which covers them all once none is pending): a
+		// child primary resyncs its replicas from there.
+		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || p.sentGCP < c.tracker.gcp {
 			return 0, 0, false
 		}
 	}

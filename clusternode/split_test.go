@@ -14,12 +14,24 @@ type load struct {
 	index    string
 	next     int
 	inflight int
+	byNode   map[*Node]int // writes in flight by the node (the life) that coordinates them
 	acked    map[string]string
 	failed   int
+	errs     []error
 }
 
 func newLoad(w *world, index string) *load {
-	return &load{w: w, index: index, acked: map[string]string{}}
+	return &load{w: w, index: index, acked: map[string]string{}, byNode: map[*Node]int{}}
+}
+
+// pending counts the writes in flight on live nodes: a crashed node's
+// never answer.
+func (l *load) pending() int {
+	n := 0
+	for _, wn := range l.w.live() {
+		n += l.byNode[wn.n]
+	}
+	return n
 }
 
 // issue sends k writes, round robin over the live nodes.
@@ -30,10 +42,13 @@ func (l *load) issue(k int) {
 		node := live[l.next%len(live)].n
 		l.next++
 		l.inflight++
+		l.byNode[node]++
 		node.IndexDoc(l.index, id, "", []byte(v), false, func(r DocResult, err error) {
 			l.inflight--
+			l.byNode[node]--
 			if err != nil {
 				l.failed++
+				l.errs = append(l.errs, err)
 				return
 			}
 			l.acked[id] = v
@@ -52,6 +67,14 @@ func (l *load) runWriting(limit int, what string, cond func() bool) {
 		l.w.round()
 	}
 	l.w.t.Fatalf("after %d rounds under writes: %s never held", limit, what)
+}
+
+// rounds runs k rounds with writes.
+func (l *load) rounds(k int) {
+	for range k {
+		l.issue(2)
+		l.w.round()
+	}
 }
 
 // check reads every acknowledged document back through node name.
@@ -122,5 +145,158 @@ func TestAReplicatedShardSplitsUnderWritesWithNothingAcknowledgedLost(t *testing
 		l.check("n3")
 		w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
 		t.Logf("seed %d: %d writes acknowledged (%d while the split ran), %d failed", seed, len(l.acked), during, l.failed)
+	}
+}
+
+// splitCrashPoint is where a crash hits a split.
+type splitCrashPoint struct {
+	name string
+	// at reports whether the split reached the point; victim names the
+	// node to crash there.
+	at     func(w *world) bool
+	victim func(w *world) string
+	// cancels: the split is rolled back, else it completes.
+	cancels bool
+}
+
+func parentPrimaryNode(w *world) string {
+	st := w.any().State()
+	im := st.Indices["logs"]
+	if sp, ok := im.Splits[0]; ok {
+		for _, c := range im.Copies[sp.Children[0]] {
+			if c.Primary {
+				return c.Node
+			}
+		}
+	}
+	for _, h := range im.Handoffs {
+		for _, c := range im.Copies[h.Children[0]] {
+			if c.Primary {
+				return c.Node // the child primaries were built there, unless one failed over since
+			}
+		}
+	}
+	return primaryNode(im, 0)
+}
+
+func childReplicaNode(w *world) string {
+	im := w.any().State().Indices["logs"]
+	if sp, ok := im.Splits[0]; ok {
+		for _, ch := range sp.Children {
+			for _, c := range im.Copies[ch] {
+				if !c.Primary && c.Assigned() {
+					return c.Node
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func leaderNode(w *world) string {
+	for _, wn := range w.live() {
+		if wn.n.Manager().IsLeader() {
+			return wn.name
+		}
+	}
+	return ""
+}
+
+var splitCrashPoints = []splitCrashPoint{
+	{name: "parent primary before the hand-off", cancels: true,
+		at:     func(w *world) bool { return w.splitting("logs") },
+		victim: parentPrimaryNode},
+	{name: "child replica before the hand-off", cancels: true,
+		at:     func(w *world) bool { return w.splitting("logs") && childReplicaNode(w) != "" },
+		victim: childReplicaNode},
+	{name: "parent primary after the hand-off",
+		at:     func(w *world) bool { return w.handedOff("logs") },
+		victim: parentPrimaryNode},
+	{name: "cluster-manager leader after the hand-off",
+		at:     func(w *world) bool { return w.handedOff("logs") && leaderNode(w) != "" },
+		victim: leaderNode},
+}
+
+// TestAHandedOffChildReplicaHasEveryAcknowledgedWrite: a child replica
+// whose replication lags is promoted when the node of the child primaries
+// crashes right after the hand-off: the hand-off waited for it, so it has
+// every write acknowledged before.
+func TestAHandedOffChildReplicaHasEveryAcknowledgedWrite(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		w := newWorld(t, seed, "n1", "n2", "n3")
+		w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+		w.createSplittable("n1", "logs")
+		w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+		l := newLoad(w, "logs")
+		l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+		w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+		l.runWriting(600, "child replicas assigned", func() bool {
+			im := w.any().State().Indices["logs"]
+			sp, ok := im.Splits[0]
+			return ok && sp.Phase == cluster.SplitRecoveringReplicas && childReplicaNode(w) != ""
+		})
+		parent := parentPrimaryNode(w)
+		w.lagging = map[string]bool{}
+		im := w.any().State().Indices["logs"]
+		for _, ch := range im.Splits[0].Children {
+			for _, c := range im.Copies[ch] {
+				if !c.Primary && c.Assigned() {
+					w.lagging[c.AllocationID] = true
+				}
+			}
+		}
+		// Crash the parent primary's node in the round the hand-off
+		// commits on it, before any other node can catch up.
+		l.runWriting(1200, "the hand-off applied on the parent's node", func() bool {
+			_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
+			return ok
+		})
+		w.crash(parent)
+		w.lagging = nil
+		l.rounds(20)
+		w.start(parent)
+		l.runWriting(1500, "green", func() bool { return w.health("logs") == cluster.Green && !w.splitting("logs") })
+		w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+		l.check(w.live()[0].name)
+		w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+		t.Logf("seed %d: %d writes acknowledged", seed, len(l.acked))
+	}
+}
+
+// TestASplitSurvivesACrashAtEachStep: under writes through every node, a
+// node crashes at a step of a replicated split; the split rolls back
+// before the hand-off and completes after it, the index ends green with
+// every acknowledged write readable and its copies equal.
+func TestASplitSurvivesACrashAtEachStep(t *testing.T) {
+	for _, p := range splitCrashPoints {
+		for seed := uint64(1); seed <= 2; seed++ {
+			t.Run(fmt.Sprintf("%s/seed=%d", p.name, seed), func(t *testing.T) {
+				w := newWorld(t, seed, "n1", "n2", "n3")
+				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+				w.createSplittable("n1", "logs")
+				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+				l := newLoad(w, "logs")
+				l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+				w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+				l.runWriting(600, p.name, func() bool { return p.at(w) })
+				victim := p.victim(w)
+				if victim == "" {
+					t.Fatal("no node to crash")
+				}
+				w.crash(victim)
+				l.rounds(30)
+				w.start(victim)
+				l.runWriting(1500, "green with no split running", func() bool {
+					return w.health("logs") == cluster.Green && !w.splitting("logs")
+				})
+				w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+				if got := w.handedOff("logs"); got == p.cancels {
+					t.Fatalf("handed off = %v after a crash at %s", got, p.name)
+				}
+				l.check(w.live()[0].name)
+				w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+				t.Logf("crashed %s: %d writes acknowledged, %d failed %v", victim, len(l.acked), l.failed, l.errs)
+			})
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
@@ -28,6 +29,9 @@ type world struct {
 	// operations only every fourth round: their replication lags behind.
 	lagging map[string]bool
 	rounds  int
+	// deaf names nodes that hear nothing from the cluster manager: their
+	// cluster state stays where it is.
+	deaf map[string]bool
 	held    []transport.Message // lagging messages, sent again next round unless their sender crashed
 }
 
@@ -98,6 +102,10 @@ func (w *world) round() {
 	for i := 0; i < 20000 && w.net.Pending() > 0; i++ {
 		m, ok := w.net.Deliver(w.rng.IntN(w.net.Pending()))
 		if !ok {
+			continue
+		}
+		if w.deaf[m.To] && strings.HasPrefix(m.Kind, "cm/") {
+			w.held = append(w.held, m)
 			continue
 		}
 		if m.Kind == replication.KindReplicate && len(w.lagging) > 0 && w.rounds%4 != 0 {

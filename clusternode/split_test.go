@@ -2,6 +2,7 @@ package clusternode
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
@@ -298,5 +299,61 @@ func TestASplitSurvivesACrashAtEachStep(t *testing.T) {
 				t.Logf("crashed %s: %d writes acknowledged, %d failed %v", victim, len(l.acked), l.failed, l.errs)
 			})
 		}
+	}
+}
+
+// TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild: a node
+// whose cluster state predates the hand-off routes a write to the parent;
+// the retired parent refuses it with a retry (it is neither applied nor
+// failed), and once the node has the new state the write lands on a child.
+func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	w.runUntil(600, "every child copy in sync", func() bool {
+		for _, wn := range w.live() {
+			sp, ok := wn.n.State().Indices["logs"].Splits[0]
+			if !ok || sp.Phase != cluster.SplitReady {
+				return false
+			}
+		}
+		return true
+	})
+	parent := parentPrimaryNode(w)
+	coord := ""
+	for _, name := range w.names {
+		if name != parent && name != leaderNode(w) {
+			coord = name
+		}
+	}
+	if coord == "" {
+		t.Fatal("no node is neither the leader nor the parent's")
+	}
+	w.deaf = map[string]bool{coord: true}
+	w.runUntil(200, "the hand-off applied on the parent's node", func() bool {
+		_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
+		return ok
+	})
+	if _, ok := w.nodes[coord].n.State().Indices["logs"].Handoffs[0]; ok {
+		t.Fatal("the coordinator already has the hand-off")
+	}
+	var got *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "stale", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
+	for range 5 {
+		w.round()
+	}
+	if got != nil {
+		t.Fatalf("a write routed to the retired parent was answered: %+v", *got)
+	}
+	w.deaf = nil
+	w.runUntil(200, "the write answered", func() bool { return got != nil })
+	children := w.any().State().Indices["logs"].Handoffs[0].Children
+	if got.err != nil || !slices.Contains(children, got.res.Shard) {
+		t.Fatalf("the stale coordinator's write = %+v, want it on one of %v", *got, children)
+	}
+	if g := w.get(coord, "logs", "stale"); g.err != nil || !g.found || string(g.doc.Source) != "v" {
+		t.Fatalf("the write reads %+v", g)
 	}
 }

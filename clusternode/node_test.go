@@ -32,7 +32,7 @@ type world struct {
 	// deaf names nodes that hear nothing from the cluster manager: their
 	// cluster state stays where it is.
 	deaf map[string]bool
-	held    []transport.Message // lagging messages, sent again next round unless their sender crashed
+	held []transport.Message // lagging messages, sent again next round unless their sender crashed
 }
 
 type worldNode struct {

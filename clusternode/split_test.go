@@ -357,3 +357,39 @@ func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
 		t.Fatalf("the write reads %+v", g)
 	}
 }
+
+// TestAParentThatCannotHearTheManagerUnblocksItsWrites: a parent primary
+// whose node hears nothing from the cluster manager after it blocked its
+// writes for the hand-off lets them through again within handoffTicks;
+// once it hears again, the split completes with nothing acknowledged lost.
+func TestAParentThatCannotHearTheManagerUnblocksItsWrites(t *testing.T) {
+	w := newWorld(t, 2, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	parent := parentPrimaryNode(w)
+	im := w.any().State().Indices["logs"]
+	pk := copyKey{index: im.UUID, shard: 0}
+	blocked := func() bool {
+		lc := w.nodes[parent].n.copies[pk]
+		return lc != nil && lc.c != nil && lc.c.Blocked()
+	}
+	l.runWriting(600, "the parent blocked", blocked)
+	w.deaf = map[string]bool{parent: true}
+	blockedAt := w.nodes[parent].n.tick
+	l.runWriting(handoffTicks+5, "the parent unblocked", func() bool { return !blocked() })
+	if waited := w.nodes[parent].n.tick - blockedAt; waited > handoffTicks+1 {
+		t.Fatalf("the parent stayed blocked %d ticks", waited)
+	}
+	w.deaf = nil
+	l.runWriting(1500, "green with no split running", func() bool {
+		return w.health("logs") == cluster.Green && !w.splitting("logs")
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	l.check(w.live()[0].name)
+	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+	t.Logf("%d writes acknowledged, %d failed %v; handed off %v", len(l.acked), l.failed, l.errs, w.handedOff("logs"))
+}

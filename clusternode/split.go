@@ -202,19 +202,6 @@ func (n *Node) tickSplits() {
 			delete(n.handoffs, k)
 			continue
 		}
-		assignedChild := map[string]bool{}
-		for _, ch := range sp.Children {
-			for _, c := range im.Copies[ch] {
-				if c.Assigned() {
-					assignedChild[c.AllocationID] = true
-				}
-			}
-		}
-		for aid := range plc.c.Followers() {
-			if !assignedChild[aid] {
-				plc.c.StopFollowing(aid)
-			}
-		}
 		for _, ch := range sp.Children {
 			ck := copyKey{index: k.index, shard: ch}
 			clc := n.copies[ck]
@@ -269,6 +256,14 @@ func (n *Node) driveHandoff(k copyKey, plc *localCopy, im *cluster.IndexMeta, sp
 	term, maxSeq, ok := c.HandoffReady()
 	if !ok {
 		return
+	}
+	following := c.Followers()
+	for _, ch := range sp.Children {
+		for _, cp := range im.Copies[ch] {
+			if _, ok := following[cp.AllocationID]; !ok {
+				return // a child copy the parent does not stream to cannot have all it has
+			}
+		}
 	}
 	h.proposed = true
 	name := im.Name

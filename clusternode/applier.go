@@ -252,9 +252,8 @@ func (n *Node) removeCopy(k copyKey, why string) {
 // applyCopy brings one assigned copy to what the state says.
 func (n *Node) applyCopy(st *cluster.State, a assigned) {
 	lc := n.copies[a.key]
-	if parent, child := a.index.SplitOf(a.key.shard); child && a.copy.Primary {
-		n.applyChildPrimary(a, parent)
-		return
+	if _, child := a.index.SplitOf(a.key.shard); child && a.copy.Primary {
+		return // built by tickSplits beside its parent's primary, then follows it until the hand-off
 	}
 	switch {
 	case a.copy.Primary && lc == nil:

@@ -83,10 +83,12 @@ func childFollow(im *cluster.IndexMeta, shard routing.ShardID) *replication.Foll
 	return &replication.Follow{Keyspace: ks, Spans: spans}
 }
 
-// applyChildPrimary builds a child primary of a split in progress on this
-// node (the parent primary's); a built one follows its parent until the
-// hand-off.
-func (n *Node) applyChildPrimary(a assigned, parent routing.ShardID) {
+// buildChildPrimary builds a child primary of a split in progress on this
+// node (the parent primary's), which then follows its parent until the
+// hand-off. A build (a checkpoint, a store opened and trimmed) holds the
+// node's loop: tickSplits builds one child per tick, so the node keeps
+// answering the cluster manager's checks between builds.
+func (n *Node) buildChildPrimary(a assigned, parent routing.ShardID) {
 	if n.copies[a.key] != nil || a.copy.State != cluster.Initializing {
 		return
 	}
@@ -182,6 +184,7 @@ func (n *Node) tickSplits() {
 	if st == nil {
 		return
 	}
+	built := false
 	for _, k := range n.sortedCopies() {
 		plc := n.copies[k]
 		if plc.c == nil || !plc.c.IsPrimary() {
@@ -205,7 +208,19 @@ func (n *Node) tickSplits() {
 		for _, ch := range sp.Children {
 			ck := copyKey{index: k.index, shard: ch}
 			clc := n.copies[ck]
-			if clc == nil || clc.c == nil {
+			if clc == nil {
+				if built {
+					continue
+				}
+				for _, c := range im.Copies[ch] {
+					if c.Primary && c.Node == n.cfg.Name && c.State == cluster.Initializing {
+						n.buildChildPrimary(assigned{key: ck, index: im, copy: c, term: im.PrimaryTerms[ch]}, k.shard)
+						built = true
+					}
+				}
+				continue
+			}
+			if clc.c == nil {
 				continue
 			}
 			for _, c := range im.Copies[ch] {

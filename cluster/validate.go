@@ -15,8 +15,12 @@ import (
 //
 //   - Nodes are keyed by name, with distinct ids; a node's disk copies are
 //     of existing shards, one per shard.
-//   - Each index has shards 0..Shards-1 in its terms, in-sync sets and
-//     copies; each shard has one primary and Replicas replicas.
+//   - Each index has exactly its routing table's shards (0..Shards-1
+//     until a split; then the table's active shards and the children of
+//     its splits in progress) in its terms, in-sync sets and copies; its
+//     splits in progress are the table's, with the same children; every
+//     committed split has a hand-off record; each shard has one primary
+//     and Replicas replicas.
 //   - An unassigned copy has no node and no allocation id; an assigned one
 //     is on a node of the cluster, which records that copy on its disk; no
 //     node holds two copies of a shard; allocation ids are unique in the
@@ -24,8 +28,10 @@ import (
 //   - A started copy's id is in the in-sync set; a replica is assigned
 //     only while its primary is started; a primary initializes from an
 //     empty store only while the in-sync set is empty, else from an
-//     existing store under an in-sync id; a shard with an assigned primary
-//     or an in-sync id has a primary term of at least 1.
+//     existing store under an in-sync id, or, for a child of a split in
+//     progress with an empty in-sync set, in place from its parent; a
+//     shard with an assigned primary or an in-sync id has a primary term
+//     of at least 1.
 //
 // What must hold between two states (terms never decrease, in-sync ids
 // appear only when a copy starts, promotions only from the in-sync set
@@ -288,7 +294,9 @@ func (n shardName) String() string { return fmt.Sprintf("[%s][%d]", n.index, n.s
 // in-sync set as it was (or starts empty when that set was empty) under a
 // strictly greater term (the simulation's I2); index versions grow when
 // an index changes; indices appear and vanish only by CreateIndex and
-// DeleteIndex. Tests call it after every Apply; it wraps ErrInvalidState.
+// DeleteIndex; shards appear and vanish only by a split
+// (checkSplitTransition). Tests call it after every Apply; it wraps
+// ErrInvalidState.
 func CheckTransition(prev, next *State, t Task) error {
 	v := &violations{}
 	if next.Version != prev.Version+1 {

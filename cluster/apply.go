@@ -52,12 +52,24 @@ func Apply(s *State, t Task) (*State, error) {
 		rerr = a.shardFailed(t.ShardFailed)
 	case t.Reroute != nil:
 		a.expireDelayed(t.Reroute.ExpireDelayed)
+	case t.SplitShard != nil:
+		rerr = a.splitShard(t.SplitShard)
+	case t.SplitHandoff != nil:
+		rerr = a.splitHandoff(t.SplitHandoff)
+	case t.SplitCancel != nil:
+		rerr = a.splitCancel(t.SplitCancel)
+	}
+	if rerr == nil {
+		// Before its hand-off a split whose parent or child lost a copy
+		// rolls back; after it there is no parent to roll back to.
+		rerr = a.rollBackSplits()
 	}
 	if rerr != nil {
 		return nil, rerr
 	}
 	a.reroute()
 	a.applyChanges()
+	a.updateSplitPhases()
 	a.finish()
 	if err := a.check(); err != nil {
 		return nil, fmt.Errorf("cluster: %s left %w", kind, err)
@@ -85,6 +97,8 @@ type applier struct {
 	// disk copies edited.
 	ownedCopies  map[string]bool
 	nodesChanged bool
+	// cancels are the splits in progress a failure of this task touched.
+	cancels map[shardKey]bool
 }
 
 type shardKey struct {
@@ -242,8 +256,11 @@ func (a *applier) diskCopies(n NodeInfo) ([]LocalCopy, *RefusedError) {
 			return nil, invalid("cluster: node [%s] reports a copy of shard [%d] of index uuid [%s] without an allocation id", n.Name, c.Shard, c.IndexUUID)
 		}
 		im := byUUID[c.IndexUUID]
-		if im == nil || int(c.Shard) >= im.Shards {
+		if im == nil {
 			continue
+		}
+		if _, ok := im.Copies[c.Shard]; !ok {
+			continue // a split's parent after its hand-off, or a cancelled child
 		}
 		out = append(out, c)
 	}
@@ -417,12 +434,15 @@ func (a *applier) updateReplicas(u *UpdateReplicas) *RefusedError {
 	if u.Replicas == cur.Replicas {
 		return nil
 	}
+	if len(cur.Splits) > 0 {
+		return refuse(RefusedSplit, "IllegalStateException", "Cannot update [index.number_of_replicas] of index [%s] while shard [%d] is being split",
+			u.Index, slices.Sorted(maps.Keys(cur.Splits))[0])
+	}
 	counts := a.nodeCounts()
 	im := a.mutIndex(u.Index)
 	im.Settings = maps.Clone(im.Settings)
 	im.Settings["index.number_of_replicas"] = strconv.Itoa(u.Replicas)
-	for sh := range im.Shards {
-		id := routing.ShardID(sh)
+	for _, id := range im.ShardIDs() {
 		copies := im.Copies[id]
 		for range u.Replicas - im.Replicas {
 			copies = append(copies, unassignedCopy(false, Peer, unassignedInfo{reason: ReasonReplicaAdded}))
@@ -506,8 +526,8 @@ func (a *applier) shardFailed(t *ShardFailed) *RefusedError {
 	if im == nil {
 		return stale("shard failed for index [%s], which does not exist", t.Index)
 	}
-	if int(t.Shard) >= im.Shards {
-		return stale("shard failed for [%s][%d]; the index has %d shards", t.Index, t.Shard, im.Shards)
+	if _, ok := im.Copies[t.Shard]; !ok {
+		return stale("shard failed for [%s][%d]; the index has no such shard", t.Index, t.Shard)
 	}
 	if term := im.PrimaryTerms[t.Shard]; t.PrimaryTerm > 0 && t.PrimaryTerm != term {
 		if t.PrimaryTerm > term {

@@ -59,6 +59,7 @@ func (a *applier) updatesFor(k shardKey) *shardUpdates {
 //   - markStale removes an active copy's id from the in-sync set
 //     (AllocationService.applyFailedShards → removeAllocationId).
 func (a *applier) failCopy(index string, shard routing.ShardID, aid string, info unassignedInfo, markStale bool) {
+	a.noteSplitFailure(index, shard)
 	im := a.mutIndex(index)
 	c := im.Copies[shard][im.copyIndex(shard, aid)]
 	u := a.updatesFor(shardKey{index, shard})

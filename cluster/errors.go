@@ -33,6 +33,10 @@ const (
 	// RefusedNoLongerPrimary: a shard failed report from a primary whose
 	// term is no longer the shard's (NoLongerPrimaryShardException).
 	RefusedNoLongerPrimary
+	// RefusedSplit: a split task the shard's state does not allow (a
+	// split of it is running, it is not active on every copy, a child
+	// copy is not in sync for the hand-off).
+	RefusedSplit
 )
 
 var refusalNames = [...]string{
@@ -44,6 +48,7 @@ var refusalNames = [...]string{
 	RefusedInvalid:             "invalid",
 	RefusedStale:               "stale",
 	RefusedNoLongerPrimary:     "no longer primary",
+	RefusedSplit:               "split refused",
 }
 
 func (r Refusal) String() string {
@@ -80,6 +85,7 @@ var (
 	ErrInvalidTask         error = &RefusedError{Refusal: RefusedInvalid}
 	ErrStale               error = &RefusedError{Refusal: RefusedStale}
 	ErrNoLongerPrimary     error = &RefusedError{Refusal: RefusedNoLongerPrimary}
+	ErrSplitRefused        error = &RefusedError{Refusal: RefusedSplit}
 )
 
 // ErrInvalidState marks a state that breaks an invariant (Validate). Apply

@@ -1,7 +1,5 @@
 package cluster
 
-import "github.com/shardsplit/shardsplit/routing"
-
 // HealthStatus is green, yellow or red (ClusterHealthStatus).
 type HealthStatus string
 
@@ -101,11 +99,11 @@ func (s *State) Health() Health {
 }
 
 func indexHealth(im *IndexMeta) IndexHealth {
-	ih := IndexHealth{Status: Green, NumberOfShards: im.Shards, NumberOfReplicas: im.Replicas}
-	for sh := range im.Shards {
+	ih := IndexHealth{Status: Green, NumberOfShards: len(im.ServingShards()), NumberOfReplicas: im.Replicas}
+	for _, sh := range im.ShardIDs() {
 		status, active := Green, 0
 		var primary ShardCopy
-		for _, c := range im.Copies[routing.ShardID(sh)] {
+		for _, c := range im.Copies[sh] {
 			switch c.State {
 			case Started:
 				active++
@@ -125,13 +123,18 @@ func indexHealth(im *IndexMeta) IndexHealth {
 		switch {
 		case primary.Active():
 			ih.ActivePrimaryShards++
-			if active < len(im.Copies[routing.ShardID(sh)]) {
+			if active < len(im.Copies[sh]) {
 				status = Yellow
 			}
 		case primary.AllocationStatus != StatusDecidersNo && primary.FailedAllocations == 0 && primary.RecoverySource == EmptyStore:
 			status = Yellow
 		default:
 			status = Red
+		}
+		if _, child := im.SplitOf(sh); child && status == Red {
+			// A child of a split in progress serves nothing yet: its
+			// parent serves its range.
+			status = Yellow
 		}
 		ih.Status = worse(ih.Status, status)
 	}

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -20,7 +21,7 @@ import (
 // tasks replayed, each from the previous state encoded and decoded as a
 // snapshot carries it, give byte-identical states and the same refusals. Once
 // quiet (all copies started, a reroute), the allocator has left nothing
-// it could place.
+// it could place, and every split in progress hands off.
 func TestRandomTasksKeepTheStateValid(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		g := &taskGen{rt: rt, disks: map[string][]LocalCopy{}, incarnation: map[string]int{}}
@@ -61,6 +62,19 @@ func TestRandomTasksKeepTheStateValid(t *testing.T) {
 			}
 		}
 		if s.Bootstrapped() {
+			s = quiesce(rt, s)
+			checkQuiet(rt, s)
+			// Once quiet, every split in progress has its children in
+			// sync: its hand-off commits.
+			for _, name := range s.IndexNames() {
+				for _, p := range slices.Sorted(maps.Keys(s.Indices[name].Splits)) {
+					im := s.Indices[name]
+					if len(s.Nodes) <= im.Replicas {
+						continue // a child replica has no node to go to
+					}
+					s = mustApply(rt, s, Task{SplitHandoff: &SplitHandoff{Index: name, Shard: p, ParentTerm: im.PrimaryTerms[p]}})
+				}
+			}
 			checkQuiet(rt, quiesce(rt, s))
 		}
 	})
@@ -109,12 +123,19 @@ func (g *taskGen) next(s *State, step int) Task {
 		return g.joined(s)
 	case k < 74:
 		name := rapid.SampledFrom(indexPool).Draw(rt, "create")
-		return createTask(name+fmt.Sprint(step), rapid.IntRange(1, 3).Draw(rt, "shards"), rapid.IntRange(0, 2).Draw(rt, "replicas"))
+		shards := rapid.IntRange(1, 3).Draw(rt, "shards")
+		ct := createTask(name+fmt.Sprint(step), shards, rapid.IntRange(0, 2).Draw(rt, "replicas"))
+		if f := rapid.SampledFrom([]int{1, 4}).Draw(rt, "routing factor"); f > 1 {
+			ct.CreateIndex.Settings["index.number_of_routing_shards"] = fmt.Sprint(shards * f) // room to split
+		}
+		return ct
 	case k < 78:
 		if names := s.IndexNames(); len(names) > 0 {
 			return Task{DeleteIndex: &DeleteIndex{Name: rapid.SampledFrom(names).Draw(rt, "delete")}}
 		}
 		return Task{DeleteIndex: &DeleteIndex{Name: "none"}}
+	case k < 86:
+		return g.split(s)
 	case k < 88:
 		if names := s.IndexNames(); len(names) > 0 {
 			return Task{UpdateReplicas: &UpdateReplicas{Index: rapid.SampledFrom(names).Draw(rt, "index"), Replicas: rapid.IntRange(-1, 3).Draw(rt, "replicas")}}
@@ -165,8 +186,7 @@ func (g *taskGen) failed(s *State) Task {
 	cands = append(cands, copies(s, ShardCopy.Assigned)...)
 	for _, name := range s.IndexNames() {
 		im := s.Indices[name]
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
 			for _, id := range im.InSync[shard] {
 				if !slices.ContainsFunc(im.Copies[shard], func(c ShardCopy) bool { return c.AllocationID == id }) {
 					cands = append(cands, ShardCopyOf{Index: name, IndexUUID: im.UUID, Shard: shard, Term: im.PrimaryTerms[shard], Copy: ShardCopy{AllocationID: id}})
@@ -234,8 +254,8 @@ func quiesce(rt *rapid.T, s *State) *State {
 func checkQuiet(rt *rapid.T, s *State) {
 	for _, name := range s.IndexNames() {
 		im := s.Indices[name]
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
+			sh := shard
 			p, _ := s.Primary(name, shard)
 			assigned := 0
 			for _, c := range im.Copies[shard] {
@@ -262,4 +282,36 @@ func checkQuiet(rt *rapid.T, s *State) {
 			}
 		}
 	}
+}
+
+// split begins, hands off or cancels a split: mostly one that fits (a
+// split in progress, handed off under its parent's term once its children
+// may be in sync), sometimes one that does not.
+func (g *taskGen) split(s *State) Task {
+	rt := g.rt
+	names := s.IndexNames()
+	if len(names) == 0 {
+		return Task{SplitShard: &SplitShard{Index: "none", Children: 2}}
+	}
+	type running struct {
+		index  string
+		parent routing.ShardID
+	}
+	var splits []running
+	for _, name := range names {
+		for _, p := range slices.Sorted(maps.Keys(s.Indices[name].Splits)) {
+			splits = append(splits, running{name, p})
+		}
+	}
+	if len(splits) > 0 && rapid.IntRange(0, 3).Draw(rt, "act on a split") > 0 {
+		sp := rapid.SampledFrom(splits).Draw(rt, "split")
+		if rapid.IntRange(0, 4).Draw(rt, "cancel") == 0 {
+			return Task{SplitCancel: &SplitCancel{Index: sp.index, Shard: sp.parent, Reason: "test"}}
+		}
+		term := s.Indices[sp.index].PrimaryTerms[sp.parent] - uint64(rapid.IntRange(0, 5).Draw(rt, "old term")/5)
+		return Task{SplitHandoff: &SplitHandoff{Index: sp.index, Shard: sp.parent, ParentTerm: term, MaxSeq: 7}}
+	}
+	name := rapid.SampledFrom(names).Draw(rt, "split index")
+	shard := rapid.SampledFrom(s.Indices[name].ShardIDs()).Draw(rt, "split shard")
+	return Task{SplitShard: &SplitShard{Index: name, Shard: shard, Children: rapid.IntRange(1, 3).Draw(rt, "children")}}
 }

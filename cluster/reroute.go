@@ -39,8 +39,7 @@ func (a *applier) reroute() {
 	var primaries, replicas []shardKey
 	for _, name := range a.next.IndexNames() {
 		im := a.next.Indices[name]
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
 			for _, c := range im.Copies[shard] {
 				if c.State == Unassigned {
 					if c.Primary {
@@ -263,8 +262,7 @@ func parseDuration(v string) (time.Duration, error) {
 func (a *applier) expireDelayed(nodes []string) {
 	for _, name := range a.next.IndexNames() {
 		im := a.next.Indices[name]
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
 			for i, c := range im.Copies[shard] {
 				if c.Delayed && slices.Contains(nodes, c.LastNode) {
 					im = a.mutIndex(name)

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -35,6 +36,11 @@ const (
 	ExistingStore RecoverySource = "EXISTING_STORE"
 	// Peer: a replica is built from the primary by peer recovery.
 	Peer RecoverySource = "PEER"
+	// InPlaceSplit: a child primary of a split is built on the parent
+	// primary's node from a checkpoint of the parent's store, then follows
+	// the parent's operations until the hand-off (the in-place split's
+	// recovery source upstream).
+	InPlaceSplit RecoverySource = "IN_PLACE_SPLIT"
 )
 
 // Unassigned reasons, as OpenSearch's UnassignedInfo.Reason.
@@ -130,9 +136,11 @@ func (c ShardCopy) Assigned() bool { return c.State != Unassigned }
 // routing table (IndexRoutingTable) in one value.
 //
 // INVARIANTS (Validate): PrimaryTerms, InSync and Copies have exactly the
-// shards 0..Shards-1; each shard has one primary copy and Replicas replica
-// copies; InSync lists are sorted and never empty once a copy of the shard
-// was active.
+// shards of the routing table (its active shards and the children of its
+// splits in progress; 0..Shards-1 while nothing was split); each shard has
+// one primary copy and Replicas replica copies; InSync lists are sorted and
+// never empty once a copy of the shard was active; Splits are the table's
+// splits in progress.
 type IndexMeta struct {
 	Name         string `json:"name"`
 	UUID         string `json:"uuid"`
@@ -149,8 +157,108 @@ type IndexMeta struct {
 	// chosen from.
 	InSync map[routing.ShardID][]string    `json:"in_sync_allocations"`
 	Copies map[routing.ShardID][]ShardCopy `json:"copies"`
+	// Routing is the index's routing table (routing.Table.Encode) once a
+	// split began; nil: the table its settings derive, shards
+	// 0..Shards-1 (Table).
+	Routing []byte `json:"routing,omitempty"`
+	// Splits are the splits in progress, by parent shard (upstream's
+	// SplitShardsMetadata): the children are reserved in Routing and have
+	// copies, the parent serves their ranges until the hand-off.
+	Splits map[routing.ShardID]ShardSplit `json:"splits,omitempty"`
+	// Handoffs are the hand-off records of the splits committed, by
+	// parent: from this record on the parent has no copy, and its ranges
+	// are its children's.
+	Handoffs map[routing.ShardID]Handoff `json:"handoffs,omitempty"`
 	// Version counts changes to the index (its metadata or its copies).
 	Version uint64 `json:"version"`
+}
+
+// ShardIDs returns the index's shards, ascending: those with copies (the
+// routing table's active shards and the children of splits in progress).
+func (im *IndexMeta) ShardIDs() []routing.ShardID {
+	return slices.Sorted(maps.Keys(im.Copies))
+}
+
+// ServingShards returns the shards that own routing ranges, ascending:
+// every shard but the children of splits in progress.
+func (im *IndexMeta) ServingShards() []routing.ShardID {
+	ids := im.ShardIDs()
+	if len(im.Splits) == 0 {
+		return ids
+	}
+	return slices.DeleteFunc(ids, func(id routing.ShardID) bool { _, child := im.SplitOf(id); return child })
+}
+
+// SplitOf returns the parent whose split in progress has child id.
+func (im *IndexMeta) SplitOf(id routing.ShardID) (routing.ShardID, bool) {
+	for _, p := range slices.Sorted(maps.Keys(im.Splits)) {
+		if slices.Contains(im.Splits[p].Children, id) {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// Table returns the index's routing table: Routing decoded, or the table
+// its settings derive (index.number_of_shards,
+// index.number_of_routing_shards, index.routing_partition_size,
+// index.shardsplit.mode).
+func (im *IndexMeta) Table() (*routing.Table, error) {
+	if im.Routing != nil {
+		return routing.Decode(im.Routing)
+	}
+	atoi := func(k string, def int) int {
+		if v, err := strconv.Atoi(im.Settings[k]); err == nil {
+			return v
+		}
+		return def
+	}
+	s, err := routing.NewSettings(im.Name, im.Shards, im.RoutingShards, atoi("index.routing_partition_size", 0))
+	if err != nil {
+		return nil, err
+	}
+	mode := routing.ModePartition
+	if v := im.Settings["index.shardsplit.mode"]; v != "" {
+		if mode, err = routing.ParseMode(v); err != nil {
+			return nil, err
+		}
+	}
+	return routing.NewTable(mode, s)
+}
+
+// Split phases: what the children of a split in progress wait for.
+type SplitPhase string
+
+const (
+	// SplitCatchingUp: a child primary is initializing (built from the
+	// parent's checkpoint, catching up with the parent's stream).
+	SplitCatchingUp SplitPhase = "CATCHING_UP"
+	// SplitRecoveringReplicas: every child primary started; a child
+	// replica is not.
+	SplitRecoveringReplicas SplitPhase = "RECOVERING_REPLICAS"
+	// SplitReady: every child copy started and in its child's in-sync
+	// set; the parent primary may block writes and hand off.
+	SplitReady SplitPhase = "READY"
+)
+
+// ShardSplit is a split in progress.
+type ShardSplit struct {
+	// Children are the reserved child ids, ascending by range.
+	Children []routing.ShardID `json:"children"`
+	Phase    SplitPhase        `json:"phase"`
+	// Strategy is how the children get replicas
+	// (index.shardsplit.replica_split).
+	Strategy string `json:"strategy"`
+}
+
+// Handoff is a committed split's hand-off record: the parent's primary
+// term and the highest sequence number the parent assigned, which every
+// child copy held when the parent blocked writes; the children continue
+// the parent's sequence numbers from there.
+type Handoff struct {
+	Children   []routing.ShardID `json:"children"`
+	ParentTerm uint64            `json:"parent_term"`
+	MaxSeq     int64             `json:"max_seq"`
 }
 
 // State is the cluster state: a value, changed only by Apply.
@@ -189,8 +297,7 @@ func (s *State) AllCopies() iter.Seq[ShardCopyOf] {
 	return func(yield func(ShardCopyOf) bool) {
 		for _, name := range s.IndexNames() {
 			im := s.Indices[name]
-			for sh := range im.Shards {
-				shard := routing.ShardID(sh)
+			for _, shard := range im.ShardIDs() {
 				for _, c := range im.Copies[shard] {
 					if !yield(ShardCopyOf{Index: name, IndexUUID: im.UUID, Shard: shard, Term: im.PrimaryTerms[shard], Copy: c}) {
 						return
@@ -260,6 +367,8 @@ func (im *IndexMeta) clone() *IndexMeta {
 	for k, v := range im.Copies {
 		c.Copies[k] = slices.Clone(v)
 	}
+	c.Splits = maps.Clone(im.Splits)
+	c.Handoffs = maps.Clone(im.Handoffs)
 	return &c
 }
 

@@ -18,6 +18,9 @@ type Task struct {
 	ShardStarted   *ShardStarted   `json:"shard_started,omitempty"`
 	ShardFailed    *ShardFailed    `json:"shard_failed,omitempty"`
 	Reroute        *Reroute        `json:"reroute,omitempty"`
+	SplitShard     *SplitShard     `json:"split_shard,omitempty"`
+	SplitHandoff   *SplitHandoff   `json:"split_handoff,omitempty"`
+	SplitCancel    *SplitCancel    `json:"split_cancel,omitempty"`
 }
 
 // Bootstrap is the first task of a cluster: its name, uuid and first nodes
@@ -105,6 +108,37 @@ type Reroute struct {
 	ExpireDelayed []string `json:"expire_delayed,omitempty"`
 }
 
+// SplitShard begins the in-place split of a started shard into Children
+// children (the routing table's begin-split edit; upstream's splitShard):
+// the child ids are reserved; each child gets the parent's primary term,
+// its primary initializes on the parent primary's node (IN_PLACE_SPLIT)
+// and its replicas wait, unassigned, for it to start.
+type SplitShard struct {
+	Index    string          `json:"index"`
+	Shard    routing.ShardID `json:"shard"`
+	Children int             `json:"children"`
+}
+
+// SplitHandoff is the hand-off record and the commit of a split in one
+// task: the parent primary blocked its writes at MaxSeq under ParentTerm,
+// and every child copy holds them. The children replace the parent in the
+// routing table and the parent's copies, term and in-sync set are removed.
+type SplitHandoff struct {
+	Index      string          `json:"index"`
+	Shard      routing.ShardID `json:"shard"`
+	ParentTerm uint64          `json:"parent_term"`
+	MaxSeq     int64           `json:"max_seq"`
+}
+
+// SplitCancel cancels a split in progress (the routing table's
+// cancel-split edit): the children and their copies are removed; the
+// parent serves on as before.
+type SplitCancel struct {
+	Index  string          `json:"index"`
+	Shard  routing.ShardID `json:"shard"`
+	Reason string          `json:"reason,omitempty"`
+}
+
 // Kind names the task's variant ("create-index"), or "invalid" when not
 // exactly one is set.
 func (t Task) Kind() string {
@@ -121,6 +155,9 @@ func (t Task) Kind() string {
 		{t.ShardStarted != nil, "shard-started"},
 		{t.ShardFailed != nil, "shard-failed"},
 		{t.Reroute != nil, "reroute"},
+		{t.SplitShard != nil, "split-shard"},
+		{t.SplitHandoff != nil, "split-handoff"},
+		{t.SplitCancel != nil, "split-cancel"},
 	}
 	name := "invalid"
 	n := 0

@@ -11,7 +11,7 @@ package cluster_test
 // Commands:
 //
 //	bootstrap nodes=(n1,n2,...)
-//	create-index name=I shards=N replicas=R
+//	create-index name=I shards=N replicas=R [routing=N] [delayed=T]
 //	delete-index name=I
 //	update-replicas index=I replicas=R
 //	start-all                                  report every initializing copy started, round after round
@@ -20,6 +20,9 @@ package cluster_test
 //	node-left name=N
 //	node-joined name=N [restart] [disk]        restart: a new incarnation; disk: report the copies its disk kept
 //	reroute
+//	split-shard index=I shard=S children=N
+//	split-handoff index=I shard=S term=T [max-seq=M]
+//	split-cancel index=I shard=S [reason=...]
 //	state | health
 
 import (
@@ -99,7 +102,13 @@ func (env *clusterTrace) task(td *datadriven.TestData) (Task, error) {
 		if td.HasArg("delayed") {
 			td.ScanArgs(env.t, "delayed", &delayed)
 		}
-		return delayedTask(name, shards, replicas, delayed), nil
+		task := delayedTask(name, shards, replicas, delayed)
+		if td.HasArg("routing") {
+			var routingShards string
+			td.ScanArgs(env.t, "routing", &routingShards)
+			task.CreateIndex.Settings["index.number_of_routing_shards"] = routingShards
+		}
+		return task, nil
 	case "delete-index":
 		td.ScanArgs(env.t, "name", &name)
 		return Task{DeleteIndex: &DeleteIndex{Name: name}}, nil
@@ -135,6 +144,22 @@ func (env *clusterTrace) task(td *datadriven.TestData) (Task, error) {
 			n.Copies = env.disks[name]
 		}
 		return Task{NodeJoined: &NodeJoined{Node: n}}, nil
+	case "split-shard", "split-handoff", "split-cancel":
+		td.ScanArgs(env.t, "index", &index)
+		td.ScanArgs(env.t, "shard", &shard)
+		switch td.Cmd {
+		case "split-shard":
+			var children int
+			td.ScanArgs(env.t, "children", &children)
+			return Task{SplitShard: &SplitShard{Index: index, Shard: routing.ShardID(shard), Children: children}}, nil
+		case "split-handoff":
+			maxSeq := 0
+			td.ScanArgs(env.t, "term", &term)
+			td.MaybeScanArgs(env.t, "max-seq", &maxSeq)
+			return Task{SplitHandoff: &SplitHandoff{Index: index, Shard: routing.ShardID(shard), ParentTerm: uint64(term), MaxSeq: int64(maxSeq)}}, nil
+		}
+		td.MaybeScanArgs(env.t, "reason", &reason)
+		return Task{SplitCancel: &SplitCancel{Index: index, Shard: routing.ShardID(shard), Reason: reason}}, nil
 	case "reroute":
 		r := &Reroute{}
 		if td.HasArg("expire") {
@@ -224,9 +249,16 @@ func (env *clusterTrace) show() string {
 	for _, name := range env.s.IndexNames() {
 		im := env.s.Indices[name]
 		fmt.Fprintf(&b, "%s v%d\n", name, im.Version)
-		for sh := range im.Shards {
-			shard := routing.ShardID(sh)
-			fmt.Fprintf(&b, "  [%d] term %d in-sync [%s]\n", sh, im.PrimaryTerms[shard], strings.Join(env.aliasSorted(im.InSync[shard]), " "))
+		for _, p := range slices.Sorted(maps.Keys(im.Splits)) {
+			sp := im.Splits[p]
+			fmt.Fprintf(&b, "  split [%d] -> %v %s %s\n", p, sp.Children, sp.Phase, sp.Strategy)
+		}
+		for _, p := range slices.Sorted(maps.Keys(im.Handoffs)) {
+			h := im.Handoffs[p]
+			fmt.Fprintf(&b, "  handed off [%d] -> %v at term %d seq %d\n", p, h.Children, h.ParentTerm, h.MaxSeq)
+		}
+		for _, shard := range im.ShardIDs() {
+			fmt.Fprintf(&b, "  [%d] term %d in-sync [%s]\n", shard, im.PrimaryTerms[shard], strings.Join(env.aliasSorted(im.InSync[shard]), " "))
 			for _, c := range im.Copies[shard] {
 				b.WriteString("    " + showCopy(c) + "\n")
 			}

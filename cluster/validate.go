@@ -15,8 +15,12 @@ import (
 //
 //   - Nodes are keyed by name, with distinct ids; a node's disk copies are
 //     of existing shards, one per shard.
-//   - Each index has shards 0..Shards-1 in its terms, in-sync sets and
-//     copies; each shard has one primary and Replicas replicas.
+//   - Each index has exactly its routing table's shards (0..Shards-1
+//     until a split; then the table's active shards and the children of
+//     its splits in progress) in its terms, in-sync sets and copies; its
+//     splits in progress are the table's, with the same children; every
+//     committed split has a hand-off record; each shard has one primary
+//     and Replicas replicas.
 //   - An unassigned copy has no node and no allocation id; an assigned one
 //     is on a node of the cluster, which records that copy on its disk; no
 //     node holds two copies of a shard; allocation ids are unique in the
@@ -24,8 +28,10 @@ import (
 //   - A started copy's id is in the in-sync set; a replica is assigned
 //     only while its primary is started; a primary initializes from an
 //     empty store only while the in-sync set is empty, else from an
-//     existing store under an in-sync id; a shard with an assigned primary
-//     or an in-sync id has a primary term of at least 1.
+//     existing store under an in-sync id, or, for a child of a split in
+//     progress with an empty in-sync set, in place from its parent; a
+//     shard with an assigned primary or an in-sync id has a primary term
+//     of at least 1.
 //
 // What must hold between two states (terms never decrease, in-sync ids
 // appear only when a copy starts, promotions only from the in-sync set
@@ -78,9 +84,9 @@ func (v *violations) err() error {
 // validateNodes checks the node table (see Validate).
 func validateNodes(s *State) error {
 	v := &violations{}
-	shards := make(map[string]int, len(s.Indices))
+	byUUID := make(map[string]*IndexMeta, len(s.Indices))
 	for _, im := range s.Indices {
-		shards[im.UUID] = im.Shards
+		byUUID[im.UUID] = im
 	}
 	ids := map[string]string{}
 	for _, name := range s.NodeNames() {
@@ -93,7 +99,9 @@ func validateNodes(s *State) error {
 		}
 		ids[n.ID] = name
 		for i, c := range n.Copies {
-			if c.AllocationID == "" || int(c.Shard) >= shards[c.IndexUUID] {
+			im := byUUID[c.IndexUUID]
+			_, exists := im.Copies[c.Shard]
+			if c.AllocationID == "" || im == nil || !exists {
 				v.addf("node [%s] has a copy of shard [%d] of index uuid [%s] with allocation id [%s], which the cluster cannot have", name, c.Shard, c.IndexUUID, c.AllocationID)
 			}
 			if i > 0 && compareLocalCopy(n.Copies[i-1], c) >= 0 {
@@ -114,13 +122,73 @@ func validateIndex(s *State, name string, im *IndexMeta) error {
 		v.addf("index [%s] has %d shards, %d replicas, %d routing shards", name, im.Shards, im.Replicas, im.RoutingShards)
 		return v.err()
 	}
-	if len(im.PrimaryTerms) != im.Shards || len(im.InSync) != im.Shards || len(im.Copies) != im.Shards {
-		v.addf("index [%s] has %d shards but %d terms, %d in-sync sets, %d copy lists", name, im.Shards, len(im.PrimaryTerms), len(im.InSync), len(im.Copies))
+	want, err := expectedShards(im)
+	if err != nil {
+		v.add(err)
+		return v.err()
 	}
-	for sh := range im.Shards {
-		validateShard(v, s, im, routing.ShardID(sh))
+	for _, sh := range want {
+		_, t := im.PrimaryTerms[sh]
+		_, i := im.InSync[sh]
+		_, c := im.Copies[sh]
+		if !t || !i || !c {
+			v.addf("index [%s] shard [%d] has a term %t, an in-sync set %t, copies %t", name, sh, t, i, c)
+		}
+	}
+	if len(im.PrimaryTerms) != len(want) || len(im.InSync) != len(want) || len(im.Copies) != len(want) {
+		v.addf("index [%s] has shards %v but %d terms, %d in-sync sets, %d copy lists", name, want, len(im.PrimaryTerms), len(im.InSync), len(im.Copies))
+	}
+	for _, sh := range im.ShardIDs() {
+		validateShard(v, s, im, sh)
 	}
 	return v.err()
+}
+
+// expectedShards returns the shards an index must have, ascending: the
+// routing table's active shards and the children of its splits in
+// progress, which must be the index's Splits; a committed split's parent
+// has a hand-off record.
+func expectedShards(im *IndexMeta) ([]routing.ShardID, error) {
+	if im.Routing == nil {
+		if len(im.Splits) > 0 || len(im.Handoffs) > 0 {
+			return nil, fmt.Errorf("index [%s] has splits or hand-offs but no routing table", im.Name)
+		}
+		ids := make([]routing.ShardID, im.Shards)
+		for i := range ids {
+			ids[i] = routing.ShardID(i)
+		}
+		return ids, nil
+	}
+	t, err := im.Table()
+	if err != nil {
+		return nil, fmt.Errorf("index [%s] routing table: %w", im.Name, err)
+	}
+	if t.Settings().Shards != im.Shards {
+		return nil, fmt.Errorf("index [%s] has %d shards, its routing table %d roots", im.Name, im.Shards, t.Settings().Shards)
+	}
+	ids := t.ActiveShards()
+	inProgress := t.InProgress()
+	if !slices.Equal(inProgress, slices.Sorted(maps.Keys(im.Splits))) {
+		return nil, fmt.Errorf("index [%s] splits in progress are %v in its routing table, %v in its metadata", im.Name, inProgress, slices.Sorted(maps.Keys(im.Splits)))
+	}
+	for _, p := range inProgress {
+		rec, _ := t.Split(p)
+		var children []routing.ShardID
+		for _, c := range rec.Children {
+			children = append(children, c.Shard)
+		}
+		if !slices.Equal(children, im.Splits[p].Children) {
+			return nil, fmt.Errorf("index [%s] split of [%d] has children %v in its routing table, %v in its metadata", im.Name, p, children, im.Splits[p].Children)
+		}
+		ids = append(ids, children...)
+	}
+	for _, rec := range t.Splits() {
+		if _, ok := im.Handoffs[rec.Parent]; !rec.InProgress && !ok {
+			return nil, fmt.Errorf("index [%s] split of [%d] is committed without a hand-off record", im.Name, rec.Parent)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID) {
@@ -188,6 +256,12 @@ func validateRecovery(v *violations, im *IndexMeta, shard routing.ShardID, prima
 			v.addf("%s replica %+v does not recover from its peer", where, c)
 		}
 	}
+	if primary.RecoverySource == InPlaceSplit {
+		if _, child := im.SplitOf(shard); !child || primary.State != Initializing || len(inSync) > 0 {
+			v.addf("%s primary %+v builds from a split though the shard is not a child of a split in progress with an empty in-sync set %v", where, primary, inSync)
+		}
+		return
+	}
 	if primary.State != Started {
 		want := EmptyStore
 		if len(inSync) > 0 {
@@ -220,7 +294,9 @@ func (n shardName) String() string { return fmt.Sprintf("[%s][%d]", n.index, n.s
 // in-sync set as it was (or starts empty when that set was empty) under a
 // strictly greater term (the simulation's I2); index versions grow when
 // an index changes; indices appear and vanish only by CreateIndex and
-// DeleteIndex. Tests call it after every Apply; it wraps ErrInvalidState.
+// DeleteIndex; shards appear and vanish only by a split
+// (checkSplitTransition). Tests call it after every Apply; it wraps
+// ErrInvalidState.
 func CheckTransition(prev, next *State, t Task) error {
 	v := &violations{}
 	if next.Version != prev.Version+1 {
@@ -261,9 +337,12 @@ func checkIndexTransition(v *violations, was, im *IndexMeta, t Task) {
 			v.addf("index [%s] changed but kept version %d", im.Name, im.Version)
 		}
 	}
-	for sh := range min(was.Shards, im.Shards) {
-		shard := routing.ShardID(sh)
-		where := fmt.Sprintf("[%s][%d]", im.Name, sh)
+	checkSplitTransition(v, was, im, t)
+	for _, shard := range im.ShardIDs() {
+		if _, existed := was.Copies[shard]; !existed {
+			continue // a child of a split begun by t: checkSplitTransition
+		}
+		where := fmt.Sprintf("[%s][%d]", im.Name, shard)
 		started := ""
 		if st := t.ShardStarted; st != nil && st.Index == im.Name && st.Shard == shard {
 			started = st.AllocationID
@@ -309,6 +388,75 @@ func checkIndexTransition(v *violations, was, im *IndexMeta, t Task) {
 			}
 		} else if !slices.Contains(was.InSync[shard], p1.AllocationID) {
 			v.addf("%s new primary [%s] was not in the in-sync set %v", where, p1.AllocationID, was.InSync[shard])
+		}
+	}
+}
+
+// checkSplitTransition checks how shards appear and vanish: a shard
+// appears only as a child of the split t begins, with the parent's primary
+// term and its primary built in place on the parent primary's node; a
+// shard vanishes only as the parent t hands off (all its children's
+// copies started and in sync before) or as a child of a split rolled back
+// (the parent keeps its copies); a handed-off parent never comes back.
+func checkSplitTransition(v *violations, was, im *IndexMeta, t Task) {
+	for _, shard := range im.ShardIDs() {
+		if _, existed := was.Copies[shard]; existed {
+			continue
+		}
+		where := fmt.Sprintf("[%s][%d]", im.Name, shard)
+		s := t.SplitShard
+		if s == nil || s.Index != im.Name || !slices.Contains(im.Splits[s.Shard].Children, shard) {
+			v.addf("%s appeared under a %s task", where, t.Kind())
+			continue
+		}
+		if im.PrimaryTerms[shard] != was.PrimaryTerms[s.Shard] {
+			v.addf("%s child has term %d, its parent %d", where, im.PrimaryTerms[shard], was.PrimaryTerms[s.Shard])
+		}
+		var parent ShardCopy
+		for _, c := range was.Copies[s.Shard] {
+			if c.Primary {
+				parent = c
+			}
+		}
+		for _, c := range im.Copies[shard] {
+			if c.Primary && (c.RecoverySource != InPlaceSplit || c.Node != parent.Node) {
+				v.addf("%s child primary %+v is not built in place on the parent primary's node [%s]", where, c, parent.Node)
+			}
+		}
+	}
+	for _, shard := range was.ShardIDs() {
+		if _, kept := im.Copies[shard]; kept {
+			continue
+		}
+		where := fmt.Sprintf("[%s][%d]", im.Name, shard)
+		if h := t.SplitHandoff; h != nil && h.Index == im.Name && h.Shard == shard {
+			for _, child := range was.Splits[shard].Children {
+				for _, c := range was.Copies[child] {
+					if !c.Active() || !slices.Contains(was.InSync[child], c.AllocationID) {
+						v.addf("%s handed off while child [%d] copy [%s] was %s and not in sync", where, child, c.AllocationID, c.State)
+					}
+				}
+			}
+			continue
+		}
+		parent, child := was.SplitOf(shard)
+		if !child {
+			v.addf("%s vanished under a %s task", where, t.Kind())
+			continue
+		}
+		if _, still := im.Splits[parent]; still {
+			v.addf("%s child vanished while the split of [%d] goes on", where, parent)
+		}
+		if _, ok := im.Copies[parent]; !ok {
+			v.addf("%s child vanished with its parent [%d]", where, parent)
+		}
+	}
+	for p := range was.Handoffs {
+		if _, ok := im.Handoffs[p]; !ok {
+			v.addf("[%s][%d] lost its hand-off record", im.Name, p)
+		}
+		if _, ok := im.Copies[p]; ok {
+			v.addf("[%s][%d] has copies after its hand-off", im.Name, p)
 		}
 	}
 }

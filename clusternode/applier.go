@@ -164,8 +164,7 @@ func (n *Node) reconcile(st *cluster.State) {
 	want := map[copyKey]assigned{}
 	for _, name := range sortedKeys(st.Indices) {
 		im := st.Indices[name]
-		for sh := 0; sh < im.Shards; sh++ {
-			shard := routing.ShardID(sh)
+		for _, shard := range im.ShardIDs() {
 			var primary cluster.ShardCopy
 			for _, c := range im.Copies[shard] {
 				if c.Primary {
@@ -180,6 +179,7 @@ func (n *Node) reconcile(st *cluster.State) {
 			}
 		}
 	}
+	n.retireHandedOff(st)
 	for _, k := range n.sortedCopies() {
 		lc := n.copies[k]
 		if a, ok := want[k]; !ok || a.copy.AllocationID != lc.aid {
@@ -252,6 +252,9 @@ func (n *Node) removeCopy(k copyKey, why string) {
 // applyCopy brings one assigned copy to what the state says.
 func (n *Node) applyCopy(st *cluster.State, a assigned) {
 	lc := n.copies[a.key]
+	if _, child := a.index.SplitOf(a.key.shard); child && a.copy.Primary {
+		return // built by tickSplits beside its parent's primary, then follows it until the hand-off
+	}
 	switch {
 	case a.copy.Primary && lc == nil:
 		n.openPrimary(a)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"go.uber.org/zap"
 
@@ -165,25 +164,7 @@ func (c *coordinator) sortedIDs() []uint64 {
 }
 
 // table returns the routing table of an index as its metadata defines it.
-func table(im *cluster.IndexMeta) (*routing.Table, error) {
-	atoi := func(k string, def int) int {
-		if v, err := strconv.Atoi(im.Settings[k]); err == nil {
-			return v
-		}
-		return def
-	}
-	s, err := routing.NewSettings(im.Name, im.Shards, im.RoutingShards, atoi("index.routing_partition_size", 0))
-	if err != nil {
-		return nil, err
-	}
-	mode := routing.ModePartition
-	if v := im.Settings["index.shardsplit.mode"]; v != "" {
-		if mode, err = routing.ParseMode(v); err != nil {
-			return nil, err
-		}
-	}
-	return routing.NewTable(mode, s)
-}
+func table(im *cluster.IndexMeta) (*routing.Table, error) { return im.Table() }
 
 // Spans returns the keyspace and spans a shard of an index owns.
 func Spans(im *cluster.IndexMeta, shard routing.ShardID) (routing.ShardID, []routing.Span, error) {
@@ -366,12 +347,12 @@ func (n *Node) Search(index string, query json.RawMessage, size int, done func(S
 		done(SearchResult{}, &IndexNotFoundError{Index: index})
 		return
 	}
-	out := SearchResult{Shards: im.Shards}
-	perShard := make([][]Doc, im.Shards)
-	left := im.Shards
+	shards := im.ServingShards()
+	out := SearchResult{Shards: len(shards)}
+	perShard := make([][]Doc, len(shards))
+	left := len(shards)
 	failed := false
-	for sh := 0; sh < im.Shards; sh++ {
-		shard := routing.ShardID(sh)
+	for sh, shard := range shards {
 		r := &request{}
 		r.send = func(st *cluster.State) (string, error) {
 			im := st.Indices[index]
@@ -396,13 +377,13 @@ func (n *Node) Search(index string, query json.RawMessage, size int, done func(S
 			out.Total += res.Total
 			for _, d := range res.Docs {
 				v, src := DecodeSource(d.Source)
-				perShard[shard] = append(perShard[shard], Doc{ID: d.ID, Routing: d.Routing, Version: v, Seq: int64(d.Seq) - 1, Source: src})
+				perShard[sh] = append(perShard[sh], Doc{ID: d.ID, Routing: d.Routing, Version: v, Seq: int64(d.Seq) - 1, Source: src})
 			}
 			if left--; left == 0 && !failed {
 				for sh, docs := range perShard {
 					for _, d := range docs {
 						out.Docs = append(out.Docs, d)
-						out.Shard = append(out.Shard, routing.ShardID(sh))
+						out.Shard = append(out.Shard, shards[sh])
 					}
 				}
 				done(out, nil)

@@ -63,6 +63,9 @@ type StoreOpener interface {
 	// RecoveryDir is where a peer recovery writes the files of a copy
 	// whose directory is dir.
 	RecoveryDir(dir string, shard routing.ShardID) string
+	// OpenChild builds in dir the copy of a split's child (owning span of
+	// keyspace) from from, a copy of the parent on this node.
+	OpenChild(dir string, from CopyStore, parent, child, keyspace routing.ShardID, span routing.Span) (CopyStore, error)
 }
 
 // Config configures a Node.
@@ -110,6 +113,9 @@ type Node struct {
 	sources map[string]*replication.Source
 	started map[string]bool // allocation ids reported started, not yet seen so
 	failing map[string]bool // copies (and terms) reported failed, not yet applied
+	// handoffs are the hand-offs of the splits whose parent primary is
+	// here, by the parent's copy.
+	handoffs map[copyKey]*handoff
 
 	applied *cluster.State // the state the applier last acted on
 
@@ -154,7 +160,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(zap.String("node", cfg.Name)), kv: kv,
 		copies: map[copyKey]*localCopy{}, sources: map[string]*replication.Source{}, started: map[string]bool{},
-		failing: map[string]bool{}}
+		failing: map[string]bool{}, handoffs: map[copyKey]*handoff{}}
 	if n.id, err = n.loadID(); err != nil {
 		_ = kv.Close()
 		return nil, err
@@ -267,6 +273,7 @@ func (n *Node) Tick() {
 			delete(n.sources, id)
 		}
 	}
+	n.tickSplits()
 	n.coord.tick()
 	n.serving.expire(n.tick)
 	n.finish()

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/replication"
 	"github.com/shardsplit/shardsplit/storage"
 	"github.com/shardsplit/shardsplit/storage/crashfs"
 	"github.com/shardsplit/shardsplit/transport"
@@ -23,6 +25,14 @@ type world struct {
 	names []string
 	// fileStores puts copies on the test's file store instead of Pebble.
 	fileStores bool
+	// lagging names copies (allocation ids) that take a primary's
+	// operations only every fourth round: their replication lags behind.
+	lagging map[string]bool
+	rounds  int
+	// deaf names nodes that hear nothing from the cluster manager: their
+	// cluster state stays where it is.
+	deaf map[string]bool
+	held []transport.Message // lagging messages, sent again next round unless their sender crashed
 }
 
 type worldNode struct {
@@ -82,10 +92,27 @@ func (w *world) live() []*worldNode {
 }
 
 func (w *world) round() {
+	w.rounds++
+	for _, m := range w.held {
+		if wn := w.nodes[m.From]; wn == nil || !wn.dead {
+			w.net.Endpoint(m.From).Send(m)
+		}
+	}
+	w.held = nil
 	for i := 0; i < 20000 && w.net.Pending() > 0; i++ {
 		m, ok := w.net.Deliver(w.rng.IntN(w.net.Pending()))
 		if !ok {
 			continue
+		}
+		if w.deaf[m.To] && strings.HasPrefix(m.Kind, "cm/") {
+			w.held = append(w.held, m)
+			continue
+		}
+		if m.Kind == replication.KindReplicate && len(w.lagging) > 0 && w.rounds%4 != 0 {
+			if _, target, err := replication.Addressee(m); err == nil && w.lagging[target] {
+				w.held = append(w.held, m)
+				continue
+			}
 		}
 		if wn := w.nodes[m.To]; wn != nil && !wn.dead {
 			wn.n.Step(m)

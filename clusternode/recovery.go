@@ -119,6 +119,9 @@ func (n *Node) onRecoveryStart(from string, r replication.RecoveryStart) {
 		return
 	}
 	k := copyKey{index: r.Shard.Index, shard: shardID(r.Shard.Shard)}
+	if n.startChildSource(k, r) {
+		return
+	}
 	lc := n.copies[k]
 	if lc == nil || lc.c == nil || !lc.c.IsPrimary() {
 		return // the target asks again; by then it may know the new primary
@@ -216,16 +219,18 @@ func (n *Node) openRecovered(lc *localCopy) {
 		return
 	}
 	var term uint64
+	var follow *replication.Follow
 	if n.applied != nil {
 		for _, im := range n.applied.Indices {
 			if im.UUID == lc.key.index {
 				term = im.PrimaryTerms[lc.key.shard]
+				follow = childFollow(im, lc.key.shard)
 			}
 		}
 	}
 	lc.store = store
 	lc.c = replication.NewCopy(replication.Config{Shard: lc.key.shardKey(), AllocationID: lc.aid, Node: n.cfg.Name,
-		Store: store, Env: copyEnv{n}}, term)
+		Store: store, Env: copyEnv{n}, Follow: follow}, term)
 	lc.target.Opened()
 }
 
@@ -236,7 +241,17 @@ func (n *Node) onReplication(m transport.Message) {
 		return
 	}
 	lc := n.copies[copyKey{index: k.Index, shard: shardID(k.Shard)}]
-	if lc == nil || lc.c == nil || (target != "" && target != lc.aid) {
+	if target != "" && (lc == nil || lc.aid != target) {
+		// A parent's operations to a copy of one of its split's
+		// children, which follows them.
+		lc = nil
+		for _, ck := range n.sortedCopies() {
+			if c := n.copies[ck]; c.aid == target && ck.index == k.Index {
+				lc = c
+			}
+		}
+	}
+	if lc == nil || lc.c == nil {
 		return
 	}
 	if err := lc.c.Handle(m); err != nil {

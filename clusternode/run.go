@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/internal/clock"
+	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/transport"
 )
 
@@ -228,6 +229,16 @@ func (p *Process) DeleteIndex(ctx context.Context, name string) error {
 // UpdateReplicas sets an index's number_of_replicas.
 func (p *Process) UpdateReplicas(ctx context.Context, name string, replicas int) error {
 	v, err := call(ctx, p, func(n *Node, done func(error)) { n.UpdateReplicas(name, replicas, done) })
+	if err != nil {
+		return err
+	}
+	return v
+}
+
+// SplitShard proposes the in-place split of a shard into children and
+// waits until it began (or was refused).
+func (p *Process) SplitShard(ctx context.Context, index string, shard routing.ShardID, children int) error {
+	v, err := call(ctx, p, func(n *Node, done func(error)) { n.SplitShard(index, shard, children, done) })
 	if err != nil {
 		return err
 	}

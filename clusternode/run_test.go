@@ -34,6 +34,12 @@ type httpEndpoint struct{ *transport.HTTP }
 
 func startLoopback(t *testing.T, name, dir string, seeds []string, addr string, managers []string) *loopbackNode {
 	t.Helper()
+	return startLoopbackTicking(t, name, dir, seeds, addr, managers, 20*time.Millisecond)
+}
+
+// startLoopbackTicking starts a node whose loop ticks every tick.
+func startLoopbackTicking(t *testing.T, name, dir string, seeds []string, addr string, managers []string, tick time.Duration) *loopbackNode {
+	t.Helper()
 	inbox := Inbox()
 	tr, err := transport.NewHTTP(transport.HTTPConfig{Name: name, Listen: addr, Deliver: func(m []transport.Message) { inbox <- m }})
 	if err != nil {
@@ -46,7 +52,7 @@ func startLoopback(t *testing.T, name, dir string, seeds []string, addr string, 
 		_ = tr.Close()
 		t.Fatal(err)
 	}
-	return &loopbackNode{name: name, dir: dir, tr: tr, p: Run(n, inbox, clock.Real{}, 20*time.Millisecond)}
+	return &loopbackNode{name: name, dir: dir, tr: tr, p: Run(n, inbox, clock.Real{}, tick)}
 }
 
 func (l *loopbackNode) stop(t *testing.T) {
@@ -235,4 +241,103 @@ func startLoopbackB(b *testing.B, name, dir string, seeds []string, addr string,
 		b.Fatal(err)
 	}
 	return &loopbackNode{name: name, dir: dir, tr: tr, p: Run(n, inbox, clock.Real{}, 20*time.Millisecond)}
+}
+
+// TestNodesOverLoopbackSplitAReplicatedShardUnderWrites: three nodes in
+// one process over loopback, Pebble copies on disk, a shard with a replica
+// split in place while writers write through every node: the split hands
+// off, the index ends green, and every acknowledged write reads back.
+func TestNodesOverLoopbackSplitAReplicatedShardUnderWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nodes on loopback")
+	}
+	names := []string{"n1", "n2", "n3"}
+	addrs := make([]string, 3)
+	for i := range names {
+		tr, err := transport.NewHTTP(transport.HTTPConfig{Name: "probe", Listen: "127.0.0.1:0", Deliver: func([]transport.Message) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = tr.Addr()
+		_ = tr.Close()
+	}
+	base := t.TempDir()
+	var nodes []*loopbackNode
+	for i, name := range names {
+		// A process's tick (100 ms): a node answers the cluster manager's
+		// checks within a second while it builds a child on a loaded
+		// machine.
+		nodes = append(nodes, startLoopbackTicking(t, name, filepath.Join(base, name), addrs, addrs[i], names, 100*time.Millisecond))
+	}
+	defer func() {
+		for _, l := range nodes {
+			l.stop(t)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitFor(t, 20*time.Second, "a cluster of three", func() bool {
+		st, err := nodes[0].p.State()
+		return err == nil && len(st.Nodes) == 3
+	})
+	if err := nodes[1].p.CreateIndex(ctx, "logs", map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "1",
+		"index.number_of_routing_shards": "8"}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	state := func() *cluster.State {
+		st, _ := nodes[0].p.State()
+		return st
+	}
+	waitFor(t, 20*time.Second, "logs green", func() bool {
+		st := state()
+		return st != nil && st.Indices["logs"] != nil && st.Health().Indices["logs"].Status == cluster.Green
+	})
+	var (
+		mu    sync.Mutex
+		acked = map[string]string{}
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				id, v := fmt.Sprintf("w%d-%d", w, i), fmt.Sprintf(`{"n":%d}`, i)
+				if _, err := nodes[(w+i)%3].p.IndexDoc(ctx, "logs", id, "", []byte(v), false); err == nil {
+					mu.Lock()
+					acked[id] = v
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // writes before the split
+	if err := nodes[2].p.SplitShard(ctx, "logs", 0, 2); err != nil {
+		stop.Store(true)
+		wg.Wait()
+		t.Fatalf("split: %v", err)
+	}
+	waitFor(t, 60*time.Second, "the split handed off and green", func() bool {
+		st := state()
+		im := st.Indices["logs"]
+		_, handed := im.Handoffs[0]
+		return handed && st.Health().Indices["logs"].Status == cluster.Green
+	})
+	stop.Store(true)
+	wg.Wait()
+	if len(acked) < 20 {
+		t.Fatalf("only %d writes acknowledged", len(acked))
+	}
+	for id, v := range acked {
+		d, found, err := nodes[0].p.GetDoc(ctx, "logs", id, "")
+		if err != nil || !found || string(d.Source) != v {
+			t.Fatalf("get %s after the split = %q, %v, %v; want %s", id, d.Source, found, err, v)
+		}
+	}
+	res, err := nodes[1].p.Search(ctx, "logs", nil, 0)
+	if err != nil || res.Total < len(acked) || res.Shards != 2 {
+		t.Fatalf("search after the split: %d documents on %d shards, %v; want at least %d on 2", res.Total, res.Shards, err, len(acked))
+	}
+	t.Logf("%d writes acknowledged, %d documents", len(acked), res.Total)
 }

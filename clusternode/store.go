@@ -36,12 +36,7 @@ func (o Stores) RecoveryDir(dir string, shard routing.ShardID) string {
 
 // Open opens the copy in dir.
 func (o Stores) Open(dir string, shard, keyspace routing.ShardID, spans []routing.Span) (CopyStore, error) {
-	cache := o.CacheBytes
-	if cache == 0 {
-		cache = 8 << 20
-	}
-	eng, err := storage.Open(storage.Options{Dir: dir, FS: o.FS, Durability: o.Durability, CacheBytes: cache,
-		Clock: o.Clock, Logger: o.Logger})
+	eng, err := o.engine(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +47,45 @@ func (o Stores) Open(dir string, shard, keyspace routing.ShardID, spans []routin
 	}
 	s.HoldLog()
 	return &pebbleStore{eng: eng, s: s}, nil
+}
+
+// OpenChild builds, in dir, the copy of a split's child shard that owns
+// span of keyspace from from, a copy of its parent on this node: a
+// checkpoint of the parent's store (hard links to its tables) opened as
+// the child's, the other documents and the history excised
+// (storage.Engine.AdoptCheckpoint). The child's local checkpoint is the
+// parent's at the checkpoint.
+func (o Stores) OpenChild(dir string, from CopyStore, parent, child, keyspace routing.ShardID, span routing.Span) (CopyStore, error) {
+	p, ok := from.(*pebbleStore)
+	if !ok {
+		return nil, fmt.Errorf("clusternode: build child %d: the parent's store is a %T", child, from)
+	}
+	if err := o.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := p.s.Checkpoint(storage.ShardDirIn(dir, child)); err != nil {
+		return nil, fmt.Errorf("clusternode: build child %d: %w", child, err)
+	}
+	eng, err := o.engine(dir)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := eng.AdoptCheckpoint(parent, child, keyspace, span)
+	if err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("clusternode: build child %d: %w", child, err)
+	}
+	s.HoldLog()
+	return &pebbleStore{eng: eng, s: s}, nil
+}
+
+func (o Stores) engine(dir string) (*storage.Engine, error) {
+	cache := o.CacheBytes
+	if cache == 0 {
+		cache = 8 << 20
+	}
+	return storage.Open(storage.Options{Dir: dir, FS: o.FS, Durability: o.Durability, CacheBytes: cache,
+		Clock: o.Clock, Logger: o.Logger})
 }
 
 type pebbleStore struct {

@@ -103,9 +103,11 @@ func (s *fileStore) Apply(ops []replication.Op, undo bool) error {
 			}
 			s.data.Undo[op.Seq] = []undoEntry{{Key: k, Prev: prev}}
 		}
-		if op.Doc.Kind == storage.OpDelete {
+		switch op.Doc.Kind {
+		case storage.OpNoop:
+		case storage.OpDelete:
 			delete(s.data.Docs, k)
-		} else {
+		default:
 			s.data.Docs[k] = storage.Doc{Root: op.Doc.Root, Key: op.Doc.Key, ID: op.Doc.ID, Routing: op.Doc.Routing,
 				Seq: uint64(op.Seq) + 1, Source: op.Doc.Source}
 		}
@@ -191,3 +193,21 @@ func (s *fileStore) Checkpoint(dir string) (int64, error) {
 }
 
 func (s *fileStore) Close() error { return nil }
+
+func (o fileStores) OpenChild(dir string, from CopyStore, parent, child, keyspace routing.ShardID, span routing.Span) (CopyStore, error) {
+	if _, err := from.Checkpoint(dir); err != nil {
+		return nil, err
+	}
+	cs, err := o.Open(dir, child, keyspace, []routing.Span{span})
+	if err != nil {
+		return nil, err
+	}
+	s := cs.(*fileStore)
+	for k, d := range s.data.Docs {
+		if d.Root != keyspace || !span.Contains(d.Key) {
+			delete(s.data.Docs, k)
+		}
+	}
+	s.data.History = nil
+	return s, s.save()
+}

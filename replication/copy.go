@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/internal/invariants"
+	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 )
 
@@ -69,6 +70,12 @@ var ErrStalePrimary = errors.New("replication: a newer primary replaced this one
 // primary.
 var ErrNotPrimary = errors.New("replication: this copy is not the primary")
 
+// ErrHandedOff fails a write on a parent primary that handed its ranges
+// off to the children of a split (upstream's PrimaryShardSplitException).
+// It wraps ErrNotPrimary: the coordinator retries against a newer cluster
+// state, which routes the write to a child.
+var ErrHandedOff = fmt.Errorf("replication: the shard was split and its primary handed off to the children: %w", ErrNotPrimary)
+
 // WriteResult is a write's outcome: the sequence numbers and primary term
 // of its operations and what its Prepare returned, or why it failed.
 type WriteResult struct {
@@ -120,6 +127,42 @@ type Config struct {
 	// FailTicks: a copy that has not acknowledged an operation sent this
 	// long ago is failed (ShardFailed, marked stale if in sync).
 	FailTicks uint64
+	// Follow, on a child of a split, is the range the child owns: of the
+	// operations it is sent (its parent's while the split runs, its own
+	// after), it applies those of its range and records the others as
+	// no-ops, so its local checkpoint advances over them.
+	Follow *Follow
+}
+
+// Follow is a child's range: its keyspace and spans.
+type Follow struct {
+	Keyspace routing.ShardID
+	Spans    []routing.Span
+}
+
+// owns reports whether an operation touches the range: its document, or a
+// document of its _id it removes.
+func (f *Follow) owns(op Op) bool {
+	if op.Doc.Kind == storage.OpNoop || op.Doc.Root != f.Keyspace {
+		return false
+	}
+	in := func(k routing.Key) bool {
+		for _, sp := range f.Spans {
+			if sp.Contains(k) {
+				return true
+			}
+		}
+		return false
+	}
+	if in(op.Doc.Key) {
+		return true
+	}
+	for _, k := range op.Removed {
+		if in(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Copy is one copy of a shard on this node (OpenSearch's IndexShard with
@@ -153,7 +196,21 @@ type Copy struct {
 	failing  map[string]bool  // ShardFailed sent, waiting for the cluster state
 	busyKeys map[string]int   // document key → writes applied and not yet acknowledged
 	leases   map[string]int64 // retention leases: recovery id → the first sequence number it needs
+	// blocked: writes wait in held (a split's hand-off); followersAck:
+	// from the first block until the split ends, a write is acknowledged
+	// only once every follower has it too, so that a hand-off committed
+	// whenever leaves no acknowledged write behind; retired: the shard
+	// handed off, writes fail with ErrHandedOff.
+	blocked, followersAck, retired bool
+	held                           []queuedWrite
 }
+
+// AddLease retains the history from seq on under id until RemoveLease (a
+// retention lease: a recovery's phase 2 will ask for it).
+func (c *Copy) AddLease(id string, seq int64) { c.addLease(id, seq) }
+
+// RemoveLease drops a retention lease.
+func (c *Copy) RemoveLease(id string) { c.removeLease(id) }
 
 // addLease retains the history from seq on for a recovery until it ends
 // (a peer-recovery retention lease).
@@ -252,7 +309,7 @@ func (c *Copy) UpdateGroup(inSync []string, started, recovering map[string]strin
 	}
 	c.tracker.update(inSync, routed)
 	for aid := range c.streams {
-		if _, ok := routed[aid]; !ok {
+		if _, ok := routed[aid]; !ok && !c.isFollower(aid) {
 			delete(c.streams, aid)
 		}
 	}
@@ -332,13 +389,137 @@ func (c *Copy) markStaleUntracked() {
 func (c *Copy) Write(prepare Prepare, done func(WriteResult)) {
 	if !c.IsPrimary() {
 		err := ErrNotPrimary
-		if c.stale {
+		switch {
+		case c.retired:
+			err = ErrHandedOff
+		case c.stale:
 			err = ErrStalePrimary
 		}
 		done(WriteResult{Err: err})
 		return
 	}
+	if c.blocked {
+		c.held = append(c.held, queuedWrite{prepare: prepare, done: done})
+		return
+	}
 	c.queued = append(c.queued, queuedWrite{prepare: prepare, done: done})
+}
+
+// StartFollowing makes a copy of another shard (shard: a child of a split
+// of this one, on node, allocation id aid) a follower of this primary from
+// lcp on: it is sent every operation after lcp, and counts for neither the
+// global checkpoint nor the in-sync set. Its history is retained for it.
+func (c *Copy) StartFollowing(aid, node string, shard ShardKey, lcp int64) {
+	if !c.primary {
+		return
+	}
+	if t, ok := c.tracker.copies[aid]; ok && !t.follower {
+		_ = invariants.AssertionFailedf("replication: %s follower %s is a copy of the shard", c.cfg.Shard, aid)
+		return
+	}
+	c.tracker.copies[aid] = &tracked{aid: aid, node: node, tracking: true, follower: true, lcp: lcp, shard: shard}
+	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
+	c.send()
+}
+
+// StopFollowing forgets a follower.
+func (c *Copy) StopFollowing(aid string) {
+	if !c.primary {
+		return
+	}
+	if t, ok := c.tracker.copies[aid]; ok && t.follower {
+		delete(c.tracker.copies, aid)
+		delete(c.streams, aid)
+		delete(c.failing, aid)
+	}
+	if len(c.tracker.followers()) == 0 {
+		c.followersAck = false
+	}
+	c.complete()
+}
+
+// Followers returns the allocation ids of the followers and their local
+// checkpoints as they acknowledged.
+func (c *Copy) Followers() map[string]int64 {
+	out := map[string]int64{}
+	if !c.primary {
+		return out
+	}
+	for _, t := range c.tracker.followers() {
+		out[t.aid] = t.lcp
+	}
+	return out
+}
+
+// FollowerCaughtUp reports whether a follower holds every operation up to
+// the global checkpoint: a child copy may report itself started.
+func (c *Copy) FollowerCaughtUp(aid string) bool {
+	if !c.primary {
+		return false
+	}
+	t, ok := c.tracker.copies[aid]
+	return ok && t.follower && t.lcp >= c.tracker.gcp
+}
+
+// BlockWrites holds every new write (a split's hand-off: its parent's
+// permits blocked); from now on, until the followers are gone, a write is
+// acknowledged only once every follower has it.
+func (c *Copy) BlockWrites() {
+	c.blocked = true
+	c.followersAck = true
+}
+
+// Blocked reports whether writes are held.
+func (c *Copy) Blocked() bool { return c.blocked }
+
+// Unblock lets the held writes through (the hand-off did not commit in
+// time, or the split was cancelled).
+func (c *Copy) Unblock() {
+	if !c.blocked {
+		return
+	}
+	c.blocked = false
+	c.queued = append(c.queued, c.held...)
+	c.held = nil
+}
+
+// HandoffReady reports whether the primary may hand off: writes are
+// blocked, none is in flight, and every follower holds every operation
+// the primary has (a parent primary's hand-off to its children). It
+// returns the primary's term and local checkpoint: the hand-off record.
+func (c *Copy) HandoffReady() (term uint64, maxSeq int64, ok bool) {
+	if !c.IsPrimary() || !c.blocked || len(c.queued) > 0 || len(c.pending) > 0 {
+		return 0, 0, false
+	}
+	lcp := c.store.LocalCheckpoint()
+	fs := c.tracker.followers()
+	if len(fs) == 0 {
+		return 0, 0, false
+	}
+	for _, t := range fs {
+		// Every follower holds every operation, and was sent the global
+		// checkpoint (which covers them all once none is pending): a
+		// child primary resyncs its replicas from there.
+		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || p.sentGCP < c.tracker.gcp {
+			return 0, 0, false
+		}
+	}
+	return c.term, lcp, true
+}
+
+// Retire ends a primary whose shard handed off: every held, queued and
+// pending write fails with ErrHandedOff, and so does every later one.
+func (c *Copy) Retire() {
+	held := c.held
+	c.held, c.blocked, c.retired = nil, false, true
+	for _, q := range held {
+		q.done(WriteResult{Err: ErrHandedOff})
+	}
+	if c.primary {
+		c.failAll(ErrHandedOff)
+	}
+	c.primary = false
+	c.tracker, c.streams = nil, nil
 }
 
 // Flush applies what the copy queued since the last Flush in one durable
@@ -474,8 +655,19 @@ func (c *Copy) fail(aid, reason string) {
 	}
 	c.failing[aid] = true
 	t := c.tracker.copies[aid]
+	if t != nil && t.follower {
+		// A copy of the child's shard, failed as by itself: the split
+		// rolls back.
+		c.env.FailCopy(t.shard, aid, 0, false, reason)
+		return
+	}
 	markStale := t != nil && t.inSync
 	c.env.FailCopy(c.cfg.Shard, aid, c.term, markStale, reason)
+}
+
+func (c *Copy) isFollower(aid string) bool {
+	t := c.tracker.copies[aid]
+	return t != nil && t.follower
 }
 
 // OnResponse takes a copy's answer to a replicate request.
@@ -515,7 +707,7 @@ func (c *Copy) complete() {
 	c.gcp = max(c.gcp, c.tracker.gcp)
 	n := 0
 	for _, w := range c.pending {
-		if !c.tracker.covers(w.last) {
+		if !c.tracker.covers(w.last, c.followersAck) {
 			break
 		}
 		n++
@@ -535,6 +727,11 @@ func (c *Copy) complete() {
 // failAll fails every queued and pending write with err: their
 // acknowledgement can no longer be given (the copy is no longer primary).
 func (c *Copy) failAll(err error) {
+	held := c.held
+	c.held, c.blocked = nil, false
+	for _, q := range held {
+		q.done(WriteResult{Err: err})
+	}
 	for _, q := range c.queued {
 		q.done(WriteResult{Err: err})
 	}
@@ -637,7 +834,7 @@ func (c *Copy) trimHistory() {
 // group commit), and answers each primary with the local checkpoint.
 func (c *Copy) OnReplicate(from string, r replicateRequest) {
 	if r.Term < c.term {
-		c.env.Send(from, KindResponse, replicateResponse{Shard: c.cfg.Shard, From: c.cfg.AllocationID, Term: c.term,
+		c.env.Send(from, KindResponse, replicateResponse{Shard: r.Shard, From: c.cfg.AllocationID, Term: c.term,
 			StaleTerm: true, LCP: c.store.LocalCheckpoint()})
 		return
 	}
@@ -716,6 +913,9 @@ func (c *Copy) applyInbound() {
 				gap[in.from] = true
 				break
 			}
+			if f := c.cfg.Follow; f != nil && !f.owns(op) {
+				op = Op{Seq: op.Seq, Term: op.Term, Doc: storage.Op{Kind: storage.OpNoop}}
+			}
 			apply = append(apply, op)
 		}
 	}
@@ -736,7 +936,8 @@ func (c *Copy) applyInbound() {
 			continue
 		}
 		answered[in.from] = true
-		c.env.Send(in.from, KindResponse, replicateResponse{Shard: c.cfg.Shard, From: c.cfg.AllocationID, Term: c.term,
+		// A follower answers for the shard whose stream it follows.
+		c.env.Send(in.from, KindResponse, replicateResponse{Shard: in.r.Shard, From: c.cfg.AllocationID, Term: c.term,
 			LCP: lcp, Gap: gap[in.from]})
 	}
 }

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -27,6 +28,9 @@ type group struct {
 	failed []failRequest
 	inSync []string
 	acked  map[string]string // document id → value of its last acknowledged write
+	// followers are copies of a child shard of a split, on their own
+	// nodes, following the group's primary.
+	followers map[string]*Copy
 }
 
 type envelope struct {
@@ -61,7 +65,7 @@ func (e groupEnv) Logger() *zap.Logger { return zap.NewNop() }
 
 func newGroup(t *testing.T, seed uint64, nodes ...string) *group {
 	g := &group{t: t, rng: rand.New(rand.NewPCG(seed, 1)), shard: ShardKey{Index: "ix", Shard: 0},
-		copies: map[string]*Copy{}, stores: map[string]*memStore{}, down: map[string]bool{}, acked: map[string]string{}}
+		copies: map[string]*Copy{}, followers: map[string]*Copy{}, stores: map[string]*memStore{}, down: map[string]bool{}, acked: map[string]string{}}
 	for _, n := range nodes {
 		g.stores[n] = newMemStore()
 		g.copies[n] = NewCopy(Config{Shard: g.shard, AllocationID: "a-" + n, Node: n, Store: g.stores[n],
@@ -86,6 +90,9 @@ func (g *group) updateGroup(p string) {
 
 func (g *group) deliver(e envelope) {
 	c, ok := g.copies[e.to]
+	if !ok {
+		c, ok = g.followers[e.to]
+	}
 	if !ok || g.down[e.to] || g.down[e.from] {
 		return
 	}
@@ -119,6 +126,11 @@ func (g *group) run(rounds int) {
 		for _, n := range sortedNodes(g.copies) {
 			if !g.down[n] {
 				g.copies[n].Tick()
+			}
+		}
+		for _, n := range sortedNodes(g.followers) {
+			if !g.down[n] {
+				g.followers[n].Tick()
 			}
 		}
 	}
@@ -341,5 +353,111 @@ func TestACopyMarkedInSyncGatesWritesBeforeTheClusterStateSaysSo(t *testing.T) {
 	g.run(2)
 	if *res != nil {
 		t.Fatalf("a write was acknowledged without the copy the primary marked in sync: %+v", **res)
+	}
+}
+
+// follow opens a copy of a child shard (shard 1, owning keys [lo, hi)) on
+// node n and makes it a follower of the primary on node p from the
+// start.
+func (g *group) follow(p, n string, lo, hi uint64) *Copy {
+	g.stores[n] = newMemStore()
+	child := ShardKey{Index: g.shard.Index, Shard: 1}
+	c := NewCopy(Config{Shard: child, AllocationID: "a-" + n, Node: n, Store: g.stores[n], Env: groupEnv{g: g, node: n},
+		Follow: &Follow{Keyspace: 0, Spans: []routing.Span{{Start: lo, End: hi}}}}, 1)
+	g.followers[n] = c
+	g.copies[p].StartFollowing("a-"+n, n, child, NoOpsPerformed)
+	return c
+}
+
+func TestAFollowerAppliesItsRangeAndAdvancesOverTheRest(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2")
+	child := g.follow("n1", "c1", 0, 3) // ids of length 1 and 2
+	for _, id := range []string{"a", "bb", "cccc", "ddddd", "e"} {
+		g.write("n1", id, "v-"+id)
+	}
+	g.run(2)
+	if got, want := child.LocalCheckpoint(), g.copies["n1"].LocalCheckpoint(); got != want || want != 4 {
+		t.Fatalf("follower local checkpoint %d, primary %d; want both 4", got, want)
+	}
+	for id, want := range map[string]bool{"a": true, "bb": true, "cccc": false, "ddddd": false, "e": true} {
+		if _, ok := g.value("c1", id); ok != want {
+			t.Errorf("follower holds %s: %v, want %v", id, ok, want)
+		}
+	}
+	if lcp := g.copies["n1"].Followers()["a-c1"]; lcp != 4 {
+		t.Fatalf("primary knows the follower at %d, want 4", lcp)
+	}
+}
+
+func TestAFollowerNeitherGatesAcknowledgementsNorTheGlobalCheckpointButKeepsItsHistory(t *testing.T) {
+	g := newGroup(t, 2, "n1", "n2")
+	g.follow("n1", "c1", 0, 1<<32)
+	g.down["c1"] = true
+	res := g.write("n1", "a", "v1")
+	g.run(3)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("a write waited for a follower: %+v", *res)
+	}
+	p := g.copies["n1"]
+	if p.GlobalCheckpoint() != 0 {
+		t.Fatalf("global checkpoint %d, want 0: a follower does not hold it back", p.GlobalCheckpoint())
+	}
+	if len(g.failed) != 0 {
+		t.Fatalf("a follower silent for 3 rounds was failed: %+v", g.failed)
+	}
+	if len(g.stores["n1"].history) == 0 {
+		t.Fatal("the primary trimmed the history its follower still needs")
+	}
+	g.down["c1"] = false
+	g.run(4)
+	if v, ok := g.value("c1", "a"); !ok || v != "v1" {
+		t.Fatalf("the follower holds a = %q, %v after it came back", v, ok)
+	}
+}
+
+func TestAHandoffWaitsForTheFollowersAndRetiredWritesAreRetried(t *testing.T) {
+	g := newGroup(t, 3, "n1", "n2")
+	g.follow("n1", "c1", 0, 1<<32)
+	p := g.copies["n1"]
+	g.write("n1", "a", "v1")
+	p.BlockWrites()
+	held := g.write("n1", "b", "v1")
+	if _, _, ok := p.HandoffReady(); ok {
+		t.Fatal("hand-off ready before the follower acknowledged")
+	}
+	g.run(2)
+	term, maxSeq, ok := p.HandoffReady()
+	if !ok || term != 1 || maxSeq != 0 {
+		t.Fatalf("HandoffReady = %d, %d, %v; want 1, 0, true", term, maxSeq, ok)
+	}
+	if *held != nil || p.LocalCheckpoint() != 0 {
+		t.Fatalf("a write went through the block: %+v, lcp %d", *held, p.LocalCheckpoint())
+	}
+	p.Retire()
+	if *held == nil || !errors.Is((*held).Err, ErrHandedOff) || !errors.Is((*held).Err, ErrNotPrimary) {
+		t.Fatalf("a held write after the hand-off: %+v, want ErrHandedOff wrapping ErrNotPrimary", *held)
+	}
+	if late := g.write("n1", "c", "v1"); *late == nil || !errors.Is((*late).Err, ErrHandedOff) {
+		t.Fatalf("a write after the hand-off: %+v, want ErrHandedOff", *late)
+	}
+}
+
+func TestAfterABlockAWriteIsAcknowledgedOnlyOnceEveryFollowerHasIt(t *testing.T) {
+	g := newGroup(t, 4, "n1", "n2")
+	g.follow("n1", "c1", 0, 1<<32)
+	p := g.copies["n1"]
+	p.BlockWrites()
+	res := g.write("n1", "a", "v1")
+	g.down["c1"] = true
+	p.Unblock() // the hand-off did not commit in time
+	p.Flush()
+	g.run(3)
+	if *res != nil {
+		t.Fatalf("a write was acknowledged without the follower after a block: %+v", **res)
+	}
+	g.down["c1"] = false
+	g.run(4)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("write result %+v, want acknowledged once the follower has it", *res)
 	}
 }

@@ -45,9 +45,11 @@ func (s *memStore) Apply(ops []Op, undo bool) error {
 			}
 			s.undo[op.Seq] = undoRecord{key: k, prev: prev}
 		}
-		if op.Doc.Kind == storage.OpDelete {
+		switch op.Doc.Kind {
+		case storage.OpNoop:
+		case storage.OpDelete:
 			delete(s.docs, k)
-		} else {
+		default:
 			s.docs[k] = storage.Doc{Root: op.Doc.Root, Key: op.Doc.Key, ID: op.Doc.ID, Routing: op.Doc.Routing,
 				Seq: uint64(op.Seq), Source: slices.Clone(op.Doc.Source)}
 		}

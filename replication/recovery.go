@@ -102,23 +102,27 @@ type chunkRef struct {
 
 // Source is the sending side of one peer recovery, on the primary's node.
 type Source struct {
-	copy    *Copy
-	fs      storage.FS
-	dir     string // the checkpoint, deleted when the recovery ends
-	id      string
-	target  string
-	node    string
-	lcp     int64
-	files   []FileInfo
-	todo    []chunkRef          // not yet sent
-	flight  map[chunkRef]uint64 // sent, not acknowledged: the tick it was sent
-	mfAcked bool
-	mfSent  uint64
-	opened  bool
-	done    bool
-	tick    uint64
-	heard   uint64
-	log     *zap.Logger
+	copy *Copy
+	// shard is the recovered copy's shard: the source copy's, or, for a
+	// follower, a child of a split of it.
+	shard    ShardKey
+	follower bool
+	fs       storage.FS
+	dir      string // the checkpoint, deleted when the recovery ends
+	id       string
+	target   string
+	node     string
+	lcp      int64
+	files    []FileInfo
+	todo     []chunkRef          // not yet sent
+	flight   map[chunkRef]uint64 // sent, not acknowledged: the tick it was sent
+	mfAcked  bool
+	mfSent   uint64
+	opened   bool
+	done     bool
+	tick     uint64
+	heard    uint64
+	log      *zap.Logger
 
 	BytesSent int64
 }
@@ -128,6 +132,21 @@ type Source struct {
 // it, and the manifest. It returns nil and cancels the recovery if the
 // checkpoint cannot be made.
 func StartSource(c *Copy, cp Checkpointer, fs storage.FS, dir, id, target, node string) (*Source, error) {
+	return startSource(c, cp, c.cfg.Shard, false, fs, dir, id, target, node)
+}
+
+// StartFollowerSource begins the recovery of a replica of a split's child
+// (target on node, a copy of shard) while the split runs: its files are a
+// checkpoint of the child primary's store (cp), and the rest is the parent
+// primary c's stream, which retains its history from the checkpoint on
+// (a retention lease) and, once the target opened the files, makes it a
+// follower from there. The target is finalized once it caught up with the
+// parent's global checkpoint.
+func StartFollowerSource(c *Copy, cp Checkpointer, shard ShardKey, fs storage.FS, dir, id, target, node string) (*Source, error) {
+	return startSource(c, cp, shard, true, fs, dir, id, target, node)
+}
+
+func startSource(c *Copy, cp Checkpointer, shard ShardKey, follower bool, fs storage.FS, dir, id, target, node string) (*Source, error) {
 	if !c.IsPrimary() {
 		return nil, ErrNotPrimary
 	}
@@ -140,7 +159,7 @@ func StartSource(c *Copy, cp Checkpointer, fs storage.FS, dir, id, target, node 
 		return nil, fmt.Errorf("replication: recovery %s: list checkpoint: %w", id, err)
 	}
 	slices.Sort(names)
-	s := &Source{copy: c, fs: fs, dir: dir, id: id, target: target, node: node, lcp: lcp,
+	s := &Source{copy: c, shard: shard, follower: follower, fs: fs, dir: dir, id: id, target: target, node: node, lcp: lcp,
 		flight: map[chunkRef]uint64{}, log: c.log}
 	for _, name := range names {
 		st, err := fs.Stat(filepath.Join(dir, name))
@@ -173,7 +192,7 @@ func (s *Source) Done() bool { return s.done }
 
 func (s *Source) sendManifest() {
 	s.mfSent = s.tick
-	s.copy.env.Send(s.node, KindRecoveryManifest, recoveryManifest{Shard: s.copy.cfg.Shard, ID: s.id, LCP: s.lcp, Files: s.files})
+	s.copy.env.Send(s.node, KindRecoveryManifest, recoveryManifest{Shard: s.shard, ID: s.id, LCP: s.lcp, Files: s.files})
 }
 
 // pump sends chunks while the window has room.
@@ -208,7 +227,7 @@ func (s *Source) sendChunk(ref chunkRef) error {
 	}
 	s.flight[ref] = s.tick
 	s.BytesSent += n
-	s.copy.env.Send(s.node, KindRecoveryChunk, recoveryChunk{Shard: s.copy.cfg.Shard, ID: s.id, File: ref.file, Offset: ref.offset, Data: data})
+	s.copy.env.Send(s.node, KindRecoveryChunk, recoveryChunk{Shard: s.shard, ID: s.id, File: ref.file, Offset: ref.offset, Data: data})
 	return nil
 }
 
@@ -235,7 +254,11 @@ func (s *Source) OnOpened(o recoveryOpened) {
 	}
 	s.heard = s.tick
 	s.opened = true
-	s.copy.StartTracking(s.target, o.LCP)
+	if s.follower {
+		s.copy.StartFollowing(s.target, s.node, s.shard, o.LCP)
+	} else {
+		s.copy.StartTracking(s.target, o.LCP)
+	}
 	s.copy.removeLease(s.id)
 	_ = s.fs.RemoveAll(s.dir)
 }
@@ -271,8 +294,8 @@ func (s *Source) Tick() {
 	if s.opened {
 		// finalizeRecovery: in sync once caught up with the global
 		// checkpoint; the target reports started.
-		if s.copy.MarkInSync(s.target) {
-			s.copy.env.Send(s.node, KindRecoveryFinalize, recoveryFinalize{Shard: s.copy.cfg.Shard, ID: s.id})
+		if s.follower && s.copy.FollowerCaughtUp(s.target) || !s.follower && s.copy.MarkInSync(s.target) {
+			s.copy.env.Send(s.node, KindRecoveryFinalize, recoveryFinalize{Shard: s.shard, ID: s.id})
 		}
 	}
 }
@@ -291,10 +314,10 @@ func (s *Source) Cancel(reason string) {
 		return
 	}
 	s.done = true
-	s.log.Info("recovery cancelled", zap.Stringer("shard", s.copy.cfg.Shard), zap.String("recovery", s.id), zap.String("reason", reason))
+	s.log.Info("recovery cancelled", zap.Stringer("shard", s.shard), zap.String("recovery", s.id), zap.String("reason", reason))
 	s.copy.removeLease(s.id)
 	_ = s.fs.RemoveAll(s.dir)
-	s.copy.env.Send(s.node, KindRecoveryCancel, recoveryCancel{Shard: s.copy.cfg.Shard, ID: s.id, Reason: reason})
+	s.copy.env.Send(s.node, KindRecoveryCancel, recoveryCancel{Shard: s.shard, ID: s.id, Reason: reason})
 }
 
 // Target is the receiving side of one peer recovery: it writes the files

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/shardsplit/shardsplit/internal/invariants"
 )
@@ -29,6 +30,13 @@ type tracked struct {
 	inSync   bool
 	tracking bool  // sent operations (a recovery target once it opened its files)
 	lcp      int64 // its local checkpoint, as it acknowledged
+	// follower marks a copy of another shard (a child of a split of this
+	// one) sent this shard's operations: never in sync here, it counts
+	// for neither the global checkpoint nor, until writes were blocked
+	// for a hand-off, acknowledgements; the cluster state does not name
+	// it, so only StopFollowing removes it.
+	follower bool
+	shard    ShardKey // a follower's own shard
 }
 
 // unknownCheckpoint is the local checkpoint of a copy that has not yet
@@ -50,7 +58,7 @@ func newTracker(self string, lcp int64) *Tracker {
 // add an in-sync id the primary did not mark (asserted).
 func (t *Tracker) update(inSync []string, routed map[string]string) {
 	for aid, c := range t.copies {
-		if aid == t.self {
+		if aid == t.self || c.follower {
 			continue
 		}
 		_, isRouted := routed[aid]
@@ -97,7 +105,7 @@ func (t *Tracker) startTracking(aid string, lcp int64) {
 // global checkpoint; it reports whether it did.
 func (t *Tracker) markInSync(aid string) bool {
 	c, ok := t.copies[aid]
-	if !ok || !c.tracking || c.lcp < t.gcp {
+	if !ok || !c.tracking || c.follower || c.lcp < t.gcp {
 		return false
 	}
 	c.inSync = true
@@ -144,13 +152,25 @@ func (t *Tracker) computeGCP() int64 {
 // seq may be acknowledged to its client. An in-sync copy that is not
 // tracked (its node left) never covers it: the primary must have it
 // marked stale first.
-func (t *Tracker) covers(seq int64) bool {
+func (t *Tracker) covers(seq int64, followers bool) bool {
 	for _, c := range t.copies {
-		if c.inSync && (!c.tracking || c.lcp < seq) {
+		if (c.inSync || (followers && c.follower)) && (!c.tracking || c.lcp < seq) {
 			return false
 		}
 	}
 	return true
+}
+
+// followers returns the followers, sorted by allocation id.
+func (t *Tracker) followers() []*tracked {
+	var out []*tracked
+	for _, c := range t.copies {
+		if c.follower {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b *tracked) int { return strings.Compare(a.aid, b.aid) })
+	return out
 }
 
 // targets returns the tracked copies other than the primary, sorted by

@@ -691,3 +691,36 @@ func (e *Engine) DestroyShard(id routing.ShardID) error {
 		zap.Duration("remove", removed.Sub(closed)), zap.Duration("sync", e.opts.Clock.Since(removed)))
 	return err
 }
+
+// AdoptCheckpoint opens, as shard child owning span of keyspace, the store
+// that a checkpoint of shard parent's store (made on another engine: a
+// split's child copy built from its parent's copy beside it) left in
+// ShardDir(child): every document outside span and the whole operation
+// log are excised and the parent's sequence number becomes the child's, as
+// CreateChild leaves a child. It returns the shard and that sequence
+// number. A store that already is the child's (its sequence number moved)
+// is opened as it is.
+func (e *Engine) AdoptCheckpoint(parent, child, keyspace routing.ShardID, span routing.Span) (*Shard, uint64, error) {
+	e.mu.Lock()
+	st, err := e.storeLocked(e.storeDir(child))
+	e.mu.Unlock()
+	if err != nil {
+		return nil, 0, fmt.Errorf("storage: adopt the checkpoint of shard %d as %d: %w", parent, child, err)
+	}
+	if pseq, err := readSeq(st.db, parent); err != nil {
+		return nil, 0, err
+	} else if pseq > 0 {
+		lo, hi := SpanBounds(keyspace, span)
+		if _, err := trimChildStore(st, parent, child, lo, hi); err != nil {
+			return nil, 0, fmt.Errorf("storage: adopt the checkpoint of shard %d as %d: %w", parent, child, err)
+		}
+		if _, err := e.trimIDIndex(st, keyspace, span, e.opts.IDIndex); err != nil {
+			return nil, 0, fmt.Errorf("storage: adopt the checkpoint of shard %d as %d: %w", parent, child, err)
+		}
+	}
+	s, err := e.OpenShard(child, keyspace, []routing.Span{span})
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, s.Seq(), nil
+}

@@ -519,3 +519,48 @@ func TestCatchUpOfAFencedParent(t *testing.T) {
 		t.Errorf("child holds %d documents (%v), want %d", n, err, len(ids))
 	}
 }
+
+// TestAdoptCheckpointKeepsTheChildsSpanAndTheParentsSequenceNumber: a
+// checkpoint of a parent's store, opened on another engine as a child,
+// holds the child's documents only, no history, and the parent's
+// sequence number, from which the child goes on.
+func TestAdoptCheckpointKeepsTheChildsSpanAndTheParentsSequenceNumber(t *testing.T) {
+	fs := vfs.NewMem()
+	pe := openEngine(t, Options{FS: fs, Dir: "/parent", Layout: LayoutPerShard, Logger: zap.NewNop()})
+	defer pe.Close()
+	p := openShard(t, pe, 0, 0, routing.Span{Start: 0, End: 100})
+	p.HoldLog()
+	var ops []Op
+	for k := range 10 {
+		ops = append(ops, Op{Kind: OpIndex, Key: routing.Key(k * 10), ID: fmt.Sprint("d", k), Source: []byte("v")})
+	}
+	if _, err := p.Write(ops, nil); err != nil {
+		t.Fatal(err)
+	}
+	ce := openEngine(t, Options{FS: fs, Dir: "/child", Layout: LayoutPerShard, Logger: zap.NewNop()})
+	defer ce.Close()
+	seq, err := p.Checkpoint(ce.ShardDir(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, got, err := ce.AdoptCheckpoint(0, 2, 0, routing.Span{Start: 50, End: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != seq || c.Seq() != 10 {
+		t.Fatalf("child sequence number %d (shard %d), want the parent's %d", got, c.Seq(), seq)
+	}
+	var ids []string
+	_ = c.Scan(func(d Doc) error { ids = append(ids, d.ID); return nil })
+	if fmt.Sprint(ids) != "[d5 d6 d7 d8 d9]" {
+		t.Fatalf("child holds %v, want d5..d9", ids)
+	}
+	n := 0
+	_ = c.LogSince(0, c.Seq(), nil, func(LogEntry) error { n++; return nil })
+	if n != 0 {
+		t.Fatalf("child holds %d history entries of its parent", n)
+	}
+	if err := c.ApplyReplicated([]LogEntry{{Seq: 11, Op: Op{Kind: OpIndex, Key: 60, ID: "d10", Source: []byte("v")}}}, true); err != nil {
+		t.Fatalf("the child does not go on from the parent's sequence number: %v", err)
+	}
+}

@@ -147,6 +147,11 @@ const (
 	OpIndex OpKind = iota + 1
 	// OpDelete removes a document.
 	OpDelete
+	// OpNoop changes no document: it holds a sequence number in a copy's
+	// history (OpenSearch's NoOp), as a child that follows its parent's
+	// operations records those of the ranges it does not own, so its
+	// local checkpoint advances over them.
+	OpNoop
 )
 
 func (k OpKind) String() string {
@@ -155,6 +160,8 @@ func (k OpKind) String() string {
 		return "index"
 	case OpDelete:
 		return "delete"
+	case OpNoop:
+		return "noop"
 	}
 	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
@@ -227,6 +234,9 @@ func decodeLogEntry(k, v []byte) (LogEntry, error) {
 		return LogEntry{}, fmt.Errorf("storage: corrupt log entry %x", k)
 	}
 	dk := v[1+w : 1+w+int(n)]
+	if e.Op.Kind == OpNoop {
+		return e, nil
+	}
 	var err error
 	if e.Op.Root, e.Op.Key, e.Op.ID, err = DecodeDocKey(dk); err != nil {
 		return LogEntry{}, err

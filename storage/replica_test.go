@@ -50,3 +50,39 @@ func TestUndoTakesBackReplicatedOperationsToTheGivenPoint(t *testing.T) {
 		t.Fatal("Undo below dropped undo records succeeded")
 	}
 }
+
+// TestNoopAdvancesTheSequenceNumberWithoutADocument: a no-op takes its
+// sequence number and a place in the history, changes no document, and is
+// undone like any operation; an operation of a range the shard does not
+// own is refused, which is why a follower turns it into a no-op.
+func TestNoopAdvancesTheSequenceNumberWithoutADocument(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	s := openShard(t, e, 0, 0, routing.Span{Start: 0, End: 100})
+	put := func(seq uint64, key routing.Key, id string) LogEntry {
+		return LogEntry{Seq: seq, Op: Op{Kind: OpIndex, Key: key, ID: id, Source: []byte(id)}}
+	}
+	if err := s.ApplyReplicated([]LogEntry{put(1, 7, "a"), put(2, 200, "foreign")}, true); err == nil {
+		t.Fatal("an operation outside the shard's span was applied")
+	}
+	if err := s.ApplyReplicated([]LogEntry{put(1, 7, "a"), {Seq: 2, Op: Op{Kind: OpNoop}}, put(3, 8, "b")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Seq(); got != 3 {
+		t.Fatalf("sequence number = %d, want 3", got)
+	}
+	var kinds []OpKind
+	_ = s.LogSince(0, s.Seq(), nil, func(e LogEntry) error { kinds = append(kinds, e.Op.Kind); return nil })
+	if len(kinds) != 3 || kinds[1] != OpNoop {
+		t.Fatalf("history kinds %v, want index, noop, index", kinds)
+	}
+	if err := s.Undo(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := s.Get(0, 8, "b"); found || s.Seq() != 1 {
+		t.Fatalf("after Undo(1): b found %v, seq %d", found, s.Seq())
+	}
+	if _, found, _ := s.Get(0, 7, "a"); !found {
+		t.Fatal("after Undo(1): a is gone")
+	}
+}

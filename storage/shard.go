@@ -530,6 +530,18 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 			return invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
 		}
 		eb.Reset()
+		if e.Op.Kind == OpNoop {
+			if undo {
+				_ = b.Set(undoKey(s.id, e.Seq), binary.AppendUvarint(nil, 0), nil) // nothing to take back
+			}
+			if history {
+				lk = logKey(lk, s.id, e.Seq)
+				lv = logValue(lv, e.Op, e.Seq, nil, nil)
+				_ = b.Set(lk, lv, nil)
+			}
+			last = max(last, e.Seq)
+			continue
+		}
 		err := s.outOfSpan(e.Op.Root, e.Op.Key)
 		mine := err == nil
 		for _, k := range e.Removed {

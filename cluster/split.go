@@ -1,0 +1,272 @@
+package cluster
+
+import (
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// SettingReplicaSplit is index.shardsplit.replica_split: how the children
+// of a split get their replicas.
+const SettingReplicaSplit = "index.shardsplit.replica_split"
+
+// StrategyRecover builds child primaries on the parent primary's node and
+// child replicas by peer recovery from them, hands off once every child
+// copy is in sync. It is the default and the only strategy built.
+const StrategyRecover = "recover"
+
+// ReasonSplitChild is the unassigned reason of a child replica created by
+// a split.
+const ReasonSplitChild = "CHILD_SHARD_CREATED"
+
+// splitShard begins a split (see SplitShard).
+func (a *applier) splitShard(t *SplitShard) *RefusedError {
+	im := a.next.Indices[t.Index]
+	if im == nil {
+		return refuse(RefusedIndexNotFound, "IndexNotFoundException", "no such index [%s]", t.Index)
+	}
+	strategy := im.Settings[SettingReplicaSplit]
+	if strategy == "" {
+		strategy = StrategyRecover
+	}
+	if strategy != StrategyRecover {
+		return invalid("cluster: replica split strategy [%s] of index [%s] is not supported; supported: [%s]", strategy, t.Index, StrategyRecover)
+	}
+	if _, running := im.Splits[t.Shard]; running {
+		return refuse(RefusedSplit, "IllegalArgumentException", "Split of shard [%d] is already in progress or completed.", t.Shard)
+	}
+	if _, child := im.SplitOf(t.Shard); child {
+		return refuse(RefusedSplit, "IllegalArgumentException", "Cannot split shard [%d] of index [%s]: it is a child of a split in progress", t.Shard, t.Index)
+	}
+	copies, ok := im.Copies[t.Shard]
+	if !ok {
+		return invalid("Shard ID doesn't exist in the current list of shard ranges")
+	}
+	for _, c := range copies {
+		if !c.Active() {
+			return refuse(RefusedSplit, "IllegalStateException", "Cannot split shard [%d] of index [%s]: all copies of the shard must be active, copy [%s] is %s", t.Shard, t.Index, c.AllocationID, c.State)
+		}
+	}
+	tbl, err := im.Table()
+	if err != nil {
+		return invalid("cluster: routing table of index [%s]: %v", t.Index, err)
+	}
+	next, err := routing.Apply(tbl, routing.Edit{Kind: routing.BeginSplit, Shard: t.Shard, Ways: t.Children})
+	if err != nil {
+		var re *routing.Error
+		if errors.As(err, &re) {
+			return refuse(RefusedInvalid, re.Exception.String(), "%s", re.Message)
+		}
+		return invalid("cluster: split of [%s][%d]: %v", t.Index, t.Shard, err)
+	}
+	rec, _ := next.Split(t.Shard)
+	children := make([]routing.ShardID, len(rec.Children))
+	for i, c := range rec.Children {
+		children[i] = c.Shard
+	}
+	primary := copies[primaryPos(copies)]
+	im = a.mutIndex(t.Index)
+	im.Routing = next.Encode()
+	if im.Splits == nil {
+		im.Splits = map[routing.ShardID]ShardSplit{}
+	}
+	im.Splits[t.Shard] = ShardSplit{Children: children, Phase: SplitCatchingUp, Strategy: strategy}
+	term := im.PrimaryTerms[t.Shard]
+	for _, child := range children {
+		aid := a.newAllocationID()
+		cs := []ShardCopy{{AllocationID: aid, Node: primary.Node, Primary: true, State: Initializing, RecoverySource: InPlaceSplit,
+			UnassignedReason: ReasonSplitChild}}
+		for range im.Replicas {
+			cs = append(cs, unassignedCopy(false, Peer, unassignedInfo{reason: ReasonSplitChild}))
+		}
+		im.Copies[child] = cs
+		im.InSync[child] = []string{}
+		im.PrimaryTerms[child] = term
+		a.setLocalCopy(primary.Node, LocalCopy{IndexUUID: im.UUID, Shard: child, AllocationID: aid, Primary: true})
+	}
+	return nil
+}
+
+// splitHandoff commits a split (see SplitHandoff).
+func (a *applier) splitHandoff(t *SplitHandoff) *RefusedError {
+	im := a.next.Indices[t.Index]
+	if im == nil {
+		return stale("split hand-off for index [%s], which does not exist", t.Index)
+	}
+	sp, ok := im.Splits[t.Shard]
+	if !ok {
+		return stale("split hand-off for [%s][%d], which is not being split", t.Index, t.Shard)
+	}
+	if term := im.PrimaryTerms[t.Shard]; t.ParentTerm != term {
+		return refuse(RefusedNoLongerPrimary, "NoLongerPrimaryShardException", "primary term [%d] did not match current primary term [%d]", t.ParentTerm, term)
+	}
+	for _, child := range sp.Children {
+		for _, c := range im.Copies[child] {
+			if !c.Active() || !im.inSync(child, c.AllocationID) {
+				return refuse(RefusedSplit, "IllegalStateException", "Cannot hand off shard [%d] of index [%s]: copy [%s] of child shard [%d] is %s, not started and in sync",
+					t.Shard, t.Index, c.AllocationID, child, c.State)
+			}
+		}
+	}
+	tbl, err := im.Table()
+	if err != nil {
+		return invalid("cluster: routing table of index [%s]: %v", t.Index, err)
+	}
+	next, err := routing.Apply(tbl, routing.Edit{Kind: routing.CommitSplit, Shard: t.Shard, Children: sp.Children})
+	if err != nil {
+		return invalid("cluster: commit of the split of [%s][%d]: %v", t.Index, t.Shard, err)
+	}
+	im = a.mutIndex(t.Index)
+	im.Routing = next.Encode()
+	a.dropShard(t.Index, t.Shard)
+	delete(im.Splits, t.Shard)
+	if im.Handoffs == nil {
+		im.Handoffs = map[routing.ShardID]Handoff{}
+	}
+	im.Handoffs[t.Shard] = Handoff{Children: sp.Children, ParentTerm: t.ParentTerm, MaxSeq: t.MaxSeq}
+	return nil
+}
+
+// splitCancel cancels a split in progress (see SplitCancel).
+func (a *applier) splitCancel(t *SplitCancel) *RefusedError {
+	im := a.next.Indices[t.Index]
+	if im == nil {
+		return stale("split cancel for index [%s], which does not exist", t.Index)
+	}
+	if _, ok := im.Splits[t.Shard]; !ok {
+		return stale("split cancel for [%s][%d], which is not being split", t.Index, t.Shard)
+	}
+	return a.cancelSplit(t.Index, t.Shard)
+}
+
+// cancelSplit rolls a split back: the routing reservation and the child
+// shards go; the parent is untouched.
+func (a *applier) cancelSplit(index string, parent routing.ShardID) *RefusedError {
+	im := a.next.Indices[index]
+	sp := im.Splits[parent]
+	tbl, err := im.Table()
+	if err != nil {
+		return invalid("cluster: routing table of index [%s]: %v", index, err)
+	}
+	next, err := routing.Apply(tbl, routing.Edit{Kind: routing.CancelSplit, Shard: parent})
+	if err != nil {
+		return invalid("cluster: cancel of the split of [%s][%d]: %v", index, parent, err)
+	}
+	im = a.mutIndex(index)
+	im.Routing = next.Encode()
+	for _, child := range sp.Children {
+		a.dropShard(index, child)
+	}
+	delete(im.Splits, parent)
+	if len(im.Splits) == 0 {
+		im.Splits = nil
+	}
+	return nil
+}
+
+// dropShard removes a shard's copies, term and in-sync set, and its
+// copies from the nodes' disks as the cluster sees them (the nodes delete
+// them).
+func (a *applier) dropShard(index string, shard routing.ShardID) {
+	im := a.mutIndex(index)
+	delete(im.Copies, shard)
+	delete(im.InSync, shard)
+	delete(im.PrimaryTerms, shard)
+	delete(a.updates, shardKey{index, shard})
+	delete(a.ignore, shardKey{index, shard})
+	for _, name := range a.next.NodeNames() {
+		if _, ok := localCopy(a.next.Nodes[name], im.UUID, shard); ok {
+			a.removeLocalCopy(name, im.UUID, shard)
+		}
+	}
+}
+
+// removeLocalCopy forgets a node's copy of a shard.
+func (a *applier) removeLocalCopy(node, uuid string, shard routing.ShardID) {
+	n := a.next.Nodes[node]
+	if !a.ownedCopies[node] {
+		n.Copies = slices.Clone(n.Copies)
+		a.ownedCopies[node] = true
+	}
+	n.Copies = slices.DeleteFunc(n.Copies, func(c LocalCopy) bool { return c.IndexUUID == uuid && c.Shard == shard })
+	a.next.Nodes[node] = n
+}
+
+// noteSplitFailure records that a copy of a split's parent or child
+// failed: before the hand-off the split rolls back (rollBackSplits).
+func (a *applier) noteSplitFailure(index string, shard routing.ShardID) {
+	im := a.next.Indices[index]
+	if im == nil || len(im.Splits) == 0 {
+		return
+	}
+	parent, child := im.SplitOf(shard)
+	if !child {
+		if _, ok := im.Splits[shard]; !ok {
+			return
+		}
+		parent = shard
+	}
+	if a.cancels == nil {
+		a.cancels = map[shardKey]bool{}
+	}
+	a.cancels[shardKey{index, parent}] = true
+}
+
+// rollBackSplits cancels the splits a failure of this task touched.
+func (a *applier) rollBackSplits() *RefusedError {
+	keys := slices.SortedFunc(maps.Keys(a.cancels), func(x, y shardKey) int {
+		if x.index != y.index {
+			if x.index < y.index {
+				return -1
+			}
+			return 1
+		}
+		return int(x.shard) - int(y.shard)
+	})
+	for _, k := range keys {
+		im := a.next.Indices[k.index]
+		if im == nil {
+			continue
+		}
+		if _, ok := im.Splits[k.shard]; !ok {
+			continue
+		}
+		if rerr := a.cancelSplit(k.index, k.shard); rerr != nil {
+			return rerr
+		}
+	}
+	a.cancels = nil
+	return nil
+}
+
+// updateSplitPhases sets each split's phase from its children's copies.
+func (a *applier) updateSplitPhases() {
+	for name := range a.owned {
+		im := a.next.Indices[name]
+		if im == nil {
+			continue
+		}
+		for _, p := range slices.Sorted(maps.Keys(im.Splits)) {
+			sp := im.Splits[p]
+			phase := SplitReady
+			for _, child := range sp.Children {
+				for _, c := range im.Copies[child] {
+					switch {
+					case c.Primary && !c.Active():
+						phase = SplitCatchingUp
+					case !c.Active() || !im.inSync(child, c.AllocationID):
+						if phase == SplitReady {
+							phase = SplitRecoveringReplicas
+						}
+					}
+				}
+			}
+			if phase != sp.Phase {
+				sp.Phase = phase
+				im.Splits[p] = sp
+			}
+		}
+	}
+}

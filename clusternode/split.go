@@ -1,0 +1,301 @@
+package clusternode
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/replication"
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// The in-place split of a replicated shard (the `recover` strategy), as the
+// nodes carry it out from the committed cluster state:
+//
+//   - On the parent primary's node, each child primary (IN_PLACE_SPLIT) is
+//     built from a checkpoint of the parent's store (hard links, foreign
+//     ranges excised) and follows the parent's stream from the
+//     checkpoint's sequence number; it reports itself started once it
+//     caught up with the parent's global checkpoint.
+//   - A child replica recovers by peer recovery: files from the child
+//     primary's store, then the parent's stream from their checkpoint on
+//     (a follower of the parent, under a retention lease on the parent
+//     while the files travel).
+//   - Once every child copy is started and in sync (phase READY), the
+//     parent primary blocks its writes, waits until every follower holds
+//     all it has, and proposes the hand-off (SplitHandoff). A hand-off not
+//     committed within handoffTicks unblocks the writes, and the primary
+//     tries again handoffRetryTicks later; from the first block on, a
+//     write is acknowledged only once every follower has it, so a
+//     hand-off that commits late loses nothing acknowledged.
+//   - Applying the hand-off, the parent retires (held writes answered
+//     with a retry, which the coordinator routes with the new table) and
+//     the child copies act as their own shard's primary and replicas. A
+//     cancelled split's child copies are deleted and the parent unblocks.
+
+// handoffTicks bounds how long a parent primary keeps its writes blocked
+// waiting for its hand-off to commit; handoffRetryTicks is how long it
+// then waits before it blocks again.
+const (
+	handoffTicks      = 30
+	handoffRetryTicks = 20
+)
+
+// handoff is a parent primary's progress towards its hand-off.
+type handoff struct {
+	blockedAt uint64
+	proposed  bool
+	retryAt   uint64
+}
+
+// SplitShard proposes the in-place split of a shard of an index into
+// children; done is called once the split began (the cluster state has
+// its children) or was refused.
+func (n *Node) SplitShard(index string, shard routing.ShardID, children int, done func(error)) {
+	n.propose(cluster.Task{SplitShard: &cluster.SplitShard{Index: index, Shard: shard, Children: children}}, done)
+}
+
+// indexByUUID returns the index of a uuid in st, or nil.
+func indexByUUID(st *cluster.State, uuid string) *cluster.IndexMeta {
+	if st == nil {
+		return nil
+	}
+	for _, im := range st.Indices {
+		if im.UUID == uuid {
+			return im
+		}
+	}
+	return nil
+}
+
+// childFollow returns the range a copy of shard follows when the shard is
+// a child of a split in progress, else nil.
+func childFollow(im *cluster.IndexMeta, shard routing.ShardID) *replication.Follow {
+	if _, ok := im.SplitOf(shard); !ok {
+		return nil
+	}
+	ks, spans, err := Spans(im, shard)
+	if err != nil {
+		return nil
+	}
+	return &replication.Follow{Keyspace: ks, Spans: spans}
+}
+
+// buildChildPrimary builds a child primary of a split in progress on this
+// node (the parent primary's), which then follows its parent until the
+// hand-off. A build (a checkpoint, a store opened and trimmed) holds the
+// node's loop: tickSplits builds one child per tick, so the node keeps
+// answering the cluster manager's checks between builds.
+func (n *Node) buildChildPrimary(a assigned, parent routing.ShardID) {
+	if n.copies[a.key] != nil || a.copy.State != cluster.Initializing {
+		return
+	}
+	pk := copyKey{index: a.key.index, shard: parent}
+	plc := n.copies[pk]
+	if plc == nil || plc.c == nil || plc.store == nil || !plc.c.IsPrimary() {
+		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false, "the parent's primary is not on this node")
+		return
+	}
+	ks, spans, err := Spans(a.index, a.key.shard)
+	if err != nil || len(spans) != 1 {
+		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false, fmt.Sprintf("the child's range: %v", err))
+		return
+	}
+	if err := n.wipe(a.key); err != nil {
+		n.log.Error("clear a child's directory", zap.Error(err))
+		return
+	}
+	dir := n.copyDir(a.key)
+	store, err := n.cfg.Stores.OpenChild(dir, plc.store, parent, a.key.shard, ks, spans[0])
+	if err != nil {
+		_ = n.wipe(a.key)
+		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false, fmt.Sprintf("build the child: %v", err))
+		return
+	}
+	if err := writeCopyMeta(n.cfg.FS, dir, copyMeta{IndexUUID: a.key.index, Shard: a.key.shard,
+		AllocationID: a.copy.AllocationID, Primary: true}); err != nil {
+		_ = store.Close()
+		_ = n.wipe(a.key)
+		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false, fmt.Sprintf("record the child: %v", err))
+		return
+	}
+	lc := &localCopy{key: a.key, aid: a.copy.AllocationID, dir: dir, store: store}
+	lc.c = replication.NewCopy(replication.Config{Shard: a.key.shardKey(), AllocationID: lc.aid, Node: n.cfg.Name,
+		Store: store, Env: copyEnv{n}, Follow: &replication.Follow{Keyspace: ks, Spans: spans}}, a.term)
+	n.copies[a.key] = lc
+	lcp := store.LocalCheckpoint()
+	plc.c.StartFollowing(lc.aid, n.cfg.Name, a.key.shardKey(), lcp)
+	n.log.Info("child primary built from its parent", zap.String("index", a.index.Name), zap.Int("parent", int(parent)),
+		zap.Int("child", int(a.key.shard)), zap.Int64("local_checkpoint", lcp))
+}
+
+// retireHandedOff retires the local copies of parents whose hand-off st
+// records: their held writes fail with a retry.
+func (n *Node) retireHandedOff(st *cluster.State) {
+	for _, k := range n.sortedCopies() {
+		lc := n.copies[k]
+		im := indexByUUID(st, k.index)
+		if im == nil || lc.c == nil {
+			continue
+		}
+		if _, handed := im.Handoffs[k.shard]; handed {
+			lc.c.Retire()
+			delete(n.handoffs, k)
+		}
+	}
+}
+
+// startChildSource starts, on the parent primary's node, the recovery of a
+// child replica: files from the child primary here, the rest from the
+// parent's stream. It reports whether the shard is a child of a split in
+// progress (whether or not the recovery could start).
+func (n *Node) startChildSource(k copyKey, r replication.RecoveryStart) bool {
+	im := indexByUUID(n.mgr.State(), k.index)
+	if im == nil {
+		return false
+	}
+	parent, ok := im.SplitOf(k.shard)
+	if !ok {
+		return false
+	}
+	lc, plc := n.copies[k], n.copies[copyKey{index: k.index, shard: parent}]
+	if lc == nil || lc.store == nil || plc == nil || plc.c == nil || !plc.c.IsPrimary() {
+		return true // the target asks again
+	}
+	dir := filepath.Join(n.cfg.DataDir, "indices", k.index, "recovery", filepath.Base(r.ID))
+	_ = n.cfg.FS.RemoveAll(dir)
+	s, err := replication.StartFollowerSource(plc.c, lc.store, k.shardKey(), n.cfg.FS, dir, r.ID, r.Target, r.TargetNode)
+	if err != nil {
+		n.log.Warn("start a child's recovery", zap.String("recovery", r.ID), zap.Error(err))
+		return true
+	}
+	n.log.Info("child recovery started", zap.String("recovery", r.ID), zap.String("target", r.TargetNode))
+	n.sources[r.ID] = s
+	return true
+}
+
+// tickSplits drives the splits whose parent primary is on this node: it
+// lets go of followers the state no longer has, reports caught-up child
+// primaries started, and blocks, hands off or unblocks the parent.
+func (n *Node) tickSplits() {
+	st := n.applied
+	if st == nil {
+		return
+	}
+	built := false
+	for _, k := range n.sortedCopies() {
+		plc := n.copies[k]
+		if plc.c == nil || !plc.c.IsPrimary() {
+			continue
+		}
+		im := indexByUUID(st, k.index)
+		if im == nil {
+			continue
+		}
+		sp, splitting := im.Splits[k.shard]
+		if !splitting {
+			if plc.c.Blocked() {
+				plc.c.Unblock()
+			}
+			for aid := range plc.c.Followers() {
+				plc.c.StopFollowing(aid)
+			}
+			delete(n.handoffs, k)
+			continue
+		}
+		for _, ch := range sp.Children {
+			ck := copyKey{index: k.index, shard: ch}
+			clc := n.copies[ck]
+			if clc == nil {
+				if built {
+					continue
+				}
+				for _, c := range im.Copies[ch] {
+					if c.Primary && c.Node == n.cfg.Name && c.State == cluster.Initializing {
+						n.buildChildPrimary(assigned{key: ck, index: im, copy: c, term: im.PrimaryTerms[ch]}, k.shard)
+						built = true
+					}
+				}
+				continue
+			}
+			if clc.c == nil {
+				continue
+			}
+			for _, c := range im.Copies[ch] {
+				if c.AllocationID == clc.aid && c.Primary && c.State == cluster.Initializing && plc.c.FollowerCaughtUp(clc.aid) {
+					n.reportStarted(assigned{key: ck, index: im, copy: c, term: im.PrimaryTerms[ch]}, clc)
+				}
+			}
+		}
+		n.driveHandoff(k, plc, im, sp)
+	}
+}
+
+// driveHandoff blocks a parent primary whose children are all in sync,
+// proposes the hand-off once every follower holds all it has, and
+// unblocks it if the hand-off does not commit in time.
+func (n *Node) driveHandoff(k copyKey, plc *localCopy, im *cluster.IndexMeta, sp cluster.ShardSplit) {
+	h := n.handoffs[k]
+	if h == nil {
+		h = &handoff{}
+		n.handoffs[k] = h
+	}
+	c := plc.c
+	if sp.Phase != cluster.SplitReady {
+		if c.Blocked() {
+			c.Unblock()
+		}
+		return
+	}
+	if !c.Blocked() {
+		if n.tick < h.retryAt {
+			return
+		}
+		c.BlockWrites()
+		h.blockedAt, h.proposed = n.tick, false
+		n.log.Info("split hand-off: writes blocked", zap.String("index", im.Name), zap.Int("shard", int(k.shard)))
+		return
+	}
+	if n.tick-h.blockedAt >= handoffTicks {
+		n.log.Warn("split hand-off not committed in time: writes unblocked", zap.String("index", im.Name),
+			zap.Int("shard", int(k.shard)), zap.Uint64("ticks", n.tick-h.blockedAt))
+		c.Unblock()
+		h.retryAt = n.tick + handoffRetryTicks
+		return
+	}
+	if h.proposed {
+		return
+	}
+	term, maxSeq, ok := c.HandoffReady()
+	if !ok {
+		return
+	}
+	following := c.Followers()
+	for _, ch := range sp.Children {
+		for _, cp := range im.Copies[ch] {
+			if _, ok := following[cp.AllocationID]; !ok {
+				return // a child copy the parent does not stream to cannot have all it has
+			}
+		}
+	}
+	h.proposed = true
+	name := im.Name
+	n.log.Info("split hand-off proposed", zap.String("index", name), zap.Int("shard", int(k.shard)),
+		zap.Uint64("parent_term", term), zap.Int64("max_seq", maxSeq))
+	n.mgr.Propose(cluster.Task{SplitHandoff: &cluster.SplitHandoff{Index: name, Shard: k.shard, ParentTerm: term, MaxSeq: maxSeq}},
+		func(r coordinationResult) {
+			if r.Err == nil {
+				return
+			}
+			n.log.Info("split hand-off refused", zap.String("index", name), zap.Int("shard", int(k.shard)), zap.Error(r.Err))
+			if n.handoffs[k] == h {
+				h.proposed = false
+				if lc := n.copies[k]; lc != nil && lc.c != nil && lc.c.Blocked() {
+					lc.c.Unblock()
+				}
+				h.retryAt = n.tick + handoffRetryTicks
+			}
+		})
+}

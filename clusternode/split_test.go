@@ -1,0 +1,394 @@
+package clusternode
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/shardsplit/shardsplit/cluster"
+)
+
+// load writes documents of new ids through every live node, a few each
+// round, and remembers the acknowledged ones.
+type load struct {
+	w        *world
+	index    string
+	next     int
+	inflight int
+	byNode   map[*Node]int // writes in flight by the node (the life) that coordinates them
+	acked    map[string]string
+	failed   int
+	errs     []error
+}
+
+func newLoad(w *world, index string) *load {
+	return &load{w: w, index: index, acked: map[string]string{}, byNode: map[*Node]int{}}
+}
+
+// pending counts the writes in flight on live nodes: a crashed node's
+// never answer.
+func (l *load) pending() int {
+	n := 0
+	for _, wn := range l.w.live() {
+		n += l.byNode[wn.n]
+	}
+	return n
+}
+
+// issue sends k writes, round robin over the live nodes.
+func (l *load) issue(k int) {
+	live := l.w.live()
+	for range k {
+		id, v := fmt.Sprint("d", l.next), fmt.Sprint("v", l.next)
+		node := live[l.next%len(live)].n
+		l.next++
+		l.inflight++
+		l.byNode[node]++
+		node.IndexDoc(l.index, id, "", []byte(v), false, func(r DocResult, err error) {
+			l.inflight--
+			l.byNode[node]--
+			if err != nil {
+				l.failed++
+				l.errs = append(l.errs, err)
+				return
+			}
+			l.acked[id] = v
+		})
+	}
+}
+
+// runWriting runs rounds with writes until cond holds.
+func (l *load) runWriting(limit int, what string, cond func() bool) {
+	l.w.t.Helper()
+	for i := 0; i < limit; i++ {
+		if cond() {
+			return
+		}
+		l.issue(2)
+		l.w.round()
+	}
+	l.w.t.Fatalf("after %d rounds under writes: %s never held", limit, what)
+}
+
+// rounds runs k rounds with writes.
+func (l *load) rounds(k int) {
+	for range k {
+		l.issue(2)
+		l.w.round()
+	}
+}
+
+// check reads every acknowledged document back through node name.
+func (l *load) check(name string) {
+	l.w.t.Helper()
+	for id, v := range l.acked {
+		g := l.w.get(name, l.index, id)
+		if g.err != nil || !g.found || string(g.doc.Source) != v {
+			l.w.t.Fatalf("acknowledged %s=%s reads %+v", id, v, g)
+		}
+	}
+}
+
+func (w *world) createSplittable(name, index string) {
+	w.t.Helper()
+	err := do(w, name, func(n *Node, done func(error)) {
+		n.CreateIndex(index, map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "1",
+			"index.number_of_routing_shards": "8"}, nil, 0, done)
+	})
+	if err != nil {
+		w.t.Fatalf("create index %s: %v", index, err)
+	}
+}
+
+func (w *world) handedOff(index string) bool {
+	im := w.any().State().Indices[index]
+	_, ok := im.Handoffs[0]
+	return ok
+}
+
+func (w *world) splitting(index string) bool {
+	im := w.any().State().Indices[index]
+	return len(im.Splits) > 0
+}
+
+func TestAReplicatedShardSplitsUnderWritesWithNothingAcknowledgedLost(t *testing.T) {
+	for seed := uint64(1); seed <= 2; seed++ {
+		w := newWorld(t, seed, "n1", "n2", "n3")
+		w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+		w.createSplittable("n1", "logs")
+		w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+		l := newLoad(w, "logs")
+		l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 40 })
+		from := l.next
+		var splitErr error
+		began := false
+		w.nodes["n2"].n.SplitShard("logs", 0, 2, func(err error) { splitErr, began = err, true })
+		l.runWriting(600, "the split handed off and green", func() bool {
+			return began && w.handedOff("logs") && w.health("logs") == cluster.Green
+		})
+		if splitErr != nil {
+			t.Fatalf("seed %d: split: %v", seed, splitErr)
+		}
+		w.runUntil(300, "writes answered", func() bool { return l.inflight == 0 })
+		im := w.any().State().Indices["logs"]
+		if got := im.ShardIDs(); len(got) != 2 {
+			t.Fatalf("seed %d: shards after the split %v", seed, got)
+		}
+		during := 0
+		for i := from; i < l.next; i++ {
+			if _, ok := l.acked[fmt.Sprint("d", i)]; ok {
+				during++
+			}
+		}
+		if during < 5 {
+			t.Fatalf("seed %d: only %d writes acknowledged while the split ran", seed, during)
+		}
+		l.check("n3")
+		w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+		t.Logf("seed %d: %d writes acknowledged (%d while the split ran), %d failed", seed, len(l.acked), during, l.failed)
+	}
+}
+
+// splitCrashPoint is where a crash hits a split.
+type splitCrashPoint struct {
+	name string
+	// at reports whether the split reached the point; victim names the
+	// node to crash there.
+	at     func(w *world) bool
+	victim func(w *world) string
+	// cancels: the split is rolled back, else it completes.
+	cancels bool
+}
+
+func parentPrimaryNode(w *world) string {
+	st := w.any().State()
+	im := st.Indices["logs"]
+	if sp, ok := im.Splits[0]; ok {
+		for _, c := range im.Copies[sp.Children[0]] {
+			if c.Primary {
+				return c.Node
+			}
+		}
+	}
+	for _, h := range im.Handoffs {
+		for _, c := range im.Copies[h.Children[0]] {
+			if c.Primary {
+				return c.Node // the child primaries were built there, unless one failed over since
+			}
+		}
+	}
+	return primaryNode(im, 0)
+}
+
+func childReplicaNode(w *world) string {
+	im := w.any().State().Indices["logs"]
+	if sp, ok := im.Splits[0]; ok {
+		for _, ch := range sp.Children {
+			for _, c := range im.Copies[ch] {
+				if !c.Primary && c.Assigned() {
+					return c.Node
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func leaderNode(w *world) string {
+	for _, wn := range w.live() {
+		if wn.n.Manager().IsLeader() {
+			return wn.name
+		}
+	}
+	return ""
+}
+
+// splitSeeds is how many seeds each crash point runs.
+var splitSeeds = uint64(2)
+
+var splitCrashPoints = []splitCrashPoint{
+	{name: "parent primary before the hand-off", cancels: true,
+		at:     func(w *world) bool { return w.splitting("logs") },
+		victim: parentPrimaryNode},
+	{name: "child replica before the hand-off", cancels: true,
+		at:     func(w *world) bool { return w.splitting("logs") && childReplicaNode(w) != "" },
+		victim: childReplicaNode},
+	{name: "parent primary after the hand-off",
+		at:     func(w *world) bool { return w.handedOff("logs") },
+		victim: parentPrimaryNode},
+	{name: "cluster-manager leader after the hand-off",
+		at:     func(w *world) bool { return w.handedOff("logs") && leaderNode(w) != "" },
+		victim: leaderNode},
+}
+
+// TestAHandedOffChildReplicaHasEveryAcknowledgedWrite: a child replica
+// whose replication lags is promoted when the node of the child primaries
+// crashes right after the hand-off: the hand-off waited for it, so it has
+// every write acknowledged before.
+func TestAHandedOffChildReplicaHasEveryAcknowledgedWrite(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		w := newWorld(t, seed, "n1", "n2", "n3")
+		w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+		w.createSplittable("n1", "logs")
+		w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+		l := newLoad(w, "logs")
+		l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+		w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+		l.runWriting(600, "child replicas assigned", func() bool { return childReplicaNode(w) != "" })
+		parent := parentPrimaryNode(w)
+		w.lagging = map[string]bool{}
+		im := w.any().State().Indices["logs"]
+		for _, ch := range im.Splits[0].Children {
+			for _, c := range im.Copies[ch] {
+				if !c.Primary && c.Assigned() {
+					w.lagging[c.AllocationID] = true
+				}
+			}
+		}
+		// Crash the parent primary's node in the round the hand-off
+		// commits on it, before any other node can catch up.
+		l.runWriting(1200, "the hand-off applied on the parent's node", func() bool {
+			_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
+			return ok
+		})
+		w.crash(parent)
+		w.lagging = nil
+		l.rounds(20)
+		w.start(parent)
+		l.runWriting(1500, "green", func() bool { return w.health("logs") == cluster.Green && !w.splitting("logs") })
+		w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+		l.check(w.live()[0].name)
+		w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+		t.Logf("seed %d: %d writes acknowledged", seed, len(l.acked))
+	}
+}
+
+// TestASplitSurvivesACrashAtEachStep: under writes through every node, a
+// node crashes at a step of a replicated split; the split rolls back
+// before the hand-off and completes after it, the index ends green with
+// every acknowledged write readable and its copies equal.
+func TestASplitSurvivesACrashAtEachStep(t *testing.T) {
+	for _, p := range splitCrashPoints {
+		for seed := uint64(1); seed <= splitSeeds; seed++ {
+			t.Run(fmt.Sprintf("%s/seed=%d", p.name, seed), func(t *testing.T) {
+				w := newWorld(t, seed, "n1", "n2", "n3")
+				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+				w.createSplittable("n1", "logs")
+				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+				l := newLoad(w, "logs")
+				l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+				w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+				l.runWriting(600, p.name, func() bool { return p.at(w) })
+				victim := p.victim(w)
+				if victim == "" {
+					t.Fatal("no node to crash")
+				}
+				w.crash(victim)
+				l.rounds(30)
+				w.start(victim)
+				l.runWriting(1500, "green with no split running", func() bool {
+					return w.health("logs") == cluster.Green && !w.splitting("logs")
+				})
+				w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+				if got := w.handedOff("logs"); got == p.cancels {
+					t.Fatalf("handed off = %v after a crash at %s", got, p.name)
+				}
+				l.check(w.live()[0].name)
+				w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+				t.Logf("crashed %s: %d writes acknowledged, %d failed %v", victim, len(l.acked), l.failed, l.errs)
+			})
+		}
+	}
+}
+
+// TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild: a node
+// whose cluster state predates the hand-off routes a write to the parent;
+// the retired parent refuses it with a retry (it is neither applied nor
+// failed), and once the node has the new state the write lands on a child.
+func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	w.runUntil(600, "every child copy in sync", func() bool {
+		for _, wn := range w.live() {
+			sp, ok := wn.n.State().Indices["logs"].Splits[0]
+			if !ok || sp.Phase != cluster.SplitReady {
+				return false
+			}
+		}
+		return true
+	})
+	parent := parentPrimaryNode(w)
+	coord := ""
+	for _, name := range w.names {
+		if name != parent && name != leaderNode(w) {
+			coord = name
+		}
+	}
+	if coord == "" {
+		t.Fatal("no node is neither the leader nor the parent's")
+	}
+	w.deaf = map[string]bool{coord: true}
+	w.runUntil(200, "the hand-off applied on the parent's node", func() bool {
+		_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
+		return ok
+	})
+	if _, ok := w.nodes[coord].n.State().Indices["logs"].Handoffs[0]; ok {
+		t.Fatal("the coordinator already has the hand-off")
+	}
+	var got *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "stale", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
+	for range 5 {
+		w.round()
+	}
+	if got != nil {
+		t.Fatalf("a write routed to the retired parent was answered: %+v", *got)
+	}
+	w.deaf = nil
+	w.runUntil(200, "the write answered", func() bool { return got != nil })
+	children := w.any().State().Indices["logs"].Handoffs[0].Children
+	if got.err != nil || !slices.Contains(children, got.res.Shard) {
+		t.Fatalf("the stale coordinator's write = %+v, want it on one of %v", *got, children)
+	}
+	if g := w.get(coord, "logs", "stale"); g.err != nil || !g.found || string(g.doc.Source) != "v" {
+		t.Fatalf("the write reads %+v", g)
+	}
+}
+
+// TestAParentThatCannotHearTheManagerUnblocksItsWrites: a parent primary
+// whose node hears nothing from the cluster manager after it blocked its
+// writes for the hand-off lets them through again within handoffTicks;
+// once it hears again, the split completes with nothing acknowledged lost.
+func TestAParentThatCannotHearTheManagerUnblocksItsWrites(t *testing.T) {
+	w := newWorld(t, 2, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	parent := parentPrimaryNode(w)
+	im := w.any().State().Indices["logs"]
+	pk := copyKey{index: im.UUID, shard: 0}
+	blocked := func() bool {
+		lc := w.nodes[parent].n.copies[pk]
+		return lc != nil && lc.c != nil && lc.c.Blocked()
+	}
+	l.runWriting(600, "the parent blocked", blocked)
+	w.deaf = map[string]bool{parent: true}
+	blockedAt := w.nodes[parent].n.tick
+	l.runWriting(handoffTicks+5, "the parent unblocked", func() bool { return !blocked() })
+	if waited := w.nodes[parent].n.tick - blockedAt; waited > handoffTicks+1 {
+		t.Fatalf("the parent stayed blocked %d ticks", waited)
+	}
+	w.deaf = nil
+	l.runWriting(1500, "green with no split running", func() bool {
+		return w.health("logs") == cluster.Green && !w.splitting("logs")
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	l.check(w.live()[0].name)
+	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+	t.Logf("%d writes acknowledged, %d failed %v; handed off %v", len(l.acked), l.failed, l.errs, w.handedOff("logs"))
+}

@@ -339,3 +339,34 @@ func TestGetAliasMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestAliasNamesMayHoldCapitals: OpenSearch requires lowercase of index
+// names only (MetadataCreateIndexService.validateIndexName); an alias name
+// passes validateIndexOrAliasName, which has no lowercase rule, so the
+// official client's _cat test creates an index with alias TEST_CAT_ALIAS.
+// An alias name that breaks a rule it does have is refused with
+// InvalidAliasNameException's message.
+func TestAliasNamesMayHoldCapitals(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/cat", `{"settings":{"number_of_replicas":0},"aliases":{"TEST_CAT_ALIAS":{}}}`, nil); st != 200 {
+		t.Fatalf("create with alias TEST_CAT_ALIAS: %d", st)
+	}
+	if st := ts.do(t, "PUT", "/cat/_alias/Mixed_Case", "", nil); st != 200 {
+		t.Fatalf("PUT /cat/_alias/Mixed_Case: %d", st)
+	}
+	var res struct {
+		Index string `json:"_index"`
+	}
+	if st := ts.do(t, "PUT", "/TEST_CAT_ALIAS/_doc/1", `{}`, &res); st != 201 || res.Index != "cat" {
+		t.Fatalf("a write through TEST_CAT_ALIAS: %d into %q", st, res.Index)
+	}
+	if st := ts.do(t, "GET", "/Mixed_Case/_doc/1", "", nil); st != 200 {
+		t.Fatalf("a read through Mixed_Case: %d", st)
+	}
+	var eb errBody
+	st := ts.do(t, "PUT", "/cat/_alias/_Bad", "", &eb)
+	if st != 400 || eb.Error.Type != "invalid_alias_name_exception" ||
+		eb.Error.Reason != "Invalid alias name [_Bad], must not start with '_', '-', or '+'" {
+		t.Fatalf("PUT /cat/_alias/_Bad: %d %+v", st, eb)
+	}
+}

@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -155,9 +156,29 @@ func (s *Service) checkNewNameLocked(name string) error {
 	return nil
 }
 
+// validateAliasName is AliasValidator.validateAliasStandalone's name
+// check: MetadataCreateIndexService.validateIndexOrAliasName with
+// InvalidAliasNameException. Unlike an index name (validateIndexName adds
+// "must be lowercase"), an alias name may hold capitals.
 func validateAliasName(alias string) error {
-	if alias == "" || alias[0] == '_' || alias[0] == '-' || alias[0] == '+' || strings.ContainsAny(alias, "\\/*?\"<>| ,#:") || strings.ToLower(alias) != alias {
-		return newErr(TypeInvalidIndexName, http.StatusBadRequest, alias, "Invalid alias name [%s]: not a valid index name", alias)
+	bad := func(desc string) error {
+		return newErr(TypeInvalidAliasName, http.StatusBadRequest, alias, "Invalid alias name [%s], %s", alias, desc)
+	}
+	switch {
+	case alias == "":
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "alias name is required")
+	case strings.ContainsAny(alias, "\\/*?\"<>| ,"):
+		return bad("must not contain the following characters [ , \", *, \\, <, |, ,, >, /, ?]")
+	case strings.Contains(alias, "#"):
+		return bad("must not contain '#'")
+	case strings.Contains(alias, ":"):
+		return bad("must not contain ':'")
+	case alias[0] == '_' || alias[0] == '-' || alias[0] == '+':
+		return bad("must not start with '_', '-', or '+'")
+	case len(alias) > maxIndexNameBytes:
+		return bad(fmt.Sprintf("index name is too long, (%d > %d)", len(alias), maxIndexNameBytes))
+	case alias == "." || alias == "..":
+		return bad("must not be '.' or '..'")
 	}
 	return nil
 }

@@ -413,3 +413,25 @@ func TestGetVersionTypes(t *testing.T) {
 		t.Errorf("GET ?version=-1&version_type=external: HTTP %d %+v; want 400 illegal version value", st, eb.Error)
 	}
 }
+
+// TestIndexWithoutBodyIsAParseException: an index request with no body is
+// RestRequest.requiredContent's parse_exception "request body is required"
+// (the official client's TestIndexClient checks type and reason), whether
+// the id is given or generated; a body of only whitespace has content, and
+// is the request validation's "source is missing".
+func TestIndexWithoutBodyIsAParseException(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/docs", `{"settings":{"number_of_replicas":0}}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	for _, tc := range []struct{ method, path string }{{"POST", "/docs/_doc"}, {"PUT", "/docs/_doc/1"}, {"PUT", "/docs/_create/1"}} {
+		var eb errBody
+		if st := ts.do(t, tc.method, tc.path, "", &eb); st != 400 || eb.Error.Type != "parse_exception" || eb.Error.Reason != "request body is required" {
+			t.Errorf("%s %s without a body: %d %+v", tc.method, tc.path, st, eb)
+		}
+	}
+	var eb errBody
+	if st := ts.do(t, "PUT", "/docs/_doc/1", " \n", &eb); st != 400 || eb.Error.Reason != "Validation Failed: 1: source is missing;" {
+		t.Errorf("a body of whitespace: %d %+v", st, eb)
+	}
+}

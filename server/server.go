@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -59,6 +60,7 @@ type Server struct {
 	idx    *http.ServeMux // first path segment is an index expression
 	host   string         // of Addr
 	ipAddr string         // host as an IP for _nodes and _cat (loopback for a wildcard bind)
+	usage  sync.Map       // route pattern -> *atomic.Int64: requests answered, for _nodes/usage
 }
 
 // New returns the API over a service.
@@ -93,6 +95,7 @@ type handler func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) handle(mux *http.ServeMux, pattern string, h handler) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		s.countUse(pattern)
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}

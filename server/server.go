@@ -61,6 +61,7 @@ type Server struct {
 	host   string         // of Addr
 	ipAddr string         // host as an IP for _nodes and _cat (loopback for a wildcard bind)
 	usage  sync.Map       // route pattern -> *atomic.Int64: requests answered, for _nodes/usage
+	cset   clusterSettings
 }
 
 // New returns the API over a service.

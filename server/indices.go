@@ -25,6 +25,9 @@ func (s *Server) createIndex(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.applyTemplate(&req); err != nil {
+		return err
+	}
 	if _, err := s.svc.CreateIndex(req); err != nil {
 		return err
 	}

@@ -53,15 +53,16 @@ type Config struct {
 
 // Server is the REST API.
 type Server struct {
-	cfg    Config
-	svc    *service.Service
-	log    *zap.Logger
-	sys    *http.ServeMux // first path segment starts with '_'
-	idx    *http.ServeMux // first path segment is an index expression
-	host   string         // of Addr
-	ipAddr string         // host as an IP for _nodes and _cat (loopback for a wildcard bind)
-	usage  sync.Map       // route pattern -> *atomic.Int64: requests answered, for _nodes/usage
-	cset   clusterSettings
+	cfg       Config
+	svc       *service.Service
+	log       *zap.Logger
+	sys       *http.ServeMux // first path segment starts with '_'
+	idx       *http.ServeMux // first path segment is an index expression
+	host      string         // of Addr
+	ipAddr    string         // host as an IP for _nodes and _cat (loopback for a wildcard bind)
+	usage     sync.Map       // route pattern -> *atomic.Int64: requests answered, for _nodes/usage
+	cset      clusterSettings
+	templates templateStore
 }
 
 // New returns the API over a service.

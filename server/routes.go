@@ -102,6 +102,11 @@ func (s *Server) routes() {
 	s.handle(idx, "HEAD /{index}/_doc/{id}", s.getDoc)
 	s.handle(idx, "DELETE /{index}/_doc/{id}", s.deleteDoc)
 	s.handle(idx, "GET /{index}/_source/{id}", s.getSource)
+	for _, m := range []string{"GET", "POST"} {
+		s.handle(sys, m+" /_mget", s.mget)
+		s.handle(idx, m+" /{index}/_mget", s.mget)
+	}
+	s.handle(idx, "POST /{index}/_update/{id}", s.updateDoc)
 	for _, m := range []string{"POST", "PUT"} {
 		s.handle(sys, m+" /_bulk", s.bulk)
 		s.handle(idx, m+" /{index}/_bulk", s.bulk)

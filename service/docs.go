@@ -334,3 +334,72 @@ func toDoc(index string, d storage.Doc, t *routing.Table) Doc {
 	_, shard := t.Route(d.ID, d.Routing)
 	return Doc{Index: index, ID: d.ID, Routing: d.Routing, Version: v, SeqNo: d.Seq, Shard: shard, Source: src}
 }
+
+// UpdateFunc computes a document's new source from its current one
+// (found false: there is none). noop true leaves the document as it is;
+// an error refuses the update.
+type UpdateFunc func(current []byte, found bool) (next []byte, noop bool, err error)
+
+// UpdateDoc is a partial update (_update): it reads the document and
+// writes what f makes of it under the document's lock, so no write to
+// the same _id comes between the read and the write. A document f
+// creates answers created (201), one it changes updated, one it leaves
+// noop (200, its version and sequence number unchanged). A cluster's
+// primary does not take the read and the write as one step, so a
+// cluster refuses the update.
+func (s *Service) UpdateDoc(target, id, routingValue string, f UpdateFunc) (WriteResult, []byte, error) {
+	if err := validateID(target, id); err != nil {
+		return WriteResult{}, nil, err
+	}
+	if s.cl != nil {
+		return WriteResult{}, nil, newErr(TypeIllegalArgument, http.StatusBadRequest, target,
+			"_update is not supported by shardsplit in cluster mode; use index")
+	}
+	ix, aliasRouting, err := s.writeTarget(target, mayCreate)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
+		return WriteResult{}, nil, err
+	}
+	if err := ix.requireRouting(id, routingValue); err != nil {
+		return WriteResult{}, nil, err
+	}
+	mu := ix.lockFor(id)
+	mu.Lock()
+	defer mu.Unlock()
+	prev, found, err := ix.router.Get(id, routingValue)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	var pv int64
+	var cur []byte
+	if found {
+		pv, cur = decodeSource(prev.Source)
+	}
+	next, noop, err := f(cur, found)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	res := WriteResult{Index: ix.name, ID: id, Routing: routingValue}
+	if noop && found {
+		_, shard := ix.node.Table().Route(id, routingValue)
+		res.Result, res.Status, res.Version, res.SeqNo, res.Shard = "noop", http.StatusOK, pv, prev.Seq, shard
+		return res, cur, nil
+	}
+	version := int64(1)
+	res.Result, res.Status = "created", http.StatusCreated
+	if found {
+		version = pv + 1
+		res.Result, res.Status = "updated", http.StatusOK
+	} else if dv, ok := ix.deletes.version(id, ix.shardOf(id, routingValue)); ok {
+		version = dv + 1
+	}
+	r, err := ix.router.Index(id, routingValue, encodeSource(version, next))
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	ix.deletes.put(id, r.Shard, 0)
+	res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
+	return res, next, nil
+}

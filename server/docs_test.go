@@ -87,7 +87,7 @@ func TestDocumentsREST(t *testing.T) {
 		op     string
 		status int
 		typ    string
-	}{{"create", 409, "version_conflict_engine_exception"}, {"index", 201, ""}, {"update", 400, "illegal_argument_exception"},
+	}{{"create", 409, "version_conflict_engine_exception"}, {"index", 201, ""}, {"update", 404, "document_missing_exception"},
 		{"delete", 200, ""}, {"index", 400, "mapper_parsing_exception"}}
 	for i, w := range want {
 		it, ok := bulk.Items[i][w.op]

@@ -138,7 +138,44 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		s.noRoute(w, r, mux)
 		return
 	}
+	// The whole body is read before dispatch, as Netty's aggregator does
+	// (a body over the limit is a 413 before anything else), so that a
+	// body's Content-Type is checked only when there is a body
+	// (RestController.dispatchRequest).
+	if r.ContentLength != 0 {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if len(b) > 0 {
+			if msg := contentTypeRefusal(r.Header.Values("Content-Type")); msg != "" {
+				// BytesRestResponse.createSimpleErrorResponse's body.
+				s.writeJSON(w, r, http.StatusNotAcceptable, map[string]any{"error": msg, "status": http.StatusNotAcceptable})
+				return
+			}
+		}
+	}
 	mux.ServeHTTP(w, r)
+}
+
+// contentTypeRefusal is RestController.sendContentTypeErrorMessage's
+// message for a request body whose Content-Type is missing or names no
+// media type this server parses, "" when it is one: JSON, NDJSON (bulk),
+// or their application/vnd.opensearch+ forms. (OpenSearch also parses
+// SMILE, CBOR and YAML bodies; shardsplit does not, and refuses them the
+// same way.)
+func contentTypeRefusal(values []string) string {
+	if len(values) == 0 {
+		return "Content-Type header is missing"
+	}
+	media, _, _ := strings.Cut(values[0], ";")
+	switch strings.ToLower(strings.TrimSpace(media)) {
+	case "application/json", "application/x-ndjson", "application/vnd.opensearch+json", "application/vnd.opensearch+x-ndjson":
+		return ""
+	}
+	return "Content-Type header [" + strings.Join(values, ",") + "] is not supported"
 }
 
 // bodyDecoder decompresses a request body on its first read, so that a

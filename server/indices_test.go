@@ -370,3 +370,32 @@ func TestAliasNamesMayHoldCapitals(t *testing.T) {
 		t.Fatalf("PUT /cat/_alias/_Bad: %d %+v", st, eb)
 	}
 }
+
+// TestSettingsDoNotShowRoutingShards: index.number_of_routing_shards is
+// consumed at creation (MetadataCreateIndexService removes it from the
+// settings) and kept as the metadata's routing_num_shards: GET _settings
+// and GET /{index} do not show it, given or defaulted; _cluster/state does.
+func TestSettingsDoNotShowRoutingShards(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/given", `{"settings":{"number_of_shards":2,"number_of_routing_shards":8,"number_of_replicas":0}}`, nil)
+	ts.do(t, "PUT", "/defaulted", `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`, nil)
+	for index, want := range map[string]int{"given": 8, "defaulted": 1024} {
+		for _, path := range []string{"/" + index + "/_settings?flat_settings=true", "/" + index + "?flat_settings=true"} {
+			var body string
+			if st := ts.do(t, "GET", path, "", &body); st != 200 || strings.Contains(body, "routing_shards") {
+				t.Errorf("GET %s: %d %s", path, st, body)
+			}
+		}
+		var state struct {
+			Metadata struct {
+				Indices map[string]struct {
+					RoutingNumShards int `json:"routing_num_shards"`
+				} `json:"indices"`
+			} `json:"metadata"`
+		}
+		ts.do(t, "GET", "/_cluster/state/metadata/"+index, "", &state)
+		if got := state.Metadata.Indices[index].RoutingNumShards; got != want {
+			t.Errorf("%s: routing_num_shards %d, want %d", index, got, want)
+		}
+	}
+}

@@ -563,6 +563,13 @@ func (s *Service) GetSettings(name string) (map[string]string, error) {
 	for k, v := range m.Settings {
 		out[k] = v
 	}
+	// OpenSearch consumes index.number_of_routing_shards at creation
+	// (MetadataCreateIndexService removes it from the settings, "it's
+	// temporary and is only relevant once we create the index") and keeps
+	// it as the metadata's routing_num_shards; shardsplit keeps it among
+	// the stored settings for the routing table, and shows it where
+	// OpenSearch does: _cluster/state's routing_num_shards.
+	delete(out, SettingRoutingShards)
 	out["index.uuid"] = m.UUID
 	out["index.creation_date"] = strconv.FormatInt(m.Created, 10)
 	out["index.provided_name"] = m.Name

@@ -176,6 +176,9 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
 		return WriteResult{}, err
 	}
+	if ix.partitionedUnrequired {
+		return WriteResult{}, partitionedRoutingError(ix.name)
+	}
 	if err := ix.requireRouting(id, routingValue); err != nil {
 		return WriteResult{}, err
 	}
@@ -282,6 +285,23 @@ func routingRequiredBy(mappings json.RawMessage) bool {
 	return len(mappings) != 0 && json.Unmarshal(mappings, &m) == nil && m.Routing.Required
 }
 
+// partitionedUnrequired reports a partitioned index (routing_partition_size
+// other than 1) whose mappings do not set _routing.required.
+func partitionedUnrequired(m *IndexMeta) bool {
+	return m.Settings[SettingPartitionSize] != "" && m.Settings[SettingPartitionSize] != "1" && !routingRequiredBy(m.Mappings)
+}
+
+// partitionedRoutingError is DocumentMapper's refusal of a partitioned
+// index's mapping that does not require routing ("mapping type [_doc] must
+// have routing required for partitioned index [...]", an
+// IllegalArgumentException). OpenSearch checks it when the mapping is
+// made: at creation when mappings are given, else when the first
+// document's dynamic mapping is, so that every write to such an index
+// fails with it.
+func partitionedRoutingError(index string) *Error {
+	return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "mapping type [_doc] must have routing required for partitioned index [%s]", index)
+}
+
 // requireRouting is OpenSearch's RoutingMissingException for a document
 // operation without routing on an index whose mappings require it.
 func (ix *Index) requireRouting(id, routingValue string) error {
@@ -361,6 +381,9 @@ func (s *Service) UpdateDoc(target, id, routingValue string, f UpdateFunc) (Writ
 	}
 	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
 		return WriteResult{}, nil, err
+	}
+	if ix.partitionedUnrequired {
+		return WriteResult{}, nil, partitionedRoutingError(ix.name)
 	}
 	if err := ix.requireRouting(id, routingValue); err != nil {
 		return WriteResult{}, nil, err

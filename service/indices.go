@@ -92,6 +92,9 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 	if t.Settings().PartitionSize != 1 {
 		m.Settings[SettingPartitionSize] = strconv.Itoa(t.Settings().PartitionSize)
 	}
+	if hasMappings(m.Mappings) && partitionedUnrequired(m) {
+		return nil, partitionedRoutingError(m.Name)
+	}
 	for a := range req.Aliases {
 		if err := validateAliasName(a); err != nil {
 			return nil, err
@@ -160,6 +163,12 @@ func (s *Service) checkNewNameLocked(name string) error {
 // check: MetadataCreateIndexService.validateIndexOrAliasName with
 // InvalidAliasNameException. Unlike an index name (validateIndexName adds
 // "must be lowercase"), an alias name may hold capitals.
+// hasMappings reports mappings that define something (not absent, not {}).
+func hasMappings(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return len(raw) > 0 && json.Unmarshal(raw, &m) == nil && len(m) > 0
+}
+
 func validateAliasName(alias string) error {
 	bad := func(desc string) error {
 		return newErr(TypeInvalidAliasName, http.StatusBadRequest, alias, "Invalid alias name [%s], %s", alias, desc)

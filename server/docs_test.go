@@ -435,3 +435,37 @@ func TestIndexWithoutBodyIsAParseException(t *testing.T) {
 		t.Errorf("a body of whitespace: %d %+v", st, eb)
 	}
 }
+
+// TestShardSeqNoStartsAtZero: a shard numbers its operations from 0
+// (SequenceNumbers.NO_OPS_PERFORMED is -1), in the write's answer, a get
+// and a search hit alike, as a cluster's replication numbers them.
+func TestShardSeqNoStartsAtZero(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/s", `{"settings":{"number_of_shards":1,"number_of_replicas":0}}`, nil)
+	var w struct {
+		SeqNo int `json:"_seq_no"`
+	}
+	for i, id := range []string{"a", "b"} {
+		if st := ts.do(t, "PUT", "/s/_doc/"+id+"?refresh=true", `{}`, &w); st != 201 || w.SeqNo != i {
+			t.Fatalf("write %d: %d _seq_no %d, want %d", i, st, w.SeqNo, i)
+		}
+	}
+	if ts.do(t, "GET", "/s/_doc/a", "", &w); w.SeqNo != 0 {
+		t.Errorf("get of the first write: _seq_no %d, want 0", w.SeqNo)
+	}
+	var sr struct {
+		Hits struct {
+			Hits []struct {
+				ID    string `json:"_id"`
+				SeqNo int    `json:"_seq_no"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	ts.do(t, "POST", "/s/_search", `{"seq_no_primary_term":true,"query":{"ids":{"values":["a"]}}}`, &sr)
+	if len(sr.Hits.Hits) != 1 || sr.Hits.Hits[0].SeqNo != 0 {
+		t.Errorf("search hit: %+v, want _seq_no 0", sr.Hits.Hits)
+	}
+	if ts.do(t, "DELETE", "/s/_doc/b", "", &w); w.SeqNo != 2 {
+		t.Errorf("the third operation, a delete: _seq_no %d, want 2", w.SeqNo)
+	}
+}

@@ -36,6 +36,18 @@ func decodeSource(b []byte) (int64, []byte) {
 	return 1, b
 }
 
+// opSeqNo is the _seq_no of the operation a single node's shard stored
+// with sequence number seq. A shard's store numbers its operations from 1
+// (0 is "none"); OpenSearch numbers a shard's operations from 0
+// (SequenceNumbers.NO_OPS_PERFORMED is -1), as a cluster's replication
+// here does, so the first operation of a shard is _seq_no 0.
+func opSeqNo(seq uint64) uint64 {
+	if seq == 0 {
+		return 0 // no stored operation has it
+	}
+	return seq - 1
+}
+
 // WriteResult is the outcome of an index or delete.
 type WriteResult struct {
 	Index   string
@@ -207,7 +219,7 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 		return WriteResult{}, err
 	}
 	ix.deletes.put(id, r.Shard, 0)
-	res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
+	res.Version, res.SeqNo, res.Shard = version, opSeqNo(r.Seq), r.Shard
 	return res, nil
 }
 
@@ -251,7 +263,7 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 	if _, recent := ix.deletes.version(id, r.Shard); found || !recent {
 		ix.deletes.put(id, r.Shard, res.Version)
 	}
-	res.SeqNo, res.Shard = r.Seq, r.Shard
+	res.SeqNo, res.Shard = opSeqNo(r.Seq), r.Shard
 	return res, nil
 }
 
@@ -352,7 +364,7 @@ func (ix *Index) shardOf(id, routingValue string) routing.ShardID {
 func toDoc(index string, d storage.Doc, t *routing.Table) Doc {
 	v, src := decodeSource(d.Source)
 	_, shard := t.Route(d.ID, d.Routing)
-	return Doc{Index: index, ID: d.ID, Routing: d.Routing, Version: v, SeqNo: d.Seq, Shard: shard, Source: src}
+	return Doc{Index: index, ID: d.ID, Routing: d.Routing, Version: v, SeqNo: opSeqNo(d.Seq), Shard: shard, Source: src}
 }
 
 // UpdateFunc computes a document's new source from its current one
@@ -407,7 +419,7 @@ func (s *Service) UpdateDoc(target, id, routingValue string, f UpdateFunc) (Writ
 	res := WriteResult{Index: ix.name, ID: id, Routing: routingValue}
 	if noop && found {
 		_, shard := ix.node.Table().Route(id, routingValue)
-		res.Result, res.Status, res.Version, res.SeqNo, res.Shard = "noop", http.StatusOK, pv, prev.Seq, shard
+		res.Result, res.Status, res.Version, res.SeqNo, res.Shard = "noop", http.StatusOK, pv, opSeqNo(prev.Seq), shard
 		return res, cur, nil
 	}
 	version := int64(1)
@@ -423,6 +435,6 @@ func (s *Service) UpdateDoc(target, id, routingValue string, f UpdateFunc) (Writ
 		return WriteResult{}, nil, err
 	}
 	ix.deletes.put(id, r.Shard, 0)
-	res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
+	res.Version, res.SeqNo, res.Shard = version, opSeqNo(r.Seq), r.Shard
 	return res, next, nil
 }

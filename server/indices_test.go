@@ -399,3 +399,36 @@ func TestSettingsDoNotShowRoutingShards(t *testing.T) {
 		}
 	}
 }
+
+// TestFloodStageBlock: index.blocks.read_only_allow_delete is
+// IndexMetadata's flood-stage block: writes and metadata changes are
+// refused with 429 cluster_block_exception naming
+// "TOO_MANY_REQUESTS/12/...", the block itself can be cleared, and the
+// index can still be deleted (the block allows releasing resources).
+func TestFloodStageBlock(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/f", `{"settings":{"number_of_replicas":0}}`, nil)
+	if st := ts.do(t, "PUT", "/f/_settings", `{"index.blocks.read_only_allow_delete":true}`, nil); st != 200 {
+		t.Fatalf("setting the block: %d", st)
+	}
+	want := "index [f] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, index has read-only-allow-delete block];"
+	for _, tc := range []struct{ method, path, body string }{
+		{"PUT", "/f/_doc/1", `{}`},
+		{"PUT", "/f/_settings", `{"index.number_of_replicas":1}`},
+	} {
+		var eb errBody
+		if st := ts.do(t, tc.method, tc.path, tc.body, &eb); st != 429 || eb.Error.Type != "cluster_block_exception" || eb.Error.Reason != want {
+			t.Errorf("%s %s: %d %+v", tc.method, tc.path, st, eb)
+		}
+	}
+	if st := ts.do(t, "PUT", "/f/_settings", `{"index.blocks.read_only_allow_delete":null}`, nil); st != 200 {
+		t.Fatalf("clearing the block: %d", st)
+	}
+	if st := ts.do(t, "PUT", "/f/_doc/1", `{}`, nil); st != 201 {
+		t.Fatalf("a write after the block is cleared: %d", st)
+	}
+	ts.do(t, "PUT", "/f/_settings", `{"index.blocks.read_only_allow_delete":true}`, nil)
+	if st := ts.do(t, "DELETE", "/f", "", nil); st != 200 {
+		t.Fatalf("deleting the blocked index: %d", st)
+	}
+}

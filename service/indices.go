@@ -207,14 +207,18 @@ func (s *Service) DeleteIndex(expr string, o IndicesOptions) error {
 	// Every index's blocks first: a refused delete deletes none of them.
 	for _, name := range names {
 		if m, ok := s.Meta(name); ok {
-			if err := blocksOf(m.Settings).metadataError(name); err != nil {
+			if err := blocksOf(m.Settings).deleteError(name); err != nil {
 				return err
 			}
 		}
 	}
 	for _, name := range names {
 		if ix, ok := s.index(name); ok {
-			if err := s.checkMetadataBlock(name); err != nil {
+			m, ok := s.Meta(name)
+			if !ok {
+				return indexNotFound(name)
+			}
+			if err := blocksOf(m.Settings).deleteError(name); err != nil {
 				return err
 			}
 			ix.stopSplit()
@@ -651,7 +655,7 @@ func (s *Service) PutSettings(expr string, set FlatSettings, o IndicesOptions) e
 		onlyBlocks = onlyBlocks && blockSetting(k)
 	}
 	for _, n := range names {
-		if b := blocksOf(s.st.Indices[n].Settings); !onlyBlocks && (b.Metadata || b.ReadOnly) {
+		if b := blocksOf(s.st.Indices[n].Settings); !onlyBlocks && (b.Metadata || b.ReadOnly || b.ReadOnlyAllowDelete) {
 			return b.metadataError(n)
 		}
 	}

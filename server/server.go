@@ -152,7 +152,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if len(b) > 0 {
 			if msg := contentTypeRefusal(r.Header.Values("Content-Type")); msg != "" {
 				// BytesRestResponse.createSimpleErrorResponse's body.
-				s.writeJSON(w, r, http.StatusNotAcceptable, map[string]any{"error": msg, "status": http.StatusNotAcceptable})
+				s.encodeJSON(w, r, http.StatusNotAcceptable, map[string]any{"error": msg, "status": http.StatusNotAcceptable}, false)
 				return
 			}
 		}
@@ -293,8 +293,8 @@ func (s *Server) recoverPanic(w *statusWriter, r *http.Request) {
 	if w.begun {
 		panic(http.ErrAbortHandler)
 	}
-	s.writeJSON(w, r, http.StatusInternalServerError, errorBody(&service.Error{Type: service.TypeException,
-		Status: http.StatusInternalServerError, Reason: fmt.Sprintf("panic: %v", p)}))
+	s.encodeJSON(w, r, http.StatusInternalServerError, errorBody(&service.Error{Type: service.TypeException,
+		Status: http.StatusInternalServerError, Reason: fmt.Sprintf("panic: %v", p)}), false)
 }
 
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
@@ -355,16 +355,31 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Type == service.TypeException {
 		s.log.Warn("request failed", zap.String("method", r.Method), zap.String("uri", r.URL.RequestURI()), zap.Error(err))
 	}
-	s.writeJSON(w, r, e.Status, errorBody(e))
+	s.encodeJSON(w, r, e.Status, errorBody(e), false)
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	s.encodeJSON(w, r, status, v, true)
+}
+
+// encodeJSON writes a JSON response, filtered by filter_path if filter
+// is set: error bodies are not (RestChannel.newErrorBuilder builds them
+// without filtering).
+func (s *Server) encodeJSON(w http.ResponseWriter, r *http.Request, status int, v any, filter bool) {
 	var b []byte
 	var err error
 	if pretty(r) {
 		b, err = json.MarshalIndent(v, "", "  ")
 	} else {
 		b, err = json.Marshal(v)
+	}
+	if fp := query(r).Get("filter_path"); filter && err == nil && fp != "" {
+		if b, err = filterJSON(b, fp); err == nil && pretty(r) {
+			var out bytes.Buffer
+			if err = json.Indent(&out, b, "", "  "); err == nil {
+				b = out.Bytes()
+			}
+		}
 	}
 	if err != nil {
 		status = http.StatusInternalServerError

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/shardsplit/shardsplit/routing"

@@ -437,6 +437,46 @@ func decodeObject(b []byte) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
+// decodeRequestObject is decodeObject for a body an ObjectParser named
+// name reads: a body that is JSON but not an object is its
+// XContentParseException, "[line:column] [name] Expected START_OBJECT but
+// was: TOKEN", at the token's location.
+func decodeRequestObject(b []byte, name string) (map[string]json.RawMessage, error) {
+	line, col := 1, 1
+	for _, c := range b {
+		if c == '{' {
+			break
+		}
+		switch c {
+		case ' ', '\t', '\r':
+			col++
+			continue
+		case '\n':
+			line, col = line+1, 1
+			continue
+		}
+		token := ""
+		switch {
+		case c == '[':
+			token = "START_ARRAY"
+		case c == '"':
+			token = "VALUE_STRING"
+		case c == '-' || (c >= '0' && c <= '9'):
+			token = "VALUE_NUMBER"
+		case c == 't' || c == 'f':
+			token = "VALUE_BOOLEAN"
+		case c == 'n':
+			token = "VALUE_NULL"
+		}
+		if token != "" && json.Valid(b) {
+			return nil, &service.Error{Type: "x_content_parse_exception", Status: http.StatusBadRequest,
+				Reason: fmt.Sprintf("[%d:%d] [%s] Expected START_OBJECT but was: %s", line, col, name, token)}
+		}
+		break
+	}
+	return decodeObject(b)
+}
+
 // checkKeys refuses unknown top-level keys of a request body, as
 // OpenSearch's parsers do.
 func checkKeys(m map[string]json.RawMessage, what string, allowed ...string) error {

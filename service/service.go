@@ -93,6 +93,11 @@ type state struct {
 	ClusterUUID string                `json:"cluster_uuid"`
 	NodeID      string                `json:"node_id"`
 	Indices     map[string]*IndexMeta `json:"indices"`
+	// LastTask is the number of the last task this node started, kept
+	// across restarts so that a task id ("<node id>:<number>") names one
+	// task only: a client polling a task from before a restart never reads
+	// another's result.
+	LastTask int64 `json:"last_task,omitempty"`
 }
 
 func (st *state) clone() *state {

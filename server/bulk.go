@@ -24,6 +24,7 @@ type BulkItem struct {
 	RequireAlias *bool
 	Source       []byte // index/create
 	Err          *service.Error
+	update       updateRequest // update: the parsed source line
 }
 
 // ParseBulk parses a bulk NDJSON body: an action line ({"index"|"create"|
@@ -86,7 +87,14 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 					return nil, err
 				}
 				it.RequireAlias = &b
-			case "op_type", "version", "version_type", "if_seq_no", "if_primary_term", "retry_on_conflict", "pipeline", "_source":
+			case "retry_on_conflict":
+				// An update here reads and writes under the document's
+				// lock, so it never conflicts: nothing to retry.
+				if it.Op != "update" {
+					return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+						Reason: fmt.Sprintf("Action/metadata line [%d] contains an unknown parameter [%s]", i+1, k)}
+				}
+			case "op_type", "version", "version_type", "if_seq_no", "if_primary_term", "pipeline", "_source":
 				// Fields OpenSearch's BulkRequestParser knows: refused as
 				// what they are, not as unknown.
 				return nil, &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
@@ -112,8 +120,15 @@ func ParseBulk(body []byte, defaultIndex string) ([]BulkItem, error) {
 			switch {
 			case it.Err != nil: // the action line's own error stands
 			case it.Op == "update":
-				it.Err = &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest, Index: it.Index,
-					Reason: "bulk update is not supported by shardsplit; use index"}
+				if it.ID == "" {
+					it.Err = &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: id is missing;"}
+					break
+				}
+				u, err := parseUpdate(it.Index, it.Source)
+				if err != nil {
+					it.Err = service.AsError(err)
+				}
+				it.update = u
 			default:
 				if err := checkSource(it.Index, it.Source); err != nil {
 					it.Err = service.AsError(err)
@@ -252,6 +267,14 @@ func (s *Server) bulkItem(it BulkItem, routingParam string, requireAlias bool) (
 			res, err = s.svc.IndexDoc(it.Index, it.ID, it.Routing, it.Source, o)
 		case "delete":
 			res, err = s.svc.DeleteDoc(it.Index, it.ID, it.Routing)
+		case "update":
+			var next []byte
+			res, next, err = s.svc.UpdateDoc(it.Index, it.ID, it.Routing, it.update.apply(it.Index, it.ID))
+			if err == nil {
+				item := s.updateBody(res, next, it.update.Source != nil && *it.update.Source)
+				item["status"] = res.Status
+				return map[string]any{it.Op: item}, false
+			}
 		}
 	}
 	if err != nil {

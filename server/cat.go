@@ -386,6 +386,10 @@ func (s *Server) catHelp(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
-	_, _ = w.Write([]byte("=^.^=\n/_cat/shards\n/_cat/shards/{index}\n/_cat/indices\n/_cat/indices/{index}\n/_cat/nodes\n"))
+	_, _ = w.Write([]byte("=^.^=\n/_cat/allocation\n/_cat/shards\n/_cat/shards/{index}\n/_cat/cluster_manager\n/_cat/nodes\n" +
+		"/_cat/tasks\n/_cat/indices\n/_cat/indices/{index}\n/_cat/segments\n/_cat/segments/{index}\n/_cat/count\n" +
+		"/_cat/count/{index}\n/_cat/recovery\n/_cat/recovery/{index}\n/_cat/health\n/_cat/pending_tasks\n/_cat/aliases\n" +
+		"/_cat/aliases/{alias}\n/_cat/thread_pool\n/_cat/thread_pool/{thread_pools}\n/_cat/plugins\n/_cat/fielddata\n" +
+		"/_cat/fielddata/{fields}\n/_cat/nodeattrs\n/_cat/repositories\n/_cat/templates\n"))
 	return nil
 }

@@ -188,7 +188,6 @@ func (s *Server) nodeInfo() map[string]any {
 		"host":              s.ipAddr,
 		"ip":                s.ipAddr,
 		"version":           service.Version,
-		"distribution":      "shardsplit",
 		"build_type":        "tar",
 		"build_hash":        "unknown",
 		"roles":             nodeRoles,
@@ -200,13 +199,17 @@ func (s *Server) nodeInfo() map[string]any {
 	}
 }
 
-func (s *Server) nodes(w http.ResponseWriter, r *http.Request) error {
+// nodes is node info: GET /_nodes[/{node_id}][/{metric}]. Its entries
+// have the fields of OpenSearch's NodeInfo (no "distribution": that is
+// GET /'s version object only).
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request, filter, metric string) error {
 	if _, err := params(r, "timeout", "flat_settings"); err != nil {
 		return err
 	}
-	filter := r.PathValue("node_id")
-	if filter == "" || nodeMetrics[strings.Split(filter, ",")[0]] {
-		filter = "_all"
+	if metric != "" {
+		if _, err := metricList(r, metric, nodeMetrics); err != nil {
+			return err
+		}
 	}
 	nodes := map[string]any{}
 	if st := s.svc.ClusterState(); st != nil {

@@ -15,8 +15,14 @@ import (
 var writeParams = []string{"routing", "refresh", "timeout", "wait_for_active_shards", "op_type", "version", "version_type",
 	"if_seq_no", "if_primary_term", "pipeline", "require_alias"}
 
-// checkSource checks a document source is a JSON object.
+// checkSource checks a document source is a JSON object. A request with
+// no body at all is RestRequest.requiredContent's OpenSearchParseException
+// ("request body is required"), which RestIndexAction reads before the
+// request's validation could say "source is missing".
 func checkSource(index string, b []byte) error {
+	if len(b) == 0 {
+		return parseErr("request body is required")
+	}
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 {
 		return &service.Error{Type: service.TypeValidation, Status: http.StatusBadRequest, Reason: "Validation Failed: 1: source is missing;"}

@@ -87,7 +87,7 @@ func TestDocumentsREST(t *testing.T) {
 		op     string
 		status int
 		typ    string
-	}{{"create", 409, "version_conflict_engine_exception"}, {"index", 201, ""}, {"update", 400, "illegal_argument_exception"},
+	}{{"create", 409, "version_conflict_engine_exception"}, {"index", 201, ""}, {"update", 404, "document_missing_exception"},
 		{"delete", 200, ""}, {"index", 400, "mapper_parsing_exception"}}
 	for i, w := range want {
 		it, ok := bulk.Items[i][w.op]
@@ -411,5 +411,61 @@ func TestGetVersionTypes(t *testing.T) {
 	if st := ts.do(t, "GET", "/logs/_doc/1?version=-1&version_type=external", "", &eb); st != 400 ||
 		eb.Error.Reason != "Validation Failed: 1: illegal version value [-1] for version type [EXTERNAL];" {
 		t.Errorf("GET ?version=-1&version_type=external: HTTP %d %+v; want 400 illegal version value", st, eb.Error)
+	}
+}
+
+// TestIndexWithoutBodyIsAParseException: an index request with no body is
+// RestRequest.requiredContent's parse_exception "request body is required"
+// (the official client's TestIndexClient checks type and reason), whether
+// the id is given or generated; a body of only whitespace has content, and
+// is the request validation's "source is missing".
+func TestIndexWithoutBodyIsAParseException(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/docs", `{"settings":{"number_of_replicas":0}}`, nil); st != 200 {
+		t.Fatal(st)
+	}
+	for _, tc := range []struct{ method, path string }{{"POST", "/docs/_doc"}, {"PUT", "/docs/_doc/1"}, {"PUT", "/docs/_create/1"}} {
+		var eb errBody
+		if st := ts.do(t, tc.method, tc.path, "", &eb); st != 400 || eb.Error.Type != "parse_exception" || eb.Error.Reason != "request body is required" {
+			t.Errorf("%s %s without a body: %d %+v", tc.method, tc.path, st, eb)
+		}
+	}
+	var eb errBody
+	if st := ts.do(t, "PUT", "/docs/_doc/1", " \n", &eb); st != 400 || eb.Error.Reason != "Validation Failed: 1: source is missing;" {
+		t.Errorf("a body of whitespace: %d %+v", st, eb)
+	}
+}
+
+// TestShardSeqNoStartsAtZero: a shard numbers its operations from 0
+// (SequenceNumbers.NO_OPS_PERFORMED is -1), in the write's answer, a get
+// and a search hit alike, as a cluster's replication numbers them.
+func TestShardSeqNoStartsAtZero(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/s", `{"settings":{"number_of_shards":1,"number_of_replicas":0}}`, nil)
+	var w struct {
+		SeqNo int `json:"_seq_no"`
+	}
+	for i, id := range []string{"a", "b"} {
+		if st := ts.do(t, "PUT", "/s/_doc/"+id+"?refresh=true", `{}`, &w); st != 201 || w.SeqNo != i {
+			t.Fatalf("write %d: %d _seq_no %d, want %d", i, st, w.SeqNo, i)
+		}
+	}
+	if ts.do(t, "GET", "/s/_doc/a", "", &w); w.SeqNo != 0 {
+		t.Errorf("get of the first write: _seq_no %d, want 0", w.SeqNo)
+	}
+	var sr struct {
+		Hits struct {
+			Hits []struct {
+				ID    string `json:"_id"`
+				SeqNo int    `json:"_seq_no"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	ts.do(t, "POST", "/s/_search", `{"seq_no_primary_term":true,"query":{"ids":{"values":["a"]}}}`, &sr)
+	if len(sr.Hits.Hits) != 1 || sr.Hits.Hits[0].SeqNo != 0 {
+		t.Errorf("search hit: %+v, want _seq_no 0", sr.Hits.Hits)
+	}
+	if ts.do(t, "DELETE", "/s/_doc/b", "", &w); w.SeqNo != 2 {
+		t.Errorf("the third operation, a delete: _seq_no %d, want 2", w.SeqNo)
 	}
 }

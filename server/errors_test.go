@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -124,5 +125,42 @@ func TestFormatBytes(t *testing.T) {
 		if got := server.FormatBytes(tc.n); got != tc.want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestUnsupportedContentTypeIs406: a request with a body whose
+// Content-Type is not one the server parses is refused before its handler
+// runs, with RestController's 406 and words; a missing Content-Type is
+// "Content-Type header is missing"; a request without a body is not
+// checked, and JSON with a charset passes.
+func TestUnsupportedContentTypeIs406(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	send := func(ct, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(context.Background(), "PUT", ts.url+"/ct/_doc/1", strings.NewReader(body))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := send("text/plain", `{"a":1}`); st != 406 || b != `{"error":"Content-Type header [text/plain] is not supported","status":406}` {
+		t.Errorf("text/plain: %d %s", st, b)
+	}
+	if st, b := send("", `{"a":1}`); st != 406 || b != `{"error":"Content-Type header is missing","status":406}` {
+		t.Errorf("no Content-Type: %d %s", st, b)
+	}
+	if names := ts.svc.Names(); len(names) != 0 {
+		t.Errorf("a refused request created %v", names)
+	}
+	if st, b := send("application/json; charset=UTF-8", `{"a":1}`); st != 201 {
+		t.Errorf("application/json with a charset: %d %s", st, b)
+	}
+	if st, b := send("text/plain", ""); st != 400 || !strings.Contains(b, "request body is required") {
+		t.Errorf("no body with text/plain: %d %s", st, b)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,9 @@ func (s *Server) createIndex(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, err := parseCreateBody(r.PathValue("index"), body)
 	if err != nil {
+		return err
+	}
+	if err := s.applyTemplate(&req); err != nil {
 		return err
 	}
 	if _, err := s.svc.CreateIndex(req); err != nil {
@@ -234,9 +238,23 @@ func aliasJSON(am service.AliasMeta) map[string]any {
 	return out
 }
 
+// noIndexDefaults refuses include_defaults=true on an index's settings:
+// OpenSearch adds every index setting's default there, and shardsplit
+// does not know the defaults of the settings it does not take.
+func noIndexDefaults(q url.Values) error {
+	if on, err := boolParam(q, "include_defaults", false); err != nil || !on {
+		return err
+	}
+	return &service.Error{Type: service.TypeIllegalArgument, Status: http.StatusBadRequest,
+		Reason: "parameter [include_defaults] is not supported by shardsplit on index settings"}
+}
+
 func (s *Server) getIndex(w http.ResponseWriter, r *http.Request) error {
 	q, err := params(r, "flat_settings", "include_defaults", "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "master_timeout", "cluster_manager_timeout")
 	if err != nil {
+		return err
+	}
+	if err := noIndexDefaults(q); err != nil {
 		return err
 	}
 	flat, err := boolParam(q, "flat_settings", false)
@@ -268,6 +286,9 @@ func (s *Server) getIndex(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) error {
 	q, err := params(r, "flat_settings", "include_defaults", "local", "ignore_unavailable", "allow_no_indices", "expand_wildcards", "master_timeout", "cluster_manager_timeout")
 	if err != nil {
+		return err
+	}
+	if err := noIndexDefaults(q); err != nil {
 		return err
 	}
 	flat, err := boolParam(q, "flat_settings", false)

@@ -339,3 +339,96 @@ func TestGetAliasMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestAliasNamesMayHoldCapitals: OpenSearch requires lowercase of index
+// names only (MetadataCreateIndexService.validateIndexName); an alias name
+// passes validateIndexOrAliasName, which has no lowercase rule, so the
+// official client's _cat test creates an index with alias TEST_CAT_ALIAS.
+// An alias name that breaks a rule it does have is refused with
+// InvalidAliasNameException's message.
+func TestAliasNamesMayHoldCapitals(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	if st := ts.do(t, "PUT", "/cat", `{"settings":{"number_of_replicas":0},"aliases":{"TEST_CAT_ALIAS":{}}}`, nil); st != 200 {
+		t.Fatalf("create with alias TEST_CAT_ALIAS: %d", st)
+	}
+	if st := ts.do(t, "PUT", "/cat/_alias/Mixed_Case", "", nil); st != 200 {
+		t.Fatalf("PUT /cat/_alias/Mixed_Case: %d", st)
+	}
+	var res struct {
+		Index string `json:"_index"`
+	}
+	if st := ts.do(t, "PUT", "/TEST_CAT_ALIAS/_doc/1", `{}`, &res); st != 201 || res.Index != "cat" {
+		t.Fatalf("a write through TEST_CAT_ALIAS: %d into %q", st, res.Index)
+	}
+	if st := ts.do(t, "GET", "/Mixed_Case/_doc/1", "", nil); st != 200 {
+		t.Fatalf("a read through Mixed_Case: %d", st)
+	}
+	var eb errBody
+	st := ts.do(t, "PUT", "/cat/_alias/_Bad", "", &eb)
+	if st != 400 || eb.Error.Type != "invalid_alias_name_exception" ||
+		eb.Error.Reason != "Invalid alias name [_Bad], must not start with '_', '-', or '+'" {
+		t.Fatalf("PUT /cat/_alias/_Bad: %d %+v", st, eb)
+	}
+}
+
+// TestSettingsDoNotShowRoutingShards: index.number_of_routing_shards is
+// consumed at creation (MetadataCreateIndexService removes it from the
+// settings) and kept as the metadata's routing_num_shards: GET _settings
+// and GET /{index} do not show it, given or defaulted; _cluster/state does.
+func TestSettingsDoNotShowRoutingShards(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/given", `{"settings":{"number_of_shards":2,"number_of_routing_shards":8,"number_of_replicas":0}}`, nil)
+	ts.do(t, "PUT", "/defaulted", `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`, nil)
+	for index, want := range map[string]int{"given": 8, "defaulted": 1024} {
+		for _, path := range []string{"/" + index + "/_settings?flat_settings=true", "/" + index + "?flat_settings=true"} {
+			var body string
+			if st := ts.do(t, "GET", path, "", &body); st != 200 || strings.Contains(body, "routing_shards") {
+				t.Errorf("GET %s: %d %s", path, st, body)
+			}
+		}
+		var state struct {
+			Metadata struct {
+				Indices map[string]struct {
+					RoutingNumShards int `json:"routing_num_shards"`
+				} `json:"indices"`
+			} `json:"metadata"`
+		}
+		ts.do(t, "GET", "/_cluster/state/metadata/"+index, "", &state)
+		if got := state.Metadata.Indices[index].RoutingNumShards; got != want {
+			t.Errorf("%s: routing_num_shards %d, want %d", index, got, want)
+		}
+	}
+}
+
+// TestFloodStageBlock: index.blocks.read_only_allow_delete is
+// IndexMetadata's flood-stage block: writes and metadata changes are
+// refused with 429 cluster_block_exception naming
+// "TOO_MANY_REQUESTS/12/...", the block itself can be cleared, and the
+// index can still be deleted (the block allows releasing resources).
+func TestFloodStageBlock(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/f", `{"settings":{"number_of_replicas":0}}`, nil)
+	if st := ts.do(t, "PUT", "/f/_settings", `{"index.blocks.read_only_allow_delete":true}`, nil); st != 200 {
+		t.Fatalf("setting the block: %d", st)
+	}
+	want := "index [f] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, index has read-only-allow-delete block];"
+	for _, tc := range []struct{ method, path, body string }{
+		{"PUT", "/f/_doc/1", `{}`},
+		{"PUT", "/f/_settings", `{"index.number_of_replicas":1}`},
+	} {
+		var eb errBody
+		if st := ts.do(t, tc.method, tc.path, tc.body, &eb); st != 429 || eb.Error.Type != "cluster_block_exception" || eb.Error.Reason != want {
+			t.Errorf("%s %s: %d %+v", tc.method, tc.path, st, eb)
+		}
+	}
+	if st := ts.do(t, "PUT", "/f/_settings", `{"index.blocks.read_only_allow_delete":null}`, nil); st != 200 {
+		t.Fatalf("clearing the block: %d", st)
+	}
+	if st := ts.do(t, "PUT", "/f/_doc/1", `{}`, nil); st != 201 {
+		t.Fatalf("a write after the block is cleared: %d", st)
+	}
+	ts.do(t, "PUT", "/f/_settings", `{"index.blocks.read_only_allow_delete":true}`, nil)
+	if st := ts.do(t, "DELETE", "/f", "", nil); st != 200 {
+		t.Fatalf("deleting the blocked index: %d", st)
+	}
+}

@@ -114,8 +114,8 @@ func TestLab2ResizeHardLinks(t *testing.T) {
 // default R the slots collapse into one shard.
 func TestLab3PartitionFanout(t *testing.T) {
 	ts := startServer(t, service.Config{})
-	ts.do(t, "PUT", "/lab3", `{"settings":{"number_of_shards":8,"number_of_routing_shards":8,"index.routing_partition_size":3,"number_of_replicas":0}}`, nil)
-	ts.do(t, "PUT", "/lab3-default", `{"settings":{"number_of_shards":8,"index.routing_partition_size":3,"number_of_replicas":0}}`, nil)
+	ts.do(t, "PUT", "/lab3", `{"settings":{"number_of_shards":8,"number_of_routing_shards":8,"index.routing_partition_size":3,"number_of_replicas":0},"mappings":{"_routing":{"required":true}}}`, nil)
+	ts.do(t, "PUT", "/lab3-default", `{"settings":{"number_of_shards":8,"index.routing_partition_size":3,"number_of_replicas":0},"mappings":{"_routing":{"required":true}}}`, nil)
 	body := bulkBody(func(add func(string, string)) {
 		for _, tenant := range []string{"a", "b", "c", "d"} {
 			for i := range 30 {

@@ -63,3 +63,30 @@ func TestRoutingRequiredByTheMappings(t *testing.T) {
 		t.Errorf("bulk item with routing: %+v, want 201", it)
 	}
 }
+
+// TestPartitionedIndexRequiresRouting: a partitioned index
+// (routing_partition_size > 1) must have _routing.required in its mapping
+// (DocumentMapper: "mapping type [_doc] must have routing required for
+// partitioned index [p]", an illegal_argument_exception): mappings that do
+// not say so refuse the creation; an index created without mappings
+// refuses every write, as OpenSearch's first dynamic mapping does.
+func TestPartitionedIndexRequiresRouting(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	var eb errBody
+	st := ts.do(t, "PUT", "/p", `{"settings":{"number_of_shards":4,"index.routing_partition_size":2,"number_of_replicas":0},"mappings":{"properties":{"a":{"type":"keyword"}}}}`, &eb)
+	if st != 400 || eb.Error.Type != "illegal_argument_exception" || eb.Error.Reason != "mapping type [_doc] must have routing required for partitioned index [p]" {
+		t.Fatalf("a partitioned index without _routing.required: %d %+v", st, eb)
+	}
+	if st := ts.do(t, "PUT", "/bare", `{"settings":{"number_of_shards":4,"index.routing_partition_size":2,"number_of_replicas":0}}`, nil); st != 200 {
+		t.Fatalf("a partitioned index without mappings: %d", st)
+	}
+	if st := ts.do(t, "PUT", "/bare/_doc/1?routing=u", `{}`, &eb); st != 400 || eb.Error.Reason != "mapping type [_doc] must have routing required for partitioned index [bare]" {
+		t.Fatalf("a write to it: %d %+v", st, eb)
+	}
+	if st := ts.do(t, "PUT", "/ok", `{"settings":{"number_of_shards":4,"index.routing_partition_size":2,"number_of_replicas":0},"mappings":{"_routing":{"required":true}}}`, nil); st != 200 {
+		t.Fatalf("with _routing.required: %d", st)
+	}
+	if st := ts.do(t, "PUT", "/ok/_doc/1?routing=u", `{}`, nil); st != 201 {
+		t.Fatalf("a routed write: %d", st)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -417,12 +418,35 @@ func (s *Server) searchShards(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Each primary's state as _cat/shards shows it: SPLITTING or MERGING
+	// while an in-place split or merge of it runs (a splitting parent is an
+	// active primary, ShardRoutingState.SPLITTING), else STARTED.
+	states := map[string]string{}
+	for _, t := range targets {
+		if _, seen := states[t.Index]; seen {
+			continue
+		}
+		states[t.Index] = ""
+		rows, err := s.svc.ShardRows(t.Index)
+		if err != nil {
+			continue
+		}
+		for _, row := range rows {
+			if row.Primary {
+				states[row.Index+"\x00"+strconv.Itoa(int(row.Shard))] = row.State
+			}
+		}
+	}
 	indices := map[string]any{}
 	groups := make([][]map[string]any, 0, len(targets))
 	for _, t := range targets {
 		indices[t.Index] = map[string]any{}
+		state := states[t.Index+"\x00"+strconv.Itoa(int(t.Shard))]
+		if state == "" || state == service.StateUnassigned {
+			state = service.StateStarted
+		}
 		groups = append(groups, []map[string]any{{
-			"state": "STARTED", "primary": true, "node": s.svc.NodeID(), "relocating_node": nil,
+			"state": state, "primary": true, "node": s.svc.NodeID(), "relocating_node": nil,
 			"shard": t.Shard, "index": t.Index, "allocation_id": map[string]string{"id": allocationID(t.UUID, t.Shard)},
 		}})
 	}

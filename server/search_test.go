@@ -360,3 +360,47 @@ func TestSearchStoredFieldsLeavesSourceOut(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchShardsStateAgreesWithCatShards: while an in-place split of a
+// shard runs, _search_shards names the parent SPLITTING, as _cat/shards
+// does (a splitting parent is an active primary that still answers), and
+// every other shard STARTED.
+func TestSearchShardsStateAgreesWithCatShards(t *testing.T) {
+	hold := newHoldHook("ss")
+	ts := startServer(t, service.Config{SplitHook: hold.hook})
+	ts.do(t, "PUT", "/ss", `{"settings":{"number_of_shards":4,"number_of_replicas":0}}`, nil)
+	if st := ts.do(t, "POST", "/ss/_shards/1/_split", `{"number_of_splits":2}`, nil); st != 200 {
+		t.Fatalf("split: %d", st)
+	}
+	<-hold.reached
+	defer close(hold.released)
+	var ss struct {
+		Shards [][]struct {
+			Shard int    `json:"shard"`
+			State string `json:"state"`
+		} `json:"shards"`
+	}
+	ts.do(t, "GET", "/ss/_search_shards", "", &ss)
+	var cat string
+	ts.do(t, "GET", "/_cat/shards/ss?h=shard,state", "", &cat)
+	catState := map[int]string{}
+	for _, line := range strings.Split(strings.TrimSpace(cat), "\n") {
+		var n int
+		var st string
+		if _, err := fmt.Sscan(line, &n, &st); err == nil {
+			catState[n] = st
+		}
+	}
+	if len(ss.Shards) != 4 {
+		t.Fatalf("_search_shards: %+v", ss)
+	}
+	for _, g := range ss.Shards {
+		want := "STARTED"
+		if g[0].Shard == 1 {
+			want = "SPLITTING"
+		}
+		if g[0].State != want || catState[g[0].Shard] != want {
+			t.Errorf("shard %d: _search_shards %s, _cat/shards %s, want %s", g[0].Shard, g[0].State, catState[g[0].Shard], want)
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -52,13 +53,16 @@ type Config struct {
 
 // Server is the REST API.
 type Server struct {
-	cfg    Config
-	svc    *service.Service
-	log    *zap.Logger
-	sys    *http.ServeMux // first path segment starts with '_'
-	idx    *http.ServeMux // first path segment is an index expression
-	host   string         // of Addr
-	ipAddr string         // host as an IP for _nodes and _cat (loopback for a wildcard bind)
+	cfg       Config
+	svc       *service.Service
+	log       *zap.Logger
+	sys       *http.ServeMux // first path segment starts with '_'
+	idx       *http.ServeMux // first path segment is an index expression
+	host      string         // of Addr
+	ipAddr    string         // host as an IP for _nodes and _cat (loopback for a wildcard bind)
+	usage     sync.Map       // route pattern -> *atomic.Int64: requests answered, for _nodes/usage
+	cset      clusterSettings
+	templates templateStore
 }
 
 // New returns the API over a service.
@@ -93,6 +97,7 @@ type handler func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) handle(mux *http.ServeMux, pattern string, h handler) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		s.countUse(pattern)
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
@@ -133,7 +138,44 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		s.noRoute(w, r, mux)
 		return
 	}
+	// The whole body is read before dispatch, as Netty's aggregator does
+	// (a body over the limit is a 413 before anything else), so that a
+	// body's Content-Type is checked only when there is a body
+	// (RestController.dispatchRequest).
+	if r.ContentLength != 0 {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if len(b) > 0 {
+			if msg := contentTypeRefusal(r.Header.Values("Content-Type")); msg != "" {
+				// BytesRestResponse.createSimpleErrorResponse's body.
+				s.encodeJSON(w, r, http.StatusNotAcceptable, map[string]any{"error": msg, "status": http.StatusNotAcceptable}, false)
+				return
+			}
+		}
+	}
 	mux.ServeHTTP(w, r)
+}
+
+// contentTypeRefusal is RestController.sendContentTypeErrorMessage's
+// message for a request body whose Content-Type is missing or names no
+// media type this server parses, "" when it is one: JSON, NDJSON (bulk),
+// or their application/vnd.opensearch+ forms. (OpenSearch also parses
+// SMILE, CBOR and YAML bodies; shardsplit does not, and refuses them the
+// same way.)
+func contentTypeRefusal(values []string) string {
+	if len(values) == 0 {
+		return "Content-Type header is missing"
+	}
+	media, _, _ := strings.Cut(values[0], ";")
+	switch strings.ToLower(strings.TrimSpace(media)) {
+	case "application/json", "application/x-ndjson", "application/vnd.opensearch+json", "application/vnd.opensearch+x-ndjson":
+		return ""
+	}
+	return "Content-Type header [" + strings.Join(values, ",") + "] is not supported"
 }
 
 // bodyDecoder decompresses a request body on its first read, so that a
@@ -251,8 +293,8 @@ func (s *Server) recoverPanic(w *statusWriter, r *http.Request) {
 	if w.begun {
 		panic(http.ErrAbortHandler)
 	}
-	s.writeJSON(w, r, http.StatusInternalServerError, errorBody(&service.Error{Type: service.TypeException,
-		Status: http.StatusInternalServerError, Reason: fmt.Sprintf("panic: %v", p)}))
+	s.encodeJSON(w, r, http.StatusInternalServerError, errorBody(&service.Error{Type: service.TypeException,
+		Status: http.StatusInternalServerError, Reason: fmt.Sprintf("panic: %v", p)}), false)
 }
 
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions}
@@ -313,16 +355,31 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Type == service.TypeException {
 		s.log.Warn("request failed", zap.String("method", r.Method), zap.String("uri", r.URL.RequestURI()), zap.Error(err))
 	}
-	s.writeJSON(w, r, e.Status, errorBody(e))
+	s.encodeJSON(w, r, e.Status, errorBody(e), false)
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	s.encodeJSON(w, r, status, v, true)
+}
+
+// encodeJSON writes a JSON response, filtered by filter_path if filter
+// is set: error bodies are not (RestChannel.newErrorBuilder builds them
+// without filtering).
+func (s *Server) encodeJSON(w http.ResponseWriter, r *http.Request, status int, v any, filter bool) {
 	var b []byte
 	var err error
 	if pretty(r) {
 		b, err = json.MarshalIndent(v, "", "  ")
 	} else {
 		b, err = json.Marshal(v)
+	}
+	if fp := query(r).Get("filter_path"); filter && err == nil && fp != "" {
+		if b, err = filterJSON(b, fp); err == nil && pretty(r) {
+			var out bytes.Buffer
+			if err = json.Indent(&out, b, "", "  "); err == nil {
+				b = out.Bytes()
+			}
+		}
 	}
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -378,6 +435,46 @@ func decodeObject(b []byte) (map[string]json.RawMessage, error) {
 		return nil, parseErr("request body is required to be a JSON object")
 	}
 	return m, nil
+}
+
+// decodeRequestObject is decodeObject for a body an ObjectParser named
+// name reads: a body that is JSON but not an object is its
+// XContentParseException, "[line:column] [name] Expected START_OBJECT but
+// was: TOKEN", at the token's location.
+func decodeRequestObject(b []byte, name string) (map[string]json.RawMessage, error) {
+	line, col := 1, 1
+	for _, c := range b {
+		if c == '{' {
+			break
+		}
+		switch c {
+		case ' ', '\t', '\r':
+			col++
+			continue
+		case '\n':
+			line, col = line+1, 1
+			continue
+		}
+		token := ""
+		switch {
+		case c == '[':
+			token = "START_ARRAY"
+		case c == '"':
+			token = "VALUE_STRING"
+		case c == '-' || (c >= '0' && c <= '9'):
+			token = "VALUE_NUMBER"
+		case c == 't' || c == 'f':
+			token = "VALUE_BOOLEAN"
+		case c == 'n':
+			token = "VALUE_NULL"
+		}
+		if token != "" && json.Valid(b) {
+			return nil, &service.Error{Type: "x_content_parse_exception", Status: http.StatusBadRequest,
+				Reason: fmt.Sprintf("[%d:%d] [%s] Expected START_OBJECT but was: %s", line, col, name, token)}
+		}
+		break
+	}
+	return decodeObject(b)
 }
 
 // checkKeys refuses unknown top-level keys of a request body, as

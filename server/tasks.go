@@ -21,7 +21,7 @@ type SplitBody struct {
 // ParseSplitBody parses {"number_of_splits": N} or {"split_points": [...]}.
 func ParseSplitBody(body []byte) (SplitBody, error) {
 	var sb SplitBody
-	m, err := decodeObject(body)
+	m, err := decodeRequestObject(body, "split")
 	if err != nil {
 		return sb, err
 	}
@@ -85,7 +85,7 @@ func (s *Server) splitShard(w http.ResponseWriter, r *http.Request) error {
 // of them adjacent leaves of one root (the table checks that, with its
 // own messages).
 func ParseMergeBody(body []byte) ([]routing.ShardID, error) {
-	m, err := decodeObject(body)
+	m, err := decodeRequestObject(body, "merge")
 	if err != nil {
 		return nil, err
 	}

@@ -164,3 +164,22 @@ func TestSplitShardCountBounded(t *testing.T) {
 		t.Fatalf("split to 1025 shards: HTTP %d %+v", st, eb)
 	}
 }
+
+// TestSplitBodyNotAnObject: a split or merge body that is JSON but not an
+// object is refused as OpenSearch's ObjectParser refuses one, an
+// x_content_parse_exception at the token's location, not with a Go
+// decoder's words.
+func TestSplitBodyNotAnObject(t *testing.T) {
+	ts := startServer(t, service.Config{})
+	ts.do(t, "PUT", "/sb", `{"settings":{"number_of_shards":2,"number_of_replicas":0}}`, nil)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/sb/_shards/0/_split", `[2]`, "[1:1] [split] Expected START_OBJECT but was: START_ARRAY"},
+		{"/sb/_shards/0/_split", ` 2`, "[1:2] [split] Expected START_OBJECT but was: VALUE_NUMBER"},
+		{"/sb/_shards/_merge", `["a"]`, "[1:1] [merge] Expected START_OBJECT but was: START_ARRAY"},
+	} {
+		var eb errBody
+		if st := ts.do(t, "POST", tc.path, tc.body, &eb); st != 400 || eb.Error.Type != "x_content_parse_exception" || eb.Error.Reason != tc.want {
+			t.Errorf("POST %s %s: %d %+v", tc.path, tc.body, st, eb)
+		}
+	}
+}

@@ -266,6 +266,9 @@ func (s *Service) clusterIndexDoc(target, id, routingValue string, source []byte
 			}
 		}
 	}
+	if m, ok := s.Meta(target); ok && partitionedUnrequired(m) {
+		return WriteResult{}, partitionedRoutingError(target)
+	}
 	if err := s.clusterRequireRouting(target, id, routingValue); err != nil {
 		return WriteResult{}, err
 	}

@@ -36,6 +36,18 @@ func decodeSource(b []byte) (int64, []byte) {
 	return 1, b
 }
 
+// opSeqNo is the _seq_no of the operation a single node's shard stored
+// with sequence number seq. A shard's store numbers its operations from 1
+// (0 is "none"); OpenSearch numbers a shard's operations from 0
+// (SequenceNumbers.NO_OPS_PERFORMED is -1), as a cluster's replication
+// here does, so the first operation of a shard is _seq_no 0.
+func opSeqNo(seq uint64) uint64 {
+	if seq == 0 {
+		return 0 // no stored operation has it
+	}
+	return seq - 1
+}
+
 // WriteResult is the outcome of an index or delete.
 type WriteResult struct {
 	Index   string
@@ -176,6 +188,9 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
 		return WriteResult{}, err
 	}
+	if ix.partitionedUnrequired {
+		return WriteResult{}, partitionedRoutingError(ix.name)
+	}
 	if err := ix.requireRouting(id, routingValue); err != nil {
 		return WriteResult{}, err
 	}
@@ -204,7 +219,7 @@ func (s *Service) IndexDoc(target, id, routingValue string, source []byte, o Wri
 		return WriteResult{}, err
 	}
 	ix.deletes.put(id, r.Shard, 0)
-	res.Version, res.SeqNo, res.Shard = version, r.Seq, r.Shard
+	res.Version, res.SeqNo, res.Shard = version, opSeqNo(r.Seq), r.Shard
 	return res, nil
 }
 
@@ -248,7 +263,7 @@ func (s *Service) DeleteDoc(target, id, routingValue string) (WriteResult, error
 	if _, recent := ix.deletes.version(id, r.Shard); found || !recent {
 		ix.deletes.put(id, r.Shard, res.Version)
 	}
-	res.SeqNo, res.Shard = r.Seq, r.Shard
+	res.SeqNo, res.Shard = opSeqNo(r.Seq), r.Shard
 	return res, nil
 }
 
@@ -280,6 +295,23 @@ func routingRequiredBy(mappings json.RawMessage) bool {
 		} `json:"_routing"`
 	}
 	return len(mappings) != 0 && json.Unmarshal(mappings, &m) == nil && m.Routing.Required
+}
+
+// partitionedUnrequired reports a partitioned index (routing_partition_size
+// other than 1) whose mappings do not set _routing.required.
+func partitionedUnrequired(m *IndexMeta) bool {
+	return m.Settings[SettingPartitionSize] != "" && m.Settings[SettingPartitionSize] != "1" && !routingRequiredBy(m.Mappings)
+}
+
+// partitionedRoutingError is DocumentMapper's refusal of a partitioned
+// index's mapping that does not require routing ("mapping type [_doc] must
+// have routing required for partitioned index [...]", an
+// IllegalArgumentException). OpenSearch checks it when the mapping is
+// made: at creation when mappings are given, else when the first
+// document's dynamic mapping is, so that every write to such an index
+// fails with it.
+func partitionedRoutingError(index string) *Error {
+	return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "mapping type [_doc] must have routing required for partitioned index [%s]", index)
 }
 
 // requireRouting is OpenSearch's RoutingMissingException for a document
@@ -332,5 +364,77 @@ func (ix *Index) shardOf(id, routingValue string) routing.ShardID {
 func toDoc(index string, d storage.Doc, t *routing.Table) Doc {
 	v, src := decodeSource(d.Source)
 	_, shard := t.Route(d.ID, d.Routing)
-	return Doc{Index: index, ID: d.ID, Routing: d.Routing, Version: v, SeqNo: d.Seq, Shard: shard, Source: src}
+	return Doc{Index: index, ID: d.ID, Routing: d.Routing, Version: v, SeqNo: opSeqNo(d.Seq), Shard: shard, Source: src}
+}
+
+// UpdateFunc computes a document's new source from its current one
+// (found false: there is none). noop true leaves the document as it is;
+// an error refuses the update.
+type UpdateFunc func(current []byte, found bool) (next []byte, noop bool, err error)
+
+// UpdateDoc is a partial update (_update): it reads the document and
+// writes what f makes of it under the document's lock, so no write to
+// the same _id comes between the read and the write. A document f
+// creates answers created (201), one it changes updated, one it leaves
+// noop (200, its version and sequence number unchanged). A cluster's
+// primary does not take the read and the write as one step, so a
+// cluster refuses the update.
+func (s *Service) UpdateDoc(target, id, routingValue string, f UpdateFunc) (WriteResult, []byte, error) {
+	if err := validateID(target, id); err != nil {
+		return WriteResult{}, nil, err
+	}
+	if s.cl != nil {
+		return WriteResult{}, nil, newErr(TypeIllegalArgument, http.StatusBadRequest, target,
+			"_update is not supported by shardsplit in cluster mode; use index")
+	}
+	ix, aliasRouting, err := s.writeTarget(target, mayCreate)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	if routingValue, err = resolveIndexRouting(target, aliasRouting, routingValue); err != nil {
+		return WriteResult{}, nil, err
+	}
+	if ix.partitionedUnrequired {
+		return WriteResult{}, nil, partitionedRoutingError(ix.name)
+	}
+	if err := ix.requireRouting(id, routingValue); err != nil {
+		return WriteResult{}, nil, err
+	}
+	mu := ix.lockFor(id)
+	mu.Lock()
+	defer mu.Unlock()
+	prev, found, err := ix.router.Get(id, routingValue)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	var pv int64
+	var cur []byte
+	if found {
+		pv, cur = decodeSource(prev.Source)
+	}
+	next, noop, err := f(cur, found)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	res := WriteResult{Index: ix.name, ID: id, Routing: routingValue}
+	if noop && found {
+		_, shard := ix.node.Table().Route(id, routingValue)
+		res.Result, res.Status, res.Version, res.SeqNo, res.Shard = "noop", http.StatusOK, pv, opSeqNo(prev.Seq), shard
+		return res, cur, nil
+	}
+	version := int64(1)
+	res.Result, res.Status = "created", http.StatusCreated
+	if found {
+		version = pv + 1
+		res.Result, res.Status = "updated", http.StatusOK
+	} else if dv, ok := ix.deletes.version(id, ix.shardOf(id, routingValue)); ok {
+		version = dv + 1
+	}
+	r, err := ix.router.Index(id, routingValue, encodeSource(version, next))
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	ix.deletes.put(id, r.Shard, 0)
+	res.Version, res.SeqNo, res.Shard = version, opSeqNo(r.Seq), r.Shard
+	return res, next, nil
 }

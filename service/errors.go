@@ -127,7 +127,11 @@ func AsError(err error) *Error {
 	}
 	var sb *BlockError
 	if errors.As(err, &sb) {
-		return &Error{Type: TypeClusterBlock, Status: http.StatusForbidden, Reason: sb.Error(), cause: err}
+		status := http.StatusForbidden
+		if sb.Status != 0 {
+			status = sb.Status
+		}
+		return &Error{Type: TypeClusterBlock, Status: status, Reason: sb.Error(), cause: err}
 	}
 	var be *baseline.BlockError
 	if errors.As(err, &be) {

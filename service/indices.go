@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -91,6 +92,9 @@ func (s *Service) CreateIndex(req CreateRequest) (*IndexMeta, error) {
 	if t.Settings().PartitionSize != 1 {
 		m.Settings[SettingPartitionSize] = strconv.Itoa(t.Settings().PartitionSize)
 	}
+	if hasMappings(m.Mappings) && partitionedUnrequired(m) {
+		return nil, partitionedRoutingError(m.Name)
+	}
 	for a := range req.Aliases {
 		if err := validateAliasName(a); err != nil {
 			return nil, err
@@ -155,9 +159,35 @@ func (s *Service) checkNewNameLocked(name string) error {
 	return nil
 }
 
+// validateAliasName is AliasValidator.validateAliasStandalone's name
+// check: MetadataCreateIndexService.validateIndexOrAliasName with
+// InvalidAliasNameException. Unlike an index name (validateIndexName adds
+// "must be lowercase"), an alias name may hold capitals.
+// hasMappings reports mappings that define something (not absent, not {}).
+func hasMappings(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return len(raw) > 0 && json.Unmarshal(raw, &m) == nil && len(m) > 0
+}
+
 func validateAliasName(alias string) error {
-	if alias == "" || alias[0] == '_' || alias[0] == '-' || alias[0] == '+' || strings.ContainsAny(alias, "\\/*?\"<>| ,#:") || strings.ToLower(alias) != alias {
-		return newErr(TypeInvalidIndexName, http.StatusBadRequest, alias, "Invalid alias name [%s]: not a valid index name", alias)
+	bad := func(desc string) error {
+		return newErr(TypeInvalidAliasName, http.StatusBadRequest, alias, "Invalid alias name [%s], %s", alias, desc)
+	}
+	switch {
+	case alias == "":
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "alias name is required")
+	case strings.ContainsAny(alias, "\\/*?\"<>| ,"):
+		return bad("must not contain the following characters [ , \", *, \\, <, |, ,, >, /, ?]")
+	case strings.Contains(alias, "#"):
+		return bad("must not contain '#'")
+	case strings.Contains(alias, ":"):
+		return bad("must not contain ':'")
+	case alias[0] == '_' || alias[0] == '-' || alias[0] == '+':
+		return bad("must not start with '_', '-', or '+'")
+	case len(alias) > maxIndexNameBytes:
+		return bad(fmt.Sprintf("index name is too long, (%d > %d)", len(alias), maxIndexNameBytes))
+	case alias == "." || alias == "..":
+		return bad("must not be '.' or '..'")
 	}
 	return nil
 }
@@ -177,14 +207,18 @@ func (s *Service) DeleteIndex(expr string, o IndicesOptions) error {
 	// Every index's blocks first: a refused delete deletes none of them.
 	for _, name := range names {
 		if m, ok := s.Meta(name); ok {
-			if err := blocksOf(m.Settings).metadataError(name); err != nil {
+			if err := blocksOf(m.Settings).deleteError(name); err != nil {
 				return err
 			}
 		}
 	}
 	for _, name := range names {
 		if ix, ok := s.index(name); ok {
-			if err := s.checkMetadataBlock(name); err != nil {
+			m, ok := s.Meta(name)
+			if !ok {
+				return indexNotFound(name)
+			}
+			if err := blocksOf(m.Settings).deleteError(name); err != nil {
 				return err
 			}
 			ix.stopSplit()
@@ -542,6 +576,13 @@ func (s *Service) GetSettings(name string) (map[string]string, error) {
 	for k, v := range m.Settings {
 		out[k] = v
 	}
+	// OpenSearch consumes index.number_of_routing_shards at creation
+	// (MetadataCreateIndexService removes it from the settings, "it's
+	// temporary and is only relevant once we create the index") and keeps
+	// it as the metadata's routing_num_shards; shardsplit keeps it among
+	// the stored settings for the routing table, and shows it where
+	// OpenSearch does: _cluster/state's routing_num_shards.
+	delete(out, SettingRoutingShards)
 	out["index.uuid"] = m.UUID
 	out["index.creation_date"] = strconv.FormatInt(m.Created, 10)
 	out["index.provided_name"] = m.Name
@@ -614,7 +655,7 @@ func (s *Service) PutSettings(expr string, set FlatSettings, o IndicesOptions) e
 		onlyBlocks = onlyBlocks && blockSetting(k)
 	}
 	for _, n := range names {
-		if b := blocksOf(s.st.Indices[n].Settings); !onlyBlocks && (b.Metadata || b.ReadOnly) {
+		if b := blocksOf(s.st.Indices[n].Settings); !onlyBlocks && (b.Metadata || b.ReadOnly || b.ReadOnlyAllowDelete) {
 			return b.metadataError(n)
 		}
 	}

@@ -93,6 +93,11 @@ type state struct {
 	ClusterUUID string                `json:"cluster_uuid"`
 	NodeID      string                `json:"node_id"`
 	Indices     map[string]*IndexMeta `json:"indices"`
+	// LastTask is the number of the last task this node started, kept
+	// across restarts so that a task id ("<node id>:<number>") names one
+	// task only: a client polling a task from before a restart never reads
+	// another's result.
+	LastTask int64 `json:"last_task,omitempty"`
 }
 
 func (st *state) clone() *state {
@@ -146,6 +151,10 @@ type Index struct {
 	// operation without a routing value is refused (the mappings do not
 	// change after the index is made).
 	routingRequired bool
+	// partitionedUnrequired is a partitioned index (routing_partition_size
+	// > 1) whose mappings do not require routing: every document write is
+	// refused (partitionedRoutingError).
+	partitionedUnrequired bool
 
 	splitMu sync.Mutex // guards split and closing
 	split   *Task      // the running in-place split or merge, if any
@@ -345,7 +354,8 @@ func (s *Service) openIndex(m *IndexMeta, initial *routing.Table) (*Index, error
 		s.log.Info("recovered "+d.Kind.String(), zap.String("index", m.Name), zap.Any("sources", d.Sources), zap.Any("targets", d.Targets),
 			zap.Stringer("action", d.Action), zap.String("why", d.Why))
 	}
-	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
+	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: dir, node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings),
+		partitionedUnrequired: partitionedUnrequired(m)}
 	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
 	ix.router = s.newRouter(n)
 	if err := ix.applyBlocks(m); err != nil {
@@ -380,7 +390,8 @@ func (s *Service) openBuilt(m *IndexMeta, eng *storage.Engine, tab *routing.Tabl
 		_ = n.Close()
 		return nil, fmt.Errorf("service: new index %s has a split journal", m.Name)
 	}
-	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings)}
+	ix := &Index{svc: s, name: m.Name, uuid: m.UUID, dir: s.indexDir(m.UUID), node: n, journal: j, routingRequired: routingRequiredBy(m.Mappings),
+		partitionedUnrequired: partitionedUnrequired(m)}
 	ix.driver = splitter.NewDriver(n, s.driverConfig(ix))
 	ix.router = s.newRouter(n)
 	if err := ix.applyBlocks(m); err != nil {

@@ -24,7 +24,11 @@ const (
 	SettingBlockReadOnly = "index.blocks.read_only"
 	SettingBlockRead     = "index.blocks.read"
 	SettingBlockMetadata = "index.blocks.metadata"
-	allocationPrefix     = "index.routing.allocation."
+	// SettingBlockReadOnlyAllowDelete is the flood-stage block: OpenSearch's
+	// disk threshold decider sets it when a node's disk passes the flood
+	// stage watermark; a user may set or clear it too.
+	SettingBlockReadOnlyAllowDelete = "index.blocks.read_only_allow_delete"
+	allocationPrefix                = "index.routing.allocation."
 )
 
 type settingKind uint8
@@ -160,17 +164,18 @@ func parseTimeValue(sValue, setting string) (int64, time.Duration, error) {
 }
 
 var settingSpecs = map[string]settingSpec{
-	SettingShards:             {kindStatic, parseIntMin(1)},
-	SettingRoutingShards:      {kindFinal, parseIntMin(1)},
-	SettingPartitionSize:      {kindStatic, parseIntMin(1)},
-	SettingReplicas:           {kindDynamic, parseIntMin(0)},
-	SettingMode:               {kindStatic, parseMode},
-	SettingBlockWrite:         {kindDynamic, parseBool},
-	SettingBlockReadOnly:      {kindDynamic, parseBool},
-	SettingBlockRead:          {kindDynamic, parseBool},
-	SettingBlockMetadata:      {kindDynamic, parseBool},
-	"index.refresh_interval":  {kindDynamic, parseTimeMinMinusOneMs},
-	"index.max_result_window": {kindDynamic, parseIntMin(1)},
+	SettingShards:                   {kindStatic, parseIntMin(1)},
+	SettingRoutingShards:            {kindFinal, parseIntMin(1)},
+	SettingPartitionSize:            {kindStatic, parseIntMin(1)},
+	SettingReplicas:                 {kindDynamic, parseIntMin(0)},
+	SettingMode:                     {kindStatic, parseMode},
+	SettingBlockWrite:               {kindDynamic, parseBool},
+	SettingBlockReadOnly:            {kindDynamic, parseBool},
+	SettingBlockRead:                {kindDynamic, parseBool},
+	SettingBlockMetadata:            {kindDynamic, parseBool},
+	SettingBlockReadOnlyAllowDelete: {kindDynamic, parseBool},
+	"index.refresh_interval":        {kindDynamic, parseTimeMinMinusOneMs},
+	"index.max_result_window":       {kindDynamic, parseIntMin(1)},
 	// How long a replica of a node that left waits for it (cluster mode:
 	// cluster.SettingDelayedTimeout; a single node has no replicas).
 	"index.unassigned.node_left.delayed_timeout": {kindDynamic, parseTimeMin0},
@@ -350,21 +355,43 @@ func checkShardLimit(st *state, add int64) error {
 }
 
 // Blocks are an index's blocks.
-type Blocks struct{ Write, ReadOnly, Read, Metadata bool }
+type Blocks struct{ Write, ReadOnly, Read, Metadata, ReadOnlyAllowDelete bool }
 
 func blocksOf(m map[string]string) Blocks {
 	return Blocks{Write: m[SettingBlockWrite] == "true", ReadOnly: m[SettingBlockReadOnly] == "true",
-		Read: m[SettingBlockRead] == "true", Metadata: m[SettingBlockMetadata] == "true"}
+		Read: m[SettingBlockRead] == "true", Metadata: m[SettingBlockMetadata] == "true",
+		ReadOnlyAllowDelete: m[SettingBlockReadOnlyAllowDelete] == "true"}
 }
 
 // BlockError is OpenSearch's cluster_block_exception.
 type BlockError struct {
 	Index  string
 	Blocks []string // e.g. "FORBIDDEN/8/index write (api)"
+	// Status is ClusterBlockException.status(): the highest of its
+	// blocks' statuses (0: 403, every API block's).
+	Status int
 }
 
 func (e *BlockError) Error() string {
 	return fmt.Sprintf("index [%s] blocked by: [%s];", e.Index, strings.Join(e.Blocks, ", "))
+}
+
+// floodStageBlock is IndexMetadata.INDEX_READ_ONLY_ALLOW_DELETE_BLOCK's
+// description: id 12, status TOO_MANY_REQUESTS, levels WRITE and
+// METADATA_WRITE, allowing the index's delete.
+const floodStageBlock = "TOO_MANY_REQUESTS/12/disk usage exceeded flood-stage watermark, index has read-only-allow-delete block"
+
+// blockError lists blocks as ClusterBlocks.indexBlockedException does,
+// with the status the flood-stage block raises to 429.
+func (b Blocks) blockError(index string, names []string) error {
+	if names == nil {
+		return nil
+	}
+	e := &BlockError{Index: index, Blocks: names}
+	if b.ReadOnlyAllowDelete {
+		e.Status = http.StatusTooManyRequests
+	}
+	return e
 }
 
 func (b Blocks) writeError(index string) error {
@@ -375,10 +402,10 @@ func (b Blocks) writeError(index string) error {
 	if b.Write {
 		names = append(names, "FORBIDDEN/8/index write (api)")
 	}
-	if names == nil {
-		return nil
+	if b.ReadOnlyAllowDelete {
+		names = append(names, floodStageBlock)
 	}
-	return &BlockError{Index: index, Blocks: names}
+	return b.blockError(index, names)
 }
 
 func (b Blocks) readError(index string) error {
@@ -396,10 +423,18 @@ func (b Blocks) metadataError(index string) error {
 	if b.Metadata {
 		names = append(names, "FORBIDDEN/9/index metadata (api)")
 	}
-	if names == nil {
-		return nil
+	if b.ReadOnlyAllowDelete {
+		names = append(names, floodStageBlock)
 	}
-	return &BlockError{Index: index, Blocks: names}
+	return b.blockError(index, names)
+}
+
+// deleteError is metadataError for an index's delete, which a block that
+// allows releasing resources (the flood-stage block) does not stop
+// (ClusterBlocks.indicesAllowReleaseResources).
+func (b Blocks) deleteError(index string) error {
+	b.ReadOnlyAllowDelete = false
+	return b.metadataError(index)
 }
 
 // NestedSettings turns flat settings into OpenSearch's nested form

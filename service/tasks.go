@@ -193,7 +193,10 @@ func (s *Service) startTask(ix *Index, req taskRequest, plan splitter.Plan, chec
 			return nil, err
 		}
 	}
-	task := s.newTask(ix, req)
+	task, err := s.newTask(ix, req)
+	if err != nil {
+		return nil, err
+	}
 	task.op = ix.driver.Start(plan)
 	if err := s.launch(task); err != nil {
 		return nil, err
@@ -210,15 +213,26 @@ func (ix *Index) busyErr(run *Task) *Error {
 }
 
 // newTask returns a task of ix with the next id; launch registers it.
-func (s *Service) newTask(ix *Index, req taskRequest) *Task {
+// A single node's task numbers continue across restarts: the number is
+// written to the metadata before the task exists (a cluster's tasks live
+// with their node's process).
+func (s *Service) newTask(ix *Index, req taskRequest) (*Task, error) {
 	node := s.NodeID()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.tasks.mu.Lock()
 	defer s.tasks.mu.Unlock()
-	s.tasks.next++
-	task := &Task{Num: s.tasks.next, Node: node, Start: time.Now(), req: req, ix: ix,
+	num := max(s.tasks.next, s.st.LastTask) + 1
+	if s.cl == nil {
+		if err := s.update(func(st *state) error { st.LastTask = num; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	s.tasks.next = num
+	task := &Task{Num: num, Node: node, Start: time.Now(), req: req, ix: ix,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	task.ID = task.Node + ":" + strconv.FormatInt(task.Num, 10)
-	return task
+	return task, nil
 }
 
 // driverConfig is the splitter configuration of an index's operations.

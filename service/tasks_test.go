@@ -451,3 +451,46 @@ func TestCancelAtEveryIntent(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskIDsNotReusedAfterRestart: a task id names one task: after a
+// restart on the same data directory the node's next task takes a number
+// above every one it gave before, so a client polling a task from before
+// the restart is told it is unknown, never shown another split's result.
+func TestTaskIDsNotReusedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateIndex(CreateRequest{Name: "ix", Settings: FlatSettings{SettingShards: str("2"), SettingReplicas: str("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.StartSplit(SplitRequest{Index: "ix", Shard: 0, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	second, err := s.StartSplit(SplitRequest{Index: "ix", Shard: 1, Ways: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if second.ID == first.ID || second.Num <= first.Num {
+		t.Fatalf("the task after the restart is %s, the one before %s", second.ID, first.ID)
+	}
+	if _, err := s.Task(first.ID); err == nil || AsError(err).Status != 404 {
+		t.Fatalf("the task from before the restart: %v, want 404", err)
+	}
+}

@@ -15,7 +15,7 @@ j PUT '/lab1/_doc/user-42?refresh=true' '{"user":"user-42"}'
 ss=$(j POST '/lab1/_search_shards?routing=user-42')
 echo "$ss"
 check "_search_shards?routing=user-42: shard" "$(echo "$ss" | field shard)" 2
-check "number_of_routing_shards" "$(j GET /lab1/_settings | field number_of_routing_shards)" 1024
+check "routing_num_shards" "$(j GET /_cluster/state/metadata/lab1 | field routing_num_shards)" 1024
 curl -sS "$ES/_cat/shards/lab1?v&h=index,shard,state,docs"
 check "documents on shard 2" "$(curl -sS "$ES/_cat/shards/lab1?h=shard,docs" | awk '$1==2{print $2}')" 1
 check "user-42 found where routing says" "$(j GET '/lab1/_doc/user-42?routing=user-42' | field found)" true

@@ -6,10 +6,10 @@ source "$(dirname "$0")/common.sh"
 
 for i in lab3 lab3-default; do j DELETE "/$i" >/dev/null; done
 # R = N = 8 so that P consecutive routing slots are P different shards.
-j PUT /lab3 '{"settings":{"number_of_shards":8,"number_of_routing_shards":8,"index.routing_partition_size":3,"number_of_replicas":0}}'
+j PUT /lab3 '{"settings":{"number_of_shards":8,"number_of_routing_shards":8,"index.routing_partition_size":3,"number_of_replicas":0},"mappings":{"_routing":{"required":true}}}'
 # The default R (1024 for 8 shards): P consecutive slots are almost always
 # in one shard (OpenSearch #17472: partitions collapse).
-j PUT /lab3-default '{"settings":{"number_of_shards":8,"index.routing_partition_size":3,"number_of_replicas":0}}'
+j PUT /lab3-default '{"settings":{"number_of_shards":8,"index.routing_partition_size":3,"number_of_replicas":0},"mappings":{"_routing":{"required":true}}}'
 for idx in lab3 lab3-default; do
   bulk=""
   for t in a b c d; do

@@ -461,3 +461,60 @@ func TestAfterABlockAWriteIsAcknowledgedOnlyOnceEveryFollowerHasIt(t *testing.T)
 		t.Fatalf("write result %+v, want acknowledged once the follower has it", *res)
 	}
 }
+
+// A child replica hears both its parent's stream (until the hand-off) and
+// its own primary's (after it), in one term: the parent's term. An
+// operation the retired parent sent before the hand-off may arrive after
+// the child primary's first request (which undid what the child replica
+// held above the child primary's checkpoint). Applied then, it takes a
+// sequence number the child primary assigns to another write, and the
+// child replica acknowledges that write without holding it.
+func TestAChildReplicaTakesNoParentOperationAfterItsOwnPrimarysFirstRequest(t *testing.T) {
+	g := newGroup(t, 5, "n1", "n2")
+	cp := g.follow("n1", "cp", 0, 1<<32)
+	g.follow("n1", "cr", 0, 1<<32)
+	p := g.copies["n1"]
+	g.write("n1", "a", "v1")
+	g.run(3)
+	if cp.LocalCheckpoint() != 0 || g.followers["cr"].LocalCheckpoint() != 0 {
+		t.Fatalf("followers at %d, %d; want 0", cp.LocalCheckpoint(), g.followers["cr"].LocalCheckpoint())
+	}
+	// The parent's next operation reaches neither follower yet: lost on
+	// its way to the child primary, late on its way to the child replica.
+	g.write("n1", "b", "parent's")
+	var late []envelope
+	g.queue = slices.DeleteFunc(g.queue, func(e envelope) bool {
+		if e.from == "n1" && e.kind == KindReplicate && (e.to == "cp" || e.to == "cr") {
+			if e.to == "cr" {
+				late = append(late, e)
+			}
+			return true
+		}
+		return false
+	})
+	// The hand-off commits: the parent retires, the child primary acts
+	// as its shard's primary in the parent's term.
+	p.Retire()
+	delete(g.copies, "n1")
+	delete(g.copies, "n2")
+	cr := g.followers["cr"]
+	g.copies["cp"], g.copies["cr"] = cp, cr
+	delete(g.followers, "cp")
+	delete(g.followers, "cr")
+	cp.Promote(1)
+	g.inSync = []string{"a-cp", "a-cr"}
+	g.updateGroup("cp")
+	g.run(2) // the child primary's first requests reach the child replica
+	for _, e := range late {
+		g.deliver(e)
+	}
+	res := g.write("cp", "c", "child's")
+	g.run(4)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("the child primary's write: %+v", *res)
+	}
+	if v, ok := g.value("cr", "c"); !ok || v != "child's" {
+		t.Fatalf("the child replica acknowledged c (lcp %d) without holding it: c = %q, %v; b = %q",
+			cr.LocalCheckpoint(), v, ok, func() string { v, _ := g.value("cr", "b"); return v }())
+	}
+}

@@ -203,6 +203,12 @@ type Copy struct {
 	// handed off, writes fail with ErrHandedOff.
 	blocked, followersAck, retired bool
 	held                           []queuedWrite
+	// ownStream: a child of a split heard its own shard's primary (the
+	// split handed off). From then on it takes nothing of its parent's
+	// stream: a late operation of the retired parent, in the same term,
+	// would take a sequence number its own primary assigns to another
+	// write.
+	ownStream bool
 }
 
 // AddLease retains the history from seq on under id until RemoveLease (a
@@ -833,6 +839,15 @@ func (c *Copy) trimHistory() {
 // applies every request queued since, in one durable batch (a replica's
 // group commit), and answers each primary with the local checkpoint.
 func (c *Copy) OnReplicate(from string, r replicateRequest) {
+	if c.cfg.Follow != nil {
+		if r.Shard != c.cfg.Shard {
+			if c.ownStream {
+				return // the retired parent's, sent before the hand-off
+			}
+		} else {
+			c.ownStream = true
+		}
+	}
 	if r.Term < c.term {
 		c.env.Send(from, KindResponse, replicateResponse{Shard: r.Shard, From: c.cfg.AllocationID, Term: c.term,
 			StaleTerm: true, LCP: c.store.LocalCheckpoint()})

@@ -392,3 +392,59 @@ func TestAParentThatCannotHearTheManagerUnblocksItsWrites(t *testing.T) {
 	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
 	t.Logf("%d writes acknowledged, %d failed %v; handed off %v", len(l.acked), l.failed, l.errs, w.handedOff("logs"))
 }
+
+// TestASearchThatReachesTheRetiredParentAnswersFromTheChildren: a node
+// whose cluster state predates the hand-off searches the parent; the
+// retired parent refuses with a retry, and once the node has the new state
+// the search answers from the children, every document once.
+func TestASearchThatReachesTheRetiredParentAnswersFromTheChildren(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	const docs = 12
+	for i := range docs {
+		if a := w.index("n1", "logs", fmt.Sprint("d", i), "v"); a.err != nil {
+			t.Fatalf("index d%d: %v", i, a.err)
+		}
+	}
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	w.runUntil(600, "every child copy in sync", func() bool {
+		for _, wn := range w.live() {
+			sp, ok := wn.n.State().Indices["logs"].Splits[0]
+			if !ok || sp.Phase != cluster.SplitReady {
+				return false
+			}
+		}
+		return true
+	})
+	parent := parentPrimaryNode(w)
+	coord := ""
+	for _, name := range w.names {
+		if name != parent && name != leaderNode(w) {
+			coord = name
+		}
+	}
+	if coord == "" {
+		t.Fatal("no node is neither the leader nor the parent's")
+	}
+	w.deaf = map[string]bool{coord: true}
+	w.runUntil(200, "the hand-off applied on the parent's node", func() bool {
+		_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
+		return ok
+	})
+	type answer struct {
+		res SearchResult
+		err error
+	}
+	var got *answer
+	w.nodes[coord].n.Search("logs", nil, 100, func(r SearchResult, err error) { got = &answer{r, err} })
+	for range 5 {
+		w.round()
+	}
+	w.deaf = nil
+	w.runUntil(400, "the search answered", func() bool { return got != nil })
+	if got.err != nil || got.res.Total != docs || len(got.res.Docs) != docs {
+		t.Fatalf("search across the hand-off: total %d, %d docs, err %v; want %d", got.res.Total, len(got.res.Docs), got.err, docs)
+	}
+}

@@ -518,3 +518,55 @@ func TestAChildReplicaTakesNoParentOperationAfterItsOwnPrimarysFirstRequest(t *t
 			cr.LocalCheckpoint(), v, ok, func() string { v, _ := g.value("cr", "b"); return v }())
 	}
 }
+
+// A hand-off that commits after the parent gave up waiting for it (its
+// writes unblocked) finds the child copies unequal: one holds an
+// operation its sibling, the child primary, never got. The parent's
+// global checkpoint covers that operation (the parent's own copies hold
+// it), but no child copy may take it as its own: the child primary's first
+// request must undo it there, or it takes the sequence number of a write
+// the child primary acknowledges.
+func TestAChildCopyTakesNoGlobalCheckpointItsSiblingsMayNotHold(t *testing.T) {
+	g := newGroup(t, 6, "n1", "n2")
+	cp := g.follow("n1", "cp", 0, 1<<32)
+	cr := g.follow("n1", "cr", 0, 1<<32)
+	p := g.copies["n1"]
+	g.write("n1", "a", "v1")
+	g.run(3)
+	p.BlockWrites()
+	g.run(2)
+	if _, maxSeq, ok := p.HandoffReady(); !ok || maxSeq != 0 {
+		t.Fatalf("HandoffReady = %d, %v; want 0, true", maxSeq, ok)
+	}
+	// The hand-off is proposed but not committed in time: writes go on,
+	// and the child primary's node hears none of them.
+	p.Unblock()
+	g.down["cp"] = true
+	g.write("n1", "b", "parent's")
+	g.run(3)
+	if cr.LocalCheckpoint() != 1 || cp.LocalCheckpoint() != 0 || cr.GlobalCheckpoint() < 0 {
+		t.Fatalf("child replica at %d (gcp %d), child primary at %d; want 1, 0", cr.LocalCheckpoint(), cr.GlobalCheckpoint(), cp.LocalCheckpoint())
+	}
+	g.down["cp"] = false
+	g.queue = slices.DeleteFunc(g.queue, func(e envelope) bool { return e.to == "cp" || e.from == "cp" })
+	// The hand-off commits.
+	p.Retire()
+	delete(g.copies, "n1")
+	delete(g.copies, "n2")
+	g.copies["cp"], g.copies["cr"] = cp, cr
+	delete(g.followers, "cp")
+	delete(g.followers, "cr")
+	cp.Promote(1)
+	g.inSync = []string{"a-cp", "a-cr"}
+	g.updateGroup("cp")
+	g.run(2)
+	res := g.write("cp", "c", "child's")
+	g.run(4)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("the child primary's write: %+v", *res)
+	}
+	if v, ok := g.value("cr", "c"); !ok || v != "child's" {
+		t.Fatalf("the child replica acknowledged c (lcp %d, gcp %d) without holding it: c = %q, %v",
+			cr.LocalCheckpoint(), cr.GlobalCheckpoint(), v, ok)
+	}
+}

@@ -240,6 +240,7 @@ func (n *Node) removeCopy(k copyKey, why string) {
 	lc := n.copies[k]
 	n.log.Info("removing a shard copy", zap.String("index", k.index), zap.Int("shard", int(k.shard)),
 		zap.String("allocation_id", lc.aid), zap.String("why", why))
+	n.endFollowedSplit(lc.aid)
 	if err := lc.close(); err != nil {
 		n.log.Warn("close a removed copy", zap.Error(err))
 	}

@@ -337,6 +337,10 @@ type SearchResult struct {
 	Shard []routing.ShardID
 }
 
+// errSearchRestarted ends a search's shard request whose shard handed off:
+// the search began again over the children.
+var errSearchRestarted = errors.New("clusternode: the shard handed off; the search started again")
+
 // Search returns up to size matching documents of every shard of an index,
 // and their total, from each shard's primary; query is what the node's
 // Matcher reads (nil: match all).
@@ -358,6 +362,16 @@ func (n *Node) Search(index string, query json.RawMessage, size int, done func(S
 			im := st.Indices[index]
 			if im == nil {
 				return "", &IndexNotFoundError{Index: index}
+			}
+			if _, handed := im.Handoffs[shard]; handed {
+				// The shard split and handed its ranges off: no primary
+				// of it will come back. The search starts again over
+				// the shards this state serves, once.
+				if !failed {
+					failed = true
+					n.Search(index, query, size, done)
+				}
+				return "", errSearchRestarted
 			}
 			node := primaryNode(im, shard)
 			if node != "" {

@@ -299,3 +299,32 @@ func (n *Node) driveHandoff(k copyKey, plc *localCopy, im *cluster.IndexMeta, sp
 			}
 		})
 }
+
+// endFollowedSplit ends the streams of the split whose child copy aid (a
+// child primary, built beside its parent's primary) is removed here: a
+// removed child copy means its split ended (cancelled, or handed off), so
+// the parent primary stops following every child copy of it. tickSplits
+// does so when the split is gone from the state, but a cancel and a new
+// split of the same shard (the same child ids) applied before the node
+// ticks look like one split there, and the cancelled split's copies, which
+// never answer again, would keep the new one's hand-off from ever being
+// ready. No copy of a new split follows the parent yet: its child
+// primaries are built after this removal, and its replicas recover only
+// from them.
+func (n *Node) endFollowedSplit(aid string) {
+	for _, k := range n.sortedCopies() {
+		plc := n.copies[k]
+		if plc.c == nil || !plc.c.IsPrimary() {
+			continue
+		}
+		following := plc.c.Followers()
+		if _, ok := following[aid]; !ok {
+			continue
+		}
+		for _, f := range sortedKeys(following) {
+			plc.c.StopFollowing(f)
+		}
+		n.log.Info("split ended: the parent stops following its child copies", zap.Int("parent", int(k.shard)),
+			zap.Int("followers", len(following)))
+	}
+}

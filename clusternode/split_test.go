@@ -392,3 +392,100 @@ func TestAParentThatCannotHearTheManagerUnblocksItsWrites(t *testing.T) {
 	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
 	t.Logf("%d writes acknowledged, %d failed %v; handed off %v", len(l.acked), l.failed, l.errs, w.handedOff("logs"))
 }
+
+// TestASearchThatReachesTheRetiredParentAnswersFromTheChildren: a node
+// whose cluster state predates the hand-off searches the parent; the
+// retired parent refuses with a retry, and once the node has the new state
+// the search answers from the children, every document once.
+func TestASearchThatReachesTheRetiredParentAnswersFromTheChildren(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	const docs = 12
+	for i := range docs {
+		if a := w.index("n1", "logs", fmt.Sprint("d", i), "v"); a.err != nil {
+			t.Fatalf("index d%d: %v", i, a.err)
+		}
+	}
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	w.runUntil(600, "every child copy in sync", func() bool {
+		for _, wn := range w.live() {
+			sp, ok := wn.n.State().Indices["logs"].Splits[0]
+			if !ok || sp.Phase != cluster.SplitReady {
+				return false
+			}
+		}
+		return true
+	})
+	parent := parentPrimaryNode(w)
+	coord := ""
+	for _, name := range w.names {
+		if name != parent && name != leaderNode(w) {
+			coord = name
+		}
+	}
+	if coord == "" {
+		t.Fatal("no node is neither the leader nor the parent's")
+	}
+	w.deaf = map[string]bool{coord: true}
+	w.runUntil(200, "the hand-off applied on the parent's node", func() bool {
+		_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
+		return ok
+	})
+	type answer struct {
+		res SearchResult
+		err error
+	}
+	var got *answer
+	w.nodes[coord].n.Search("logs", nil, 100, func(r SearchResult, err error) { got = &answer{r, err} })
+	for range 5 {
+		w.round()
+	}
+	w.deaf = nil
+	w.runUntil(400, "the search answered", func() bool { return got != nil })
+	if got.err != nil || got.res.Total != docs || len(got.res.Docs) != docs {
+		t.Fatalf("search across the hand-off: total %d, %d docs, err %v; want %d", got.res.Total, len(got.res.Docs), got.err, docs)
+	}
+}
+
+// TestASplitCancelledAndBegunAgainBetweenTwoTicksHandsOff: the parent
+// primary's node applies a cancel and a new split of the same shard (whose
+// children take the same ids) before it ticks again; the first split's
+// child copies are gone, so it must stop streaming to them, and the new
+// split hands off under writes with nothing acknowledged lost.
+func TestASplitCancelledAndBegunAgainBetweenTwoTicksHandsOff(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	l.runWriting(600, "a child replica assigned", func() bool { return childReplicaNode(w) != "" })
+	parent := parentPrimaryNode(w)
+	pn := w.nodes[parent].n
+	im := pn.State().Indices["logs"]
+	pk := copyKey{index: im.UUID, shard: 0}
+	first := len(pn.copies[pk].c.Followers())
+	if first == 0 {
+		t.Fatal("the parent follows no child copy")
+	}
+	var cancelErr, splitErr error
+	cancelled, began := false, false
+	w.nodes["n2"].n.propose(cluster.Task{SplitCancel: &cluster.SplitCancel{Index: "logs", Shard: 0, Reason: "test"}},
+		func(err error) {
+			cancelErr, cancelled = err, true
+			w.nodes["n2"].n.SplitShard("logs", 0, 2, func(err error) { splitErr, began = err, true })
+		})
+	w.round()
+	if !cancelled || cancelErr != nil || !began || splitErr != nil {
+		t.Fatalf("cancel %v %v, split again %v %v in one round", cancelled, cancelErr, began, splitErr)
+	}
+	l.runWriting(1500, "the new split handed off and green", func() bool {
+		return w.handedOff("logs") && w.health("logs") == cluster.Green
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	l.check(w.live()[0].name)
+	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}

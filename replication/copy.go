@@ -203,6 +203,12 @@ type Copy struct {
 	// handed off, writes fail with ErrHandedOff.
 	blocked, followersAck, retired bool
 	held                           []queuedWrite
+	// ownStream: a child of a split heard its own shard's primary (the
+	// split handed off). From then on it takes nothing of its parent's
+	// stream: a late operation of the retired parent, in the same term,
+	// would take a sequence number its own primary assigns to another
+	// write.
+	ownStream bool
 }
 
 // AddLease retains the history from seq on under id until RemoveLease (a
@@ -612,16 +618,21 @@ func (c *Copy) send() {
 		return
 	}
 	lcp := c.store.LocalCheckpoint()
+	fgcp := c.followersGCP(c.tracker.gcp)
 	for _, t := range c.tracker.targets() {
 		p := c.streams[t.aid]
 		if p == nil || p.failed {
 			continue
 		}
+		gcp := c.tracker.gcp
+		if t.follower {
+			gcp = fgcp
+		}
 		acked := max(t.lcp, p.next-1-int64(c.cfg.WindowOps))
 		for p.next <= lcp && p.next-1-acked < int64(c.cfg.WindowOps) || p.trimAbove != nil {
 			to := min(lcp, p.next+int64(c.cfg.BatchOps)-1)
 			req := replicateRequest{Shard: c.cfg.Shard, Target: t.aid, Primary: c.cfg.AllocationID, Term: c.term,
-				GCP: c.tracker.gcp, TrimAbove: p.trimAbove}
+				GCP: gcp, TrimAbove: p.trimAbove}
 			if p.next <= to {
 				err := c.store.History(p.next, to, func(op Op) error {
 					req.Ops = append(req.Ops, op)
@@ -663,6 +674,22 @@ func (c *Copy) fail(aid, reason string) {
 	}
 	markStale := t != nil && t.inSync
 	c.env.FailCopy(c.cfg.Shard, aid, c.term, markStale, reason)
+}
+
+// followersGCP is the global checkpoint a follower is sent: the
+// primary's, but no higher than every follower's local checkpoint. The
+// followers are the copies of the children, which become their shards'
+// groups at the hand-off: a child copy records the global checkpoint as
+// its own (it drops the undo records below it, and a new primary's trim
+// stops there), so it must be one every child copy holds. The primary's
+// covers operations that only its own copies may hold, and a hand-off
+// that commits after the primary unblocked its writes finds the child
+// copies unequal above it.
+func (c *Copy) followersGCP(gcp int64) int64 {
+	for _, t := range c.tracker.followers() {
+		gcp = min(gcp, t.lcp)
+	}
+	return gcp
 }
 
 func (c *Copy) isFollower(aid string) bool {
@@ -772,6 +799,7 @@ func (c *Copy) Tick() {
 		return
 	}
 	lcp := c.store.LocalCheckpoint()
+	fgcp := c.followersGCP(c.gcp)
 	for _, t := range c.tracker.targets() {
 		p := c.streams[t.aid]
 		if p == nil || p.failed {
@@ -780,12 +808,16 @@ func (c *Copy) Tick() {
 		behind := t.lcp < p.next-1 || p.trimAbove != nil
 		if !behind && t.lcp >= lcp {
 			p.heardTick = c.tick
-			if p.sentGCP < c.gcp {
+			gcp := c.gcp
+			if t.follower {
+				gcp = fgcp
+			}
+			if p.sentGCP < gcp {
 				// Idle: carry the global checkpoint alone
 				// (GlobalCheckpointSyncAction).
 				c.env.Send(t.node, KindReplicate, replicateRequest{Shard: c.cfg.Shard, Target: t.aid, Primary: c.cfg.AllocationID,
-					Term: c.term, GCP: c.gcp})
-				p.sentGCP = c.gcp
+					Term: c.term, GCP: gcp})
+				p.sentGCP = gcp
 			}
 			continue
 		}
@@ -833,6 +865,15 @@ func (c *Copy) trimHistory() {
 // applies every request queued since, in one durable batch (a replica's
 // group commit), and answers each primary with the local checkpoint.
 func (c *Copy) OnReplicate(from string, r replicateRequest) {
+	if c.cfg.Follow != nil {
+		if r.Shard != c.cfg.Shard {
+			if c.ownStream {
+				return // the retired parent's, sent before the hand-off
+			}
+		} else {
+			c.ownStream = true
+		}
+	}
 	if r.Term < c.term {
 		c.env.Send(from, KindResponse, replicateResponse{Shard: r.Shard, From: c.cfg.AllocationID, Term: c.term,
 			StaleTerm: true, LCP: c.store.LocalCheckpoint()})

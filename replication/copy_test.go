@@ -461,3 +461,112 @@ func TestAfterABlockAWriteIsAcknowledgedOnlyOnceEveryFollowerHasIt(t *testing.T)
 		t.Fatalf("write result %+v, want acknowledged once the follower has it", *res)
 	}
 }
+
+// A child replica hears both its parent's stream (until the hand-off) and
+// its own primary's (after it), in one term: the parent's term. An
+// operation the retired parent sent before the hand-off may arrive after
+// the child primary's first request (which undid what the child replica
+// held above the child primary's checkpoint). Applied then, it takes a
+// sequence number the child primary assigns to another write, and the
+// child replica acknowledges that write without holding it.
+func TestAChildReplicaTakesNoParentOperationAfterItsOwnPrimarysFirstRequest(t *testing.T) {
+	g := newGroup(t, 5, "n1", "n2")
+	cp := g.follow("n1", "cp", 0, 1<<32)
+	g.follow("n1", "cr", 0, 1<<32)
+	p := g.copies["n1"]
+	g.write("n1", "a", "v1")
+	g.run(3)
+	if cp.LocalCheckpoint() != 0 || g.followers["cr"].LocalCheckpoint() != 0 {
+		t.Fatalf("followers at %d, %d; want 0", cp.LocalCheckpoint(), g.followers["cr"].LocalCheckpoint())
+	}
+	// The parent's next operation reaches neither follower yet: lost on
+	// its way to the child primary, late on its way to the child replica.
+	g.write("n1", "b", "parent's")
+	var late []envelope
+	g.queue = slices.DeleteFunc(g.queue, func(e envelope) bool {
+		if e.from == "n1" && e.kind == KindReplicate && (e.to == "cp" || e.to == "cr") {
+			if e.to == "cr" {
+				late = append(late, e)
+			}
+			return true
+		}
+		return false
+	})
+	// The hand-off commits: the parent retires, the child primary acts
+	// as its shard's primary in the parent's term.
+	p.Retire()
+	delete(g.copies, "n1")
+	delete(g.copies, "n2")
+	cr := g.followers["cr"]
+	g.copies["cp"], g.copies["cr"] = cp, cr
+	delete(g.followers, "cp")
+	delete(g.followers, "cr")
+	cp.Promote(1)
+	g.inSync = []string{"a-cp", "a-cr"}
+	g.updateGroup("cp")
+	g.run(2) // the child primary's first requests reach the child replica
+	for _, e := range late {
+		g.deliver(e)
+	}
+	res := g.write("cp", "c", "child's")
+	g.run(4)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("the child primary's write: %+v", *res)
+	}
+	if v, ok := g.value("cr", "c"); !ok || v != "child's" {
+		t.Fatalf("the child replica acknowledged c (lcp %d) without holding it: c = %q, %v; b = %q",
+			cr.LocalCheckpoint(), v, ok, func() string { v, _ := g.value("cr", "b"); return v }())
+	}
+}
+
+// A hand-off that commits after the parent gave up waiting for it (its
+// writes unblocked) finds the child copies unequal: one holds an
+// operation its sibling, the child primary, never got. The parent's
+// global checkpoint covers that operation (the parent's own copies hold
+// it), but no child copy may take it as its own: the child primary's first
+// request must undo it there, or it takes the sequence number of a write
+// the child primary acknowledges.
+func TestAChildCopyTakesNoGlobalCheckpointItsSiblingsMayNotHold(t *testing.T) {
+	g := newGroup(t, 6, "n1", "n2")
+	cp := g.follow("n1", "cp", 0, 1<<32)
+	cr := g.follow("n1", "cr", 0, 1<<32)
+	p := g.copies["n1"]
+	g.write("n1", "a", "v1")
+	g.run(3)
+	p.BlockWrites()
+	g.run(2)
+	if _, maxSeq, ok := p.HandoffReady(); !ok || maxSeq != 0 {
+		t.Fatalf("HandoffReady = %d, %v; want 0, true", maxSeq, ok)
+	}
+	// The hand-off is proposed but not committed in time: writes go on,
+	// and the child primary's node hears none of them.
+	p.Unblock()
+	g.down["cp"] = true
+	g.write("n1", "b", "parent's")
+	g.run(3)
+	if cr.LocalCheckpoint() != 1 || cp.LocalCheckpoint() != 0 || cr.GlobalCheckpoint() < 0 {
+		t.Fatalf("child replica at %d (gcp %d), child primary at %d; want 1, 0", cr.LocalCheckpoint(), cr.GlobalCheckpoint(), cp.LocalCheckpoint())
+	}
+	g.down["cp"] = false
+	g.queue = slices.DeleteFunc(g.queue, func(e envelope) bool { return e.to == "cp" || e.from == "cp" })
+	// The hand-off commits.
+	p.Retire()
+	delete(g.copies, "n1")
+	delete(g.copies, "n2")
+	g.copies["cp"], g.copies["cr"] = cp, cr
+	delete(g.followers, "cp")
+	delete(g.followers, "cr")
+	cp.Promote(1)
+	g.inSync = []string{"a-cp", "a-cr"}
+	g.updateGroup("cp")
+	g.run(2)
+	res := g.write("cp", "c", "child's")
+	g.run(4)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("the child primary's write: %+v", *res)
+	}
+	if v, ok := g.value("cr", "c"); !ok || v != "child's" {
+		t.Fatalf("the child replica acknowledged c (lcp %d, gcp %d) without holding it: c = %q, %v",
+			cr.LocalCheckpoint(), cr.GlobalCheckpoint(), v, ok)
+	}
+}

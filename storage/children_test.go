@@ -564,3 +564,50 @@ func TestAdoptCheckpointKeepsTheChildsSpanAndTheParentsSequenceNumber(t *testing
 		t.Fatalf("the child does not go on from the parent's sequence number: %v", err)
 	}
 }
+
+// TestAnAdoptedChildNeverUndoesWithItsParentsUndoRecords: a checkpoint of
+// a parent replica's store carries the parent's undo records (outside the
+// history the adoption excises), some of them for documents of the other
+// child. The child's Undo reads only its own: it takes back its own
+// operations, refuses to go below the sequence number it adopted, and no
+// foreign document comes back.
+func TestAnAdoptedChildNeverUndoesWithItsParentsUndoRecords(t *testing.T) {
+	fs := vfs.NewMem()
+	pe := openEngine(t, Options{FS: fs, Dir: "/parent", Layout: LayoutPerShard, Logger: zap.NewNop()})
+	defer pe.Close()
+	p := openShard(t, pe, 0, 0, routing.Span{Start: 0, End: 100})
+	put := func(seq uint64, key routing.Key, id string) LogEntry {
+		return LogEntry{Seq: seq, Op: Op{Kind: OpIndex, Key: key, ID: id, Source: []byte(id)}}
+	}
+	// A replica: every operation above the global checkpoint (none yet)
+	// keeps an undo record, foreign ones (keys below 50) included.
+	if err := p.ApplyReplicated([]LogEntry{put(1, 10, "f1"), put(2, 60, "m1"), {Seq: 3, Op: Op{Kind: OpDelete, Key: 10, ID: "f1"}}, put(4, 20, "f2")}, true); err != nil {
+		t.Fatal(err)
+	}
+	ce := openEngine(t, Options{FS: fs, Dir: "/child", Layout: LayoutPerShard, Logger: zap.NewNop()})
+	defer ce.Close()
+	if _, err := p.Checkpoint(ce.ShardDir(2)); err != nil {
+		t.Fatal(err)
+	}
+	c, seq, err := ce.AdoptCheckpoint(0, 2, 0, routing.Span{Start: 50, End: 100})
+	if err != nil || seq != 4 {
+		t.Fatalf("adopt: seq %d, %v", seq, err)
+	}
+	if err := c.ApplyReplicated([]LogEntry{put(5, 70, "m2"), {Seq: 6, Op: Op{Kind: OpNoop}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Undo(4); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := c.Get(0, 70, "m2"); found || c.Seq() != 4 {
+		t.Fatalf("after Undo(4): m2 found %v, seq %d", found, c.Seq())
+	}
+	if err := c.Undo(0); err == nil {
+		t.Fatal("the child undid operations of its parent's, below the sequence number it adopted")
+	}
+	var ids []string
+	_ = c.Scan(func(d Doc) error { ids = append(ids, d.ID); return nil })
+	if fmt.Sprint(ids) != "[m1]" || c.Seq() != 4 {
+		t.Fatalf("child holds %v at %d, want [m1] at 4", ids, c.Seq())
+	}
+}

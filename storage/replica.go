@@ -144,6 +144,9 @@ func (s *Shard) Undo(seq uint64) error {
 	if err := s.st.applySynced(b); err != nil {
 		return fmt.Errorf("storage: shard %d: undo to %d: %w", s.id, seq, err)
 	}
+	// The batch itself is not recorded: the history stands in for the
+	// memtables again only once a flush holds it.
+	s.st.hist.undone(seq)
 	s.seq.Store(seq)
 	return nil
 }

@@ -206,6 +206,7 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error, resol
 	if b.Indexed() {
 		r = b
 	}
+	entries := make([]LogEntry, 0, len(ops)) // the retained history's (history.go)
 	for _, op := range ops {
 		seq++
 		var removed []routing.Key
@@ -234,11 +235,13 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error, resol
 			lv = logValue(lv, op, seq, dk, removed)
 			_ = b.Set(lk, lv, nil)
 		}
+		entries = append(entries, LogEntry{Seq: seq, Op: op, Removed: removed})
 	}
 	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, seq), nil)
 	if err := s.commitLocked(b); err != nil {
 		return 0, fmt.Errorf("storage: shard %d: commit %d ops: %w", s.id, len(ops), err)
 	}
+	s.st.hist.record(b, entries)
 	s.seq.Store(seq)
 	return seq, nil
 }
@@ -583,6 +586,7 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 	if err != nil {
 		return fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
 	}
+	s.st.hist.record(b, entries)
 	s.seq.Store(last)
 	return nil
 }
@@ -610,6 +614,9 @@ func (s *Shard) RaiseSeq(seq uint64) error {
 	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("storage: shard %d: raise sequence number to %d: %w", s.id, seq, err)
 	}
+	// No operation: a flushed state with or without the raise is the
+	// same operations, and every later one is numbered above it.
+	s.st.hist.record(b, nil)
 	s.seq.Store(seq)
 	return nil
 }

@@ -700,6 +700,19 @@ func (s *Shard) AwaitWriteStallEnd(limit time.Duration, stop <-chan struct{}) (w
 // write stall lasts a flush or a compaction (tens of milliseconds and up).
 const stallPoll = 2 * time.Millisecond
 
+// Flush writes the memtable of the shard's store to a table and waits for
+// it (OpenSearch's flush, which commits the Lucene index): a split's
+// children made after it have every document so far in their tables.
+func (s *Shard) Flush() error {
+	if s.closed.Load() {
+		return ErrShardClosed
+	}
+	if err := s.st.flush(); err != nil {
+		return fmt.Errorf("storage: shard %d: flush: %w", s.id, err)
+	}
+	return nil
+}
+
 // Sync makes every write applied to the shard's store so far durable.
 func (s *Shard) Sync() error {
 	if s.closed.Load() {

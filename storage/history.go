@@ -112,9 +112,13 @@ func (h *unflushed) seeBatchLocked(first, count uint64) {
 }
 
 // record notes a committed batch of the shard's and retains its
-// operations above the last one retained. The caller holds the shard's
-// apply lock, so batches are recorded in commit order. Sources and removed
-// keys are copied: the caller's buffers are its own.
+// operations above the last one retained. A batch with operations is
+// recorded under the shard's apply lock, so operations arrive in commit
+// order; one without (nil entries) changes nothing a child copies (the
+// operation log, undo records, a raised sequence number) and may be
+// recorded from anywhere: batches seen out of order only make a gap
+// appear where there is none. Sources and removed keys are copied: the
+// caller's buffers are its own.
 func (h *unflushed) record(b *pebble.Batch, entries []LogEntry) {
 	first, count := batchSeqs(b)
 	h.mu.Lock()

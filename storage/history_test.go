@@ -217,3 +217,55 @@ func TestANewChildIsSplitFromItsFlushedStateOnceItFlushed(t *testing.T) {
 	}
 	split(true)
 }
+
+// A reopened store's tables hold everything its WAL held (Pebble's open
+// flushes it), and trimming the operation log changes nothing a child
+// copies: a shard split right after its reopen and a cancelled split's
+// trim is split from its flushed state.
+func TestAReopenedShardIsSplitFromItsFlushedState(t *testing.T) {
+	fs := vfs.NewMem()
+	open := func() (*Engine, *Shard) {
+		e := openEngine(t, Options{Dir: "/data", FS: fs, CacheBytes: 8 << 20})
+		return e, openShard(t, e, 2, 2, rootSpan(2))
+	}
+	e, s := open()
+	ids := idsInRoot(2, 200)
+	for _, id := range ids[:100] {
+		if _, err := s.Write([]Op{opFor(id, OpIndex, "before "+id)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, s = open()
+	defer e.Close()
+	s.HoldLog() // a split that was cancelled: its release trims the log
+	if err := s.ReleaseLog(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[100:] {
+		if _, err := s.Write([]Op{opFor(id, OpIndex, "after "+id)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.HoldLog()
+	root := rootSpan(2)
+	mid := root.Start + (root.End-root.Start)/2
+	specs := []ChildSpec{{Shard: 3, Span: routing.Span{Start: root.Start, End: mid}}, {Shard: 4, Span: routing.Span{Start: mid, End: root.End}}}
+	children, stats, err := e.CreateChildren(s, specs, ChildExcise, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := 0
+	for i, c := range children {
+		if !stats[i].Unflushed {
+			t.Errorf("child %d: its parent was flushed first, want it made from the flushed state", c.ID())
+		}
+		replayed += stats[i].History
+		sameDocs(t, s, c, specs[i].Span)
+	}
+	if replayed != 100 {
+		t.Errorf("the children took %d writes from the history, want the 100 since the reopen", replayed)
+	}
+}

@@ -162,6 +162,9 @@ func (s *Shard) TrimLogTo(seq uint64) error {
 	return s.deleteRange(logKey(nil, s.id, 0), logKey(nil, s.id, seq+1))
 }
 
+// deleteRange deletes [lo, hi) of the shard's undo records or operation
+// log: keys no split's child copies, so the retained history (history.go)
+// notes the batch without operations.
 func (s *Shard) deleteRange(lo, hi []byte) error {
 	if s.closed.Load() || !s.st.enter() {
 		return ErrShardClosed
@@ -173,6 +176,7 @@ func (s *Shard) deleteRange(lo, hi []byte) error {
 	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("storage: shard %d: delete range: %w", s.id, err)
 	}
+	s.st.hist.record(b, nil)
 	return nil
 }
 

@@ -115,11 +115,19 @@ type ChildSpec struct {
 // checkpoints also copy the same short stretch of WAL, where a second
 // child made after the first copies what came in meanwhile.
 //
-// The children copy none of the parent's WAL (unless Options.CopyChildWAL):
-// the parent, whose log the caller holds, is flushed once after the hold,
-// whatever its memtable holds, and each checkpoint's WAL copies are left
-// empty (cancelFS.omitWAL), so a child reflects the flushed tables (S is
-// their last sequence number) and CatchUp replays the rest from the log.
+// The children copy none of the parent's WAL (unless Options.CopyChildWAL)
+// and the parent is not flushed: each checkpoint's WAL copies are left
+// empty (cancelFS.omitWAL), so a child reflects the parent's last flushed
+// tables, whose sequence number is the exact cut (every write batch
+// carries it), and takes the writes above it up to the log hold's start
+// from the parent's retained history (history.go); the child's S is the
+// hold's start and CatchUp replays the rest from the log. No flush, memtable
+// rotation or WAL unlink of the parent sits in the split's window. When
+// the history cannot stand in for the memtables (a batch it did not
+// record, such as a new child's adopted sequence number, is not yet in a
+// table) or with Options.FlushChildren, the parent, whose log the caller
+// holds, is flushed once after the hold, whatever its memtable holds, and
+// the children reflect the freshly flushed tables.
 // Pebble's Checkpoint copies the live WAL, and each child's open replays
 // and flushes all of it, both halves of the keyspace, before it returns:
 // after the parent's own flush 0.36-0.55 MiB per child at 100 MiB, written

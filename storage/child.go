@@ -36,6 +36,7 @@ type ChildStats struct {
 	// state it took from the parent's retained history (history.go).
 	Unflushed  bool
 	History    int
+	Replay     time.Duration // applying History's writes to the child
 	Checkpoint time.Duration // hard-linked checkpoint of the parent
 	Open       time.Duration // opening the child's store
 	Excise     time.Duration // dropping the foreign keys from the child
@@ -49,7 +50,9 @@ type ChildStats struct {
 }
 
 // Total is the whole creation time.
-func (c ChildStats) Total() time.Duration { return c.Flush + c.Checkpoint + c.Open + c.Excise + c.IDs }
+func (c ChildStats) Total() time.Duration {
+	return c.Flush + c.Checkpoint + c.Open + c.Excise + c.IDs + c.Replay
+}
 
 // flushBeforeCheckpoint is the unflushed WAL above which a child that copies
 // the WAL (CreateChild, Options.CopyChildWAL) flushes the parent before its
@@ -412,8 +415,9 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	if how.unflushed && stats.Seq < logged {
 		// The writes the tables lack up to the log's start: the log has
 		// every later one, and the catch-up replays them.
+		start := e.opts.Clock.Now()
 		n, err := replayHistory(parent, s, stats.Seq, logged)
-		stats.History = n
+		stats.History, stats.Replay = n, e.opts.Clock.Since(start)
 		if err != nil {
 			return fail(fmt.Errorf("replay the retained history of shard %d after %d: %w", parent.id, stats.Seq, err))
 		}

@@ -369,9 +369,8 @@
 // state replays the parent's retained history from one sequence number
 // too high, losing the first write above the flushed tables. It fails 54
 // of seeds 1-300 (first: seed 4, "check at table vN: kN = \"\"; the model
-// allows doc:..."; others read an older value where the model allows only
-// the lost write's or absent where it allows the lost delete's
-// predecessor). storage.TestChildrenFromTheFlushedStateHoldTheMemtablesWrites
+// allows doc:..."; a lost delete shows as "kN = \"vN\"; the model allows
+// absent"). storage.TestChildrenFromTheFlushedStateHoldTheMemtablesWrites
 // fails on it at once.
 //
 // Bug 3's original symptom (recovery cancelling one reservation twice) and

@@ -415,8 +415,14 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	if how.unflushed && stats.Seq < logged {
 		// The writes the tables lack up to the log's start: the log has
 		// every later one, and the catch-up replays them.
+		// The replay fills the child's young memtables (Pebble's first
+		// is 256 KiB and each next one doubles), whose flushes are the
+		// split's: paced like the parent's flush was, at the split's rate
+		// shared with the siblings.
 		start := e.opts.Clock.Now()
+		unpace := s.st.cfs.pace()
 		n, err := replayHistory(parent, s, stats.Seq, logged)
+		unpace()
 		stats.History, stats.Replay = n, e.opts.Clock.Since(start)
 		if err != nil {
 			return fail(fmt.Errorf("replay the retained history of shard %d after %d: %w", parent.id, stats.Seq, err))

@@ -3,6 +3,7 @@ package findings
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"gonum.org/v1/plot/plotter"
 
@@ -16,12 +17,25 @@ var scaleQuestion = Question{ID: 11, Slug: "scale", Title: "Scale: is split cost
 
 // scaleSizes are question 11's parent sizes: the two of question 1 and,
 // with Big, 4 GiB.
+//
+// SHARDSPLIT_Q11_ONLY names one of them ("100 MiB", "1 GiB", "4 GiB") to
+// measure it alone: on a shared 2-core machine five alternated rounds of
+// every size may not fit in the time there is, and a size measured alone
+// still compares its variants side by side.
 func (c Config) scaleSizes() []size {
 	small, large := c.parentSizes()
-	if c.Quick || !c.Big {
-		return []size{small, large}
+	sizes := []size{small, large}
+	if !c.Quick && c.Big {
+		sizes = append(sizes, size{"4 GiB", 4 << 20})
 	}
-	return []size{small, large, {"4 GiB", 4 << 20}}
+	if only := os.Getenv("SHARDSPLIT_Q11_ONLY"); only != "" {
+		for _, s := range append(sizes, size{"4 GiB", 4 << 20}) {
+			if s.Name == only {
+				return []size{s}
+			}
+		}
+	}
+	return sizes
 }
 
 // scaleRow is one size's medians.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 
 	"gonum.org/v1/plot/plotter"
 
@@ -94,9 +95,16 @@ var scaleVariants = []scaleVariant{
 // (scaleVariants), the runs alternated: round i makes run i of every size
 // and variant, so a slow minute of the shared machine lands on all of
 // them alike.
+//
+// SHARDSPLIT_Q11_VARIANTS=n keeps the first n variants (the default first):
+// a 4 GiB run takes minutes, most of them cloning and verifying.
 func runScale(ctx context.Context, cfg Config) (Answer, error) {
 	a := Answer{Command: cfg.reproduce(11)}
 	sizes := cfg.scaleSizes()
+	scaleVariants := scaleVariants
+	if n, err := strconv.Atoi(os.Getenv("SHARDSPLIT_Q11_VARIANTS")); err == nil && n >= 1 && n < len(scaleVariants) {
+		scaleVariants = scaleVariants[:n]
+	}
 	runs := make([][][]splitRun, len(scaleVariants))
 	cases := make([][]splitCase, len(scaleVariants))
 	for v, sv := range scaleVariants {

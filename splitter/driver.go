@@ -52,10 +52,12 @@ type Config struct {
 	HoldUntilDurable bool
 	// AlignFlush is the longest Run waits, before a split begins, for the
 	// parent's store to flush its memtable on its own
-	// (storage.Engine.AwaitOwnFlush), so that the split forces no flush
-	// of its own inside its window. 0 (the default) does not wait. Nothing
-	// is reserved or held while it waits; past it the split begins anyway
-	// and flushes the parent as before. Merges and Start do not wait.
+	// (storage.Engine.AwaitOwnFlush), so that the children find almost
+	// every write in the parent's tables and take almost none from its
+	// retained history (and, when the history cannot stand in for the
+	// memtables, the split forces no flush inside its window). 0 (the
+	// default) does not wait. Nothing is reserved or held while it waits;
+	// past it the split begins anyway. Merges and Start do not wait.
 	AlignFlush time.Duration
 	// SerialChildren makes a split's children one after another instead of
 	// at the same time (storage.Engine.CreateChildren). Concurrent creation

@@ -9,7 +9,7 @@ import (
 	"github.com/shardsplit/shardsplit/storage"
 )
 
-// The driver's own paths around the parent's parked WAL deletions. The split's forced flush of the parent (CreateChildren) makes
+// The driver's own paths around the parent's parked WAL deletions. A split's forced flush of the parent (CreateChildren) makes
 // its WAL obsolete while the hold is on: it stays on disk through the
 // catch-up; a cancel (ReleaseCompactions) deletes it, and so does a
 // handoff (the parent's retirement removes the directory).
@@ -32,7 +32,9 @@ func TestASplitsParkedParentWALEndsWithTheSplit(t *testing.T) {
 		name := map[bool]string{true: "cancelled", false: "handed-off"}[cancel]
 		t.Run(name, func(t *testing.T) {
 			fs := vfs.NewMem()
-			n := openNode(t, storage.Options{FS: fs}, nil, 40)
+			// FlushChildren: the flush a parent whose history cannot
+			// stand in for its memtables gets.
+			n := openNode(t, storage.Options{FS: fs, FlushChildren: true}, nil, 40)
 			dir := n.Engine().ShardDir(0)
 			sp := NewDriver(n, Config{}).Start(SplitPlan(0, 2))
 			for sp.Phase() != PhaseCatchUp {

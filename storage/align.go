@@ -16,9 +16,14 @@ import (
 // flushBeforeCheckpoint of unflushed WAL or a flush ended since the wait
 // began (writes that came in during that flush are all a split can then
 // avoid), and the flushed memtable's WAL deleted. A split that begins
-// then (splitter.Config.AlignFlush) has little or nothing to flush.
+// then (splitter.Config.AlignFlush) finds almost every write in the
+// parent's tables: its children take little or nothing from the parent's
+// retained history (history.go), and a parent whose history cannot stand
+// in for its memtables has little or nothing to flush.
 //
-// Why: a forced flush puts a memtable rotation (the commit
+// Why: a split's children must hold what the parent's memtable holds,
+// replayed from the history (up to 16 MiB written into the children
+// inside the window) or, as the fallback, flushed; a forced flush puts a memtable rotation (the commit
 // pipeline held across a new WAL and a directory fsync), up to 16 MiB of
 // table writes and the old WAL's unlink inside the split's window, and on
 // this project's machines each of them delays the writers' WAL fsyncs
@@ -30,7 +35,7 @@ import (
 //
 // It returns how long it waited and whether the store reached that state;
 // on false (max passed: a store written to slowly may take minutes to
-// fill its memtable) the split goes on and flushes as before. In the
+// fill its memtable) the split goes on as it would have. In the
 // shared layout a child copies nothing, and it returns at once.
 func (e *Engine) AwaitOwnFlush(s *Shard, max time.Duration) (time.Duration, bool, error) {
 	if e.opts.Layout == LayoutShared {

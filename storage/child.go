@@ -31,6 +31,12 @@ type ChildStats struct {
 	// parent was flushed after its log hold began; the catch-up replays
 	// the rest).
 	OmittedWAL bool
+	// Unflushed: the child was made from the parent's last flushed state,
+	// without a flush, and History is how many operations above that
+	// state it took from the parent's retained history (history.go).
+	Unflushed  bool
+	History    int
+	Replay     time.Duration // applying History's writes to the child
 	Checkpoint time.Duration // hard-linked checkpoint of the parent
 	Open       time.Duration // opening the child's store
 	Excise     time.Duration // dropping the foreign keys from the child
@@ -44,7 +50,9 @@ type ChildStats struct {
 }
 
 // Total is the whole creation time.
-func (c ChildStats) Total() time.Duration { return c.Flush + c.Checkpoint + c.Open + c.Excise + c.IDs }
+func (c ChildStats) Total() time.Duration {
+	return c.Flush + c.Checkpoint + c.Open + c.Excise + c.IDs + c.Replay
+}
 
 // flushBeforeCheckpoint is the unflushed WAL above which a child that copies
 // the WAL (CreateChild, Options.CopyChildWAL) flushes the parent before its
@@ -110,11 +118,19 @@ type ChildSpec struct {
 // checkpoints also copy the same short stretch of WAL, where a second
 // child made after the first copies what came in meanwhile.
 //
-// The children copy none of the parent's WAL (unless Options.CopyChildWAL):
-// the parent, whose log the caller holds, is flushed once after the hold,
-// whatever its memtable holds, and each checkpoint's WAL copies are left
-// empty (cancelFS.omitWAL), so a child reflects the flushed tables (S is
-// their last sequence number) and CatchUp replays the rest from the log.
+// The children copy none of the parent's WAL (unless Options.CopyChildWAL)
+// and the parent is not flushed: each checkpoint's WAL copies are left
+// empty (cancelFS.omitWAL), so a child reflects the parent's last flushed
+// tables, whose sequence number is the exact cut (every write batch
+// carries it), and takes the writes above it up to the log hold's start
+// from the parent's retained history (history.go); the child's S is the
+// hold's start and CatchUp replays the rest from the log. No flush, memtable
+// rotation or WAL unlink of the parent sits in the split's window. When
+// the history cannot stand in for the memtables (a batch it did not
+// record, such as a new child's adopted sequence number, is not yet in a
+// table) or with Options.FlushChildren, the parent, whose log the caller
+// holds, is flushed once after the hold, whatever its memtable holds, and
+// the children reflect the freshly flushed tables.
 // Pebble's Checkpoint copies the live WAL, and each child's open replays
 // and flushes all of it, both halves of the keyspace, before it returns:
 // after the parent's own flush 0.36-0.55 MiB per child at 100 MiB, written
@@ -141,7 +157,20 @@ func (e *Engine) CreateChildren(parent *Shard, specs []ChildSpec, build ChildBui
 			return children, stats, fmt.Errorf("storage: create children of shard %d: its operation log is not held, so a checkpoint without its WAL would lose writes", parent.id)
 		}
 	}
-	if concurrent || omit {
+	if omit && !e.opts.FlushChildren {
+		// From the last flushed state: the retained history has every
+		// operation above it, unless a batch it did not record is not
+		// yet in a table (then the parent is flushed, below).
+		floor, ok, err := parent.pinHistory()
+		if err != nil {
+			return children, stats, fmt.Errorf("storage: create children of shard %d: %w", parent.id, err)
+		}
+		if ok {
+			defer parent.st.hist.unpin()
+			how = childFlush{omitWAL: true, unflushed: true, floor: floor}
+		}
+	}
+	if (concurrent || omit) && !how.unflushed {
 		// One flush for all: goroutines deciding on their own would each
 		// flush the parent, and a child without WAL needs the flush.
 		var err error
@@ -265,8 +294,14 @@ type childFlush struct {
 	first bool
 	// omitWAL: the checkpoint copies no WAL. The caller flushed the parent
 	// after its log hold began, so the log has every write the flushed
-	// tables lack, and the catch-up replays them.
+	// tables lack, and the catch-up replays them; or, with unflushed, the
+	// parent's history was pinned and holds every write above floor.
 	omitWAL bool
+	// unflushed: the parent was not flushed. The child takes the writes
+	// between its tables' sequence number and the log hold's start from
+	// the parent's retained history, pinned at floor (history.go).
+	unflushed bool
+	floor     uint64
 }
 
 // makeChild is createChild; how says what it does with the parent's
@@ -314,8 +349,14 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	// The `_id` index is ordered by _id, not by span: the child links all
 	// of it and keeps its own entries (trimIDIndex; a keep-all child's
 	// cleanup drops the others).
-	err := parent.st.db.Checkpoint(dir, pebble.WithFlushedWAL(),
-		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: allIDs[0], End: allIDs[1]}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))
+	// WithFlushedWAL syncs the parent's WAL, which only a child that
+	// copies it needs.
+	var flushedWAL []pebble.CheckpointOption
+	if !how.omitWAL {
+		flushedWAL = append(flushedWAL, pebble.WithFlushedWAL())
+	}
+	err := parent.st.db.Checkpoint(dir, append(flushedWAL,
+		pebble.WithRestrictToSpans([]pebble.CheckpointSpan{docs, {Start: allIDs[0], End: allIDs[1]}, {Start: metaKey(metaSeq, parent.id), End: metaKey(metaSeq, parent.id+1)}}))...)
 	endOmit()
 	parent.st.exit()
 	if err == nil {
@@ -347,7 +388,13 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 			stats.IDIndex, err = e.trimIDIndex(st, parent.keyspace, span, e.opts.IDIndex)
 			stats.IDs = e.opts.Clock.Since(start)
 		}
-		if err == nil && how.omitWAL && seq < logged {
+		switch {
+		case err != nil:
+		case how.unflushed && seq < how.floor:
+			// Cannot be: the history is trimmed only of what a flush
+			// installed before the pin put in the tables.
+			err = fmt.Errorf("checkpoint of the flushed tables reflects shard %d up to sequence number %d, but its retained history holds only writes after %d: writes (%d, %d] are in neither", parent.id, seq, how.floor, seq, how.floor)
+		case how.omitWAL && !how.unflushed && seq < logged:
 			// The flushed tables end before the log begins: the writes
 			// between are in neither (a flush made before the hold).
 			err = fmt.Errorf("checkpoint without WAL reflects shard %d up to sequence number %d, but its operation log holds only writes after %d: writes (%d, %d] are in neither", parent.id, seq, logged, seq, logged)
@@ -360,16 +407,72 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	if err != nil {
 		return fail(err)
 	}
-	seq := stats.Seq
 	s, err := e.OpenShard(child, parent.keyspace, []routing.Span{span})
 	if err != nil {
 		return fail(err)
 	}
+	stats.Unflushed = how.unflushed
+	if how.unflushed && stats.Seq < logged {
+		// The writes the tables lack up to the log's start: the log has
+		// every later one, and the catch-up replays them.
+		// The replay fills the child's young memtables (Pebble's first
+		// is 256 KiB and each next one doubles), whose flushes are the
+		// split's: paced like the parent's flush was, at the split's rate
+		// shared with the siblings.
+		start := e.opts.Clock.Now()
+		unpace := s.st.cfs.pace()
+		n, err := replayHistory(parent, s, stats.Seq, logged)
+		unpace()
+		stats.History, stats.Replay = n, e.opts.Clock.Since(start)
+		if err != nil {
+			return fail(fmt.Errorf("replay the retained history of shard %d after %d: %w", parent.id, stats.Seq, err))
+		}
+		stats.Seq = logged
+	}
+	seq := stats.Seq
 	e.logger.Debug("child created", zap.Uint32("shard", uint32(child)), zap.Uint32("parent", uint32(parent.id)),
 		zap.Uint64("seq", seq), zap.Duration("took", stats.Total()), zap.Duration("flush", stats.Flush), zap.Duration("rotate", stats.Rotate), zap.Duration("checkpoint", stats.Checkpoint),
 		zap.Duration("open", stats.Open), zap.Duration("excise", stats.Excise),
 		zap.Int64("linked_bytes", stats.Linked), zap.Int64("copied_bytes", stats.Copied), zap.Bool("skipped_flush", stats.SkippedFlush))
 	return s, stats, nil
+}
+
+// replayHistory applies to child the operations of parent's retained
+// history in (after, upTo] that fall in its span, and returns how many.
+// The caller pinned the history.
+func replayHistory(parent, child *Shard, after, upTo uint64) (int, error) {
+	entries, err := parent.st.hist.since(after, upTo, child.Owned())
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < len(entries); i += 256 {
+		if err := child.ApplyLog(entries[i:min(i+256, len(entries))]); err != nil {
+			return i, err
+		}
+	}
+	return len(entries), nil
+}
+
+// pinHistory pins the shard's retained history for a split's children
+// and reports whether it stands in for the store's memtables (history.go:
+// every batch committed so far is recorded or in a table), with its
+// floor; on false it is not pinned. The probe of Pebble's sequence number
+// is made under the apply lock, so no write of the shard is committing.
+func (s *Shard) pinHistory() (floor uint64, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() || !s.st.enter() {
+		return 0, false, ErrShardClosed
+	}
+	defer s.st.exit()
+	next, err := probeSeq(s.st.db)
+	if err != nil {
+		return 0, false, fmt.Errorf("storage: shard %d: read its store's sequence number: %w", s.id, err)
+	}
+	if floor, ok = s.st.hist.pin(next); !ok {
+		s.st.hist.unpin()
+	}
+	return floor, ok, nil
 }
 
 // discardStore undoes a failed creation of shard id's store in dir: it

@@ -48,7 +48,9 @@ func childrenParent(t *testing.T, e *Engine, n int) (*Shard, []ChildSpec) {
 func TestCreateChildrenConcurrentlyMatchesSerial(t *testing.T) {
 	for _, concurrent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
-			e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+			// FlushChildren: the path of a parent whose retained history
+			// cannot stand in for its memtables.
+			e := openEngine(t, Options{FS: vfs.NewMem(), Logger: zap.NewNop(), CacheBytes: 8 << 20, FlushChildren: true})
 			defer e.Close()
 			// 2×flushBeforeCheckpoint of 1 KiB documents: the WAL holds
 			// more than flushBeforeCheckpoint when the children are made.
@@ -266,7 +268,7 @@ func TestCreateChildrenHandsAPanicBack(t *testing.T) {
 // The forced flush's stats say how much of it was the memtable rotation,
 // the part during which Pebble admits no write of the parent.
 func TestCreateChildrenReportsTheRotation(t *testing.T) {
-	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	e := openEngine(t, Options{FS: vfs.NewMem(), Logger: zap.NewNop(), CacheBytes: 8 << 20, FlushChildren: true})
 	defer e.Close()
 	parent, specs := childrenParent(t, e, 400)
 	_, stats, err := e.CreateChildren(parent, specs, ChildExcise, true)

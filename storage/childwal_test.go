@@ -28,11 +28,13 @@ func openRoot2(t *testing.T, e *Engine) *Shard {
 	return openShard(t, e, 2, 2, rootSpan(2))
 }
 
-// openParentOn opens an engine in dir on fs (an 8 MiB cache, no logs;
-// closed when the test ends) and shard 2 on it, root 2's whole span.
-func openParentOn(t *testing.T, dir string, fs vfs.FS, copyWAL bool) (*Engine, *Shard) {
+// openParentOn opens an engine in dir on fs with o's choice of child
+// build (an 8 MiB cache, no logs; closed when the test ends) and shard 2
+// on it, root 2's whole span.
+func openParentOn(t *testing.T, dir string, fs vfs.FS, o Options) (*Engine, *Shard) {
 	t.Helper()
-	e := openEngine(t, Options{Dir: dir, FS: fs, Logger: zap.NewNop(), CacheBytes: 8 << 20, CopyChildWAL: copyWAL})
+	o.Dir, o.FS, o.Logger, o.CacheBytes = dir, fs, zap.NewNop(), 8<<20
+	e := openEngine(t, o)
 	t.Cleanup(func() { _ = e.Close() })
 	return e, openRoot2(t, e)
 }
@@ -63,10 +65,10 @@ func sameAsParent(t *testing.T, parent *Shard, children []*Shard, specs []ChildS
 	}
 }
 
-// A split's children copy none of the parent's WAL: the parent is flushed
-// after its log hold began, so the tables hold every write up to the flush
-// and the log every write after the hold, and the catch-up brings the
-// children to the parent. With the WAL copied (Pebble's Checkpoint), each
+// A split's children copy none of the parent's WAL: the tables hold every
+// write up to their sequence number, the retained history every write
+// from there to the log hold's start, the log every write after it, and
+// the catch-up brings the children to the parent. With the WAL copied (Pebble's Checkpoint), each
 // child copied the parent's unflushed writes, both halves of the keyspace,
 // and its open replayed and flushed them again (up to 15.5 MB per child of
 // a 4 GiB parent).
@@ -90,8 +92,10 @@ func TestChildrenCopyNoWAL(t *testing.T) {
 				if !st.OmittedWAL || st.Copied > 64<<10 {
 					t.Errorf("child %d copied %d bytes (WAL omitted: %v), want only its MANIFEST and OPTIONS", specs[i].Shard, st.Copied, st.OmittedWAL)
 				}
-				if st.Seq != parent.Seq() {
-					t.Errorf("child %d starts from sequence number %d, want the parent's %d (flushed just before)", specs[i].Shard, st.Seq, parent.Seq())
+				// From the flushed state and the retained history, up to
+				// the log's start.
+				if logged, _ := parent.loggedAfter(); st.Seq != logged {
+					t.Errorf("child %d starts from sequence number %d, want the log's start %d", specs[i].Shard, st.Seq, logged)
 				}
 			}
 			writeDocs(t, parent, "after", 300, 512) // after the checkpoints: only in the log
@@ -215,7 +219,7 @@ func TestWritesBetweenTheFlushAndTheCheckpointAreNotCopiedButCaughtUp(t *testing
 				t.Run(fmt.Sprintf("fs=%s/copy=%v/concurrent=%v", fc.name, copyWAL, concurrent), func(t *testing.T) {
 					base, dir := fc.fs(t)
 					w := &windowWriter{docs: 400}
-					e, parent := openParentOn(t, dir, errorfs.Wrap(base, w), copyWAL)
+					e, parent := openParentOn(t, dir, errorfs.Wrap(base, w), Options{CopyChildWAL: copyWAL})
 					writeDocs(t, parent, "before", 300, 512)
 					parent.HoldLog()
 					writeDocs(t, parent, "held", 300, 512)
@@ -487,7 +491,7 @@ func TestASplitOnADiskWithNoRoomForANewFileLeavesTheParentServing(t *testing.T) 
 
 func splitWithNoNewFiles(t *testing.T, copyWAL bool) {
 	inj := noNewFiles()
-	e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), copyWAL)
+	e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), Options{CopyChildWAL: copyWAL})
 	writeDocs(t, parent, "d", 200, 512) // ~100 KiB unflushed: the copying build would not flush
 	parent.HoldLog()
 	inj.armed.Store(true)

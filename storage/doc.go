@@ -39,7 +39,12 @@
 //
 // While a split holds a shard's log (HoldLog), every write also appends an
 // operation-log record in the same batch; when the last hold is released the
-// log is trimmed.
+// log is trimmed. Independently, a per-shard store retains in memory every
+// operation its tables may lack, from its commit to the flush that puts it
+// in a table (history.go): a split's children are made from the parent's
+// last flushed state, without flushing it, and take the operations above
+// that state's sequence number from this history up to the log hold's
+// start.
 //
 // Concurrency: Engine and Shard methods are safe for concurrent use. The
 // engine's stores run background goroutines (Pebble's, and the async WAL

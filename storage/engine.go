@@ -75,6 +75,11 @@ type Options struct {
 	// Checkpoint does, instead of flushing the parent after its log hold
 	// and leaving the WAL out (CreateChildren). For comparison.
 	CopyChildWAL bool
+	// FlushChildren makes a split flush its parent before the children's
+	// checkpoints, as it must when the retained history cannot stand in
+	// for the parent's memtables (history.go), instead of making them from
+	// the last flushed state and the history. For comparison.
+	FlushChildren bool
 	// IDIndex says how a split's per-shard child drops the `_id` entries
 	// of the documents it does not own (idindex.go); IDIndexOff keeps no
 	// `_id` index at all, for comparison.
@@ -264,6 +269,9 @@ func (e *Engine) OpenShard(id, keyspace routing.ShardID, spans []routing.Span) (
 	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: sortedSpans(spans),
 		ids: e.opts.IDIndex != IDIndexOff}
 	s.seq.Store(seq)
+	if e.opts.Layout != LayoutShared {
+		st.hist.start(seq)
+	}
 	s.load.rng = (uint64(id)+1)*0x9e3779b97f4a7c15 | 1 // deterministic, never 0
 	s.load.seed = uint64(id) << 32
 	e.shards[id] = s

@@ -76,7 +76,7 @@ type halfExcise struct {
 // newHalfExcise writes the documents with write; side names the half kept.
 func newHalfExcise(t *testing.T, dir string, fs vfs.FS, side string, write func(*testing.T, *Shard, string, int, int)) halfExcise {
 	t.Helper()
-	_, s := openParentOn(t, dir, fs, false)
+	_, s := openParentOn(t, dir, fs, Options{})
 	write(t, s, "d", 3000, 1024)
 	root := rootSpan(2)
 	mid := root.Start + (root.End-root.Start)/2
@@ -125,7 +125,7 @@ func (h halfExcise) excise(t *testing.T, what string, after func()) {
 // of the WAL it copied failed in Open; store.excise then flushes before it
 // returns, so the cut is watched too.
 func TestAQueuedExciseIsCutBeforeItReturns(t *testing.T) {
-	_, s := openParentOn(t, "/data", vfs.NewMem(), false)
+	_, s := openParentOn(t, "/data", vfs.NewMem(), Options{})
 	writeDocs(t, s, "d", 3000, 1024)
 	if err := s.st.db.Flush(); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,9 @@ func TestAFailedForcedFlushFailsTheSplit(t *testing.T) {
 	for _, copyWAL := range []bool{false, true} {
 		t.Run(fmt.Sprintf("copyWAL=%v", copyWAL), func(t *testing.T) {
 			inj := noNewTables()
-			e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), copyWAL)
+			// FlushChildren: the flush a split makes when the retained
+			// history cannot stand in for the memtables.
+			e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), Options{CopyChildWAL: copyWAL, FlushChildren: true})
 			// Above flushBeforeCheckpoint, so the copying build flushes too.
 			writeDocs(t, parent, "d", 3000, 1024)
 			parent.HoldLog()

@@ -28,7 +28,7 @@ import (
 // room in a fresh memtable): only the split's own flush waits.
 func TestAFailedForcedFlushFailsTheSplitAtTheMemtableLimit(t *testing.T) {
 	inj := noNewTables()
-	e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), false)
+	e, parent := openParentOn(t, "/data", errorfs.Wrap(vfs.NewMem(), inj), Options{FlushChildren: true}) // the forced flush's path
 	writeDocs(t, parent, "d", 3000, 1024)
 	inj.armed.Store(true)
 	defer inj.armed.Store(false) // let Pebble's retry succeed, so the close can end
@@ -117,7 +117,7 @@ func TestAFailedForcedFlushFailsTheSplitAtTheMemtableLimit(t *testing.T) {
 // phase refuses splits with no fault injected (seeds 2212, 2973, 2989 of
 // 3000).
 func TestAStaleFlushFailureDoesNotRefuseTheNextFlush(t *testing.T) {
-	_, parent := openParentOn(t, "/data", vfs.NewMem(), false)
+	_, parent := openParentOn(t, "/data", vfs.NewMem(), Options{})
 	writeDocs(t, parent, "d", 100, 1024)
 	parent.st.flushes.flushFailed(fmt.Errorf("injected: an old flush failure"))
 	if err := parent.st.flush(); err != nil {

@@ -144,6 +144,9 @@ func (s *Shard) Undo(seq uint64) error {
 	if err := s.st.applySynced(b); err != nil {
 		return fmt.Errorf("storage: shard %d: undo to %d: %w", s.id, seq, err)
 	}
+	// The batch itself is not recorded: the history stands in for the
+	// memtables again only once a flush holds it.
+	s.st.hist.undone(seq)
 	s.seq.Store(seq)
 	return nil
 }
@@ -159,6 +162,9 @@ func (s *Shard) TrimLogTo(seq uint64) error {
 	return s.deleteRange(logKey(nil, s.id, 0), logKey(nil, s.id, seq+1))
 }
 
+// deleteRange deletes [lo, hi) of the shard's undo records or operation
+// log: keys no split's child copies, so the retained history (history.go)
+// notes the batch without operations.
 func (s *Shard) deleteRange(lo, hi []byte) error {
 	if s.closed.Load() || !s.st.enter() {
 		return ErrShardClosed
@@ -170,6 +176,7 @@ func (s *Shard) deleteRange(lo, hi []byte) error {
 	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("storage: shard %d: delete range: %w", s.id, err)
 	}
+	s.st.hist.record(b, nil)
 	return nil
 }
 

@@ -206,6 +206,7 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error, resol
 	if b.Indexed() {
 		r = b
 	}
+	entries := make([]LogEntry, 0, len(ops)) // the retained history's (history.go)
 	for _, op := range ops {
 		seq++
 		var removed []routing.Key
@@ -234,11 +235,13 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error, resol
 			lv = logValue(lv, op, seq, dk, removed)
 			_ = b.Set(lk, lv, nil)
 		}
+		entries = append(entries, LogEntry{Seq: seq, Op: op, Removed: removed})
 	}
 	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, seq), nil)
 	if err := s.commitLocked(b); err != nil {
 		return 0, fmt.Errorf("storage: shard %d: commit %d ops: %w", s.id, len(ops), err)
 	}
+	s.st.hist.record(b, entries)
 	s.seq.Store(seq)
 	return seq, nil
 }
@@ -431,6 +434,7 @@ func (s *Shard) trimLogLocked() error {
 	if err := s.st.applySynced(b); err != nil {
 		return fmt.Errorf("storage: shard %d: trim operation log: %w", s.id, err)
 	}
+	s.st.hist.record(b, nil) // the log is no child's: the tables' documents are the same with or without it
 	return nil
 }
 
@@ -595,6 +599,7 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 	if err != nil {
 		return fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
 	}
+	s.st.hist.record(b, entries)
 	s.seq.Store(last)
 	return nil
 }
@@ -622,6 +627,9 @@ func (s *Shard) RaiseSeq(seq uint64) error {
 	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("storage: shard %d: raise sequence number to %d: %w", s.id, seq, err)
 	}
+	// No operation: a flushed state with or without the raise is the
+	// same operations, and every later one is numbered above it.
+	s.st.hist.record(b, nil)
 	s.seq.Store(seq)
 	return nil
 }
@@ -704,6 +712,19 @@ func (s *Shard) AwaitWriteStallEnd(limit time.Duration, stop <-chan struct{}) (w
 // stallPoll is how often AwaitWriteStallEnd looks at the store's stall: a
 // write stall lasts a flush or a compaction (tens of milliseconds and up).
 const stallPoll = 2 * time.Millisecond
+
+// Flush writes the memtable of the shard's store to a table and waits for
+// it (OpenSearch's flush, which commits the Lucene index): a split's
+// children made after it have every document so far in their tables.
+func (s *Shard) Flush() error {
+	if s.closed.Load() {
+		return ErrShardClosed
+	}
+	if err := s.st.flush(); err != nil {
+		return fmt.Errorf("storage: shard %d: flush: %w", s.id, err)
+	}
+	return nil
+}
 
 // Sync makes every write applied to the shard's store so far durable.
 func (s *Shard) Sync() error {

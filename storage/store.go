@@ -63,6 +63,9 @@ type store struct {
 	// (MemTableStopWritesThreshold × MemTableSize).
 	memStopWrites uint64
 	flushes       *flushEvents // its flushes and WAL deletions (AwaitOwnFlush)
+	// hist is the retained history of the operations its tables may lack
+	// (history.go); kept only by a per-shard store's shard.
+	hist *unflushed
 
 	// idEntries: the store may hold an `_id` entry (idindex.go). False
 	// only while it holds none: read at open, set before a batch that
@@ -275,13 +278,21 @@ func openStore(dir string, o storeOptions, held bool) (*store, error) {
 	sched.l0Urgent = int32(popts.Experimental.L0CompactionConcurrency)
 	var flushes flushEvents
 	flushes.listen(popts.EventListener, o.clock.Now)
+	hist := &unflushed{}
+	hist.listen(popts.EventListener)
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		sched.abandon()
 		return nil, fmt.Errorf("storage: open store %s: %w", dir, err)
 	}
 	sched.opened()
-	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger, l0StopWrites: popts.L0StopWritesThreshold, flushes: &flushes,
+	next, err := probeSeq(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("storage: open store %s: read its sequence number: %w", dir, err)
+	}
+	hist.opened(next)
+	s := &store{dir: dir, db: db, sched: sched, cfs: cfs, logger: o.logger, l0StopWrites: popts.L0StopWritesThreshold, flushes: &flushes, hist: hist,
 		memStopWrites: uint64(popts.MemTableStopWritesThreshold) * popts.MemTableSize, closed: make(chan struct{})}
 	// A held store is a new child's checkpoint, whose index its trim reads
 	// (trimIDIndex): until then it may hold its parent's entries.

@@ -79,10 +79,18 @@ func crashRun(t *testing.T, mode routing.Mode, seed uint64) int {
 	for _, p := range res.Failures() {
 		t.Errorf("crash point %d (seed %d, %s, phase %s): %v", p.Index, seed, p.Op, p.Phase, p.Err)
 	}
+	// Both ways of making children, each under the crash points: from the
+	// parent's flushed state and its retained history (the first split's
+	// parent has served writes since its open), and with the parent
+	// flushed first (the nested split's, a child that has not flushed).
+	if res.FromHistory == 0 || res.History == 0 || res.Flushed == 0 {
+		t.Errorf("%d children from the flushed state (%d writes from the history), %d with the parent flushed: both builds are not exercised", res.FromHistory, res.History, res.Flushed)
+	}
 	if len(res.Points) < 20 {
 		t.Errorf("only %d crash points visited", len(res.Points))
 	}
-	t.Logf("%d crash points visited and recovered, 0 failures unless reported above", len(res.Points))
+	t.Logf("%d crash points visited and recovered, 0 failures unless reported above; %d children from the flushed state (%d writes from the history), %d with the parent flushed",
+		len(res.Points), res.FromHistory, res.History, res.Flushed)
 	return len(res.Points)
 }
 

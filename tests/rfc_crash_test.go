@@ -59,6 +59,13 @@ func rfcCrashRun(t *testing.T, mode routing.Mode, seed uint64) {
 		}
 		m.Ack(mw)
 	}
+	// In the parent's tables, which a keep-all child keeps whole (of its
+	// parent's unflushed writes a child takes only its own), so the
+	// children have foreign documents to delete.
+	parent, _ := n.Store(0)
+	if err := parent.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	var checked, pending atomic.Int64
 	var wgCheck sync.WaitGroup

@@ -93,8 +93,9 @@ Flags:
   --after DURATION     writes after the split (default 10s; the rfc strategy goes on
                        until its children's cleanup has ended, at most 60s more)
   --align-flush D      inplace and rfc: wait up to D for the parent's own memtable
-                       flush before the split begins, so it forces none (0 = begin at
-                       once, the default; newindex always begins at once); the window
+                       flush before the split begins, so its children replay almost
+                       nothing of the parent's unflushed writes (0 = begin at once,
+                       the default; newindex always begins at once); the window
                        is measured from the split's start, the steady window ends at
                        its request
   --seed N             workload seed (default 1)

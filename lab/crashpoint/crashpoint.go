@@ -68,6 +68,12 @@ type Result struct {
 	// them under a routing value other than the id's previous write's (each
 	// replaced the id's document under another key of its shard).
 	Routed, Moved int
+	// FromHistory counts the children made from their parent's last
+	// flushed state and retained history (storage.ChildStats.Unflushed),
+	// History the writes they took from that history; Flushed the
+	// children whose parent was flushed first (a nested split's parent,
+	// a new child, holds writes its history never saw until it flushes).
+	FromHistory, History, Flushed int
 }
 
 // Failures returns the points whose clone failed a check.
@@ -212,11 +218,13 @@ func Run(mode routing.Mode, seed uint64) (Result, error) {
 		if err != nil || r1.Phase != splitter.PhaseDone {
 			return fmt.Errorf("split: %v %v", err, r1.Err)
 		}
+		res.countBuilds(r1)
 		op.Store(OpNestedSplit)
 		r2, err := d.Run(splitter.SplitPlan(r1.SortedTargets()[1], 2))
 		if err != nil || r2.Phase != splitter.PhaseDone {
 			return fmt.Errorf("nested split: %v %v", err, r2.Err)
 		}
+		res.countBuilds(r2)
 		op.Store(OpMerge)
 		r3, err := d.Run(splitter.MergePlan(r2.SortedTargets()...))
 		if err != nil || r3.Phase != splitter.PhaseDone {
@@ -235,6 +243,18 @@ func Run(mode routing.Mode, seed uint64) (Result, error) {
 	res.Points = points
 	res.Routed, res.Moved = int(routed.Load()), int(moved.Load())
 	return res, runErr
+}
+
+// countBuilds counts how a split's children were made.
+func (r *Result) countBuilds(rep splitter.Report) {
+	for _, c := range rep.ChildStats {
+		if c.Unflushed {
+			r.FromHistory++
+			r.History += c.History
+		} else {
+			r.Flushed++
+		}
+	}
 }
 
 // sameShardRoutings returns the routing values an id is written under:

@@ -172,6 +172,10 @@ type InPlaceConfig struct {
 	// SerialChildren makes each split's children one after another
 	// (splitter.Config.SerialChildren); by default they are made together.
 	SerialChildren bool
+	// FlushChildren flushes each split's parent before its children's
+	// checkpoints (storage.Options.FlushChildren), instead of making them
+	// from its last flushed state and retained history. For comparison.
+	FlushChildren bool
 }
 
 // WarmFlush is the usual bound of InPlaceConfig.Warm: a clone opened with an
@@ -221,7 +225,7 @@ func RunInPlace(ctx context.Context, cfg InPlaceConfig) (*Outcome, error) {
 		}
 	}
 	eng, err := storage.Open(storage.Options{Dir: cfg.Dir, Layout: cfg.Dataset.Config.Layout,
-		Durability: cfg.Durability, Logger: cfg.Logger, ForeignCleanup: foreign})
+		Durability: cfg.Durability, Logger: cfg.Logger, ForeignCleanup: foreign, FlushChildren: cfg.FlushChildren})
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,8 @@ func TestHandoffAnswerAndGoals(t *testing.T) {
 
 func TestScaleAnswerAndGoal(t *testing.T) {
 	row := func(sz size, mib, window float64) scaleRow {
-		return scaleRow{Case: splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2}, ParentMiB: mib, Window: window, Stall: 10, Steady: 8}
+		return scaleRow{Case: splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2}, ParentMiB: mib, Window: window, Stall: 10, Steady: 8,
+			P99First: 15, P99Steady: 10, Throughput: 0.97}
 	}
 	small, large, huge := size{"100 MiB", 100 << 10}, size{"1 GiB", 1 << 20}, size{"4 GiB", 4 << 20}
 	for _, tc := range []struct {
@@ -143,10 +144,13 @@ func TestScaleAnswerAndGoal(t *testing.T) {
 				t.Errorf("answer %q lacks %q", a, tc.verdict)
 			}
 			g := scaleGoals(tc.rows, false, "at the request")
-			if len(g) != 1+2*len(tc.rows) || g[0].Met != tc.met || !strings.Contains(g[0].Why, tc.why) {
+			if len(g) != 1+4*len(tc.rows) || g[0].Met != tc.met || !strings.Contains(g[0].Why, tc.why) {
 				t.Errorf("goal %+v, want met %v, why containing %q", g, tc.met, tc.why)
 			}
-			for _, sg := range g[1:] { // every row stalls 10 ms against 8 ms steady: 1.25×, both met
+			// Every row stalls 10 ms against 8 ms steady (1.25×), its first
+			// second's p99 is 1.5× a steady second's, its throughput 0.97:
+			// each at its bound, met.
+			for _, sg := range g[1:] {
 				if !sg.Met {
 					t.Errorf("stall goal %+v not met", sg)
 				}
@@ -159,7 +163,8 @@ func TestScaleStallGoals(t *testing.T) {
 	k := splitCase{Layout: storage.LayoutPerShard, Size: size{"4 GiB", 4 << 20}, Rate: 5000, Ways: 2, Align: true}
 	small := k
 	small.Size = size{"100 MiB", 100 << 10}
-	g := scaleGoals([]scaleRow{{Case: small, ParentMiB: 150, Window: 100, Stall: 9, Steady: 1.5}, {Case: k, ParentMiB: 4800, Window: 120, Stall: 21, Steady: 20}}, false, "after the parent's own flush")
+	g := scaleGoals([]scaleRow{{Case: small, ParentMiB: 150, Window: 100, Stall: 9, Steady: 1.5, P99First: 16, P99Steady: 10, Throughput: 0.96},
+		{Case: k, ParentMiB: 4800, Window: 120, Stall: 21, Steady: 20, P99First: 14, P99Steady: 10, Throughput: 0.98}}, false, "after the parent's own flush")
 	var got []string
 	for _, x := range g {
 		got = append(got, fmt.Sprintf("%s: %v", x.Goal, x.Met))
@@ -168,8 +173,12 @@ func TestScaleStallGoals(t *testing.T) {
 		"4 GiB parent, split after the parent's own flush: split time ≤ 1.5× the 100 MiB split: true",
 		"100 MiB parent, split after the parent's own flush: longest stall ≤ 20 ms: true",
 		"100 MiB parent, split after the parent's own flush: longest stall ≤ 1.25× the steady windows as long: false",
+		"100 MiB parent, split after the parent's own flush: write p99 of the first second ≤ 1.5× a steady second's: false",
+		"100 MiB parent, split after the parent's own flush: throughput during ≥ 0.97 of steady: false",
 		"4 GiB parent, split after the parent's own flush: longest stall ≤ 20 ms: false",
 		"4 GiB parent, split after the parent's own flush: longest stall ≤ 1.25× the steady windows as long: true",
+		"4 GiB parent, split after the parent's own flush: write p99 of the first second ≤ 1.5× a steady second's: true",
+		"4 GiB parent, split after the parent's own flush: throughput during ≥ 0.97 of steady: true",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("goals (-want +got):\n%s", diff)

@@ -74,6 +74,10 @@ type splitCase struct {
 	// Align: the split waits up to alignFlush for the parent's own flush
 	// before it begins (splitter.Config.AlignFlush).
 	Align bool
+	// Flush: the split flushes its parent before the children's
+	// checkpoints (storage.Options.FlushChildren) instead of making them
+	// from its last flushed state and retained history.
+	Flush bool
 	// Warm: the run waits up to warmFlush, before its steady window, for
 	// the parent's first own flush under the load
 	// (experiment.InPlaceConfig.Warm).
@@ -95,6 +99,9 @@ func (k splitCase) String() string {
 	s := fmt.Sprintf("%s %s, %s, %.0f writes/s", k.Size.Name, k.Layout, op, k.Rate)
 	if k.Align {
 		s += ", aligned with the parent's own flush"
+	}
+	if k.Flush {
+		s += ", the parent flushed first"
 	}
 	if k.Hold {
 		s += ", held until durable"
@@ -144,6 +151,12 @@ type splitRun struct {
 	// load ran: the load may stop before it ends) and the steady window's
 	// writes/s.
 	Steady1sStallMs, AfterHandoffStallMs, AfterHandoffOps, SteadySecondOps float64
+	// P99FirstSecondMs and P99SteadySecondMs are summary.json's
+	// write_p99_first_second_ms and write_p99_steady_second_ms.
+	P99FirstSecondMs, P99SteadySecondMs float64
+	// HistoryOps counts the writes the children took from the parent's
+	// retained history (storage.ChildStats.History).
+	HistoryOps float64
 }
 
 // timing is how long the load runs around the split.
@@ -193,29 +206,45 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		c.Progressf("%s: %s: reusing %d runs measured earlier", label, k, len(runs))
 		return runs, nil
 	}
+	runs = nil
+	for i := range n {
+		r, err := c.measureRun(ctx, label, k, i, n)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	c.shared.mu.Lock()
+	c.shared.runs[k] = runs
+	c.shared.mu.Unlock()
+	return runs, nil
+}
+
+// measureRun makes run i of n of case k.
+func (c Config) measureRun(ctx context.Context, label string, k splitCase, i, n int) (splitRun, error) {
 	d, err := c.dataset(k.Layout, k.Size)
 	if err != nil {
-		return nil, err
+		return splitRun{}, err
 	}
-	runs = nil
 	steady, after, window := c.timing()
-	for i := range n {
+	{
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return splitRun{}, err
 		}
 		began := time.Now()
 		dir := filepath.Join(c.shared.dir, "run")
 		_ = os.RemoveAll(dir)
 		if err := d.Clone(dir); err != nil {
-			return nil, err
+			return splitRun{}, err
 		}
 		load := d.Config.Load
 		load.Rate = k.Rate
 		ic := experiment.InPlaceConfig{
 			Dir: dir, Dataset: d, Durability: storage.DurabilityRequest, Load: load,
 			Steady: steady, After: after, Logger: c.Logger, HoldUntilDurable: k.Hold,
-			AlignFlush: map[bool]time.Duration{true: alignFlush}[k.Align],
-			Warm:       map[bool]time.Duration{true: warmFlush}[k.Warm],
+			AlignFlush:    map[bool]time.Duration{true: alignFlush}[k.Align],
+			Warm:          map[bool]time.Duration{true: warmFlush}[k.Warm],
+			FlushChildren: k.Flush,
 		}
 		if k.Merge {
 			// Root 0 split in two before the load: children 1 and 2.
@@ -227,25 +256,21 @@ func (c Config) measure(ctx context.Context, label string, k splitCase, n int) (
 		out, err := experiment.RunInPlace(ctx, ic)
 		_ = os.RemoveAll(dir)
 		if err != nil {
-			return nil, fmt.Errorf("%s, run %d: %w", k, i+1, err)
+			return splitRun{}, fmt.Errorf("%s, run %d: %w", k, i+1, err)
 		}
 		if !out.Verify.OK() {
-			return nil, fmt.Errorf("%s, run %d: %w: %+v", k, i+1, experiment.ErrVerify, out.Verify)
+			return splitRun{}, fmt.Errorf("%s, run %d: %w: %+v", k, i+1, experiment.ErrVerify, out.Verify)
 		}
 		if n := out.FailedWrites(); n > 0 {
-			return nil, fmt.Errorf("%s, run %d: %w: %d of %d", k, i+1, experiment.ErrWritesFailed, n, len(out.Load.Records))
+			return splitRun{}, fmt.Errorf("%s, run %d: %w: %d of %d", k, i+1, experiment.ErrWritesFailed, n, len(out.Load.Records))
 		}
 		r := summarize(out, window)
 		r.ParentMiB = float64(d.Bytes) / (1 << 20)
 		c.Progressf("%s: %s: run %d/%d: stall %.1f ms at +%.0f ms%s (steady %.1f ms), apply lock %.1f ms, window %.0f ms, throughput %.2f of steady (run took %.0f s, %.0f s of it load)",
 			label, k, i+1, n, r.StallMs, r.StallAtMs, phaseNote(r.StallPhase), r.SteadyStallMs, r.NodeStallMs, r.WindowMs, r.DuringOps/max(1, r.SteadyOps),
 			time.Since(began).Seconds(), out.End.Seconds())
-		runs = append(runs, r)
+		return r, nil
 	}
-	c.shared.mu.Lock()
-	c.shared.runs[k] = runs
-	c.shared.mu.Unlock()
-	return runs, nil
 }
 
 // summarize measures one outcome as BenchmarkSplitUnderLoad does: the
@@ -284,6 +309,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 		r.ChildMaxMs = max(r.ChildMaxMs, msOf(c.Total()))
 		r.ChildMs = append(r.ChildMs, msOf(c.Total()))
 		r.FlushMs += msOf(c.Flush)
+		r.HistoryOps += float64(c.History)
 		r.RotateMs += msOf(c.Rotate)
 		if c.SkippedFlush {
 			r.SkippedFlushes++
@@ -297,6 +323,7 @@ func summarize(out *experiment.Outcome, measure time.Duration) splitRun {
 	r.Steady1sStallMs, r.AfterHandoffStallMs = sum.Steady1sStallMs, sum.AfterHandoffStallMs
 	r.SteadySecondOps = sum.ThroughputSteadyOps
 	r.AfterHandoffOps = sum.ThroughputAfterHandoffOps
+	r.P99FirstSecondMs, r.P99SteadySecondMs = sum.WriteP99FirstSecondMs, sum.WriteP99SteadySecondMs
 	return r
 }
 

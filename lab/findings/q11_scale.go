@@ -3,6 +3,8 @@ package findings
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 
 	"gonum.org/v1/plot/plotter"
 
@@ -16,12 +18,25 @@ var scaleQuestion = Question{ID: 11, Slug: "scale", Title: "Scale: is split cost
 
 // scaleSizes are question 11's parent sizes: the two of question 1 and,
 // with Big, 4 GiB.
+//
+// SHARDSPLIT_Q11_ONLY names one of them ("100 MiB", "1 GiB", "4 GiB") to
+// measure it alone: on a shared 2-core machine five alternated rounds of
+// every size may not fit in the time there is, and a size measured alone
+// still compares its variants side by side.
 func (c Config) scaleSizes() []size {
 	small, large := c.parentSizes()
-	if c.Quick || !c.Big {
-		return []size{small, large}
+	sizes := []size{small, large}
+	if !c.Quick && c.Big {
+		sizes = append(sizes, size{"4 GiB", 4 << 20})
 	}
-	return []size{small, large, {"4 GiB", 4 << 20}}
+	if only := os.Getenv("SHARDSPLIT_Q11_ONLY"); only != "" {
+		for _, s := range append(sizes, size{"4 GiB", 4 << 20}) {
+			if s.Name == only {
+				return []size{s}
+			}
+		}
+	}
+	return sizes
 }
 
 // scaleRow is one size's medians.
@@ -32,6 +47,9 @@ type scaleRow struct {
 	ChildMax, Flush, RetireClose, RetireRemove float64
 	Wait                                       float64 // aligned: the wait for the parent's own flush
 	CPU                                        float64 // the split's CPU above the steady rate
+	Throughput                                 float64 // writes/s in the window against the steady window's
+	P99First, P99Steady                        float64 // write_p99_first_second_ms, write_p99_steady_second_ms
+	History                                    float64 // writes the children took from the retained history
 }
 
 func scaleRowOf(k splitCase, runs []splitRun) scaleRow {
@@ -51,55 +69,95 @@ func scaleRowOf(k splitCase, runs []splitRun) scaleRow {
 		RetireRemove: median(runs, func(r splitRun) float64 { return r.RetireRemoveMs }),
 		Wait:         median(runs, func(r splitRun) float64 { return r.AlignWaitMs }),
 		CPU:          median(runs, func(r splitRun) float64 { return r.SplitCPUMs }),
+		Throughput:   median(runs, func(r splitRun) float64 { return r.DuringOps / nonzero(r.SteadyOps) }),
+		P99First:     median(runs, func(r splitRun) float64 { return r.P99FirstSecondMs }),
+		P99Steady:    median(runs, func(r splitRun) float64 { return r.P99SteadySecondMs }),
+		History:      median(runs, func(r splitRun) float64 { return r.HistoryOps }),
 	}
 }
 
-// runScale answers question 11. Each size is measured twice, side by
-// side: splits that begin at their request (forcing a flush of the
-// parent's memtable when it holds over 2 MiB) and splits that first wait
-// for the parent's own flush (splitter.Config.AlignFlush).
+// scaleVariant is one way question 11 makes its splits.
+type scaleVariant struct {
+	name         string
+	align, flush bool
+}
+
+// scaleVariants: the default (children from the parent's last flushed
+// state and its retained history), the parent flushed first (as before
+// the history), and the split waiting for the parent's own flush first.
+var scaleVariants = []scaleVariant{
+	{name: "from the flushed state"},
+	{name: "the parent flushed first", flush: true},
+	{name: "after the parent's own flush", align: true},
+}
+
+// runScale answers question 11. Each size is measured in every variant
+// (scaleVariants), the runs alternated: round i makes run i of every size
+// and variant, so a slow minute of the shared machine lands on all of
+// them alike.
+//
+// SHARDSPLIT_Q11_VARIANTS=n keeps the first n variants (the default first):
+// a 4 GiB run takes minutes, most of them cloning and verifying.
 func runScale(ctx context.Context, cfg Config) (Answer, error) {
 	a := Answer{Command: cfg.reproduce(11)}
-	var forced, aligned []scaleRow
-	for _, sz := range cfg.scaleSizes() {
-		for _, align := range []bool{false, true} {
-			k := splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2, Align: align, Warm: true}
-			runs, err := cfg.measure(ctx, "q11", k, cfg.runs())
-			if err != nil {
-				return a, err
-			}
-			a.Numbers = append(a.Numbers, scaleNumbers(k, runs)...)
-			if align {
-				aligned = append(aligned, scaleRowOf(k, runs))
-			} else {
-				forced = append(forced, scaleRowOf(k, runs))
+	sizes := cfg.scaleSizes()
+	scaleVariants := scaleVariants
+	if n, err := strconv.Atoi(os.Getenv("SHARDSPLIT_Q11_VARIANTS")); err == nil && n >= 1 && n < len(scaleVariants) {
+		scaleVariants = scaleVariants[:n]
+	}
+	runs := make([][][]splitRun, len(scaleVariants))
+	cases := make([][]splitCase, len(scaleVariants))
+	for v, sv := range scaleVariants {
+		runs[v] = make([][]splitRun, len(sizes))
+		for _, sz := range sizes {
+			cases[v] = append(cases[v], splitCase{Layout: storage.LayoutPerShard, Size: sz, Rate: 5000, Ways: 2, Align: sv.align, Flush: sv.flush, Warm: true})
+		}
+	}
+	n := cfg.runs()
+	for i := range n {
+		for s := range sizes {
+			for v := range scaleVariants {
+				r, err := cfg.measureRun(ctx, "q11", cases[v][s], i, n)
+				if err != nil {
+					return a, err
+				}
+				runs[v][s] = append(runs[v][s], r)
 			}
 		}
 	}
-	t := Table{Header: []string{"parent", "split begins", "on disk (MiB)", "wait (ms)", "split time (ms)", "clone (ms)", "catch-up (ms)", "handoff (ms)", "stall (ms)", "steady stall (ms)", "split's CPU (ms)", "apply lock (ms)", "copied (MiB)",
+	rows := make([][]scaleRow, len(scaleVariants))
+	for v := range scaleVariants {
+		for s := range sizes {
+			a.Numbers = append(a.Numbers, scaleNumbers(cases[v][s], runs[v][s])...)
+			rows[v] = append(rows[v], scaleRowOf(cases[v][s], runs[v][s]))
+		}
+	}
+	t := Table{Header: []string{"parent", "split", "on disk (MiB)", "wait (ms)", "split time (ms)", "clone (ms)", "catch-up (ms)", "handoff (ms)", "stall (ms)", "steady stall (ms)",
+		"write p99 first / steady second (ms)", "throughput", "from the history (writes)", "split's CPU (ms)", "apply lock (ms)", "copied (MiB)",
 		"slowest child (ms)", "parent's flush (ms)", "retirement: close / remove (ms)"}}
 	var splits, stalls []line
-	for _, v := range []struct {
-		name string
-		rows []scaleRow
-	}{{"at the request", forced}, {"after the parent's own flush", aligned}} {
-		split, stall := line{Name: "split " + v.name}, line{Name: "split " + v.name}
-		for _, r := range v.rows {
-			t.Rows = append(t.Rows, []string{r.Case.Size.Name, v.name, num(r.ParentMiB), num(r.Wait), num(r.Window), num(r.Clone), num(r.CatchUp), num(r.Handoff),
-				num(r.Stall), num(r.Steady), num(r.CPU), num(r.Node), num(r.Copied), num(r.ChildMax), num(r.Flush), num(r.RetireClose) + " / " + num(r.RetireRemove)})
+	for v, sv := range scaleVariants {
+		split, stall := line{Name: "split " + sv.name}, line{Name: "split " + sv.name}
+		for _, r := range rows[v] {
+			t.Rows = append(t.Rows, []string{r.Case.Size.Name, sv.name, num(r.ParentMiB), num(r.Wait), num(r.Window), num(r.Clone), num(r.CatchUp), num(r.Handoff),
+				num(r.Stall), num(r.Steady), num(r.P99First) + " / " + num(r.P99Steady), num(r.Throughput), num(r.History), num(r.CPU), num(r.Node), num(r.Copied),
+				num(r.ChildMax), num(r.Flush), num(r.RetireClose) + " / " + num(r.RetireRemove)})
 			split.XYs = append(split.XYs, plotter.XY{X: r.ParentMiB, Y: r.Window})
 			stall.XYs = append(stall.XYs, plotter.XY{X: r.ParentMiB, Y: r.Stall})
 		}
 		splits, stalls = append(splits, split), append(stalls, stall)
+		a.Goals = append(a.Goals, scaleGoals(rows[v], cfg.Quick, sv.name)...)
 	}
-	steady := line{Name: "steady windows as long (aligned runs)"}
-	for _, r := range aligned {
+	steady := line{Name: "steady windows as long (default runs)"}
+	for _, r := range rows[0] {
 		steady.XYs = append(steady.XYs, plotter.XY{X: r.ParentMiB, Y: r.Steady})
 	}
 	stalls = append(stalls, steady)
 	a.Tables = []Table{t}
-	a.Answer = scaleAnswer(forced) + " Aligned with the parent's own flush: " + scaleAnswer(aligned)
-	a.Goals = append(scaleGoals(forced, cfg.Quick, "at the request"), scaleGoals(aligned, cfg.Quick, "after the parent's own flush")...)
+	a.Answer = scaleAnswer(rows[0])
+	for v, sv := range scaleVariants[1:] {
+		a.Answer += " With " + sv.name + ": " + scaleAnswer(rows[v+1])
+	}
 	if err := lines(cfg.Out, "q11-scale.png", "Split time under 5,000 fsync'd writes/s against parent size (per-shard, medians)",
 		"parent on disk (MiB, log scale)", "request (or start) to end of handoff, ms", true, splits); err != nil {
 		return a, err
@@ -133,6 +191,9 @@ func scaleNumbers(k splitCase, runs []splitRun) []Number {
 		ns = append(ns, Measured(k.String()+": the wait for the parent's own flush before the split began (not in the window)", "ms", field(runs, func(r splitRun) float64 { return r.AlignWaitMs })...),
 			Measured(k.String()+": the wait ended after the flush (1) or at its 5 s bound (0, the split then flushed)", "aligned", field(runs, func(r splitRun) float64 { return r.Aligned })...))
 	}
+	ns = append(ns, Measured(k.String()+": write p99 of the writes issued in the first second from the request (write_p99_first_second_ms)", "ms", field(runs, func(r splitRun) float64 { return r.P99FirstSecondMs })...),
+		Measured(k.String()+": median over the steady window's seconds of each second's write p99 (write_p99_steady_second_ms)", "ms", field(runs, func(r splitRun) float64 { return r.P99SteadySecondMs })...),
+		Measured(k.String()+": writes the children took from the parent's retained history", "writes", field(runs, func(r splitRun) float64 { return r.HistoryOps })...))
 	for _, p := range []string{"clone", "catch-up", "handoff"} {
 		ns = append(ns, Measured(fmt.Sprintf("%s: %s phase", k, p), "ms", field(runs, func(r splitRun) float64 { return r.PhaseMs[p] })...))
 	}
@@ -192,7 +253,10 @@ func scaleGoals(rows []scaleRow, quick bool, variant string) []Goal {
 		gs = append(gs,
 			ratioGoal(fmt.Sprintf("%s parent, split %s: longest stall ≤ 20 ms", r.Case.Size.Name, variant), r.Stall, 20, true, "ms, median"),
 			ratioGoal(fmt.Sprintf("%s parent, split %s: longest stall ≤ 1.25× the steady windows as long", r.Case.Size.Name, variant), r.Stall/nonzero(r.Steady), 1.25, true,
-				fmt.Sprintf("%s / %s ms, medians", num(r.Stall), num(r.Steady))))
+				fmt.Sprintf("%s / %s ms, medians", num(r.Stall), num(r.Steady))),
+			ratioGoal(fmt.Sprintf("%s parent, split %s: write p99 of the first second ≤ 1.5× a steady second's", r.Case.Size.Name, variant), r.P99First/nonzero(r.P99Steady), 1.5, true,
+				fmt.Sprintf("%s / %s ms, medians", num(r.P99First), num(r.P99Steady))),
+			ratioGoal(fmt.Sprintf("%s parent, split %s: throughput during ≥ 0.97 of steady", r.Case.Size.Name, variant), r.Throughput, 0.97, false, "median"))
 	}
 	return gs
 }

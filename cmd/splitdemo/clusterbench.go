@@ -22,7 +22,8 @@ const clusterbenchUsage = `splitdemo clusterbench: what a cluster of 3 serve pro
 Usage:
   splitdemo clusterbench [--runs 5] [--only cost,failover,recovery] [--out DIR]
                          [--rate 5000] [--writers 64] [--duration 10s]
-                         [--recovery-bytes 1073741824]
+                         [--recovery-bytes 1073741824] [--log-level warn]
+                         [--profile]
 
 Starts three "splitdemo serve" processes of this binary on loopback ports,
 data under DIR/cluster, and measures (each --runs times):
@@ -51,6 +52,10 @@ Flags:
   --writers N            concurrent writers (default 64)
   --duration D           measured part of a cost run (default 10s)
   --recovery-bytes N     source bytes loaded before a recovery (default 1 GiB)
+  --log-level LEVEL      the nodes' log level (default warn; their logs go to
+                         DIR/cluster/<node>.log)
+  --profile              each node writes a CPU profile until it stops, to
+                         DIR/<node>-<start>.cpu.pprof (go tool pprof reads it)
 `
 
 type clusterbenchResult struct {
@@ -69,6 +74,8 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 	writers := fs.Int("writers", 64, "")
 	duration := fs.Duration("duration", 10*time.Second, "")
 	recoveryBytes := fs.Int64("recovery-bytes", 1<<30, "")
+	logLevel := fs.String("log-level", "warn", "")
+	profile := fs.Bool("profile", false, "")
 	if code, err := parseFlags(fs, args, clusterbenchUsage, stdout); err != nil {
 		if code != exitOK {
 			fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
@@ -120,7 +127,14 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
 	}
-	c, err := clusterbench.Start(bin, dir, 3, "warn")
+	opts := clusterbench.Options{LogLevel: *logLevel}
+	if *profile {
+		if opts.ProfileDir, err = filepath.Abs(*out); err != nil {
+			fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
+			return exitFail
+		}
+	}
+	c, err := clusterbench.Start(bin, dir, 3, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail

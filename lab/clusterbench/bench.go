@@ -234,8 +234,7 @@ func failoverRun(ctx context.Context, c *Cluster, index string, shards int, load
 	defer func() { _, _, _ = c.Do("DELETE", "/"+index, "") }()
 	// Ask a node that stayed up: the restarted one answers from the state
 	// it had until it has caught up.
-	if _, _, err := c.DoOn((vi+1)%len(c.nodes), "GET",
-		fmt.Sprintf("/_cluster/health/%s?wait_for_status=green&timeout=120s", index), ""); err != nil {
+	if err := c.WaitGreenOn((vi+1)%len(c.nodes), index, 120*time.Second); err != nil {
 		return FailoverRun{}, fmt.Errorf("clusterbench: %s not green after %s came back: %w", index, victim, err)
 	}
 	at := time.Duration(kill.Load())

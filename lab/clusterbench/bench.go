@@ -3,9 +3,12 @@ package clusterbench
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,8 +159,11 @@ type FailoverRun struct {
 	// WriteP99 and WriteMax are the latencies of the writes to those
 	// shards that were in flight at the kill or started within 10 s of it.
 	WriteMax time.Duration `json:"write_max_ns"`
-	Acked    int           `json:"acked"`
-	Errors   int           `json:"errors"`
+	// Green is from the victim's restart until the index is green again:
+	// its copies rebuilt by peer recovery (the load has stopped).
+	Green  time.Duration `json:"green_ns"`
+	Acked  int           `json:"acked"`
+	Errors int           `json:"errors"`
 }
 
 // Failover kills, runs times, the node holding the primary of shard 0 of
@@ -172,7 +178,8 @@ func Failover(ctx context.Context, c *Cluster, shards, runs int, load LoadConfig
 		if err != nil {
 			return out, err
 		}
-		progress(fmt.Sprintf("run %d: killed %s; its shards unavailable for %v", r+1, run.Victim, run.Unavailable.Round(time.Millisecond)))
+		progress(fmt.Sprintf("run %d: killed %s; its shards unavailable for %v; green %v after its restart", r+1, run.Victim,
+			run.Unavailable.Round(time.Millisecond), run.Green.Round(time.Millisecond)))
 		out = append(out, run)
 	}
 	return out, nil
@@ -228,6 +235,7 @@ func failoverRun(ctx context.Context, c *Cluster, index string, shards int, load
 	if killErr != nil {
 		return FailoverRun{}, killErr
 	}
+	restarted := time.Now()
 	if err := c.Restart(vi); err != nil {
 		return FailoverRun{}, err
 	}
@@ -238,7 +246,7 @@ func failoverRun(ctx context.Context, c *Cluster, index string, shards int, load
 		return FailoverRun{}, fmt.Errorf("clusterbench: %s not green after %s came back: %w", index, victim, err)
 	}
 	at := time.Duration(kill.Load())
-	run := FailoverRun{Victim: victim, Unavailable: -1}
+	run := FailoverRun{Victim: victim, Unavailable: -1, Green: time.Since(restarted)}
 	for _, rec := range res.Records {
 		if !rec.Moving {
 			continue
@@ -310,7 +318,10 @@ func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress fu
 }
 
 // bulkLoad writes 1 KiB documents to index with 16 concurrent _bulk
-// requests of 500 until about size bytes of source went in.
+// requests of 500 until about size bytes of source went in. A document's
+// text is random (base64 of random bytes), so that the copy on disk is
+// about as large as its source: a repeated letter would compress to a
+// fraction of it, and the recovery would move far less than asked.
 func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
 	const perBulk, workers, docSize = 500, 16, 1024
 	total := size / docSize
@@ -318,11 +329,12 @@ func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
 	var wg sync.WaitGroup
 	var firstErr error
 	var mu sync.Mutex
-	src := `{"msg":"` + strings.Repeat("x", docSize-10) + `"}`
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			raw := make([]byte, (docSize-10)*3/4)
 			for {
 				from := next.Add(perBulk) - perBulk
 				if from >= total {
@@ -330,7 +342,10 @@ func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
 				}
 				var b strings.Builder
 				for k := from; k < min(from+perBulk, total); k++ {
-					fmt.Fprintf(&b, "{\"index\":{\"_id\":\"d%d\"}}\n%s\n", k, src)
+					for i := 0; i+8 <= len(raw); i += 8 {
+						binary.LittleEndian.PutUint64(raw[i:], rng.Uint64())
+					}
+					fmt.Fprintf(&b, "{\"index\":{\"_id\":\"d%d\"}}\n{\"msg\":\"%s\"}\n", k, base64.StdEncoding.EncodeToString(raw))
 				}
 				_, body, err := c.DoOn(w%len(c.nodes), "POST", "/"+index+"/_bulk", b.String())
 				if err == nil {
@@ -421,6 +436,18 @@ func timeCopy(src, dst string) (time.Duration, error) {
 		return f.Close()
 	})
 	return time.Since(start), err
+}
+
+// Percentile returns the p-th percentile of xs (nearest rank: the
+// smallest value with at least p% of xs at or below it).
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(k, 0), len(s)-1)]
 }
 
 // Median returns the median of xs.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -156,11 +157,7 @@ func (c *coordinator) sortedIDs() []uint64 {
 	for id := range c.inflight {
 		ids = append(ids, id)
 	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
+	slices.Sort(ids) // every turn, over every request in flight: thousands under a bulk load
 	return ids
 }
 

@@ -317,3 +317,43 @@ func TestTwoRoutingValuesOfAnIDKeepOneDocumentOnEveryCopy(t *testing.T) {
 		t.Fatalf("get x with a third routing value = %+v, want v2", g)
 	}
 }
+
+// TestAServedWritesAnswerIsKeptForAResendThenForgotten: the primary's node
+// keeps a done write's answer (for a coordinator that sends it again)
+// servedKeep ticks, then forgets it, oldest first, without walking the
+// writes done since.
+func TestAServedWritesAnswerIsKeptForAResendThenForgotten(t *testing.T) {
+	w := newWorld(t, 11, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 0)
+	w.runUntil(300, "green", func() bool { return w.health("logs") == cluster.Green })
+	served := func() (total int) {
+		for _, wn := range w.live() {
+			total += len(wn.n.serving.writes)
+		}
+		return total
+	}
+	if a := w.index("n1", "logs", "a", `{"v":1}`); a.err != nil {
+		t.Fatal(a.err)
+	}
+	w.round()
+	if a := w.index("n2", "logs", "b", `{"v":2}`); a.err != nil {
+		t.Fatal(a.err)
+	}
+	if got := served(); got != 2 {
+		t.Fatalf("%d answers kept after two writes, want 2", got)
+	}
+	for range servedKeep - 5 {
+		w.round()
+	}
+	if got := served(); got != 2 {
+		t.Fatalf("%d answers kept %d ticks after two writes, want 2", got, servedKeep-5)
+	}
+	w.runUntil(10, "the first write's answer forgotten", func() bool { return served() == 1 })
+	w.runUntil(10, "the second write's answer forgotten", func() bool { return served() == 0 })
+	for _, wn := range w.live() {
+		if len(wn.n.serving.done) != 0 {
+			t.Fatalf("%s still lists %d done writes", wn.name, len(wn.n.serving.done))
+		}
+	}
+}

@@ -397,7 +397,14 @@ func (c *Copy) Flush() {
 		c.complete()
 		return
 	}
-	if err := c.store.Apply(ops, false); err != nil {
+	wait := func() error { return nil }
+	var err error
+	if a, ok := c.store.(NoWaitApplier); ok {
+		wait, err = a.ApplyNoWait(ops)
+	} else {
+		err = c.store.Apply(ops, false)
+	}
+	if err != nil {
 		err = fmt.Errorf("replication: shard %s: apply %d operations: %w", c.cfg.Shard, len(ops), err)
 		for _, w := range writes {
 			w.done(WriteResult{Err: err})
@@ -409,9 +416,26 @@ func (c *Copy) Flush() {
 			c.busyKeys[k]++
 		}
 	}
-	c.tracker.acknowledged(c.cfg.AllocationID, c.store.LocalCheckpoint())
 	c.pending = append(c.pending, writes...)
+	// The copies are sent the operations before this copy's own fsync
+	// ends (NoWaitApplier): theirs and its overlap. This copy counts
+	// toward the global checkpoint only once they are durable here.
 	c.send()
+	if err := wait(); err != nil {
+		err = fmt.Errorf("replication: shard %s: sync %d operations: %w", c.cfg.Shard, len(ops), err)
+		c.log.Error("the primary's operations may not be durable; failing their writes", zap.Stringer("shard", c.cfg.Shard), zap.Error(err))
+		c.pending = slices.DeleteFunc(c.pending, func(w *pendingWrite) bool { return slices.Contains(writes, w) })
+		for _, w := range writes {
+			for _, k := range w.keys {
+				if c.busyKeys[k]--; c.busyKeys[k] <= 0 {
+					delete(c.busyKeys, k)
+				}
+			}
+			w.done(WriteResult{Err: err})
+		}
+		return
+	}
+	c.tracker.acknowledged(c.cfg.AllocationID, c.store.LocalCheckpoint())
 	c.complete()
 }
 

@@ -343,3 +343,50 @@ func TestACopyMarkedInSyncGatesWritesBeforeTheClusterStateSaysSo(t *testing.T) {
 		t.Fatalf("a write was acknowledged without the copy the primary marked in sync: %+v", **res)
 	}
 }
+
+// noWaitStore is a memStore that applies a primary's operations without
+// waiting for durability, recording what the primary had sent when it
+// waited for its own sync.
+type noWaitStore struct {
+	*memStore
+	g       *group
+	waited  []int // messages queued when each wait began
+	durable int64 // the local checkpoint the last wait made durable
+}
+
+func (s *noWaitStore) ApplyNoWait(ops []Op) (func() error, error) {
+	if err := s.memStore.Apply(ops, false); err != nil {
+		return nil, err
+	}
+	lcp := s.memStore.LocalCheckpoint()
+	return func() error {
+		s.waited = append(s.waited, len(s.g.queue))
+		s.durable = lcp
+		return nil
+	}, nil
+}
+
+// TestAPrimarySendsItsOperationsBeforeItsOwnSyncEnds: a primary whose
+// store can apply without waiting for the fsync sends the operations to
+// its replicas before it waits for its own (the two fsyncs overlap, as
+// OpenSearch's primary replicates before its translog sync), and the write
+// is acknowledged only once every copy, the primary too, made it durable.
+func TestAPrimarySendsItsOperationsBeforeItsOwnSyncEnds(t *testing.T) {
+	g := newGroup(t, 9, "n1", "n2")
+	st := &noWaitStore{memStore: g.stores["n1"], g: g, durable: NoOpsPerformed}
+	g.copies["n1"].store = st
+	res := g.write("n1", "d1", "v1")
+	if len(st.waited) != 1 || st.waited[0] == 0 {
+		t.Fatalf("messages queued when the primary waited for its sync: %v; want the replicate request already sent", st.waited)
+	}
+	if st.durable != 0 || *res != nil {
+		t.Fatalf("after the primary's flush: durable to %d, result %+v; want 0 and not yet acknowledged", st.durable, *res)
+	}
+	g.run(1)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("write result after a round = %+v, want acknowledged", *res)
+	}
+	if v, ok := g.value("n2", "d1"); !ok || v != "v1" {
+		t.Fatalf("the replica holds d1 = %q, %v; want v1", v, ok)
+	}
+}

@@ -149,36 +149,59 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 	return s.write(ops, guard, true)
 }
 
+// WriteNoWait is Write that returns once the ops are applied (readable,
+// in sequence order), before their WAL fsync ends: wait returns once they
+// are durable (at once without DurabilityRequest). wait must be called,
+// once. A replication primary sends the ops to its replicas meanwhile, so
+// that its fsync and theirs overlap.
+func (s *Shard) WriteNoWait(ops []Op, guard func() error) (last uint64, wait func() error, err error) {
+	return s.writeNoWait(ops, guard, true)
+}
+
 // write is Write; without resolve each op is stored under its key as it
 // is (applyLocked).
 func (s *Shard) write(ops []Op, guard func() error, resolve bool) (uint64, error) {
+	last, wait, err := s.writeNoWait(ops, guard, resolve)
+	if err != nil {
+		return 0, err
+	}
+	return last, wait()
+}
+
+func (s *Shard) writeNoWait(ops []Op, guard func() error, resolve bool) (uint64, func() error, error) {
 	// Enter the store only once the apply lock is ours: a write waiting
 	// on a fence must not hold up the store's close.
 	s.mu.Lock()
 	if !s.st.enter() {
 		s.mu.Unlock()
-		return 0, ErrShardClosed
+		return 0, nil, ErrShardClosed
 	}
-	defer s.st.exit()
 	b := s.st.db.NewBatch()
 	if len(ops) > 1 && s.ids && resolve {
 		// An op must see the ones before it in the batch: two ops of one
 		// _id under two keys leave one document.
 		b = s.st.db.NewIndexedBatch()
 	}
-	defer b.Close()
 	last, err := s.applyLocked(b, ops, guard, resolve)
 	s.mu.Unlock()
 	if err != nil {
-		return 0, err
+		_ = b.Close()
+		s.st.exit()
+		return 0, nil, err
 	}
 	s.load.countWrites(ops)
-	if s.durability == DurabilityRequest {
-		if err := b.SyncWait(); err != nil {
-			return 0, fmt.Errorf("storage: shard %d: %w: %w", s.id, ErrSyncFailed, err)
+	// The store stays entered until the sync ends: a close waits for it.
+	wait := func() error {
+		defer s.st.exit()
+		defer b.Close()
+		if s.durability == DurabilityRequest {
+			if err := b.SyncWait(); err != nil {
+				return fmt.Errorf("storage: shard %d: %w: %w", s.id, ErrSyncFailed, err)
+			}
 		}
+		return nil
 	}
-	return last, nil
+	return last, wait, nil
 }
 
 // applyLocked builds and commits the batch. The commit happens under the

@@ -36,9 +36,11 @@ data under DIR/cluster, and measures (each --runs times):
             replica is killed (SIGKILL) under that load; the time until a
             write to its shards is acknowledged again (failure detection:
             1 s), then the node is restarted and the index goes green
-  recovery  an index of one shard loaded to --recovery-bytes, then given a
-            replica: the time to green (peer recovery: files, then the
-            history above them) against copying the same files on this disk
+  recovery  an index of one shard loaded once to --recovery-bytes of random
+            1 KiB documents; each run gives it a replica (number_of_replicas
+            0 -> 1) and takes it away again: the time to green (a peer
+            recovery from scratch: files, then the history above them)
+            against copying and syncing the same files on this disk
 
 Writes DIR/clusterbench.md (medians with ranges) and DIR/clusterbench.json
 (every run), and prints progress. Numbers on a shared 2-core machine are

@@ -277,18 +277,26 @@ type RecoveryRun struct {
 	CopyOnDisk time.Duration `json:"copy_ns"`     // copying the same files on this disk, fsync'd
 }
 
-// Recovery loads an index of one shard to about size bytes, then adds a
-// replica and measures the time until it is green against copying the
-// primary's files on this disk.
+// Recovery loads an index of one shard to about size bytes once, then,
+// runs times, adds a replica and measures the time until it is green (a
+// peer recovery from scratch: the files of a checkpoint, then the history
+// above it) against copying the primary's files on this disk, and takes
+// the replica away again.
 func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress func(string)) ([]RecoveryRun, error) {
+	const index = "recovery"
+	if err := createIndex(c, index, 1, 0); err != nil {
+		return nil, err
+	}
+	defer func() { _, _, _ = c.Do("DELETE", "/"+index, "") }()
+	loadStart := time.Now()
+	docs, err := bulkLoad(c, index, size)
+	if err != nil {
+		return nil, err
+	}
+	progress(fmt.Sprintf("loaded %d documents in %v", docs, time.Since(loadStart).Round(time.Second)))
 	var out []RecoveryRun
 	for r := range runs {
-		index := fmt.Sprintf("recovery-%d", r)
-		if err := createIndex(c, index, 1, 0); err != nil {
-			return out, err
-		}
-		docs, err := bulkLoad(c, index, size)
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return out, err
 		}
 		rows, err := c.Shards(index)
@@ -312,7 +320,9 @@ func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress fu
 		progress(fmt.Sprintf("run %d: %d documents, %.0f MiB: recovered in %v; the same files copied on this disk in %v",
 			r+1, docs, float64(bytes)/(1<<20), run.Recovery.Round(time.Millisecond), copyTook.Round(time.Millisecond)))
 		out = append(out, run)
-		_, _, _ = c.Do("DELETE", "/"+index, "")
+		if _, _, err := c.Do("PUT", "/"+index+"/_settings", `{"index":{"number_of_replicas":0}}`); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }

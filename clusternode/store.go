@@ -86,9 +86,16 @@ func (p *pebbleStore) Apply(ops []replication.Op, undo bool) error {
 	return nil
 }
 
-func (p *pebbleStore) ApplyNoWait(ops []replication.Op) (func() error, error) {
+func (p *pebbleStore) ApplyNoWait(ops []replication.Op, undo bool) (func() error, error) {
 	if len(ops) == 0 {
 		return func() error { return nil }, nil
+	}
+	if undo {
+		entries := make([]storage.LogEntry, len(ops))
+		for i, op := range ops {
+			entries[i] = storage.LogEntry{Seq: uint64(op.Seq) + 1, Op: op.Doc, Removed: op.Removed}
+		}
+		return p.s.ApplyReplicatedNoWait(entries, true)
 	}
 	docs := make([]storage.Op, len(ops))
 	for i, op := range ops {

@@ -524,8 +524,19 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 // shard's operation log, and with undo the value each key it changes had
 // before (replica.go). Either makes the batch durable before it returns.
 func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
+	wait, err := s.applyLogNoWait(entries, history, undo)
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// applyLogNoWait is applyLog that returns once the entries are applied,
+// before the fsync that makes them durable (with history or undo) ends:
+// wait returns once it did, and must be called, once.
+func (s *Shard) applyLogNoWait(entries []LogEntry, history, undo bool) (func() error, error) {
 	if len(entries) == 0 {
-		return nil
+		return func() error { return nil }, nil
 	}
 	var b *pebble.Batch
 	if undo {
@@ -533,15 +544,37 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 	} else {
 		b = s.st.db.NewBatch()
 	}
-	defer b.Close()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	// The store's gate too, as Write: Engine.Close sets closed without
 	// the apply lock, and closes the store once no one is inside the gate.
 	if s.closed.Load() || !s.st.enter() {
-		return ErrShardClosed
+		s.mu.Unlock()
+		_ = b.Close()
+		return nil, ErrShardClosed
 	}
-	defer s.st.exit()
+	synced, err := s.applyLogLocked(b, entries, history, undo)
+	s.mu.Unlock()
+	if err != nil {
+		_ = b.Close()
+		s.st.exit()
+		return nil, err
+	}
+	// The store stays entered until the sync ends: a close waits for it.
+	return func() error {
+		defer s.st.exit()
+		defer b.Close()
+		if synced {
+			if err := b.SyncWait(); err != nil {
+				return fmt.Errorf("storage: shard %d: apply %d log entries: %w: %w", s.id, len(entries), ErrSyncFailed, err)
+			}
+		}
+		return nil
+	}, nil
+}
+
+// applyLogLocked builds and commits applyLog's batch, and reports whether
+// it was committed with a sync to wait for.
+func (s *Shard) applyLogLocked(b *pebble.Batch, entries []LogEntry, history, undo bool) (bool, error) {
 	var dk, val, ik, lk, lv []byte
 	last := s.seq.Load()
 	eb := s.st.db.NewBatch()
@@ -550,7 +583,7 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 		// A log holds one entry per sequence number, read in key order:
 		// entries out of order would leave an older state of a document.
 		if i > 0 && e.Seq <= entries[i-1].Seq {
-			return invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
+			return false, invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
 		}
 		eb.Reset()
 		err := s.outOfSpan(e.Op.Root, e.Op.Key)
@@ -565,7 +598,7 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 			}
 		}
 		if !mine {
-			return err
+			return false, err
 		}
 		dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
 		if err == nil {
@@ -582,12 +615,12 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 		if undo {
 			rec, err := undoRecord(b, eb)
 			if err != nil {
-				return fmt.Errorf("storage: shard %d: undo record of %d: %w", s.id, e.Seq, err)
+				return false, fmt.Errorf("storage: shard %d: undo record of %d: %w", s.id, e.Seq, err)
 			}
 			_ = b.Set(undoKey(s.id, e.Seq), rec, nil)
 		}
 		if err := b.Apply(eb, nil); err != nil {
-			return fmt.Errorf("storage: shard %d: apply log entry %d: %w", s.id, e.Seq, err)
+			return false, fmt.Errorf("storage: shard %d: apply log entry %d: %w", s.id, e.Seq, err)
 		}
 		if history {
 			lk = logKey(lk, s.id, e.Seq)
@@ -597,17 +630,18 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 		last = max(last, e.Seq)
 	}
 	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, last), nil)
+	synced := history || undo
 	var err error
-	if history || undo {
-		err = s.st.applySynced(b)
+	if synced {
+		err = s.st.db.ApplyNoSyncWait(b, pebble.Sync)
 	} else {
 		err = s.st.db.Apply(b, pebble.NoSync)
 	}
 	if err != nil {
-		return fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
+		return false, fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
 	}
 	s.seq.Store(last)
-	return nil
+	return synced, nil
 }
 
 // RaiseSeq makes the shard's next sequence number exceed seq, also after a

@@ -116,12 +116,18 @@ func (c *coordinator) onResult(m transport.Message) {
 	delete(c.inflight, r.id)
 }
 
-// retry re-routes the waiting requests once a newer state is applied.
+// retry re-routes, once a newer state is applied, the waiting requests,
+// and those sent to a node the state no longer has: a node removed from
+// the cluster will not answer, and its request would otherwise wait out
+// resendTicks.
 func (c *coordinator) retry() {
-	v := c.n.mgr.State().Version
+	st := c.n.mgr.State()
 	for _, id := range c.sortedIDs() {
 		r := c.inflight[id]
-		if r.waiting && v > r.version {
+		if st.Version <= r.version {
+			continue
+		}
+		if _, member := st.Nodes[r.sentTo]; r.waiting || !member {
 			c.dispatch(r)
 		}
 	}

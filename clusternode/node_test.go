@@ -357,3 +357,34 @@ func TestAServedWritesAnswerIsKeptForAResendThenForgotten(t *testing.T) {
 		}
 	}
 }
+
+// TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves: a
+// write sent to a primary whose node then dies is sent to the promoted
+// primary as soon as the coordinator applies the state without that node,
+// not after resendTicks of silence.
+func TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves(t *testing.T) {
+	w := newWorld(t, 12, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	st := w.any().State()
+	victim := primaryNode(st.Indices["logs"], 0)
+	coord := w.names[0]
+	if coord == victim {
+		coord = w.names[1]
+	}
+	var got *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "d1", "", []byte(`{"v":1}`), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
+	w.crash(victim) // before the write reaches it
+	left := -1
+	for round := 0; round < resendTicks/2 && got == nil; round++ {
+		w.round()
+		if _, ok := w.nodes[coord].n.State().Nodes[victim]; !ok && left < 0 {
+			left = round
+		}
+	}
+	if got == nil || got.err != nil {
+		t.Fatalf("the write's answer %d rounds after its primary's node crashed (declared left at round %d): %+v; want it acknowledged, well before resendTicks (%d)",
+			resendTicks/2, left, got, resendTicks)
+	}
+}

@@ -171,7 +171,7 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
 	}
-	report := clusterbenchReport(res, load, *runs)
+	report := clusterbenchReport(res, load, *runs, *only)
 	if err := os.WriteFile(filepath.Join(*out, "clusterbench.md"), []byte(report), 0o644); err != nil {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
@@ -190,7 +190,7 @@ func spread(xs []float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", s[len(s)/2], s[0], s[len(s)-1])
 }
 
-func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int) string {
+func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int, only string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# clusterbench: 3 serve processes on this machine, %d runs each\n\n", runs)
 	if len(res.Cost) > 0 {
@@ -244,6 +244,6 @@ func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, ru
 			"its files copied and synced on this disk in %s s, %s MiB/s.\n\n", spread(mib, "%.0f"), spread(took, "%.1f"), spread(rate, "%.1f"),
 			spread(cp, "%.1f"), spread(raw, "%.1f"))
 	}
-	fmt.Fprintf(&b, "Reproduce: `go run ./cmd/splitdemo clusterbench --runs %d`.\n", runs)
+	fmt.Fprintf(&b, "Reproduce: `go run ./cmd/splitdemo clusterbench --runs %d --only %s`.\n", runs, only)
 	return b.String()
 }

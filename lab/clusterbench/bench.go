@@ -327,13 +327,17 @@ func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress fu
 	return out, nil
 }
 
-// bulkLoad writes 1 KiB documents to index with 16 concurrent _bulk
+// bulkLoad writes 1 KiB documents to index with 8 concurrent _bulk
 // requests of 500 until about size bytes of source went in. A document's
 // text is random (base64 of random bytes), so that the copy on disk is
 // about as large as its source: a repeated letter would compress to a
-// fraction of it, and the recovery would move far less than asked.
+// fraction of it, and the recovery would move far less than asked. Items
+// refused with 429 or 503 (the node overloaded, a write timed out: a
+// Pebble write stall under a sustained bulk load holds the primary's loop)
+// are sent again after a pause, up to 10 times, as a bulk client retries
+// them; any other error ends the load.
 func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
-	const perBulk, workers, docSize = 500, 16, 1024
+	const perBulk, workers, docSize, tries = 500, 8, 1024, 10
 	total := size / docSize
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -350,23 +354,14 @@ func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
 				if from >= total {
 					return
 				}
-				var b strings.Builder
+				var lines []string
 				for k := from; k < min(from+perBulk, total); k++ {
 					for i := 0; i+8 <= len(raw); i += 8 {
 						binary.LittleEndian.PutUint64(raw[i:], rng.Uint64())
 					}
-					fmt.Fprintf(&b, "{\"index\":{\"_id\":\"d%d\"}}\n{\"msg\":\"%s\"}\n", k, base64.StdEncoding.EncodeToString(raw))
+					lines = append(lines, fmt.Sprintf("{\"index\":{\"_id\":\"d%d\"}}\n{\"msg\":\"%s\"}\n", k, base64.StdEncoding.EncodeToString(raw)))
 				}
-				_, body, err := c.DoOn(w%len(c.nodes), "POST", "/"+index+"/_bulk", b.String())
-				if err == nil {
-					var r struct {
-						Errors bool                         `json:"errors"`
-						Items  []map[string]json.RawMessage `json:"items"`
-					}
-					if json.Unmarshal(body, &r) == nil && r.Errors {
-						err = fmt.Errorf("clusterbench: a bulk of %s had errors: %s", index, firstBulkError(r.Items))
-					}
-				}
+				err := sendBulk(c, w, index, lines, tries)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -380,6 +375,49 @@ func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
 	}
 	wg.Wait()
 	return total, firstErr
+}
+
+// sendBulk sends the items (action and source lines) through node w mod
+// n, sending again those refused with 429 or 503.
+func sendBulk(c *Cluster, w int, index string, items []string, tries int) error {
+	for try := 1; ; try++ {
+		_, body, err := c.DoOn(w%len(c.nodes), "POST", "/"+index+"/_bulk", strings.Join(items, ""))
+		if err != nil {
+			if try < tries {
+				time.Sleep(time.Duration(try) * time.Second)
+				continue
+			}
+			return err
+		}
+		var r struct {
+			Errors bool                         `json:"errors"`
+			Items  []map[string]json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fmt.Errorf("clusterbench: a bulk answer of %s: %w", index, err)
+		}
+		if !r.Errors {
+			return nil
+		}
+		var again []string
+		for i, it := range r.Items {
+			for _, v := range it {
+				var item struct {
+					Status int             `json:"status"`
+					Error  json.RawMessage `json:"error"`
+				}
+				if json.Unmarshal(v, &item) != nil || item.Error == nil {
+					continue
+				}
+				if (item.Status != 429 && item.Status != 503) || try >= tries {
+					return fmt.Errorf("clusterbench: a bulk of %s had errors (try %d): %s", index, try, v)
+				}
+				again = append(again, items[i])
+			}
+		}
+		items = again
+		time.Sleep(time.Duration(try) * time.Second)
+	}
 }
 
 // largestIndexDir returns the largest copy directory under a node's data
@@ -468,16 +506,4 @@ func Median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// firstBulkError returns the first failed item of a bulk's answer.
-func firstBulkError(items []map[string]json.RawMessage) string {
-	for _, it := range items {
-		for _, v := range it {
-			if strings.Contains(string(v), `"error"`) {
-				return string(v)
-			}
-		}
-	}
-	return "?"
 }

@@ -182,13 +182,21 @@ func (s *Shard) writeNoWait(ops []Op, guard func() error, resolve bool) (uint64,
 		// _id under two keys leave one document.
 		b = s.st.db.NewIndexedBatch()
 	}
+	// Unless the wait takes them over, the batch and the gate are
+	// released on the way out, a panic (an invariant) included.
+	handed := false
+	defer func() {
+		if !handed {
+			_ = b.Close()
+			s.st.exit()
+		}
+	}()
 	last, err := s.applyLocked(b, ops, guard, resolve)
 	s.mu.Unlock()
 	if err != nil {
-		_ = b.Close()
-		s.st.exit()
 		return 0, nil, err
 	}
+	handed = true
 	s.load.countWrites(ops)
 	// The store stays entered until the sync ends: a close waits for it.
 	wait := func() error {
@@ -552,13 +560,23 @@ func (s *Shard) applyLogNoWait(entries []LogEntry, history, undo bool) (func() e
 		_ = b.Close()
 		return nil, ErrShardClosed
 	}
-	synced, err := s.applyLogLocked(b, entries, history, undo)
-	s.mu.Unlock()
+	// Unless the wait takes them over, the batch and the gate are
+	// released on the way out, a panic (an invariant) included.
+	handed := false
+	defer func() {
+		if !handed {
+			_ = b.Close()
+			s.st.exit()
+		}
+	}()
+	synced, err := func() (bool, error) {
+		defer s.mu.Unlock()
+		return s.applyLogLocked(b, entries, history, undo)
+	}()
 	if err != nil {
-		_ = b.Close()
-		s.st.exit()
 		return nil, err
 	}
+	handed = true
 	// The store stays entered until the sync ends: a close waits for it.
 	return func() error {
 		defer s.st.exit()

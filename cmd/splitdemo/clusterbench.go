@@ -238,7 +238,7 @@ func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, ru
 		var rate, raw []float64
 		for i := range took {
 			rate = append(rate, mib[i]/took[i])
-			raw = append(raw, mib[i]/cp[i])
+			raw = append(raw, float64(res.Recovery[i].CopyBytes)/(1<<20)/cp[i])
 		}
 		fmt.Fprintf(&b, "## Peer recovery\n\nA copy of %s MiB on disk: recovered (number_of_replicas 0 → 1 until green) in %s s, %s MiB/s; "+
 			"its files copied and synced on this disk in %s s, %s MiB/s.\n\n", spread(mib, "%.0f"), spread(took, "%.1f"), spread(rate, "%.1f"),

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -275,6 +276,7 @@ type RecoveryRun struct {
 	Docs       int64         `json:"docs"`        // documents in it
 	Recovery   time.Duration `json:"recovery_ns"` // number_of_replicas 0 → 1 until green
 	CopyOnDisk time.Duration `json:"copy_ns"`     // copying the same files on this disk, fsync'd
+	CopyBytes  int64         `json:"copy_bytes"`  // what that copy copied (a file compacted away meanwhile is not)
 }
 
 // Recovery loads an index of one shard to about size bytes once, then,
@@ -305,7 +307,7 @@ func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress fu
 		}
 		primary := c.nodes[c.NodeIndex(rows[0].Node)]
 		dir, bytes := largestIndexDir(primary.Data)
-		copyTook, err := timeCopy(dir, filepath.Join(os.TempDir(), fmt.Sprintf("clusterbench-copy-%d", r)))
+		copyTook, copied, err := timeCopy(dir, filepath.Join(os.TempDir(), fmt.Sprintf("clusterbench-copy-%d", r)))
 		if err != nil {
 			return out, err
 		}
@@ -316,7 +318,7 @@ func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress fu
 		if err := c.WaitGreen(index, 30*time.Minute); err != nil {
 			return out, err
 		}
-		run := RecoveryRun{Bytes: bytes, Docs: docs, Recovery: time.Since(start), CopyOnDisk: copyTook}
+		run := RecoveryRun{Bytes: bytes, Docs: docs, Recovery: time.Since(start), CopyOnDisk: copyTook, CopyBytes: copied}
 		progress(fmt.Sprintf("run %d: %d documents, %.0f MiB: recovered in %v; the same files copied on this disk in %v",
 			r+1, docs, float64(bytes)/(1<<20), run.Recovery.Round(time.Millisecond), copyTook.Round(time.Millisecond)))
 		out = append(out, run)
@@ -453,10 +455,16 @@ func dirSize(dir string) int64 {
 
 // timeCopy copies the files of src to dst on the same disk, syncing each,
 // and removes dst: the raw copy a recovery of the same bytes competes with.
-func timeCopy(src, dst string) (time.Duration, error) {
+// src is a live store: a file a compaction deleted meanwhile is skipped,
+// and the bytes copied are returned with the time.
+func timeCopy(src, dst string) (time.Duration, int64, error) {
 	defer os.RemoveAll(dst)
 	start := time.Now()
+	var copied int64
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -466,9 +474,13 @@ func timeCopy(src, dst string) (time.Duration, error) {
 			return os.MkdirAll(target, 0o755)
 		}
 		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
+		copied += int64(len(data))
 		f, err := os.Create(target)
 		if err != nil {
 			return err
@@ -483,7 +495,7 @@ func timeCopy(src, dst string) (time.Duration, error) {
 		}
 		return f.Close()
 	})
-	return time.Since(start), err
+	return time.Since(start), copied, err
 }
 
 // Percentile returns the p-th percentile of xs (nearest rank: the

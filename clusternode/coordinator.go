@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -114,12 +115,18 @@ func (c *coordinator) onResult(m transport.Message) {
 	delete(c.inflight, r.id)
 }
 
-// retry re-routes the waiting requests once a newer state is applied.
+// retry re-routes, once a newer state is applied, the waiting requests,
+// and those sent to a node the state no longer has: a node removed from
+// the cluster will not answer, and its request would otherwise wait out
+// resendTicks.
 func (c *coordinator) retry() {
-	v := c.n.mgr.State().Version
+	st := c.n.mgr.State()
 	for _, id := range c.sortedIDs() {
 		r := c.inflight[id]
-		if r.waiting && v > r.version {
+		if st.Version <= r.version {
+			continue
+		}
+		if _, member := st.Nodes[r.sentTo]; r.waiting || !member {
 			c.dispatch(r)
 		}
 	}
@@ -155,11 +162,7 @@ func (c *coordinator) sortedIDs() []uint64 {
 	for id := range c.inflight {
 		ids = append(ids, id)
 	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
+	slices.Sort(ids) // every turn, over every request in flight: thousands under a bulk load
 	return ids
 }
 

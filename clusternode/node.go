@@ -291,10 +291,17 @@ func (n *Node) finish() {
 		if st := n.mgr.State(); st != n.applied {
 			n.reconcile(st)
 		}
+		// Every copy's batch is applied (and a primary's sent) before
+		// any waits for its fsync: each copy is a store of its own, so
+		// their fsyncs overlap instead of following one another.
+		var ends []func()
 		for _, k := range n.sortedCopies() {
 			if lc := n.copies[k]; lc.c != nil {
-				lc.c.Flush()
+				ends = append(ends, lc.c.FlushStart())
 			}
+		}
+		for _, end := range ends {
+			end()
 		}
 		n.serving.retry(n)
 		n.coord.retry()

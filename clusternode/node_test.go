@@ -378,3 +378,74 @@ func TestARestartedCoordinatorsWritesAreNotTakenForItsPreviousOnes(t *testing.T)
 		t.Fatalf("the second life's acknowledged write reads %+v", g)
 	}
 }
+
+// TestAServedWritesAnswerIsKeptForAResendThenForgotten: the primary's node
+// keeps a done write's answer (for a coordinator that sends it again)
+// servedKeep ticks, then forgets it, oldest first, without walking the
+// writes done since.
+func TestAServedWritesAnswerIsKeptForAResendThenForgotten(t *testing.T) {
+	w := newWorld(t, 11, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 0)
+	w.runUntil(300, "green", func() bool { return w.health("logs") == cluster.Green })
+	served := func() (total int) {
+		for _, wn := range w.live() {
+			total += len(wn.n.serving.writes)
+		}
+		return total
+	}
+	if a := w.index("n1", "logs", "a", `{"v":1}`); a.err != nil {
+		t.Fatal(a.err)
+	}
+	w.round()
+	if a := w.index("n2", "logs", "b", `{"v":2}`); a.err != nil {
+		t.Fatal(a.err)
+	}
+	if got := served(); got != 2 {
+		t.Fatalf("%d answers kept after two writes, want 2", got)
+	}
+	for range servedKeep - 5 {
+		w.round()
+	}
+	if got := served(); got != 2 {
+		t.Fatalf("%d answers kept %d ticks after two writes, want 2", got, servedKeep-5)
+	}
+	w.runUntil(10, "the first write's answer forgotten", func() bool { return served() == 1 })
+	w.runUntil(10, "the second write's answer forgotten", func() bool { return served() == 0 })
+	for _, wn := range w.live() {
+		if len(wn.n.serving.done) != 0 {
+			t.Fatalf("%s still lists %d done writes", wn.name, len(wn.n.serving.done))
+		}
+	}
+}
+
+// TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves: a
+// write sent to a primary whose node then dies is sent to the promoted
+// primary as soon as the coordinator applies the state without that node,
+// not after resendTicks of silence.
+func TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves(t *testing.T) {
+	w := newWorld(t, 12, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	st := w.any().State()
+	victim := primaryNode(st.Indices["logs"], 0)
+	coord := w.names[0]
+	if coord == victim {
+		coord = w.names[1]
+	}
+	var got *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "d1", "", []byte(`{"v":1}`), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
+	w.crash(victim) // before the write reaches it
+	left := -1
+	for round := 0; round < resendTicks/2 && got == nil; round++ {
+		w.round()
+		if _, ok := w.nodes[coord].n.State().Nodes[victim]; !ok && left < 0 {
+			left = round
+		}
+	}
+	if got == nil || got.err != nil {
+		t.Fatalf("the write's answer %d rounds after its primary's node crashed (declared left at round %d): %+v; want it acknowledged, well before resendTicks (%d)",
+			resendTicks/2, left, got, resendTicks)
+	}
+}

@@ -54,14 +54,27 @@ func (p *Process) loop(c clock.Clock, tick time.Duration) {
 	t := c.NewTicker(tick)
 	defer t.Stop()
 	for {
+		// A tick that came due goes before more work: the heartbeats,
+		// follower checks and resends it drives must not wait behind a
+		// backlog of requests, or a node busy serving them is declared
+		// left by a cluster manager that stopped hearing it.
+		select {
+		case <-t.C():
+			p.n.Tick()
+		default:
+		}
 		select {
 		case <-p.stop:
 			p.err = p.n.Close()
 			return
 		case msgs := <-p.inbox:
-			p.take(msgs, nil)
+			if p.take(msgs, nil, t.C()) {
+				p.n.Tick()
+			}
 		case f := <-p.calls:
-			p.take(nil, f)
+			if p.take(nil, f, t.C()) {
+				p.n.Tick()
+			}
 		case <-t.C():
 			p.n.Tick()
 		}
@@ -77,8 +90,9 @@ func (p *Process) publish() {
 }
 
 // take steps the node with what arrived, then with whatever else is
-// waiting, up to drainLimit, and flushes once.
-func (p *Process) take(msgs []transport.Message, f func(*Node)) {
+// waiting, up to drainLimit or until a tick comes due, and flushes once.
+// It reports whether it took a tick from tick, which the caller runs.
+func (p *Process) take(msgs []transport.Message, f func(*Node), tick <-chan time.Time) (ticked bool) {
 drain:
 	for n := 0; ; n++ {
 		for _, m := range msgs {
@@ -91,6 +105,12 @@ drain:
 			break
 		}
 		select {
+		case <-tick:
+			ticked = true
+			break drain
+		default:
+		}
+		select {
 		case msgs = <-p.inbox:
 			f = nil
 		case f = <-p.calls:
@@ -100,6 +120,7 @@ drain:
 		}
 	}
 	p.n.finish()
+	return ticked
 }
 
 // Do runs f on the node's loop and returns once it ran.

@@ -16,6 +16,7 @@ import (
 	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/storage/crashfs"
 	"github.com/shardsplit/shardsplit/transport"
 )
 
@@ -340,4 +341,40 @@ func TestNodesOverLoopbackSplitAReplicatedShardUnderWrites(t *testing.T) {
 		t.Fatalf("search after the split: %d documents on %d shards, %v; want at least %d on 2", res.Total, res.Shards, err, len(acked))
 	}
 	t.Logf("%d writes acknowledged, %d documents", len(acked), res.Total)
+}
+
+// TestALoopKeptBusyByRequestsStillTicks: a tick drives the node's
+// heartbeats to the cluster manager; a loop that always has another request
+// waiting must still tick once per tick interval of work, or the cluster
+// manager stops hearing a node that is busy serving and declares it left.
+func TestALoopKeptBusyByRequestsStillTicks(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	disk := crashfs.New()
+	fs := disk.FS(nil)
+	n, err := Open(Config{Name: "n1", DataDir: "/data", FS: fs, TransportAddr: "n1", Seeds: []string{"n1"},
+		InitialManagers: []string{"n1"}, Transport: endpoint{transport.NewNetwork().Endpoint("n1")},
+		Stores: fileStores{fs: fs}, Rand: rand.New(rand.NewPCG(1, 2)), EphemeralID: "n1-life1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Unix(0, 0))
+	p := Run(n, Inbox(), clk, interval)
+	defer func() { _ = p.Stop() }()
+	clk.BlockUntil(1) // the loop's ticker
+	// The loop holds one call while 200 queue behind it; each takes one
+	// tick interval of the clock.
+	gate := make(chan struct{})
+	p.calls <- func(*Node) { <-gate }
+	const work = 200
+	for range work {
+		p.calls <- func(*Node) { clk.Advance(interval) }
+	}
+	close(gate)
+	var ticks uint64
+	if err := p.Do(func(n *Node) { ticks = n.tick }); err != nil {
+		t.Fatal(err)
+	}
+	if ticks < work/2 {
+		t.Fatalf("the loop ticked %d times over %d tick intervals of requests; want at least %d", ticks, work, work/2)
+	}
 }

@@ -134,6 +134,15 @@ type servingState struct {
 	// answer was slow or lost) is not applied twice: one in flight is
 	// answered once, one done is answered with its result again.
 	writes map[string]*servedWrite
+	// done are the writes done, in the order they were done (their ticks
+	// never decrease), so that expire forgets from the front instead of
+	// walking every write of the last servedKeep ticks on every tick.
+	done []doneWrite
+}
+
+type doneWrite struct {
+	key string
+	w   *servedWrite
 }
 
 type servedWrite struct {
@@ -154,11 +163,14 @@ func (s *servingState) init() { s.writes = map[string]*servedWrite{} }
 
 // expire forgets the answers of writes done long ago.
 func (s *servingState) expire(tick uint64) {
-	for k, w := range s.writes {
-		if w.done && tick-w.at > servedKeep {
-			delete(s.writes, k)
+	n := 0
+	for ; n < len(s.done) && tick-s.done[n].w.at > servedKeep; n++ {
+		if d := s.done[n]; s.writes[d.key] == d.w {
+			delete(s.writes, d.key)
 		}
 	}
+	clear(s.done[:n])
+	s.done = s.done[n:] // append moves the rest to a new array once this one is full
 }
 
 func (n *Node) onShardOp(m transport.Message) {
@@ -256,6 +268,8 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 			served.done, served.result, served.at = true, res, n.tick
 			if res.Code == codeRetry {
 				delete(n.serving.writes, key) // not applied: a retry is a new attempt
+			} else {
+				n.serving.done = append(n.serving.done, doneWrite{key: key, w: served})
 			}
 		}()
 		switch {

@@ -120,6 +120,32 @@ func (p *pebbleStore) Apply(ops []replication.Op, undo bool) error {
 	return nil
 }
 
+func (p *pebbleStore) ApplyNoWait(ops []replication.Op, undo bool) (func() error, error) {
+	if len(ops) == 0 {
+		return func() error { return nil }, nil
+	}
+	if undo {
+		entries := make([]storage.LogEntry, len(ops))
+		for i, op := range ops {
+			entries[i] = storage.LogEntry{Seq: uint64(op.Seq) + 1, Op: op.Doc, Removed: op.Removed}
+		}
+		return p.s.ApplyReplicatedNoWait(entries, true)
+	}
+	docs := make([]storage.Op, len(ops))
+	for i, op := range ops {
+		docs[i] = op.Doc
+	}
+	last, wait, err := p.s.WriteNoWait(docs, nil)
+	if err != nil {
+		return nil, err
+	}
+	if want := uint64(ops[len(ops)-1].Seq) + 1; last != want {
+		_ = wait()
+		return nil, fmt.Errorf("clusternode: a primary's write landed at sequence number %d, not %d", last, want)
+	}
+	return wait, nil
+}
+
 func (p *pebbleStore) History(from, to int64, fn func(replication.Op) error) error {
 	cur := int64(p.s.Seq()) - 1
 	to = min(to, cur)

@@ -76,6 +76,14 @@ type Transport interface {
 	SetPeer(name, addr string)
 }
 
+// Reachability is what a transport over connections knows of a peer: that
+// its last attempt to deliver to it failed (refused, reset, timed out). A
+// transport without it (the simulation's network) leaves failure
+// detection to the follower check alone.
+type Reachability interface {
+	Unreachable(name string) bool
+}
+
 // Config configures a Manager.
 type Config struct {
 	// Self describes this node: its name, persistent id, this process's
@@ -100,9 +108,17 @@ type Config struct {
 	ElectionTicks      int // raft's election timeout; default 10
 	HeartbeatTicks     int // raft's heartbeat interval; default 1
 	FollowerCheckTicks int // a node unheard this long is proposed NodeLeft; default 10
-	LeaseTicks         int // a read lease lasts this long from its heartbeat; default FollowerCheckTicks/2
-	RetryTicks         int // proposals, joins and hellos are resent this often; default 5
-	SnapshotEntries    uint64
+	// FollowerTimeoutTicks: with a transport that knows Reachability, a
+	// node unheard for FollowerCheckTicks is proposed NodeLeft only once
+	// the transport cannot reach it, or once it has been unheard this long
+	// (default 10·FollowerCheckTicks): a node whose process died is
+	// removed at once, one that is alive but busy (a long fsync, a GC
+	// pause) is not, as OpenSearch's FollowersChecker fails a node at
+	// once on a disconnect and otherwise after its retries time out.
+	FollowerTimeoutTicks int
+	LeaseTicks           int // a read lease lasts this long from its heartbeat; default FollowerCheckTicks/2
+	RetryTicks           int // proposals, joins and hellos are resent this often; default 5
+	SnapshotEntries      uint64
 	// TickDuration is how long a tick is (default 100 ms): the leader
 	// counts an index's delayed_timeout in ticks of it.
 	TickDuration time.Duration
@@ -120,6 +136,9 @@ func (c *Config) fill() {
 	}
 	if c.FollowerCheckTicks == 0 {
 		c.FollowerCheckTicks = 10
+	}
+	if c.FollowerTimeoutTicks == 0 {
+		c.FollowerTimeoutTicks = 10 * c.FollowerCheckTicks
 	}
 	if c.LeaseTicks == 0 {
 		c.LeaseTicks = max(1, c.FollowerCheckTicks/2)
@@ -899,6 +918,9 @@ func (m *Manager) leaderTick() {
 		}
 		if m.tick-seen < uint64(m.cfg.FollowerCheckTicks) {
 			continue
+		}
+		if r, ok := m.cfg.Transport.(Reachability); ok && !r.Unreachable(name) && m.tick-seen < uint64(m.cfg.FollowerTimeoutTicks) {
+			continue // alive as far as its connections tell: busy, not gone
 		}
 		if at, ok := m.leaving[name]; ok && m.tick-at < uint64(m.cfg.RetryTicks) {
 			continue

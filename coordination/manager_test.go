@@ -551,3 +551,74 @@ func TestANodeBackAfterBeingDeclaredLeftStays(t *testing.T) {
 		t.Fatalf("the state changed %d times after %s rejoined, want a quiet cluster", v-version, victim)
 	}
 }
+
+// reachEndpoint is a test endpoint whose transport tells, as a transport
+// over connections does, which peers it cannot reach.
+type reachEndpoint struct {
+	testEndpoint
+	unreachable map[string]bool
+}
+
+func (e reachEndpoint) Unreachable(name string) bool { return e.unreachable[name] }
+
+// TestASilentNodeIsDeclaredLeftAtOnceOnlyIfItsTransportCannotReachIt: a
+// node unheard for the follower check is removed at once when the
+// leader's transport cannot reach it (its process died), and only after
+// the follower timeout while the transport still reaches it (its process
+// is alive, too busy to speak: a long fsync must not cost it its copies).
+func TestASilentNodeIsDeclaredLeftAtOnceOnlyIfItsTransportCannotReachIt(t *testing.T) {
+	c := newTestCluster(t, 23)
+	unreachable := map[string]bool{}
+	for _, name := range threeManagers() {
+		c.start(name, threeManagers())
+	}
+	// Swap every node's transport for one that knows reachability.
+	for _, name := range threeManagers() {
+		c.nodes[name].m.cfg.Transport = reachEndpoint{testEndpoint{c: c, name: name}, unreachable}
+	}
+	c.runUntil(200, "bootstrap", c.converged)
+	leader := c.leader()
+	var victim *testNode
+	for _, n := range c.live() {
+		if n != leader {
+			victim = n
+			break
+		}
+	}
+	// The victim goes silent: nothing it sends arrives.
+	for _, other := range threeManagers() {
+		if other != victim.name {
+			c.cut[[2]string{victim.name, other}] = true
+		}
+	}
+	declaredLeft := func() bool {
+		l := c.leader()
+		if l == nil || l == victim {
+			return false
+		}
+		_, ok := l.m.State().Nodes[victim.name]
+		return !ok
+	}
+	check, timeout := leader.m.cfg.FollowerCheckTicks, leader.m.cfg.FollowerTimeoutTicks
+	for i := 0; i < check+timeout/2; i++ {
+		c.round()
+		if declaredLeft() {
+			t.Fatalf("round %d: %s, silent but reachable, declared left before the follower timeout (%d ticks)", i, victim.name, timeout)
+		}
+	}
+	c.runUntil(timeout, "the silent node declared left after the follower timeout", declaredLeft)
+
+	// Back, and then its process dies: declared left within the follower
+	// check once the transport cannot reach it.
+	for _, other := range threeManagers() {
+		delete(c.cut, [2]string{victim.name, other})
+	}
+	c.runUntil(300, "the node back", c.converged)
+	for _, other := range threeManagers() {
+		if other != victim.name {
+			c.cut[[2]string{victim.name, other}] = true
+		}
+	}
+	unreachable[victim.name] = true
+	c.runUntil(3*check, "the unreachable node declared left within the follower check", declaredLeft)
+}

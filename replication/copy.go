@@ -187,6 +187,11 @@ type Copy struct {
 	gcp                  int64 // the global checkpoint as this copy knows it
 
 	tick uint64
+	// broken is why the copy stopped: an fsync of its operations failed
+	// after they were applied, so its local checkpoint may hold what is
+	// not durable; it answers and acknowledges nothing more, and its
+	// primary fails it (a broken primary fails its writes).
+	broken error
 
 	// Primary only.
 	tracker  *Tracker
@@ -393,6 +398,10 @@ func (c *Copy) markStaleUntracked() {
 // prepares them in order and applies them in one batch (the group commit
 // of a node's event loop).
 func (c *Copy) Write(prepare Prepare, done func(WriteResult)) {
+	if c.broken != nil {
+		done(WriteResult{Err: c.broken})
+		return
+	}
 	if !c.IsPrimary() {
 		err := ErrNotPrimary
 		switch {
@@ -532,10 +541,30 @@ func (c *Copy) Retire() {
 // batch: on a primary, the queued writes (assigning sequence numbers, then
 // sending them to the tracked copies); on a replica, its primary's
 // requests.
-func (c *Copy) Flush() {
-	c.applyInbound()
+func (c *Copy) Flush() { c.FlushStart()() }
+
+// FlushStart is Flush in two steps: it applies the batch and sends what
+// a primary sends, and returns end, which waits until the batch is durable
+// and then acknowledges (a primary's writes that every in-sync copy has, a
+// replica's answers to its primary). A node starts the flush of each of
+// its copies, then ends each: their fsyncs (one per copy's store) overlap
+// instead of following one another. end must be called, once, before the
+// copy is used again.
+func (c *Copy) FlushStart() (end func()) {
+	endInbound := c.applyInboundStart()
+	endWrites := c.flushWritesStart()
+	return func() {
+		endInbound()
+		endWrites()
+	}
+}
+
+// flushWritesStart applies a primary's queued writes and sends them; its
+// end waits for them to be durable here and acknowledges what it can.
+func (c *Copy) flushWritesStart() (end func()) {
+	nothing := func() {}
 	if len(c.queued) == 0 {
-		return
+		return nothing
 	}
 	queued := c.queued
 	c.queued = nil
@@ -543,7 +572,7 @@ func (c *Copy) Flush() {
 		for _, q := range queued {
 			q.done(WriteResult{Err: ErrStalePrimary})
 		}
-		return
+		return nothing
 	}
 	next := c.store.LocalCheckpoint() + 1
 	var ops []Op
@@ -582,24 +611,60 @@ func (c *Copy) Flush() {
 	if len(ops) == 0 {
 		c.pending = append(c.pending, writes...)
 		c.complete()
-		return
+		return nothing
 	}
-	if err := c.store.Apply(ops, false); err != nil {
+	wait, err := c.applyNoWait(ops, false)
+	if err != nil {
 		err = fmt.Errorf("replication: shard %s: apply %d operations: %w", c.cfg.Shard, len(ops), err)
 		for _, w := range writes {
 			w.done(WriteResult{Err: err})
 		}
-		return
+		return nothing
 	}
 	for _, w := range writes {
 		for _, k := range w.keys {
 			c.busyKeys[k]++
 		}
 	}
-	c.tracker.acknowledged(c.cfg.AllocationID, c.store.LocalCheckpoint())
 	c.pending = append(c.pending, writes...)
+	// The copies are sent the operations before this copy's own fsync
+	// ends (NoWaitApplier): theirs and its overlap. This copy counts
+	// toward the global checkpoint only once they are durable here.
 	c.send()
-	c.complete()
+	lcp := c.store.LocalCheckpoint()
+	return func() {
+		if err := wait(); err != nil {
+			c.breakOn(fmt.Errorf("replication: shard %s: sync %d operations: %w", c.cfg.Shard, len(ops), err))
+			return
+		}
+		if c.primary && c.tracker != nil {
+			c.tracker.acknowledged(c.cfg.AllocationID, lcp)
+			c.complete()
+		}
+	}
+}
+
+// applyNoWait applies ops through the store's NoWaitApplier, or durably
+// (its wait a no-op) through Apply.
+func (c *Copy) applyNoWait(ops []Op, undo bool) (func() error, error) {
+	if a, ok := c.store.(NoWaitApplier); ok {
+		return a.ApplyNoWait(ops, undo)
+	}
+	return func() error { return nil }, c.store.Apply(ops, undo)
+}
+
+// breakOn stops the copy for good: operations it applied may not be
+// durable, so it must not count them, answer for them or acknowledge them
+// (its node's copy is failed and rebuilt).
+func (c *Copy) breakOn(err error) {
+	if c.broken != nil {
+		return
+	}
+	c.broken = err
+	c.log.Error("a copy's operations may not be durable; it stops", zap.Stringer("shard", c.cfg.Shard), zap.Error(err))
+	if c.primary {
+		c.failAll(err)
+	}
 }
 
 // docKey names a document as a shard keeps it: one per _id in a keyspace,
@@ -934,16 +999,20 @@ func (c *Copy) localCheckpointAfterInbound() int64 {
 // the local checkpoint, in one durable batch, and answers each primary
 // that sent one with the local checkpoint (and a gap, where its
 // operations began past it: an earlier request was lost).
-func (c *Copy) applyInbound() {
-	if len(c.inbound) == 0 {
-		return
+func (c *Copy) applyInbound() { c.applyInboundStart()() }
+
+// applyInboundStart is applyInbound in two steps (FlushStart): it applies
+// the batch; its end waits until the batch is durable, then answers.
+func (c *Copy) applyInboundStart() (end func()) {
+	if len(c.inbound) == 0 || c.broken != nil {
+		c.inbound = nil
+		return func() {}
 	}
 	inbound := c.inbound
 	c.inbound = nil
 	lcp := c.store.LocalCheckpoint()
 	var apply []Op
 	gap := map[string]bool{}
-	gcp := c.gcp
 	for _, in := range inbound {
 		for _, op := range in.r.Ops {
 			next := lcp + 1 + int64(len(apply))
@@ -960,25 +1029,35 @@ func (c *Copy) applyInbound() {
 			apply = append(apply, op)
 		}
 	}
+	wait := func() error { return nil }
 	if len(apply) > 0 {
-		if err := c.store.Apply(apply, true); err != nil {
+		var err error
+		if wait, err = c.applyNoWait(apply, true); err != nil {
 			c.log.Error("apply replicated operations", zap.Stringer("shard", c.cfg.Shard), zap.Error(err))
+			return func() {}
+		}
+	}
+	return func() {
+		if err := wait(); err != nil {
+			c.breakOn(fmt.Errorf("replication: shard %s: sync %d replicated operations: %w", c.cfg.Shard, len(apply), err))
 			return
 		}
-	}
-	lcp = c.store.LocalCheckpoint()
-	for _, in := range inbound {
-		gcp = max(gcp, min(in.r.GCP, lcp))
-	}
-	c.gcp = max(c.gcp, gcp)
-	answered := map[string]bool{}
-	for _, in := range inbound {
-		if answered[in.from] {
-			continue
+		// A replica answers only with what it made durable.
+		lcp := c.store.LocalCheckpoint()
+		gcp := c.gcp
+		for _, in := range inbound {
+			gcp = max(gcp, min(in.r.GCP, lcp))
 		}
-		answered[in.from] = true
-		// A follower answers for the shard whose stream it follows.
-		c.env.Send(in.from, KindResponse, replicateResponse{Shard: in.r.Shard, From: c.cfg.AllocationID, Term: c.term,
-			LCP: lcp, Gap: gap[in.from]})
+		c.gcp = max(c.gcp, gcp)
+		answered := map[string]bool{}
+		for _, in := range inbound {
+			if answered[in.from] {
+				continue
+			}
+			answered[in.from] = true
+			// A follower answers for the shard whose stream it follows.
+			c.env.Send(in.from, KindResponse, replicateResponse{Shard: in.r.Shard, From: c.cfg.AllocationID, Term: c.term,
+				LCP: lcp, Gap: gap[in.from]})
+		}
 	}
 }

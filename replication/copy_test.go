@@ -570,3 +570,88 @@ func TestAChildCopyTakesNoGlobalCheckpointItsSiblingsMayNotHold(t *testing.T) {
 			cr.LocalCheckpoint(), cr.GlobalCheckpoint(), v, ok)
 	}
 }
+
+// noWaitStore is a memStore that applies a primary's operations without
+// waiting for durability, recording what the primary had sent when it
+// waited for its own sync.
+type noWaitStore struct {
+	*memStore
+	g       *group
+	waited  []int // messages queued when each wait began
+	durable int64 // the local checkpoint the last wait made durable
+}
+
+func (s *noWaitStore) ApplyNoWait(ops []Op, undo bool) (func() error, error) {
+	if err := s.memStore.Apply(ops, undo); err != nil {
+		return nil, err
+	}
+	lcp := s.memStore.LocalCheckpoint()
+	return func() error {
+		s.waited = append(s.waited, len(s.g.queue))
+		s.durable = lcp
+		return nil
+	}, nil
+}
+
+// TestAPrimarySendsItsOperationsBeforeItsOwnSyncEnds: a primary whose
+// store can apply without waiting for the fsync sends the operations to
+// its replicas before it waits for its own (the two fsyncs overlap, as
+// OpenSearch's primary replicates before its translog sync), and the write
+// is acknowledged only once every copy, the primary too, made it durable.
+func TestAPrimarySendsItsOperationsBeforeItsOwnSyncEnds(t *testing.T) {
+	g := newGroup(t, 9, "n1", "n2")
+	st := &noWaitStore{memStore: g.stores["n1"], g: g, durable: NoOpsPerformed}
+	g.copies["n1"].store = st
+	res := g.write("n1", "d1", "v1")
+	if len(st.waited) != 1 || st.waited[0] == 0 {
+		t.Fatalf("messages queued when the primary waited for its sync: %v; want the replicate request already sent", st.waited)
+	}
+	if st.durable != 0 || *res != nil {
+		t.Fatalf("after the primary's flush: durable to %d, result %+v; want 0 and not yet acknowledged", st.durable, *res)
+	}
+	g.run(1)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("write result after a round = %+v, want acknowledged", *res)
+	}
+	if v, ok := g.value("n2", "d1"); !ok || v != "v1" {
+		t.Fatalf("the replica holds d1 = %q, %v; want v1", v, ok)
+	}
+}
+
+// TestAReplicaAnswersOnlyOnceItsFlushEnded: a replica whose store applies
+// without waiting applies its primary's operations when its flush starts,
+// and answers, with the local checkpoint, only when it ends: after its
+// fsync (a node starts every copy's flush, then ends each, so the fsyncs
+// overlap).
+func TestAReplicaAnswersOnlyOnceItsFlushEnded(t *testing.T) {
+	g := newGroup(t, 10, "n1", "n2")
+	st := &noWaitStore{memStore: g.stores["n2"], g: g, durable: NoOpsPerformed}
+	g.copies["n2"].store = st
+	g.write("n1", "d1", "v1")
+	replica := g.copies["n2"]
+	for _, e := range g.queue {
+		if e.kind == KindReplicate && e.to == "n2" {
+			var r replicateRequest
+			if err := json.Unmarshal(e.body, &r); err != nil {
+				t.Fatal(err)
+			}
+			replica.OnReplicate("n1", r)
+		}
+	}
+	g.queue = nil
+	end := replica.FlushStart()
+	if v, ok := g.value("n2", "d1"); !ok || v != "v1" {
+		t.Fatalf("after the flush's start the replica holds d1 = %q, %v; want it applied", v, ok)
+	}
+	if len(g.queue) != 0 || len(st.waited) != 0 {
+		t.Fatalf("before the flush's end: %d messages sent, %d waits; want none", len(g.queue), len(st.waited))
+	}
+	end()
+	if len(st.waited) != 1 || len(g.queue) != 1 || g.queue[0].kind != KindResponse {
+		t.Fatalf("after the flush's end: waits %v, messages %+v; want one wait, then the answer", st.waited, g.queue)
+	}
+	var resp replicateResponse
+	if err := json.Unmarshal(g.queue[0].body, &resp); err != nil || resp.LCP != 0 {
+		t.Fatalf("the answer %+v (%v), want local checkpoint 0", resp, err)
+	}
+}

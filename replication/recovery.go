@@ -332,7 +332,8 @@ type Target struct {
 	lcp      int64
 	received map[chunkRef]bool
 	missing  int
-	have     bool // the manifest arrived
+	left     []int // chunks of each file not yet written
+	have     bool  // the manifest arrived
 	env      Env
 
 	BytesReceived int64
@@ -367,6 +368,7 @@ func (t *Target) OnManifest(m recoveryManifest) error {
 			return err
 		}
 		t.files, t.lcp, t.have = m.Files, m.LCP, true
+		t.left = make([]int, len(m.Files))
 		for i, f := range m.Files {
 			file, err := t.fs.Create(filepath.Join(t.dir, f.Name), storage.WriteCategoryUnspecified)
 			if err != nil {
@@ -375,11 +377,18 @@ func (t *Target) OnManifest(m recoveryManifest) error {
 			_ = file.Close()
 			for off := int64(0); off < f.Size || (off == 0 && f.Size == 0); off += ChunkBytes {
 				t.missing++
+				t.left[i]++
 				if f.Size == 0 {
 					t.received[chunkRef{file: i}] = true
 					t.missing--
+					t.left[i]--
 					break
 				}
+			}
+		}
+		if t.missing == 0 {
+			if err := t.syncDir(); err != nil {
+				return err
 			}
 		}
 	}
@@ -387,8 +396,14 @@ func (t *Target) OnManifest(m recoveryManifest) error {
 	return nil
 }
 
-// OnChunk writes a chunk at its offset (a resent chunk writes the same
-// bytes again) and acknowledges it.
+// OnChunk writes a chunk at its offset and acknowledges it (a resent
+// chunk is acknowledged again). A file is synced once, when its last chunk
+// is written, and the directory once every file is: nothing is opened, or
+// reported, before the files are durable, and a recovery that does not
+// complete starts over from an empty directory, so a chunk need not be
+// durable to be acknowledged (the source's window is flow control). One
+// fsync per file, not per 512 KiB chunk, as OpenSearch's target syncs its
+// files once they are all in (MultiFileWriter, then Store.cleanupAndVerify).
 func (t *Target) OnChunk(c recoveryChunk) error {
 	if !t.have || c.File < 0 || c.File >= len(t.files) {
 		return nil
@@ -404,19 +419,41 @@ func (t *Target) OnChunk(c recoveryChunk) error {
 			_ = f.Close()
 			return err
 		}
-		if err := f.Sync(); err != nil {
-			_ = f.Close()
-			return err
+		if t.left[c.File] == 1 {
+			if err := f.Sync(); err != nil {
+				_ = f.Close()
+				return err
+			}
 		}
 		if err := f.Close(); err != nil {
 			return err
 		}
 		t.received[ref] = true
 		t.missing--
+		t.left[c.File]--
 		t.BytesReceived += int64(len(c.Data))
+		if t.missing == 0 {
+			if err := t.syncDir(); err != nil {
+				return err
+			}
+		}
 	}
 	t.env.Send(t.source, KindRecoveryAck, recoveryAck{Shard: t.shard, ID: t.id, File: c.File, Offset: c.Offset})
 	return nil
+}
+
+// syncDir makes the entries of the files created in the directory
+// durable.
+func (t *Target) syncDir() error {
+	d, err := t.fs.OpenDir(t.dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if e := d.Close(); err == nil {
+		err = e
+	}
+	return err
 }
 
 // Opened tells the source the files are open at the checkpoint's local

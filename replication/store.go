@@ -56,3 +56,16 @@ type Store interface {
 	// the same shard (the shard keeps one document per _id).
 	Get(d storage.Op) (storage.Doc, bool, error)
 }
+
+// NoWaitApplier is a Store that can apply operations without waiting for
+// them to be durable: ApplyNoWait applies ops as Apply does and returns
+// once they are readable; wait returns once they are durable, and must be
+// called, once. A node's copies start their fsyncs together this way
+// (Copy.FlushStart). A primary sends the
+// operations to its replicas in between, so that its own fsync and theirs
+// overlap, as OpenSearch's primary replicates an operation before its
+// translog sync (a write is acknowledged only once every in-sync copy, the
+// primary too, made it durable).
+type NoWaitApplier interface {
+	ApplyNoWait(ops []Op, undo bool) (wait func() error, err error)
+}

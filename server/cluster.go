@@ -59,6 +59,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	noInitializing := q.Get("wait_for_no_initializing_shards") == "true"
+	activeOK := waitForActiveShards(q.Get("wait_for_active_shards"))
 	expr := r.PathValue("index")
 	deadline := time.Now().Add(timeout)
 	for {
@@ -79,7 +80,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		if (want == "" || healthRank[status] <= healthRank[want]) && nodesOK(body["number_of_nodes"].(int)) &&
-			(!noInitializing || body["initializing_shards"].(int) == 0) {
+			(!noInitializing || body["initializing_shards"].(int) == 0) && activeOK(body) {
 			s.writeJSON(w, r, http.StatusOK, body)
 			return nil
 		}
@@ -94,6 +95,24 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// waitForActiveShards is _cluster/health's wait_for_active_shards, checked
+// by params: "all" waits until no shard copy is unassigned or
+// initializing, a number until that many copies are active; "" (and
+// index-setting, the index's default, which is none for health) waits for
+// nothing (TransportClusterHealthAction).
+func waitForActiveShards(v string) func(body map[string]any) bool {
+	switch v {
+	case "", "index-setting":
+		return func(map[string]any) bool { return true }
+	case "all":
+		return func(b map[string]any) bool {
+			return b["unassigned_shards"].(int) == 0 && b["initializing_shards"].(int) == 0
+		}
+	}
+	n, _ := strconv.Atoi(v)
+	return func(b map[string]any) bool { return b["active_shards"].(int) >= n }
 }
 
 func (s *Server) healthBody(expr string) (map[string]any, string, error) {

@@ -23,6 +23,20 @@ func TestClusterEndpoints(t *testing.T) {
 	if st := ts.do(t, "GET", "/_cluster/health?wait_for_status=green&timeout=100ms", "", &h); st != 408 || h["status"] != "yellow" || h["timed_out"] != true || h["unassigned_shards"] != 1.0 {
 		t.Fatalf("health waiting for green with a replica: %d %v", st, h)
 	}
+	// wait_for_active_shards: "all" waits for the unassigned replica, a
+	// count for that many active copies (two primaries of green, one of
+	// yellow: three).
+	for _, tc := range []struct {
+		param  string
+		status int
+	}{{"all", 408}, {"3", 200}, {"4", 408}, {"0", 200}} {
+		if st := ts.do(t, "GET", "/_cluster/health?wait_for_active_shards="+tc.param+"&timeout=100ms", "", &h); st != tc.status || h["active_shards"] != 3.0 {
+			t.Fatalf("health with wait_for_active_shards=%s: %d %v; want %d", tc.param, st, h, tc.status)
+		}
+	}
+	if st := ts.do(t, "GET", "/_cluster/health/green?wait_for_active_shards=all&timeout=100ms", "", &h); st != 200 || h["active_shards"] != 2.0 {
+		t.Fatalf("health of green with wait_for_active_shards=all: %d %v", st, h)
+	}
 	if st := ts.do(t, "GET", "/_cluster/health/green", "", &h); st != 200 || h["status"] != "green" {
 		t.Fatalf("health of one index: %d %v", st, h)
 	}

@@ -111,6 +111,17 @@ func (s *Shard) ApplyReplicated(entries []LogEntry, undo bool) error {
 	return s.applyLog(entries, true, undo)
 }
 
+// ApplyReplicatedNoWait is ApplyReplicated that returns once the entries
+// are applied, before their fsync ends: wait returns once they are
+// durable, and must be called, once. A node syncs several copies' batches
+// at once this way, instead of one after another.
+func (s *Shard) ApplyReplicatedNoWait(entries []LogEntry, undo bool) (wait func() error, err error) {
+	if len(entries) > 0 && entries[0].Seq != s.Seq()+1 {
+		return nil, fmt.Errorf("storage: shard %d: replicated operation %d does not follow %d", s.id, entries[0].Seq, s.Seq())
+	}
+	return s.applyLogNoWait(entries, true, undo)
+}
+
 // Undo takes back every operation above seq, newest first, with its undo
 // record, and drops it from the history: the shard's sequence number
 // becomes seq. It fails, changing nothing, if an undo record is missing.

@@ -149,36 +149,67 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 	return s.write(ops, guard, true)
 }
 
+// WriteNoWait is Write that returns once the ops are applied (readable,
+// in sequence order), before their WAL fsync ends: wait returns once they
+// are durable (at once without DurabilityRequest). wait must be called,
+// once. A replication primary sends the ops to its replicas meanwhile, so
+// that its fsync and theirs overlap.
+func (s *Shard) WriteNoWait(ops []Op, guard func() error) (last uint64, wait func() error, err error) {
+	return s.writeNoWait(ops, guard, true)
+}
+
 // write is Write; without resolve each op is stored under its key as it
 // is (applyLocked).
 func (s *Shard) write(ops []Op, guard func() error, resolve bool) (uint64, error) {
+	last, wait, err := s.writeNoWait(ops, guard, resolve)
+	if err != nil {
+		return 0, err
+	}
+	return last, wait()
+}
+
+func (s *Shard) writeNoWait(ops []Op, guard func() error, resolve bool) (uint64, func() error, error) {
 	// Enter the store only once the apply lock is ours: a write waiting
 	// on a fence must not hold up the store's close.
 	s.mu.Lock()
 	if !s.st.enter() {
 		s.mu.Unlock()
-		return 0, ErrShardClosed
+		return 0, nil, ErrShardClosed
 	}
-	defer s.st.exit()
 	b := s.st.db.NewBatch()
 	if len(ops) > 1 && s.ids && resolve {
 		// An op must see the ones before it in the batch: two ops of one
 		// _id under two keys leave one document.
 		b = s.st.db.NewIndexedBatch()
 	}
-	defer b.Close()
+	// Unless the wait takes them over, the batch and the gate are
+	// released on the way out, a panic (an invariant) included.
+	handed := false
+	defer func() {
+		if !handed {
+			_ = b.Close()
+			s.st.exit()
+		}
+	}()
 	last, err := s.applyLocked(b, ops, guard, resolve)
 	s.mu.Unlock()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	handed = true
 	s.load.countWrites(ops)
-	if s.durability == DurabilityRequest {
-		if err := b.SyncWait(); err != nil {
-			return 0, fmt.Errorf("storage: shard %d: %w: %w", s.id, ErrSyncFailed, err)
+	// The store stays entered until the sync ends: a close waits for it.
+	wait := func() error {
+		defer s.st.exit()
+		defer b.Close()
+		if s.durability == DurabilityRequest {
+			if err := b.SyncWait(); err != nil {
+				return fmt.Errorf("storage: shard %d: %w: %w", s.id, ErrSyncFailed, err)
+			}
 		}
+		return nil
 	}
-	return last, nil
+	return last, wait, nil
 }
 
 // applyLocked builds and commits the batch. The commit happens under the
@@ -505,8 +536,19 @@ func (s *Shard) ApplyLog(entries []LogEntry) error {
 // shard's operation log, and with undo the value each key it changes had
 // before (replica.go). Either makes the batch durable before it returns.
 func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
+	wait, err := s.applyLogNoWait(entries, history, undo)
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// applyLogNoWait is applyLog that returns once the entries are applied,
+// before the fsync that makes them durable (with history or undo) ends:
+// wait returns once it did, and must be called, once.
+func (s *Shard) applyLogNoWait(entries []LogEntry, history, undo bool) (func() error, error) {
 	if len(entries) == 0 {
-		return nil
+		return func() error { return nil }, nil
 	}
 	var b *pebble.Batch
 	if undo {
@@ -514,15 +556,47 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 	} else {
 		b = s.st.db.NewBatch()
 	}
-	defer b.Close()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	// The store's gate too, as Write: Engine.Close sets closed without
 	// the apply lock, and closes the store once no one is inside the gate.
 	if s.closed.Load() || !s.st.enter() {
-		return ErrShardClosed
+		s.mu.Unlock()
+		_ = b.Close()
+		return nil, ErrShardClosed
 	}
-	defer s.st.exit()
+	// Unless the wait takes them over, the batch and the gate are
+	// released on the way out, a panic (an invariant) included.
+	handed := false
+	defer func() {
+		if !handed {
+			_ = b.Close()
+			s.st.exit()
+		}
+	}()
+	synced, err := func() (bool, error) {
+		defer s.mu.Unlock()
+		return s.applyLogLocked(b, entries, history, undo)
+	}()
+	if err != nil {
+		return nil, err
+	}
+	handed = true
+	// The store stays entered until the sync ends: a close waits for it.
+	return func() error {
+		defer s.st.exit()
+		defer b.Close()
+		if synced {
+			if err := b.SyncWait(); err != nil {
+				return fmt.Errorf("storage: shard %d: apply %d log entries: %w: %w", s.id, len(entries), ErrSyncFailed, err)
+			}
+		}
+		return nil
+	}, nil
+}
+
+// applyLogLocked builds and commits applyLog's batch, and reports whether
+// it was committed with a sync to wait for.
+func (s *Shard) applyLogLocked(b *pebble.Batch, entries []LogEntry, history, undo bool) (bool, error) {
 	var dk, val, ik, lk, lv []byte
 	last := s.seq.Load()
 	eb := s.st.db.NewBatch()
@@ -531,7 +605,7 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 		// A log holds one entry per sequence number, read in key order:
 		// entries out of order would leave an older state of a document.
 		if i > 0 && e.Seq <= entries[i-1].Seq {
-			return invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
+			return false, invariants.AssertionFailedf("storage: shard %d: log entry %d has sequence number %d after %d", s.id, i, e.Seq, entries[i-1].Seq)
 		}
 		eb.Reset()
 		if e.Op.Kind == OpNoop {
@@ -558,7 +632,7 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 			}
 		}
 		if !mine {
-			return err
+			return false, err
 		}
 		dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
 		if err == nil {
@@ -575,12 +649,12 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 		if undo {
 			rec, err := undoRecord(b, eb)
 			if err != nil {
-				return fmt.Errorf("storage: shard %d: undo record of %d: %w", s.id, e.Seq, err)
+				return false, fmt.Errorf("storage: shard %d: undo record of %d: %w", s.id, e.Seq, err)
 			}
 			_ = b.Set(undoKey(s.id, e.Seq), rec, nil)
 		}
 		if err := b.Apply(eb, nil); err != nil {
-			return fmt.Errorf("storage: shard %d: apply log entry %d: %w", s.id, e.Seq, err)
+			return false, fmt.Errorf("storage: shard %d: apply log entry %d: %w", s.id, e.Seq, err)
 		}
 		if history {
 			lk = logKey(lk, s.id, e.Seq)
@@ -590,18 +664,19 @@ func (s *Shard) applyLog(entries []LogEntry, history, undo bool) error {
 		last = max(last, e.Seq)
 	}
 	_ = b.Set(metaKey(metaSeq, s.id), binary.BigEndian.AppendUint64(nil, last), nil)
+	synced := history || undo
 	var err error
-	if history || undo {
-		err = s.st.applySynced(b)
+	if synced {
+		err = s.st.db.ApplyNoSyncWait(b, pebble.Sync)
 	} else {
 		err = s.st.db.Apply(b, pebble.NoSync)
 	}
 	if err != nil {
-		return fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
+		return false, fmt.Errorf("storage: shard %d: apply %d log entries: %w", s.id, len(entries), err)
 	}
 	s.st.hist.record(b, entries)
 	s.seq.Store(last)
-	return nil
+	return synced, nil
 }
 
 // RaiseSeq makes the shard's next sequence number exceed seq, also after a

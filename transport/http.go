@@ -369,6 +369,16 @@ func (h *HTTP) settle(d dest, q *queue, addr string, n int, err error) (backoff 
 	return !h.closed
 }
 
+// Unreachable reports whether the last request to the node failed (it
+// refused or dropped the connection, or did not answer in time): its
+// process is gone or cut off, not merely slow to speak.
+func (h *HTTP) Unreachable(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.dests[dest{name: name}]
+	return q != nil && q.failing
+}
+
 // post sends one batch and waits for the peer's answer.
 func (h *HTTP) post(addr string, batch []Message) error {
 	body, err := json.Marshal(batch)

@@ -381,3 +381,37 @@ func TestNewHTTPRefusesNonLoopbackAddresses(t *testing.T) {
 		t.Error("NewHTTP(Listen without a port) = nil error")
 	}
 }
+
+// TestHTTPTellsAPeerUnreachableOnceItRefusesUntilItAnswers: a peer whose
+// port refuses connections is unreachable from the failed request on, and
+// reachable again once a request to it succeeds; a peer that only hangs is
+// not (yet) unreachable: it is slow, not known to be gone.
+func TestHTTPTellsAPeerUnreachableOnceItRefusesUntilItAnswers(t *testing.T) {
+	a, _ := startHTTP(t, "a", func(c *HTTPConfig) { c.RequestTimeout = time.Minute; c.Backoff = 10 * time.Millisecond })
+	hung := startHangingPeer(t)
+	refusing, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := refusing.Addr().String()
+	refusing.Close()
+	a.SetPeer("gone", addr)
+	a.SetPeer("hung", hung.ln.Addr().String())
+	if a.Unreachable("gone") || a.Unreachable("never-sent-to") {
+		t.Fatal("a peer never sent to is unreachable")
+	}
+	a.Send(msg(t, "a", "gone", "append", ping{Term: 1}))
+	a.Send(msg(t, "a", "hung", "append", ping{Term: 1}))
+	eventually(t, "the refusing peer unreachable", func() bool { return a.Unreachable("gone") })
+	hung.waitRequest(t)
+	if a.Unreachable("hung") {
+		t.Fatal("a peer whose request is still waiting is unreachable")
+	}
+	// The peer comes back at its address.
+	_, inb := startHTTP(t, "gone", func(c *HTTPConfig) { c.Listen = addr })
+	for i := 0; a.Unreachable("gone") && i < 1000; i++ {
+		a.Send(msg(t, "a", "gone", "append", ping{Term: 2}))
+		time.Sleep(10 * time.Millisecond)
+	}
+	eventually(t, "the peer back reachable", func() bool { return !a.Unreachable("gone") && len(inb.received()) > 0 })
+}

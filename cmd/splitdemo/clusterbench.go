@@ -22,7 +22,8 @@ const clusterbenchUsage = `splitdemo clusterbench: what a cluster of 3 serve pro
 Usage:
   splitdemo clusterbench [--runs 5] [--only cost,failover,recovery] [--out DIR]
                          [--rate 5000] [--writers 64] [--duration 10s]
-                         [--recovery-bytes 1073741824]
+                         [--recovery-bytes 1073741824] [--log-level warn]
+                         [--profile]
 
 Starts three "splitdemo serve" processes of this binary on loopback ports,
 data under DIR/cluster, and measures (each --runs times):
@@ -35,9 +36,11 @@ data under DIR/cluster, and measures (each --runs times):
             replica is killed (SIGKILL) under that load; the time until a
             write to its shards is acknowledged again (failure detection:
             1 s), then the node is restarted and the index goes green
-  recovery  an index of one shard loaded to --recovery-bytes, then given a
-            replica: the time to green (peer recovery: files, then the
-            history above them) against copying the same files on this disk
+  recovery  an index of one shard loaded once to --recovery-bytes of random
+            1 KiB documents; each run gives it a replica (number_of_replicas
+            0 -> 1) and takes it away again: the time to green (a peer
+            recovery from scratch: files, then the history above them)
+            against copying and syncing the same files on this disk
 
 Writes DIR/clusterbench.md (medians with ranges) and DIR/clusterbench.json
 (every run), and prints progress. Numbers on a shared 2-core machine are
@@ -51,6 +54,10 @@ Flags:
   --writers N            concurrent writers (default 64)
   --duration D           measured part of a cost run (default 10s)
   --recovery-bytes N     source bytes loaded before a recovery (default 1 GiB)
+  --log-level LEVEL      the nodes' log level (default warn; their logs go to
+                         DIR/cluster/<node>.log)
+  --profile              each node writes a CPU profile until it stops, to
+                         DIR/<node>-<start>.cpu.pprof (go tool pprof reads it)
 `
 
 type clusterbenchResult struct {
@@ -69,6 +76,8 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 	writers := fs.Int("writers", 64, "")
 	duration := fs.Duration("duration", 10*time.Second, "")
 	recoveryBytes := fs.Int64("recovery-bytes", 1<<30, "")
+	logLevel := fs.String("log-level", "warn", "")
+	profile := fs.Bool("profile", false, "")
 	if code, err := parseFlags(fs, args, clusterbenchUsage, stdout); err != nil {
 		if code != exitOK {
 			fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
@@ -120,7 +129,14 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
 	}
-	c, err := clusterbench.Start(bin, dir, 3, "warn")
+	opts := clusterbench.Options{LogLevel: *logLevel}
+	if *profile {
+		if opts.ProfileDir, err = filepath.Abs(*out); err != nil {
+			fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
+			return exitFail
+		}
+	}
+	c, err := clusterbench.Start(bin, dir, 3, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
@@ -155,7 +171,7 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
 	}
-	report := clusterbenchReport(res, load, *runs)
+	report := clusterbenchReport(res, load, *runs, *only)
 	if err := os.WriteFile(filepath.Join(*out, "clusterbench.md"), []byte(report), 0o644); err != nil {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
@@ -174,7 +190,7 @@ func spread(xs []float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", s[len(s)/2], s[0], s[len(s)-1])
 }
 
-func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int) string {
+func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int, only string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# clusterbench: 3 serve processes on this machine, %d runs each\n\n", runs)
 	if len(res.Cost) > 0 {
@@ -199,14 +215,18 @@ func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, ru
 			spread(ratio, "%.2f"), spread(p99ratio, "%.2f"))
 	}
 	if len(res.Failover) > 0 {
-		var un, worst []float64
+		var un, worst, green []float64
 		for _, r := range res.Failover {
 			un = append(un, float64(r.Unavailable)/1e6)
 			worst = append(worst, float64(r.WriteMax)/1e6)
+			green = append(green, r.Green.Seconds())
 		}
-		fmt.Fprintf(&b, "## Failover\n\nThe node of a primary killed with SIGKILL under the same load (failure detection 1 s):"+
-			" from the kill to the first acknowledged write to its shards, %s ms (p99 of %d runs is their maximum); the slowest"+
-			" write to those shards took %s ms.\n\n", spread(un, "%.0f"), len(un), spread(worst, "%.0f"))
+		fmt.Fprintf(&b, "## Failover\n\nThe node of a primary killed with SIGKILL under the same load (failure detection 1 s),"+
+			" %d runs: from the kill to the first acknowledged write to its shards, p50 %.0f ms, p99 %.0f ms, max %.0f ms"+
+			" (p99 by nearest rank: with fewer than 100 runs, the maximum); the slowest write to those shards took %s ms;"+
+			" the node restarted, the index was green again after %s s (its copies rebuilt by peer recovery).\n\n",
+			len(un), clusterbench.Percentile(un, 50), clusterbench.Percentile(un, 99), clusterbench.Percentile(un, 100),
+			spread(worst, "%.0f"), spread(green, "%.1f"))
 	}
 	if len(res.Recovery) > 0 {
 		var took, cp, mib []float64
@@ -215,9 +235,15 @@ func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, ru
 			cp = append(cp, r.CopyOnDisk.Seconds())
 			mib = append(mib, float64(r.Bytes)/(1<<20))
 		}
-		fmt.Fprintf(&b, "## Peer recovery\n\nA copy of %s MiB on disk: recovered (number_of_replicas 0 → 1 until green) in %s s; "+
-			"its files copied and synced on this disk in %s s.\n\n", spread(mib, "%.0f"), spread(took, "%.1f"), spread(cp, "%.1f"))
+		var rate, raw []float64
+		for i := range took {
+			rate = append(rate, mib[i]/took[i])
+			raw = append(raw, float64(res.Recovery[i].CopyBytes)/(1<<20)/cp[i])
+		}
+		fmt.Fprintf(&b, "## Peer recovery\n\nA copy of %s MiB on disk: recovered (number_of_replicas 0 → 1 until green) in %s s, %s MiB/s; "+
+			"its files copied and synced on this disk in %s s, %s MiB/s.\n\n", spread(mib, "%.0f"), spread(took, "%.1f"), spread(rate, "%.1f"),
+			spread(cp, "%.1f"), spread(raw, "%.1f"))
 	}
-	fmt.Fprintf(&b, "Reproduce: `go run ./cmd/splitdemo clusterbench --runs %d`.\n", runs)
+	fmt.Fprintf(&b, "Reproduce: `go run ./cmd/splitdemo clusterbench --runs %d --only %s`.\n", runs, only)
 	return b.String()
 }

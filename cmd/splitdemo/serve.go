@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -51,6 +52,8 @@ Flags:
                       PORT is a number, 0 for any free port)
   --data DIR          data directory (path.data; default ./splitdemo-data)
   --log-level LEVEL   zap level for the log on stderr (default info)
+  --cpuprofile FILE   write a CPU profile of the process to FILE when it
+                      stops on SIGINT or SIGTERM (go tool pprof reads it)
 
 Cluster flags (any of them makes the node join a cluster):
   --name NAME                     node.name: unique in the cluster (required)
@@ -73,6 +76,7 @@ Example:
 
 type serveConfig struct {
 	addr, data, logLevel string
+	cpuProfile           string
 	// Cluster mode.
 	name, transport, seedHosts, managers, clusterName string
 }
@@ -89,6 +93,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:9200", "")
 	fs.StringVar(&c.data, "data", "./splitdemo-data", "")
 	fs.StringVar(&c.logLevel, "log-level", "info", "")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "")
 	fs.StringVar(&c.name, "name", "", "")
 	fs.StringVar(&c.transport, "transport", "", "")
 	fs.StringVar(&c.seedHosts, "seed-hosts", "", "")
@@ -124,6 +129,22 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "splitdemo serve: %v\n", err)
 			return exitUsage
 		}
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "splitdemo serve: --cpuprofile: %v\n", err)
+			return exitFail
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			fmt.Fprintf(stderr, "splitdemo serve: --cpuprofile: %v\n", err)
+			return exitFail
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -3,9 +3,13 @@ package clusterbench
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,8 +160,11 @@ type FailoverRun struct {
 	// WriteP99 and WriteMax are the latencies of the writes to those
 	// shards that were in flight at the kill or started within 10 s of it.
 	WriteMax time.Duration `json:"write_max_ns"`
-	Acked    int           `json:"acked"`
-	Errors   int           `json:"errors"`
+	// Green is from the victim's restart until the index is green again:
+	// its copies rebuilt by peer recovery (the load has stopped).
+	Green  time.Duration `json:"green_ns"`
+	Acked  int           `json:"acked"`
+	Errors int           `json:"errors"`
 }
 
 // Failover kills, runs times, the node holding the primary of shard 0 of
@@ -172,7 +179,8 @@ func Failover(ctx context.Context, c *Cluster, shards, runs int, load LoadConfig
 		if err != nil {
 			return out, err
 		}
-		progress(fmt.Sprintf("run %d: killed %s; its shards unavailable for %v", r+1, run.Victim, run.Unavailable.Round(time.Millisecond)))
+		progress(fmt.Sprintf("run %d: killed %s; its shards unavailable for %v; green %v after its restart", r+1, run.Victim,
+			run.Unavailable.Round(time.Millisecond), run.Green.Round(time.Millisecond)))
 		out = append(out, run)
 	}
 	return out, nil
@@ -228,18 +236,18 @@ func failoverRun(ctx context.Context, c *Cluster, index string, shards int, load
 	if killErr != nil {
 		return FailoverRun{}, killErr
 	}
+	restarted := time.Now()
 	if err := c.Restart(vi); err != nil {
 		return FailoverRun{}, err
 	}
 	defer func() { _, _, _ = c.Do("DELETE", "/"+index, "") }()
 	// Ask a node that stayed up: the restarted one answers from the state
 	// it had until it has caught up.
-	if _, _, err := c.DoOn((vi+1)%len(c.nodes), "GET",
-		fmt.Sprintf("/_cluster/health/%s?wait_for_status=green&timeout=120s", index), ""); err != nil {
+	if err := c.WaitGreenOn((vi+1)%len(c.nodes), index, 120*time.Second); err != nil {
 		return FailoverRun{}, fmt.Errorf("clusterbench: %s not green after %s came back: %w", index, victim, err)
 	}
 	at := time.Duration(kill.Load())
-	run := FailoverRun{Victim: victim, Unavailable: -1}
+	run := FailoverRun{Victim: victim, Unavailable: -1, Green: time.Since(restarted)}
 	for _, rec := range res.Records {
 		if !rec.Moving {
 			continue
@@ -268,20 +276,29 @@ type RecoveryRun struct {
 	Docs       int64         `json:"docs"`        // documents in it
 	Recovery   time.Duration `json:"recovery_ns"` // number_of_replicas 0 → 1 until green
 	CopyOnDisk time.Duration `json:"copy_ns"`     // copying the same files on this disk, fsync'd
+	CopyBytes  int64         `json:"copy_bytes"`  // what that copy copied (a file compacted away meanwhile is not)
 }
 
-// Recovery loads an index of one shard to about size bytes, then adds a
-// replica and measures the time until it is green against copying the
-// primary's files on this disk.
+// Recovery loads an index of one shard to about size bytes once, then,
+// runs times, adds a replica and measures the time until it is green (a
+// peer recovery from scratch: the files of a checkpoint, then the history
+// above it) against copying the primary's files on this disk, and takes
+// the replica away again.
 func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress func(string)) ([]RecoveryRun, error) {
+	const index = "recovery"
+	if err := createIndex(c, index, 1, 0); err != nil {
+		return nil, err
+	}
+	defer func() { _, _, _ = c.Do("DELETE", "/"+index, "") }()
+	loadStart := time.Now()
+	docs, err := bulkLoad(c, index, size)
+	if err != nil {
+		return nil, err
+	}
+	progress(fmt.Sprintf("loaded %d documents in %v", docs, time.Since(loadStart).Round(time.Second)))
 	var out []RecoveryRun
 	for r := range runs {
-		index := fmt.Sprintf("recovery-%d", r)
-		if err := createIndex(c, index, 1, 0); err != nil {
-			return out, err
-		}
-		docs, err := bulkLoad(c, index, size)
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return out, err
 		}
 		rows, err := c.Shards(index)
@@ -290,7 +307,7 @@ func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress fu
 		}
 		primary := c.nodes[c.NodeIndex(rows[0].Node)]
 		dir, bytes := largestIndexDir(primary.Data)
-		copyTook, err := timeCopy(dir, filepath.Join(os.TempDir(), fmt.Sprintf("clusterbench-copy-%d", r)))
+		copyTook, copied, err := timeCopy(dir, filepath.Join(os.TempDir(), fmt.Sprintf("clusterbench-copy-%d", r)))
 		if err != nil {
 			return out, err
 		}
@@ -301,48 +318,52 @@ func Recovery(ctx context.Context, c *Cluster, size int64, runs int, progress fu
 		if err := c.WaitGreen(index, 30*time.Minute); err != nil {
 			return out, err
 		}
-		run := RecoveryRun{Bytes: bytes, Docs: docs, Recovery: time.Since(start), CopyOnDisk: copyTook}
+		run := RecoveryRun{Bytes: bytes, Docs: docs, Recovery: time.Since(start), CopyOnDisk: copyTook, CopyBytes: copied}
 		progress(fmt.Sprintf("run %d: %d documents, %.0f MiB: recovered in %v; the same files copied on this disk in %v",
 			r+1, docs, float64(bytes)/(1<<20), run.Recovery.Round(time.Millisecond), copyTook.Round(time.Millisecond)))
 		out = append(out, run)
-		_, _, _ = c.Do("DELETE", "/"+index, "")
+		if _, _, err := c.Do("PUT", "/"+index+"/_settings", `{"index":{"number_of_replicas":0}}`); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
 
-// bulkLoad writes 1 KiB documents to index with 16 concurrent _bulk
-// requests of 500 until about size bytes of source went in.
+// bulkLoad writes 1 KiB documents to index with 8 concurrent _bulk
+// requests of 500 until about size bytes of source went in. A document's
+// text is random (base64 of random bytes), so that the copy on disk is
+// about as large as its source: a repeated letter would compress to a
+// fraction of it, and the recovery would move far less than asked. Items
+// refused with 429 or 503 (the node overloaded, a write timed out: a
+// Pebble write stall under a sustained bulk load holds the primary's loop)
+// are sent again after a pause, up to 10 times, as a bulk client retries
+// them; any other error ends the load.
 func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
-	const perBulk, workers, docSize = 500, 16, 1024
+	const perBulk, workers, docSize, tries = 500, 8, 1024, 10
 	total := size / docSize
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr error
 	var mu sync.Mutex
-	src := `{"msg":"` + strings.Repeat("x", docSize-10) + `"}`
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			raw := make([]byte, (docSize-10)*3/4)
 			for {
 				from := next.Add(perBulk) - perBulk
 				if from >= total {
 					return
 				}
-				var b strings.Builder
+				var lines []string
 				for k := from; k < min(from+perBulk, total); k++ {
-					fmt.Fprintf(&b, "{\"index\":{\"_id\":\"d%d\"}}\n%s\n", k, src)
-				}
-				_, body, err := c.DoOn(w%len(c.nodes), "POST", "/"+index+"/_bulk", b.String())
-				if err == nil {
-					var r struct {
-						Errors bool                         `json:"errors"`
-						Items  []map[string]json.RawMessage `json:"items"`
+					for i := 0; i+8 <= len(raw); i += 8 {
+						binary.LittleEndian.PutUint64(raw[i:], rng.Uint64())
 					}
-					if json.Unmarshal(body, &r) == nil && r.Errors {
-						err = fmt.Errorf("clusterbench: a bulk of %s had errors: %s", index, firstBulkError(r.Items))
-					}
+					lines = append(lines, fmt.Sprintf("{\"index\":{\"_id\":\"d%d\"}}\n{\"msg\":\"%s\"}\n", k, base64.StdEncoding.EncodeToString(raw)))
 				}
+				err := sendBulk(c, w, index, lines, tries)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -356,6 +377,49 @@ func bulkLoad(c *Cluster, index string, size int64) (int64, error) {
 	}
 	wg.Wait()
 	return total, firstErr
+}
+
+// sendBulk sends the items (action and source lines) through node w mod
+// n, sending again those refused with 429 or 503.
+func sendBulk(c *Cluster, w int, index string, items []string, tries int) error {
+	for try := 1; ; try++ {
+		_, body, err := c.DoOn(w%len(c.nodes), "POST", "/"+index+"/_bulk", strings.Join(items, ""))
+		if err != nil {
+			if try < tries {
+				time.Sleep(time.Duration(try) * time.Second)
+				continue
+			}
+			return err
+		}
+		var r struct {
+			Errors bool                         `json:"errors"`
+			Items  []map[string]json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fmt.Errorf("clusterbench: a bulk answer of %s: %w", index, err)
+		}
+		if !r.Errors {
+			return nil
+		}
+		var again []string
+		for i, it := range r.Items {
+			for _, v := range it {
+				var item struct {
+					Status int             `json:"status"`
+					Error  json.RawMessage `json:"error"`
+				}
+				if json.Unmarshal(v, &item) != nil || item.Error == nil {
+					continue
+				}
+				if (item.Status != 429 && item.Status != 503) || try >= tries {
+					return fmt.Errorf("clusterbench: a bulk of %s had errors (try %d): %s", index, try, v)
+				}
+				again = append(again, items[i])
+			}
+		}
+		items = again
+		time.Sleep(time.Duration(try) * time.Second)
+	}
 }
 
 // largestIndexDir returns the largest copy directory under a node's data
@@ -391,10 +455,16 @@ func dirSize(dir string) int64 {
 
 // timeCopy copies the files of src to dst on the same disk, syncing each,
 // and removes dst: the raw copy a recovery of the same bytes competes with.
-func timeCopy(src, dst string) (time.Duration, error) {
+// src is a live store: a file a compaction deleted meanwhile is skipped,
+// and the bytes copied are returned with the time.
+func timeCopy(src, dst string) (time.Duration, int64, error) {
 	defer os.RemoveAll(dst)
 	start := time.Now()
+	var copied int64
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -404,9 +474,13 @@ func timeCopy(src, dst string) (time.Duration, error) {
 			return os.MkdirAll(target, 0o755)
 		}
 		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
+		copied += int64(len(data))
 		f, err := os.Create(target)
 		if err != nil {
 			return err
@@ -421,7 +495,19 @@ func timeCopy(src, dst string) (time.Duration, error) {
 		}
 		return f.Close()
 	})
-	return time.Since(start), err
+	return time.Since(start), copied, err
+}
+
+// Percentile returns the p-th percentile of xs (nearest rank: the
+// smallest value with at least p% of xs at or below it).
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(k, 0), len(s)-1)]
 }
 
 // Median returns the median of xs.
@@ -432,16 +518,4 @@ func Median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// firstBulkError returns the first failed item of a bulk's answer.
-func firstBulkError(items []map[string]json.RawMessage) string {
-	for _, it := range items {
-		for _, v := range it {
-			if strings.Contains(string(v), `"error"`) {
-				return string(v)
-			}
-		}
-	}
-	return "?"
 }

@@ -8,6 +8,7 @@ package clusterbench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,13 +23,26 @@ import (
 	"time"
 )
 
+// Options are how the nodes run.
+type Options struct {
+	// LogLevel is the nodes' zap level (default warn); their logs go to
+	// DIR/<node>.log.
+	LogLevel string
+	// ProfileDir, if set, has each node write a CPU profile,
+	// DIR/<node>-<start>.cpu.pprof, until it stops with SIGTERM (a killed
+	// node's profile is lost).
+	ProfileDir string
+}
+
 // Cluster is a local cluster of splitdemo serve processes.
 type Cluster struct {
-	bin, dir, logLevel string
-	nodes              []*Node
-	seeds              []string
-	managers           string
-	client             *http.Client
+	bin, dir string
+	opts     Options
+	starts   int
+	nodes    []*Node
+	seeds    []string
+	managers string
+	client   *http.Client
 }
 
 // Node is one serve process.
@@ -50,9 +64,12 @@ func freeAddr() (string, error) {
 
 // Start starts n nodes of the splitdemo binary bin, with data directories
 // under dir, and waits until they formed a cluster.
-func Start(bin, dir string, n int, logLevel string) (*Cluster, error) {
-	c := &Cluster{bin: bin, dir: dir, logLevel: logLevel,
-		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+func Start(bin, dir string, n int, opts Options) (*Cluster, error) {
+	if opts.LogLevel == "" {
+		opts.LogLevel = "warn"
+	}
+	c := &Cluster{bin: bin, dir: dir, opts: opts,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	var managers []string
 	for i := range n {
 		h, err := freeAddr()
@@ -109,8 +126,13 @@ func (c *Cluster) Restart(i int) error {
 	if err != nil {
 		return err
 	}
-	n.cmd = exec.Command(c.bin, "serve", "--name", n.Name, "--data", n.Data, "--addr", n.HTTP, "--transport", n.Transport,
-		"--seed-hosts", strings.Join(c.seeds, ","), "--initial-cluster-managers", c.managers, "--log-level", c.logLevel)
+	args := []string{"serve", "--name", n.Name, "--data", n.Data, "--addr", n.HTTP, "--transport", n.Transport,
+		"--seed-hosts", strings.Join(c.seeds, ","), "--initial-cluster-managers", c.managers, "--log-level", c.opts.LogLevel}
+	if c.opts.ProfileDir != "" {
+		c.starts++
+		args = append(args, "--cpuprofile", filepath.Join(c.opts.ProfileDir, fmt.Sprintf("%s-%d.cpu.pprof", n.Name, c.starts)))
+	}
+	n.cmd = exec.Command(c.bin, args...)
 	n.cmd.Stderr = logf
 	out, err := n.cmd.StdoutPipe()
 	if err != nil {
@@ -191,9 +213,20 @@ func (c *Cluster) Do(method, path, body string) (int, []byte, error) {
 	return 0, nil, errors.New("clusterbench: no node alive")
 }
 
+// requestTimeout bounds a request but a wait for a status, which the server
+// bounds by its timeout parameter (WaitGreen).
+const requestTimeout = 60 * time.Second
+
 // DoOn sends a request to node i.
 func (c *Cluster) DoOn(i int, method, path, body string) (int, []byte, error) {
-	req, err := http.NewRequest(method, c.URL(i)+path, strings.NewReader(body))
+	return c.doWithin(i, method, path, body, requestTimeout)
+}
+
+// doWithin sends a request to node i and waits up to within for the answer.
+func (c *Cluster) doWithin(i int, method, path, body string, within time.Duration) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.URL(i)+path, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -245,8 +278,21 @@ func (c *Cluster) NodeIndex(name string) int {
 	return -1
 }
 
-// WaitGreen waits until index is green.
+// WaitGreen waits until index is green, asking the first live node.
 func (c *Cluster) WaitGreen(index string, within time.Duration) error {
-	_, _, err := c.Do("GET", fmt.Sprintf("/_cluster/health/%s?wait_for_status=green&timeout=%dms", index, within.Milliseconds()), "")
+	for i := range c.nodes {
+		if c.Alive(i) {
+			return c.WaitGreenOn(i, index, within)
+		}
+	}
+	return errors.New("clusterbench: no node alive")
+}
+
+// WaitGreenOn asks node i to wait until index is green: the server waits
+// up to within, the client a little longer, so that the server's answer
+// (green, or 408 with the health it saw) is what ends the wait.
+func (c *Cluster) WaitGreenOn(i int, index string, within time.Duration) error {
+	_, _, err := c.doWithin(i, "GET", fmt.Sprintf("/_cluster/health/%s?wait_for_status=green&timeout=%dms", index, within.Milliseconds()),
+		"", within+30*time.Second)
 	return err
 }

@@ -183,7 +183,7 @@ func (n *Node) reconcile(st *cluster.State) {
 	for _, k := range n.sortedCopies() {
 		lc := n.copies[k]
 		if a, ok := want[k]; !ok || a.copy.AllocationID != lc.aid {
-			n.removeCopy(k, "no longer assigned here")
+			n.removeCopy(k, "no longer assigned here", !inSyncIn(st, k, lc.aid))
 		}
 	}
 	keys := make([]copyKey, 0, len(want))
@@ -236,7 +236,13 @@ func copyAssigned(st *cluster.State, aid string) bool {
 	return false
 }
 
-func (n *Node) removeCopy(k copyKey, why string) {
+// removeCopy closes a copy the state no longer assigns to this node. Its
+// files go only with wipe: a copy whose allocation id is still in its
+// shard's in-sync set may be the shard's last good copy (its node was
+// declared left while it kept running), and a later state may open it
+// again under that id (EXISTING_STORE). A new copy of the shard wipes the
+// directory before it writes there.
+func (n *Node) removeCopy(k copyKey, why string, wipe bool) {
 	lc := n.copies[k]
 	n.log.Info("removing a shard copy", zap.String("index", k.index), zap.Int("shard", int(k.shard)),
 		zap.String("allocation_id", lc.aid), zap.String("why", why))
@@ -245,9 +251,23 @@ func (n *Node) removeCopy(k copyKey, why string) {
 		n.log.Warn("close a removed copy", zap.Error(err))
 	}
 	delete(n.copies, k)
+	if !wipe {
+		return
+	}
 	if err := n.wipe(k); err != nil {
 		n.log.Warn("delete a removed copy", zap.Error(err))
 	}
+}
+
+// inSyncIn reports whether aid is in the in-sync set of the shard k names
+// in st.
+func inSyncIn(st *cluster.State, k copyKey, aid string) bool {
+	for _, im := range st.Indices {
+		if im.UUID == k.index {
+			return slices.Contains(im.InSync[k.shard], aid)
+		}
+	}
+	return false
 }
 
 // applyCopy brings one assigned copy to what the state says.

@@ -449,3 +449,46 @@ func TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves(t *testin
 			resendTicks/2, left, got, resendTicks)
 	}
 }
+
+// A node the cluster manager declared left while it kept running holds the
+// only copy of a shard without replicas. Once it is back, that copy's files
+// must still be there to be opened again (EXISTING_STORE): the copy's id
+// stays in the shard's in-sync set, and a node deletes the files of a copy
+// it no longer holds only when no committed state can want them back.
+func TestACopyOfANodeDeclaredLeftWhileRunningKeepsItsFiles(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		w := newWorld(t, seed, "n1", "n2", "n3")
+		w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+		w.createIndex("n1", "logs", 1, 0)
+		w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+		var acked []string
+		for i := range 10 {
+			id := fmt.Sprint("d", i)
+			if a := w.index(w.names[i%3], "logs", id, "v"); a.err == nil {
+				acked = append(acked, id)
+			}
+		}
+		holder := primaryNode(w.any().State().Indices["logs"], 0)
+		var other string
+		for _, name := range w.names {
+			if name != holder {
+				other = name
+			}
+		}
+		w.net.Isolate(holder)
+		w.runUntil(600, "the holder declared left", func() bool {
+			_, ok := w.nodes[other].n.State().Nodes[holder]
+			return !ok
+		})
+		w.net.HealNode(holder)
+		w.runUntil(1500, "logs green again with the holder back", func() bool {
+			_, back := w.nodes[other].n.State().Nodes[holder]
+			return back && w.health("logs") == cluster.Green
+		})
+		for _, id := range acked {
+			if g := w.get(other, "logs", id); g.err != nil || !g.found {
+				t.Fatalf("seed %d: acknowledged %s reads %+v after the holder came back", seed, id, g)
+			}
+		}
+	}
+}

@@ -89,6 +89,11 @@ type Config struct {
 	// Self describes this node: its name, persistent id, this process's
 	// incarnation, transport address, and the copies on its disk.
 	Self cluster.NodeInfo
+	// LocalCopies, when set, lists the copies on the node's disk at each
+	// join, replacing Self.Copies: a node the cluster removed while it kept
+	// running joins again with the copies it holds now, not those it held
+	// when its process started.
+	LocalCopies func() []cluster.LocalCopy
 	// ClusterName is cluster.name, recorded by the bootstrap.
 	ClusterName string
 	// Seeds are discovery.seed_hosts: transport addresses.
@@ -758,6 +763,9 @@ func (m *Manager) maybeJoin() {
 		return
 	}
 	m.lastJoin = m.tick
+	if m.cfg.LocalCopies != nil {
+		m.cfg.Self.Copies = m.cfg.LocalCopies()
+	}
 	j := joinRequest{Cluster: m.state.ClusterUUID, Node: m.cfg.Self}
 	if lead := m.Leader(); lead != "" {
 		if lead == m.cfg.Self.Name {

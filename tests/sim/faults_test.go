@@ -19,15 +19,16 @@ import (
 type opClass uint8
 
 const (
-	classAny   opClass = iota // every operation, Pebble's own included
-	classWrite                // every operation that changes the filesystem
-	classMeta                 // the node's TABLE and the split journal (and their temporary files)
-	classShard                // anything under a shard-N directory (per-shard stores)
-	classSync                 // file and directory syncs
+	classAny     opClass = iota // every operation, Pebble's own included
+	classWrite                  // every operation that changes the filesystem
+	classTable                  // the node's TABLE file (and its temporary files)
+	classJournal                // the split journal SPLITLOG (and its temporary files)
+	classShard                  // anything under a shard-N directory (per-shard stores)
+	classSync                   // file and directory syncs
 	classCount
 )
 
-var classNames = [...]string{classAny: "any", classWrite: "write", classMeta: "meta", classShard: "shard-dir", classSync: "sync"}
+var classNames = [...]string{classAny: "any", classWrite: "write", classTable: "table", classJournal: "journal", classShard: "shard-dir", classSync: "sync"}
 
 func (c opClass) String() string { return classNames[c] }
 
@@ -37,9 +38,10 @@ func (c opClass) match(op errorfs.Op) bool {
 		return true
 	case classWrite:
 		return op.Kind.ReadOrWrite() == errorfs.OpIsWrite
-	case classMeta:
-		base := filepath.Base(op.Path)
-		return strings.HasPrefix(base, "TABLE") || strings.HasPrefix(base, "SPLITLOG")
+	case classTable:
+		return strings.HasPrefix(filepath.Base(op.Path), "TABLE")
+	case classJournal:
+		return strings.HasPrefix(filepath.Base(op.Path), "SPLITLOG")
 	case classShard:
 		return strings.Contains(op.Path, "/shard-")
 	case classSync:

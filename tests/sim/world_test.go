@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -195,9 +196,12 @@ func (s *simSplit) logShards() []routing.ShardID { return s.plan.Sources }
 // what names the operation in traces and findings.
 func (s *simSplit) what() string { return s.plan.String() }
 
-// heldReader is an unrouted search parked inside its first document: it
-// holds a reference on every shard of the table it resolved.
+// heldReader is an unrouted search parked inside its first document
+// (holding a reference on every shard of the table it resolved), or a
+// routed get parked between its ownership check and its read (holding the
+// shard it reads from: storage.Options.BeforeGet).
 type heldReader struct {
+	get      string // the get's document key; "" for a search
 	release  chan struct{}
 	started  chan struct{}
 	done     chan struct{}
@@ -246,6 +250,7 @@ type world struct {
 	idRng    *rand.Rand // draws of the _id workload (idindex_test.go)
 	idAt     routing.Version
 	readers  []*heldReader
+	getPark  atomic.Pointer[getPark] // the next get to park (holdGet)
 	parked   []*parkedWrite
 	valueSeq int
 
@@ -1326,10 +1331,33 @@ func (w *world) faultStep() {
 }
 
 // armBackground arms a fault that stays armed for a few steps, whatever
-// runs then (client operations, Pebble's own background work).
+// runs then (client operations, Pebble's own background work); a quarter
+// of them last 10–49 steps, through a whole handoff and past it, and fail
+// every matching operation half the time they do: a journal that keeps
+// failing while the TABLE file still commits (the fence must not proceed
+// without its durable record), a TABLE that keeps failing while the
+// journal records.
 func (w *world) armBackground() {
-	w.armFault("fault")
-	w.faultFor = 1 + w.rng.IntN(4)
+	if w.rng.IntN(4) > 0 {
+		w.armFault("fault")
+		w.faultFor = 1 + w.rng.IntN(4)
+		return
+	}
+	if w.noFault {
+		return
+	}
+	class := opClass(w.rng.IntN(int(classCount)))
+	errno := syscall.ENOSPC
+	if w.rng.IntN(2) == 0 {
+		errno = syscall.EIO
+	}
+	p := 1.0
+	if w.rng.IntN(2) == 0 {
+		p = 0.02 + float64(w.rng.IntN(10))/50
+	}
+	w.faultFor = 10 + w.rng.IntN(40)
+	w.inj.arm(class, errno, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
+	w.tracef("fault", "%s on each %s op with p=%.2f for %d steps", errno, class, p, w.faultFor)
 }
 
 func (w *world) armFault(action string) {
@@ -1430,6 +1458,10 @@ func (w *world) holdReader() {
 		return
 	}
 	w.stats.readers++
+	if len(w.ids) > 0 && w.rng.IntN(2) == 0 {
+		w.holdGet()
+		return
+	}
 	hr := &heldReader{release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{}), version: w.n.Table().Version()}
 	n := w.n
 	w.spawn(func() {
@@ -1473,6 +1505,70 @@ func (w *world) holdReader() {
 	}
 }
 
+// holdGet parks a routed get between its ownership check and its read: a
+// retire of the shard it resolved (a split's parent, a merge's source: the
+// document is one of theirs when an operation runs, half the time) must
+// wait for it as for a search.
+func (w *world) holdGet() {
+	t := w.n.Table()
+	d := w.ids[w.rng.IntN(len(w.ids))]
+	if w.sp != nil && w.rng.IntN(2) == 0 {
+		var mine []docID
+		for _, c := range w.ids {
+			if _, s := t.Route(c.id, c.routing); slices.Contains(w.sp.plan.Sources, s) {
+				mine = append(mine, c)
+			}
+		}
+		if len(mine) > 0 {
+			d = mine[w.rng.IntN(len(mine))]
+		}
+	}
+	hr := &heldReader{get: d.key(), release: make(chan struct{}), started: make(chan struct{}), done: make(chan struct{}), version: t.Version()}
+	park := &getPark{started: hr.started, release: hr.release}
+	w.getPark.Store(park)
+	defer w.getPark.CompareAndSwap(park, nil) // a get that ended before its read leaves it
+	n := w.n
+	w.spawn(func() {
+		defer close(hr.done)
+		defer func() {
+			if r := recover(); r != nil {
+				hr.panicked, hr.stack = r, string(debug.Stack())
+			}
+		}()
+		p, shard := t.Route(d.id, d.routing)
+		_, _, hr.err = n.Get(node.GetRequest{Shard: shard, Version: t.Version(), Root: p.Root, Key: t.KeyOf(p), ID: d.id, Routing: d.routing})
+	})
+	select {
+	case <-hr.started:
+		w.readers = append(w.readers, hr)
+		w.tracef("reader-hold", "get %s parked at table v%d", d.key(), t.Version())
+	case <-hr.done:
+		w.tracef("reader-hold", "get %s: nothing to hold: %v", d.key(), hr.err)
+	case msg := <-w.fatal:
+		w.fatalMsg = msg
+		close(hr.release)
+		w.tracef("reader-hold", "the process died, the reader with it")
+	case <-time.After(hangTimeout):
+		w.hang("held get did not start")
+	}
+}
+
+// getPark is where the next point read parks (storage.Options.BeforeGet):
+// holdGet arms it, and only its get reads while it is armed.
+type getPark struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+// beforeGet is the node's storage.Options.BeforeGet: it parks the get
+// holdGet armed it for.
+func (w *world) beforeGet(routing.ShardID) {
+	if p := w.getPark.Swap(nil); p != nil {
+		close(p.started)
+		<-p.release
+	}
+}
+
 func (w *world) releaseReader() {
 	hr := w.readers[0]
 	w.readers = w.readers[1:]
@@ -1509,7 +1605,11 @@ func (w *world) finishReader(hr *heldReader) {
 	case errors.Is(hr.err, storage.ErrShardClosed) || (hr.err != nil && !w.faulted()):
 		// A shard closed under a reader is never a fault's doing: a retire
 		// must wait for the readers that resolved the shard.
-		w.fail("held reader (an unrouted search that resolved table v%d) failed with no fault injected: %v", hr.version, hr.err)
+		what := "an unrouted search"
+		if hr.get != "" {
+			what = "a get of " + hr.get
+		}
+		w.fail("held reader (%s that resolved table v%d) failed with no fault injected: %v", what, hr.version, hr.err)
 	}
 }
 
@@ -1749,7 +1849,7 @@ func (w *world) journalDump() string {
 func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, recovery.Report, error, bool) {
 	opts := storage.Options{Dir: "/data", FS: errorfs.Wrap(w.mem.FS(nil), w.inj), Layout: w.sw.layout,
 		Durability: storage.DurabilityRequest, CacheBytes: 1 << 20, Logger: logger, Clock: w.clk, CopyChildWAL: w.sw.copyChildWAL,
-		IDIndex: w.idIndexBuild()}
+		IDIndex: w.idIndexBuild(), BeforeGet: w.beforeGet}
 	var n *node.Node
 	var j *splitter.Journal
 	var rep recovery.Report
@@ -1772,7 +1872,7 @@ func (w *world) faultyOpen() {
 	// NB: not classAny or classShard: Pebble opens a store's tables
 	// concurrently, so which read a probabilistic fault hits varies
 	// between reruns (it cost 8 of 50 seeds their determinism).
-	class := []opClass{classWrite, classMeta, classSync}[w.rng.IntN(3)]
+	class := []opClass{classWrite, classTable, classJournal, classSync}[w.rng.IntN(4)]
 	p := 0.1 + float64(w.rng.IntN(5))/10
 	w.inj.arm(class, syscall.EIO, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
 	logger, fatal := newIncarnationLogger()

@@ -88,9 +88,9 @@ func (s *sharedModel) Begin(id, v string) *model.Write {
 
 // Observe finds the write of found (document values are unique: v1, v2,
 // ...; a delete's absent names no write) and records that it was seen, a
-// write that failed too: one whose WAL sync failed stayed readable until a
-// crash lost it (tests.TestReviewS21AFailedWALSyncIsADirtyRead; 4 of 200
-// seeds failed on it until the node failed itself on such a write).
+// write that failed too: one whose WAL sync failed would stay readable
+// until a crash lost it, which is why the node fails itself on such a
+// write (tests.TestNoDirtyReadAfterAFailedWALSync).
 func (s *sharedModel) Observe(id, found string) {
 	v := value(found)
 	if !v.Present() {

@@ -443,11 +443,9 @@ func (w *world) do(fn func()) bool {
 // CI, 2026-12-03, TestCrashBesideADeadProcessStep).
 //
 // The price: a call that never returns (it called Fatalf, or waits on what
-// the goroutine that did holds) keeps its whole dead engine open, where
-// reclaim used to free the stores it could. At 1852061, over 1,000 seeds,
-// 76 of 117 reclaims waited for ever (the old reclaim closed no engine in
-// 53 of 127, and only some of the stores in 20 of those), and the run's
-// peak RSS grew from 1.9 to 2.1 GB.
+// the goroutine that did holds) keeps its whole dead engine open. Over
+// 1,000 seeds, 76 of 117 reclaims waited for ever, and the run's peak RSS
+// was 2.1 GB against 1.9 GB for a reclaim that frees the stores it can.
 func (w *world) spawn(fn func()) {
 	if w.calls == nil {
 		w.calls = new(sync.WaitGroup)
@@ -628,9 +626,9 @@ func (w *world) tick() {
 	// A routed get does not wait on the fence or the commit: it runs in
 	// the window, where a key the pending table moves must be read from
 	// its owner in the durable table (node.readFrom: no dirty read of a
-	// write a failed commit rolls back). Before it ran there (review s21),
-	// reading from the pending table's owner passed 200 seeds
-	// (mutations/dirtyread1.patch).
+	// write a failed commit rolls back; mutations/dirtyread1.patch).
+	// Without gets in the window, reading from the pending table's owner
+	// went unseen.
 	add(w.sw.wClient/2, inHandoff, w.windowGet)
 	// A burst of writes into one child's (or target's) span while the
 	// operation catches up, so that a catch-up round replays more than
@@ -648,11 +646,11 @@ func (w *world) tick() {
 	add(w.sw.wLock, sp && w.sp.Machine().Ready().Intent.Kind == splitter.IntentFence, w.refuseLock)
 	add(w.sw.wFault, w.faultFor == 0, w.armBackground)
 	add(w.sw.wCrash, true, func() { w.crash("crash", w.drawCrashCfg()) })
-	// Not while writes are parked on a fence or a commit. It is safe now (a
-	// store's close waits for the writes inside Pebble: Shard.Write's gate,
-	// 9769691; before it, a write in flight applied to a closed Pebble DB,
-	// a SIGSEGV in arenaskl, seed 183), and 3000 seeds passed with it
-	// (30a5f8c). But the clean close leaves them parked for ever on the
+	// Not while writes are parked on a fence or a commit. It would be safe
+	// (a store's close waits for the writes inside Pebble: Shard.Write's
+	// gate; without it a write in flight applied to a closed Pebble DB, a
+	// SIGSEGV in arenaskl), and 3000 seeds passed with it. But the clean
+	// close leaves them parked for ever on the
 	// abandoned fence, each holding its node and, through it (an inference,
 	// not traced), a filesystem a later crash replaces: that run's peak RSS
 	// was 7.6 GB against 6.5 GB without it. A crash still abandons a node
@@ -762,8 +760,8 @@ func (w *world) clientOp() {
 // ids. The workload's other writes are one per step, so no catch-up round
 // ever replayed more than one batch of 256 entries: a catch-up that
 // dropped the last entry of each full batch (mutations/batch1.patch, an
-// acknowledged write lost) passed 200 seeds, and the end-to-end tests in
-// tests/ too (review s21).
+// acknowledged write lost) went unseen without them, here and in the
+// end-to-end tests in tests/.
 const (
 	maxBursts   = 2
 	burstWrites = 300
@@ -1741,15 +1739,15 @@ func (w *world) abandon(n *node.Node, op *simSplit) {
 // have returned: a store closed under a call still inside it is a
 // use-after-free in Pebble, not a crash. A call that never returns (it
 // called Fatalf, or waits on what the goroutine that did holds) leaks the
-// whole engine; before, only the stores whose close it blocked leaked.
+// whole engine.
 //
 // A shard the dead split or merge (op) holds fenced is not destroyed:
 // DestroyShard takes the shard's apply lock, which the fence holds from
 // one step to a later one that will never come, and it waited for ever,
-// so the engine's Close never ran and the children and caches leaked (the
-// review of 2026-12-03). The engine's Close closes that store through its
-// gate, without the apply lock. op's machine is read after the calls have
-// returned: before, a step still running may be changing it.
+// so the engine's Close would never run and the children and caches would
+// leak. The engine's Close closes that store through its gate, without the
+// apply lock. op's machine is read after the calls have returned: before,
+// a step still running may be changing it.
 func reclaim(n *node.Node, calls *sync.WaitGroup, op *simSplit) {
 	eng := n.Engine()
 	ids := n.Table().ActiveShards()
@@ -2285,9 +2283,7 @@ func (o offActions) apply(s *swarm) {
 // it is a leaked hold (every write logged for good), below it a hold
 // released too early (a trim while a split needs the log). Skipped while
 // the apply lock may be held across steps (LogHolds takes it): in the
-// handoff's window and while writes are parked. (Ported from the twelfth
-// session's aligned-start switch, which was reverted with the path it
-// tested.)
+// handoff's window and while writes are parked.
 func (w *world) checkHolds() {
 	if off.has("loghold") || len(w.parked) > 0 {
 		return

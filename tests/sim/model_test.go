@@ -65,9 +65,9 @@ func value(v string) model.Value {
 
 // emptyDoc is how the simulator's values name a document that is present
 // with an empty source. The workload never writes one (a delete is ""), so
-// the model allows it nowhere. Read as "" it was absent: a delete that left
-// a document with an empty source behind (a tombstone that reads return)
-// passed 200 seeds (tests/sim/mutations/ghost1.patch).
+// the model allows it nowhere. Read as "", absent, a delete that left a
+// document with an empty source behind (a tombstone that reads return)
+// would go unseen (tests/sim/mutations/delete-leaves-empty-source.patch).
 const emptyDoc = "\x00<document with an empty source>"
 
 // readValue is the simulator's value of a document a read returned: its

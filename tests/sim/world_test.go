@@ -626,7 +626,7 @@ func (w *world) tick() {
 	// A routed get does not wait on the fence or the commit: it runs in
 	// the window, where a key the pending table moves must be read from
 	// its owner in the durable table (node.readFrom: no dirty read of a
-	// write a failed commit rolls back; mutations/dirtyread1.patch).
+	// write a failed commit rolls back; mutations/get-reads-pending-owner.patch).
 	// Without gets in the window, reading from the pending table's owner
 	// went unseen.
 	add(w.sw.wClient/2, inHandoff, w.windowGet)
@@ -645,6 +645,10 @@ func (w *world) tick() {
 	add(w.sw.wHookCancel, sp, w.hookCancel)
 	add(w.sw.wLock, sp && w.sp.Machine().Ready().Intent.Kind == splitter.IntentFence, w.refuseLock)
 	add(w.sw.wFault, w.faultFor == 0, w.armBackground)
+	// A durable file that keeps failing from the fence on: the journal
+	// while the TABLE commits (the fence must not proceed without its
+	// record), or the TABLE while the journal records.
+	add(w.sw.wFault, sp && w.faultFor == 0 && w.sp.Machine().Ready().Intent.Kind == splitter.IntentFence, w.armDurableFile)
 	add(w.sw.wCrash, true, func() { w.crash("crash", w.drawCrashCfg()) })
 	// Not while writes are parked on a fence or a commit. It would be safe
 	// (a store's close waits for the writes inside Pebble: Shard.Write's
@@ -759,7 +763,7 @@ func (w *world) clientOp() {
 // Bursts: at most maxBursts per seed, each burstWrites writes of fresh
 // ids. The workload's other writes are one per step, so no catch-up round
 // ever replayed more than one batch of 256 entries: a catch-up that
-// dropped the last entry of each full batch (mutations/batch1.patch, an
+// dropped the last entry of each full batch (mutations/catchup-drops-batch-end.patch, an
 // acknowledged write lost) went unseen without them, here and in the
 // end-to-end tests in tests/.
 const (
@@ -1356,6 +1360,24 @@ func (w *world) armBackground() {
 	w.faultFor = 10 + w.rng.IntN(40)
 	w.inj.arm(class, errno, 0, p, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
 	w.tracef("fault", "%s on each %s op with p=%.2f for %d steps", errno, class, p, w.faultFor)
+}
+
+// armDurableFile arms, before a handoff's fence, a fault on every
+// operation of one durable file (the journal or the TABLE) that lasts
+// 10–49 steps: through the handoff, its commit and cleanup, and the crashes
+// and restarts that come meanwhile.
+func (w *world) armDurableFile() {
+	if w.noFault {
+		return
+	}
+	class := []opClass{classJournal, classTable}[w.rng.IntN(2)]
+	errno := syscall.ENOSPC
+	if w.rng.IntN(2) == 0 {
+		errno = syscall.EIO
+	}
+	w.faultFor = 10 + w.rng.IntN(40)
+	w.inj.arm(class, errno, 0, 1, rand.New(rand.NewPCG(w.rng.Uint64(), w.seed)))
+	w.tracef("fault", "%s on each %s op for %d steps, from the fence on", errno, class, w.faultFor)
 }
 
 func (w *world) armFault(action string) {

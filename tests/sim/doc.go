@@ -190,7 +190,10 @@
 // crash, a write that failed too (a failed WAL sync fails the node:
 // tests.TestNoDirtyReadAfterAFailedWALSync). When no
 // split runs, the journal has no unfinished split (a lost end record would
-// block every later split until a restart). A client
+// block every later split until a restart). After every step, the journal
+// and the TABLE file as they are on disk agree: recovery.Decide on them
+// deletes no shard the table names active (else the next open would
+// refuse for good). A client
 // operation that fails when no fault fired in this node incarnation is a
 // finding; a held reader (search or get) that fails with
 // storage.ErrShardClosed or a search that sees a document twice is one

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
@@ -648,7 +649,7 @@ func (w *world) tick() {
 	// A durable file that keeps failing from the fence on: the journal
 	// while the TABLE commits (the fence must not proceed without its
 	// record), or the TABLE while the journal records.
-	add(w.sw.wFault, sp && w.faultFor == 0 && w.sp.Machine().Ready().Intent.Kind == splitter.IntentFence, w.armDurableFile)
+	add(2*w.sw.wFault, sp && w.faultFor == 0 && w.sp.Machine().Ready().Intent.Kind == splitter.IntentFence, w.armDurableFile)
 	add(w.sw.wCrash, true, func() { w.crash("crash", w.drawCrashCfg()) })
 	// Not while writes are parked on a fence or a commit. It would be safe
 	// (a store's close waits for the writes inside Pebble: Shard.Write's
@@ -1370,7 +1371,7 @@ func (w *world) armDurableFile() {
 	if w.noFault {
 		return
 	}
-	class := []opClass{classJournal, classTable}[w.rng.IntN(2)]
+	class := []opClass{classJournal, classJournal, classTable}[w.rng.IntN(3)]
 	errno := syscall.ENOSPC
 	if w.rng.IntN(2) == 0 {
 		errno = syscall.EIO
@@ -1980,6 +1981,7 @@ func (w *world) check() {
 			w.fail("no split runs, but the journal leaves splits %v unfinished (a lost end record)", ids)
 		}
 	}
+	w.checkJournalAgreesWithTable()
 	if _, armed, _ := w.inj.state(); armed {
 		return // a read could fail; check once the fault is disarmed
 	}
@@ -2295,6 +2297,53 @@ func (o offActions) apply(s *swarm) {
 			s.pBadPlan = 0
 		case "openfault":
 			s.pOpenFault = 0
+		}
+	}
+}
+
+// checkJournalAgreesWithTable: the journal and the TABLE file as they are
+// on disk now (what a process killed here leaves to the next open) agree:
+// recovery's decisions on them delete no shard the table names active, or
+// the next open would refuse for good. A journal that could not record a
+// fence while the TABLE then committed the handoff breaks it at once, not
+// only at a crash that comes before the journal's next write.
+func (w *world) checkJournalAgreesWithTable() {
+	if w.dead || w.fatalMsg != "" {
+		return
+	}
+	fs := w.mem.FS(nil)
+	read := func(name string) ([]byte, bool) {
+		f, err := fs.Open(filepath.Join("/data", name))
+		if err != nil {
+			return nil, false
+		}
+		defer f.Close()
+		data, err := io.ReadAll(f)
+		if err != nil {
+			w.fail("read %s: %v", name, err)
+		}
+		return data, true
+	}
+	tdata, ok := read("TABLE")
+	if !ok {
+		return
+	}
+	t, err := routing.Decode(tdata)
+	if err != nil {
+		w.fail("the TABLE file does not decode: %v", err)
+	}
+	var records []splitter.Record
+	if jdata, ok := read(splitter.JournalFile); ok {
+		if _, records, err = splitter.DecodeJournal(jdata); err != nil {
+			w.fail("the journal file does not decode: %v", err)
+		}
+	}
+	for _, d := range recovery.Decide(records, t) {
+		for _, id := range d.Delete {
+			if slices.Contains(t.ActiveShards(), id) {
+				w.fail("the journal on disk and table v%d disagree: recovery would %s %s %d and delete shard %d, which the table names active (%s)",
+					t.Version(), d.Action, d.Kind, d.ID, id, d.Why)
+			}
 		}
 	}
 }

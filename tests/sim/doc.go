@@ -313,7 +313,7 @@
 // given).
 //
 //	get-not-a-reader                   seed 6    (30/300)   held reader (a get of kN that resolved table vN) failed with no fault injected: storage: shard closed
-//	fence-without-journal-record       seed FJSEED
+//	fence-without-journal-record       seed 38   (13/300)   the journal on disk and table vN disagree: recovery would roll-back split N and delete shard N, which the table names active
 //	retire-retry-skips-wait            seed 1    (27/300)   held reader: storage: shard closed
 //	loghold-before-refused-reserve     seed 2   (186/300)   a write logged with no split holding the log
 //	refused-reserve-leaves-begin       seed 2   (252/300)   no split runs but the journal leaves one unfinished
@@ -338,9 +338,13 @@
 //     fails on it at once.
 //   - fence-without-journal-record (IntentFence carried out when its
 //     journal records could not be written): a journal that keeps failing
-//     through the handoff while the TABLE file commits (a lasting fault of
-//     the journal class), then an open before a later journal write lands.
-//     tests.TestTheFenceWaitsForItsJournalRecord fails on it at once.
+//     through the handoff while the TABLE file commits (a journal fault
+//     armed before the fence that lasts); the per-step check of the
+//     journal and TABLE on disk sees it at the commit; without that check
+//     only a crash or restart before the journal's next write shows it
+//     ("recovery failed to open: ... refusing to delete shard N"), far more
+//     rarely. tests.TestTheFenceWaitsForItsJournalRecord fails on it at
+//     once.
 //   - cancel-after-fence: run on seeds 1-15 only, since each of its hangs
 //     costs the 20 s hang timeout.
 //   - failed-child-keeps-store is found rarely because every recovery

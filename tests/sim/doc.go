@@ -312,7 +312,7 @@
 // simulator as it is (300 seeds), the others on earlier ones (the seeds
 // given).
 //
-//	get-not-a-reader                   seed 6    (30/300)   held reader (a get of kN that resolved table vN) failed with no fault injected: storage: shard closed
+//	get-not-a-reader                   seed 6    (24/300)   held reader (a get of kN that resolved table vN) failed with no fault injected: storage: shard closed
 //	fence-without-journal-record       seed 38   (13/300)   the journal on disk and table vN disagree: recovery would roll-back split N and delete shard N, which the table names active
 //	retire-retry-skips-wait            seed 1    (27/300)   held reader: storage: shard closed
 //	loghold-before-refused-reserve     seed 2   (186/300)   a write logged with no split holding the log

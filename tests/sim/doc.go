@@ -114,9 +114,10 @@
 //     fault targets in a third of the seeds only (a fault there kills the
 //     process, and a dead process's engine cannot be fully closed, so each
 //     one leaks memory), and the WAL only in those whose children copy it
-//     (below: every other split forces a flush, and a flush after a
-//     failed WAL write dies in Pebble's WAL rotation, which no recover
-//     catches). Never injected: inside pebble.Open, inside DB.rotateWAL,
+//     and that build no keep-all children (below: every other split forces
+//     a flush, a keep-all child's cleanup compacts, which flushes too, and
+//     a flush after a failed WAL write dies in Pebble's WAL rotation,
+//     which no recover catches). Never injected: inside pebble.Open, inside DB.rotateWAL,
 //     and in atomicfs.Marker.Move on Pebble's own goroutines (there
 //     Pebble's panic would kill the test binary, not the simulated
 //     process; see unsurvivableHere). A disk can fill up or fail at any

@@ -71,8 +71,9 @@ type injector struct {
 	pebbleLogs bool
 	// noWALFaults keeps faults off the WAL even with pebbleLogs (the
 	// MANIFEST may still fail): in seeds whose split children copy no WAL,
-	// every split forces a flush, and a flush after a failed WAL write
-	// kills the test binary (unsurvivableHere's WAL rotation: the failed
+	// every split forces a flush (and in keep-all seeds every child's
+	// cleanup compacts, which flushes), and a flush after a failed WAL
+	// write kills the test binary (unsurvivableHere's WAL rotation: the failed
 	// write is the log's own, on Pebble's flush-loop goroutine, and comes
 	// back from closing the log, in the rotation).
 	noWALFaults bool

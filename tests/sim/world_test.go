@@ -1803,6 +1803,14 @@ func reclaim(n *node.Node, calls *sync.WaitGroup, op *simSplit) {
 	}()
 }
 
+// noWALFaults keeps faults off Pebble's WAL in the seeds that flush a
+// store while it serves writes: those whose children copy no WAL (every
+// split flushes the parent) and those that build keep-all children (each
+// child's cleanup compacts its foreign ranges, which flushes). A flush
+// after a failed WAL write dies in Pebble's WAL rotation on a goroutine no
+// recover reaches, killing the test binary (unsurvivableHere).
+func (w *world) noWALFaults() bool { return !w.sw.copyChildWAL || w.sw.keepAll }
+
 // childBuild is how this seed's splits make their children (swarm.keepAll).
 func (w *world) childBuild() storage.ChildBuild {
 	if w.sw.keepAll {
@@ -1818,7 +1826,7 @@ func (w *world) openNode(action string) {
 	if !w.noFault && w.rng.Float64() < w.sw.pOpenFault {
 		w.faultyOpen()
 	}
-	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs, noWALFaults: !w.sw.copyChildWAL}
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs, noWALFaults: w.noWALFaults()}
 	logger, fatal := newIncarnationLogger()
 	w.fatal, w.fatalMsg, w.dead, w.calls = fatal, "", false, new(sync.WaitGroup)
 	n, j, rep, err, alive := w.tryOpen(logger)
@@ -1889,7 +1897,7 @@ func (w *world) tryOpen(logger *zap.Logger) (*node.Node, *splitter.Journal, reco
 // and pass every check: whatever the faulty open did must not cost an
 // acknowledged write or leave the directory unopenable.
 func (w *world) faultyOpen() {
-	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs, noWALFaults: !w.sw.copyChildWAL}
+	w.inj = &injector{pebbleLogs: w.sw.pebbleLogs, noWALFaults: w.noWALFaults()}
 	// NB: not classAny or classShard: Pebble opens a store's tables
 	// concurrently, so which read a probabilistic fault hits varies
 	// between reruns (it cost 8 of 50 seeds their determinism).

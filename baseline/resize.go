@@ -51,13 +51,10 @@ func (c Cleanup) String() string {
 
 // ParseCleanup parses "mark", "per-doc" or "range".
 func ParseCleanup(s string) (Cleanup, error) {
-	switch s {
-	case "per-doc":
-		return CleanupPerDoc, nil
-	case "range":
-		return CleanupRange, nil
-	case "mark":
-		return CleanupMark, nil
+	for _, c := range []Cleanup{CleanupMark, CleanupPerDoc, CleanupRange} {
+		if c.String() == s {
+			return c, nil
+		}
 	}
 	return 0, fmt.Errorf("baseline: unknown cleanup %q (want mark, per-doc or range)", s)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,6 +324,65 @@ func TestRetireRetryWaitsForReaders(t *testing.T) {
 			}
 			if err := n.Retire(0, 5*time.Second); err != nil {
 				t.Fatalf("Retire after the reader finished: %v", err)
+			}
+			if _, ok := n.Engine().Shard(0); ok {
+				t.Fatal("shard 0 still open in the engine after Retire")
+			}
+		})
+	}
+}
+
+// A get in flight holds its shard as a search does: a Retire while the get
+// is between its ownership check and its read waits for it (and times out
+// with ErrReadersRemain), and the get, released, reads its document from
+// the store the retire did not destroy under it.
+func TestRetireWaitsForAGetInFlight(t *testing.T) {
+	for _, layout := range []storage.Layout{storage.LayoutPerShard, storage.LayoutShared} {
+		t.Run(layout.String(), func(t *testing.T) {
+			var park atomic.Bool
+			started, release := make(chan struct{}), make(chan struct{})
+			hook := func(routing.ShardID) {
+				if park.CompareAndSwap(true, false) {
+					close(started)
+					<-release
+				}
+			}
+			tab := twoShards(t, 256)
+			n, _ := openNodeOn(t, storage.Options{Layout: layout, BeforeGet: hook}, tab)
+			defer n.Close()
+			r := node.NewRouter(n, tab, node.RouterConfig{})
+			id := idOn(t, tab, func(s routing.ShardID) bool { return s == 0 })
+			if _, err := r.Index(id, "", []byte("v1")); err != nil {
+				t.Fatal(err)
+			}
+
+			type result struct {
+				doc   storage.Doc
+				found bool
+				err   error
+			}
+			got := make(chan result, 1)
+			park.Store(true)
+			go func() {
+				d, found, err := r.Get(id, "")
+				got <- result{d, found, err}
+			}()
+			<-started
+
+			splitCommitted(t, n)
+			err := n.Retire(0, 10*time.Millisecond)
+			if _, open := n.Engine().Shard(0); !open || !errors.Is(err, node.ErrReadersRemain) {
+				close(release)
+				<-got
+				t.Fatalf("Retire while a get holds shard 0 = %v, shard open %v; want ErrReadersRemain, open", err, open)
+			}
+			close(release)
+			res := <-got
+			if res.err != nil || !res.found || string(res.doc.Source) != "v1" {
+				t.Fatalf("Get across a retire = %q, found %v, %v; want \"v1\", true, nil", res.doc.Source, res.found, res.err)
+			}
+			if err := n.Retire(0, 5*time.Second); err != nil {
+				t.Fatalf("Retire after the get finished: %v", err)
 			}
 			if _, ok := n.Engine().Shard(0); ok {
 				t.Fatal("shard 0 still open in the engine after Retire")

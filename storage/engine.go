@@ -84,6 +84,11 @@ type Options struct {
 	// of the documents it does not own (idindex.go); IDIndexOff keeps no
 	// `_id` index at all, for comparison.
 	IDIndex IDIndexBuild
+	// BeforeGet, if set, runs at the start of every point read of a shard
+	// (Shard.GetID), on the reading goroutine, with the shard's id. Tests
+	// park a get there to keep it in flight across a retire, which must
+	// wait for it as for a search.
+	BeforeGet func(routing.ShardID)
 }
 
 // Engine holds a node's shard stores. Its methods are safe for concurrent
@@ -266,7 +271,7 @@ func (e *Engine) OpenShard(id, keyspace routing.ShardID, spans []routing.Span) (
 	if err != nil {
 		return nil, fmt.Errorf("storage: open shard %d: %w", id, err)
 	}
-	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, owned: sortedSpans(spans),
+	s := &Shard{id: id, keyspace: keyspace, st: st, durability: e.opts.Durability, clock: e.opts.Clock, beforeGet: e.opts.BeforeGet, owned: sortedSpans(spans),
 		ids: e.opts.IDIndex != IDIndexOff}
 	s.seq.Store(seq)
 	if e.opts.Layout != LayoutShared {

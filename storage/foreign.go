@@ -7,9 +7,9 @@ package storage
 // (ShardSplittingQuery); the space comes back only as merges rewrite the
 // segments. ChildKeepAll builds a child the same way on Pebble: a
 // checkpoint of every document of the parent, nothing excised, and after
-// the handoff a background job that deletes the foreign documents one by
-// one (point tombstones, in paced batches, while the child serves writes),
-// then compacts the foreign key ranges so the space is reclaimed.
+// the handoff a background job that removes the foreign documents while the
+// child serves writes (by the model below), then compacts the foreign key
+// ranges so the space is reclaimed.
 // ChildExcise (the default) excises the foreign spans at creation instead,
 // in O(metadata).
 //
@@ -20,11 +20,13 @@ package storage
 // construction of the key encoding.
 //
 // How the foreign documents go is ForeignCleanupOptions.Model: one by one
-// (ForeignPerDoc, the default), or as Lucene removes them
-// (ForeignMark: a scan that routes every document and marks the foreign
-// ones deleted without rewriting any, then the compaction that reclaims
-// their space, MarkForeign and ReclaimForeign's two halves), or by key
-// range without reading them (ForeignRange).
+// with point tombstones in paced batches (ForeignPerDoc, the zero value,
+// so an engine's default; the findings harness's strategy questions run
+// it), or as Lucene removes them (ForeignMark: a scan that routes every
+// document and marks the foreign ones deleted without rewriting any, then
+// the compaction that reclaims their space, MarkForeign and
+// ReclaimForeign's two halves; splitdemo compare's default, --cleanup
+// mark), or by key range without reading them (ForeignRange).
 //
 // Crash safety. A keep-all child's store carries a durable marker (meta
 // key 'f') from its creation until its cleanup has deleted every foreign
@@ -62,8 +64,9 @@ const (
 	// The zero value.
 	ChildExcise ChildBuild = iota
 	// ChildKeepAll checkpoints every document of the parent and keeps
-	// them; the foreign ones are deleted one by one after the handoff
-	// (StartForeignCleanup): the OpenSearch RFC's data path.
+	// them; the foreign ones are removed after the handoff
+	// (StartForeignCleanup, by ForeignCleanupOptions.Model): the
+	// OpenSearch RFC's data path.
 	ChildKeepAll
 )
 

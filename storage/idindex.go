@@ -294,6 +294,9 @@ func (s *Shard) putEntryLocked(b *pebble.Batch, ks routing.ShardID, id string, k
 // owns now: sp is the span of the shard in the table the caller checked
 // ownership against.
 func (s *Shard) GetID(ks routing.ShardID, sp routing.Span, key routing.Key, id string, home Home) (Doc, bool, error) {
+	if s.beforeGet != nil {
+		s.beforeGet(s.id)
+	}
 	d, found, err := s.GetAny(ks, key, id)
 	if err != nil || found || !s.ids {
 		return d, found, err

@@ -59,7 +59,8 @@ type Shard struct {
 	st         *store
 	durability Durability
 	clock      clock.Clock
-	ids        bool // keeps the `_id` index (Options.IDIndex is not IDIndexOff)
+	ids        bool                  // keeps the `_id` index (Options.IDIndex is not IDIndexOff)
+	beforeGet  func(routing.ShardID) // Options.BeforeGet
 
 	mu      sync.Mutex    // the apply lock: commits happen under it, in sequence order
 	seq     atomic.Uint64 // last sequence number applied; written under mu

@@ -5,8 +5,8 @@ package tests
 // reservation, a lost final journal record, a cancel racing the handoff, a
 // close during the handoff — and then requires what the product promises:
 // the parent keeps serving, no operation log stays held, and the next open
-// recovers. A test marked bugN.patch guards against the bug that
-// tests/sim/mutations/bugN.patch re-introduces.
+// recovers. A test marked with a patch's name guards against the bug that
+// tests/sim/mutations/<name> re-introduces.
 
 import (
 	"context"
@@ -83,7 +83,7 @@ func reopen(t *testing.T, fs vfs.FS, tab *routing.Table) *node.Node {
 
 // A split the table refuses (the leaf is one partition wide) does not
 // leave the parent's operation log held: held, the parent would log every
-// write for ever (bug2.patch).
+// write for ever (loghold-before-refused-reserve.patch).
 func TestRefusedSplitHoldsNoLog(t *testing.T) {
 	n, j, _ := openFailpath(t, vfs.NewMem())
 	defer n.Close()
@@ -115,7 +115,7 @@ func TestRefusedSplitHoldsNoLog(t *testing.T) {
 // A refused reservation leaves no begin record without an end: with one
 // left, a later split of the same parent that crashed before its commit
 // would make recovery cancel the one reservation twice and refuse to open
-// (bug3.patch).
+// (refused-reserve-leaves-begin.patch).
 func TestRefusedSplitThenCrashRecovers(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)
@@ -139,7 +139,7 @@ func TestRefusedSplitThenCrashRecovers(t *testing.T) {
 // A cancel whose final journal record is lost (ENOSPC) leaves "aborting
 // children=[1 2]" in the journal; the next split reuses ids 1 and 2 and
 // commits, and the next open must not act on the superseded record, or it
-// refuses for good to delete the active shard (bug4.patch).
+// refuses for good to delete the active shard (lost-end-record.patch).
 func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var armed atomic.Int32 // > 0: fail the armed-th rename of the journal from now
@@ -187,7 +187,7 @@ func TestLostAbortRecordDoesNotBlockRecovery(t *testing.T) {
 // aborts) or refused (and it commits); either way the index reopens. A
 // cancel accepted while the driver carries out the handoff it has already
 // taken would commit the split with "aborting" as its last record, and
-// recovery would refuse to open (bug6.patch).
+// recovery would refuse to open (cancel-after-fence.patch).
 func TestCancelBeforeHandoffIsAcceptedOrRefused(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	n, j, tab := openFailpath(t, mem)

@@ -64,3 +64,64 @@ func TestFailedJournalWriteThenCrashEverywhere(t *testing.T) {
 		})
 	}
 }
+
+// A journal that fails every write from the handoff on, while the TABLE
+// file still commits: the fence must not proceed without its durable
+// record. The handoff stops there and the split aborts; recovery opens the
+// directory and passes Check. Fenced without the record, the split would
+// publish and commit its table while the journal still said it was
+// catching up, and the next open would refuse for good ("refusing to
+// delete shard N, which table vM names active").
+func TestTheFenceWaitsForItsJournalRecord(t *testing.T) {
+	for _, kind := range []string{"split", "merge"} {
+		t.Run(kind, func(t *testing.T) {
+			disk := crashfs.New()
+			var failing atomic.Bool
+			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.Contains(op.Path, splitter.JournalFile) {
+					return syscall.EIO
+				}
+				return nil
+			})
+			n, j, tab := openFailpath(t, errorfs.Wrap(disk.FS(nil), inj))
+			plan := splitter.SplitPlan(0, 2)
+			if kind == "merge" {
+				rep, err := splitter.NewDriver(n, splitter.Config{Journal: j}).Run(plan)
+				if err != nil || rep.Phase != splitter.PhaseDone {
+					t.Fatalf("split before the merge: %s (%v), %v", rep.Phase, rep.Err, err)
+				}
+				plan = splitter.MergePlan(n.Table().ActiveShards()...)
+			}
+			fenced := false
+			hook := func(_ splitter.Phase, next splitter.Intent) {
+				if next.Kind == splitter.IntentFence {
+					failing.Store(true)
+				}
+			}
+			d := splitter.NewDriver(n, splitter.Config{Journal: j, Hook: hook})
+			op := d.Start(plan)
+			for step := 0; !op.Done(); step++ {
+				if step == 1000 {
+					t.Fatalf("the %s did not end in 1000 steps: %s", kind, op.Phase())
+				}
+				intent, ev, err := op.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if intent.Kind == splitter.IntentFence && ev.Kind == splitter.EventFenced {
+					fenced = true
+				}
+			}
+			rep := op.Report()
+			t.Logf("%s ended %s (%v); table v%d", kind, rep.Phase, rep.Err, n.Table().Version())
+			if fenced || rep.Phase == splitter.PhaseDone {
+				t.Errorf("the %s fenced (%v) and ended %s with its journal failing; want no fence, aborted", kind, fenced, rep.Phase)
+			}
+			failing.Store(false)
+			if err := n.Close(); err != nil {
+				t.Logf("close: %v", err)
+			}
+			reopen(t, disk.FS(nil), tab).Close()
+		})
+	}
+}

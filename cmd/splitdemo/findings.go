@@ -35,7 +35,8 @@ The questions (see findings.md for the full text):
   3 search during and after        9 crash safety (crash points, kill -9)
   4 disk before, during, after    10 reversibility: in-place merge
   5 the cost after the handoff    11 scale: 100 MiB to 4 GiB
-  6 partition vs hash-range children
+  6 partition vs hash-range       12 one document per _id in a
+    children                         shard, and its cost
 
 The full set takes up to an hour and needs a few GiB of scratch disk
 ($TMPDIR); --big adds a 4 GiB parent to question 11 (about 15 minutes and

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,13 +42,22 @@ func TestFindingsBadFlags(t *testing.T) {
 	}
 }
 
+// The help lists every question the harness has, by its number.
 func TestFindingsHelp(t *testing.T) {
 	var stdout strings.Builder
 	if code := run([]string{"help", "findings"}, &stdout, io.Discard); code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	if !strings.Contains(stdout.String(), "--quick") {
-		t.Fatalf("help lacks --quick:\n%s", stdout.String())
+	help := stdout.String()
+	if !strings.Contains(help, "--quick") {
+		t.Fatalf("help lacks --quick:\n%s", help)
+	}
+	list := help[strings.Index(help, "The questions"):]
+	list = list[:strings.Index(list, "\n\n")]
+	for _, q := range findings.Questions() {
+		if !regexp.MustCompile(`(^|\s)` + strconv.Itoa(q.ID) + ` [a-z]`).MatchString(list) {
+			t.Errorf("help's list of questions lacks question %d (%s):\n%s", q.ID, q.Title, list)
+		}
 	}
 }
 

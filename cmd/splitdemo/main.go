@@ -83,7 +83,7 @@ Commands:
   help      print this help, or a command's help: splitdemo help compare
 
 Examples:
-  splitdemo                          # compare on the embedded default (~1 minute)
+  splitdemo                          # compare on the embedded default (under two minutes)
   splitdemo compare --rate 5000 --writers 64 --docs 1000000 --out big-run
   splitdemo route --shards 8 user-42
   splitdemo serve --data ./splitdemo-data   # then: curl localhost:9200/_cat/shards?v

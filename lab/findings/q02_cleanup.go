@@ -27,10 +27,7 @@ type cleanupRow struct {
 }
 
 // cleanupMeasures are question 2's per-run values, in table order.
-var cleanupMeasures = []struct {
-	name, unit string
-	f          func(strategyRun) float64
-}{
+var cleanupMeasures = []strategyMeasure{
 	{"cleanup duration", "ms", func(r strategyRun) float64 { return r.Summary.CleanupDurationMs }},
 	{"bytes written by the cleanup", "MiB", func(r strategyRun) float64 { return float64(r.Summary.CleanupBytesWritten) / (1 << 20) }},
 	{"documents deleted one by one", "docs", func(r strategyRun) float64 { return float64(r.Summary.CleanupDocsDeleted) }},
@@ -55,16 +52,9 @@ func cleanupRowOf(rounds []strategyRound, strategy string) cleanupRow {
 // runCleanup answers question 2.
 func runCleanup(ctx context.Context, cfg Config) (Answer, error) {
 	a := Answer{Command: cfg.reproduce(2)}
-	rounds, err := cfg.strategyRuns(ctx, "q2", cfg.runs())
+	_, rows, err := strategyRows(ctx, cfg, "q2", &a, cleanupMeasures, cleanupRowOf)
 	if err != nil {
 		return a, err
-	}
-	var rows []cleanupRow
-	for _, s := range strategies {
-		for _, m := range cleanupMeasures {
-			a.Numbers = append(a.Numbers, Measured(s+": "+m.name, m.unit, of(rounds, s, m.f)...))
-		}
-		rows = append(rows, cleanupRowOf(rounds, s))
 	}
 	a.Tables = []Table{cleanupTable(rows)}
 	a.Answer = cleanupAnswer(cfg.strategySetup(), rows)

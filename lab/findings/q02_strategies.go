@@ -219,6 +219,31 @@ func strategyRunOf(o *experiment.Outcome) strategyRun {
 
 func mibOf(b int64) float64 { return float64(b) / (1 << 20) }
 
+// strategyMeasure is one per-run value of a strategy question, named and
+// in the unit its Answer reports it.
+type strategyMeasure struct {
+	name, unit string
+	f          func(strategyRun) float64
+}
+
+// strategyRows runs the strategies' comparison for a question (label names
+// its runs) and returns its rounds and one row a strategy, made by rowOf;
+// every measure of every strategy goes into a's numbers.
+func strategyRows[R any](ctx context.Context, cfg Config, label string, a *Answer, measures []strategyMeasure, rowOf func([]strategyRound, string) R) ([]strategyRound, []R, error) {
+	rounds, err := cfg.strategyRuns(ctx, label, cfg.runs())
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows []R
+	for _, s := range strategies {
+		for _, m := range measures {
+			a.Numbers = append(a.Numbers, Measured(s+": "+m.name, m.unit, of(rounds, s, m.f)...))
+		}
+		rows = append(rows, rowOf(rounds, s))
+	}
+	return rounds, rows, nil
+}
+
 // of collects one value of a strategy from every round.
 func of(rounds []strategyRound, strategy string, f func(strategyRun) float64) []float64 {
 	v := make([]float64, 0, len(rounds))

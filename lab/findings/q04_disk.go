@@ -55,10 +55,7 @@ func peakAfterRequest(r strategyRun) float64 {
 }
 
 // diskMeasures are question 4's per-run values.
-var diskMeasures = []struct {
-	name, unit string
-	f          func(strategyRun) float64
-}{
+var diskMeasures = []strategyMeasure{
 	{"disk before the load (the parent)", "MiB", func(r strategyRun) float64 { return mibOf(r.Summary.DiskBeforeBytes) }},
 	{"disk at the split request", "MiB", atRequest},
 	{"disk peak from the split request on", "MiB", peakAfterRequest},
@@ -82,16 +79,9 @@ func diskRowOf(rounds []strategyRound, strategy string) diskRow {
 // runDisk answers question 4.
 func runDisk(ctx context.Context, cfg Config) (Answer, error) {
 	a := Answer{Command: cfg.reproduce(4)}
-	rounds, err := cfg.strategyRuns(ctx, "q4", cfg.runs())
+	rounds, rows, err := strategyRows(ctx, cfg, "q4", &a, diskMeasures, diskRowOf)
 	if err != nil {
 		return a, err
-	}
-	var rows []diskRow
-	for _, s := range strategies {
-		for _, m := range diskMeasures {
-			a.Numbers = append(a.Numbers, Measured(s+": "+m.name, m.unit, of(rounds, s, m.f)...))
-		}
-		rows = append(rows, diskRowOf(rounds, s))
 	}
 	a.Tables = []Table{diskTable(rows)}
 	a.Answer = diskAnswer(cfg.strategySetup(), rows)

@@ -134,7 +134,7 @@ func crashBesideStep(t *testing.T, seed uint64) (landed bool) {
 		landed = true
 	}
 	// Pebble declared the process dead on another goroutine: afterStep.
-	w.fatalMsg = "review-s9: a Fatalf on another goroutine of the step"
+	w.fatalMsg = "a Fatalf on another goroutine of the step"
 	crashed := make(chan struct{})
 	go func() {
 		defer close(crashed)
@@ -179,7 +179,7 @@ func stuckInMemFS() string {
 // once: the flaky SIGSEGV of TestCrashBesideADeadProcessStep, a
 // create-children step's excise inside a store the close had freed.
 func TestReclaimWaitsForTheDeadProcessCalls(t *testing.T) {
-	w := reviewWorld(t, 7)
+	w := aliveWorld(t, 7)
 	defer w.teardown()
 	id, old := firstShard(t, w)
 	closed := func() bool { return shardClosed(old) }
@@ -207,7 +207,7 @@ func TestReclaimWaitsForTheDeadProcessCalls(t *testing.T) {
 // flag, then takes a snapshot with nothing holding the close off, so a
 // probe that passed the flag just before the reclaim set it took its
 // snapshot of a closed DB ("pebble: closed", a panic that kills the test
-// binary) or iterated one being closed (TestReviewS19ScanProbeRacesTheReclaim).
+// binary) or iterated one being closed (TestShardClosedProbeBesideTheReclaimDoesNotPanic).
 func shardClosed(s *storage.Shard) bool {
 	_, _, err := s.GetAny(s.Keyspace(), 0, "shard-closed-probe")
 	return errors.Is(err, storage.ErrShardClosed)

@@ -175,3 +175,40 @@ func TestACallIntoAKnownDeadProcessDoesNotWait(t *testing.T) {
 		t.Errorf("the search's outcome: %q, want the process's death", last)
 	}
 }
+
+// holdReader is a call into the process, and on a process whose death is
+// known it must not wait: its search would block on the dead store's mutex
+// before the first document, the death's message is taken already, and
+// the step would wait hangTimeout and report a hang that is the
+// simulator's, not the system's.
+func TestHoldReaderOnAKnownDeadProcessDoesNotWait(t *testing.T) {
+	w := dyingWorld(t, false)
+	w.fatalMsg = <-w.fatal // known
+	start := time.Now()
+	if f := catch(w.holdReader); f != "" {
+		t.Fatalf("holdReader on a known-dead process after %v: finding %q", time.Since(start), f)
+	}
+	if took := time.Since(start); took > hangTimeout/4 {
+		t.Errorf("holdReader on a known-dead process took %v", took)
+	}
+	if len(w.readers) != 0 {
+		t.Errorf("a reader was parked on a dead process")
+	}
+}
+
+// afterStep ends a step only on a live process: w.dead with no message is
+// a known death as well (healthy leaves it so when its probe meets the
+// death), and a step ended on it would go on checking nothing, every later
+// do returning false at once. afterStep turns it into a crash.
+func TestAfterStepOnAProcessMarkedDeadCrashesIt(t *testing.T) {
+	w := dyingWorld(t, false)
+	<-w.fatal
+	w.fatalMsg, w.dead = "", true // as healthy leaves a probe that met the death
+	dead := w.n
+	if f := catch(w.afterStep); f != "" {
+		t.Fatalf("afterStep: finding %q\ntrace %v", f, w.trace)
+	}
+	if w.dead || w.n == dead {
+		t.Fatalf("the step ended on the dead process (dead=%v, node replaced=%v)\ntrace %v", w.dead, w.n != dead, w.trace)
+	}
+}

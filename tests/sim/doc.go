@@ -67,14 +67,17 @@
 //   - hook cancel: the driver's Hook calls Operation.Cancel with the next
 //     intent already chosen, just before the driver takes it: a cancel
 //     racing the step (Operation.Cancel from another goroutine), made
-//     deterministic. (Before the issue 11 fixes the hook ran after the
-//     intent was taken, and this found bug 6 in seven ways.)
+//     deterministic.
 //   - refused lock: a goroutine holds the parent's apply lock (a writer that
 //     does not drain) across the handoff step; its drain must time out
 //     (DrainTimeout 2 ms) and the split must go back to catch-up or abort.
-//   - held reader: an unrouted search parked inside its first document,
-//     holding a reference on every shard of the table it resolved, released
-//     some steps later; meanwhile a cleanup's retire must wait for it
+//   - held reader: either read kind, parked and released some steps
+//     later, overlapping whatever intents run meanwhile: an unrouted search
+//     parked inside its first document (holding a reference on every shard
+//     of the table it resolved), or a routed get parked between its
+//     ownership check and its read (holding the shard it reads from;
+//     storage.Options.BeforeGet), half the time of a document of the
+//     running operation's sources. A cleanup's retire must wait for it
 //     (RetireWait 50 ms, so the wait times out and cleanup is retried; at 1 ms
 //     the wait timed out on a loaded machine with no reader at all: see
 //     Determinism).
@@ -97,18 +100,24 @@
 //
 //   - I/O error (ENOSPC or EIO) on a filesystem operation: the k-th (1–30)
 //     operation from now of a class, one shot, or each operation of the
-//     class with a probability (2–20 %) for one to four steps. Classes: any
-//     operation (Pebble's own WAL, MANIFEST, sstables and background work
-//     included), any mutation, the node's TABLE and the split journal
-//     SPLITLOG (and their temporary files), anything under a shard-N store
-//     directory, and file or directory syncs. Armed either for one split
-//     step or in the background. Pebble's WAL and MANIFEST files are
+//     class with a probability (2–20 %) for one to four steps; or a fault
+//     that lasts (a quarter of the background faults): each operation of
+//     the class, or each with a probability of 2–20 %, for 10–49 steps,
+//     through a whole handoff and past it. Classes: any operation (Pebble's
+//     own WAL, MANIFEST, sstables and background work included), any
+//     mutation, the node's TABLE, the split journal SPLITLOG (a class per
+//     durable file, each with its temporary files: a journal that keeps
+//     failing while the TABLE still commits must stop the handoff at its
+//     fence), anything under a shard-N store directory, and file or
+//     directory syncs. Armed either for one split step or in the
+//     background. Pebble's WAL and MANIFEST files are
 //     fault targets in a third of the seeds only (a fault there kills the
 //     process, and a dead process's engine cannot be fully closed, so each
 //     one leaks memory), and the WAL only in those whose children copy it
-//     (below: every other split forces a flush, and a flush after a
-//     failed WAL write dies in Pebble's WAL rotation, which no recover
-//     catches). Never injected: inside pebble.Open, inside DB.rotateWAL,
+//     and that build no keep-all children (below: every other split forces
+//     a flush, a keep-all child's cleanup compacts, which flushes too, and
+//     a flush after a failed WAL write dies in Pebble's WAL rotation,
+//     which no recover catches). Never injected: inside pebble.Open, inside DB.rotateWAL,
 //     and in atomicfs.Marker.Move on Pebble's own goroutines (there
 //     Pebble's panic would kill the test binary, not the simulated
 //     process; see unsurvivableHere). A disk can fill up or fail at any
@@ -146,7 +155,7 @@
 //     holding memory (see tick). A crash still abandons a node with writes
 //     parked.
 //   - Faulty open: with the swarm's probability, a recovery first opens
-//     once with EIO on each operation of a class (mutations, TABLE and
+//     once with EIO on each operation of a class (mutations, TABLE,
 //     SPLITLOG, or syncs; 10–50 %), as a restart on
 //     a failing disk would; that open may fail, and the next one, without
 //     faults, must succeed and pass every check.
@@ -171,8 +180,8 @@
 // is a leak, and a hold that misses a write breaks INV-8). After every
 // step outside the handoff's window, every shard's hold count
 // (Shard.LogHolds) is 1 where the running operation holds the log and 0
-// elsewhere (the driver's cancel left without its release: 212 of 300
-// seeds failed, the first at seed 1). After every
+// elsewhere (a cancel that leaves without its release fails 212 of 300
+// seeds, the first at seed 1). After every
 // recovery: the open succeeded (an open failure is a finding),
 // recovery.Check reports nothing, no shard-N store directory exists that
 // the table does not name active (per-shard layout), and the scan above
@@ -180,12 +189,16 @@
 // whose value a routed get returned before it was acknowledged happened
 // (model.Observe): from that get on it must not be lost, also across a
 // crash, a write that failed too (a failed WAL sync fails the node:
-// tests.TestReviewS21AFailedWALSyncIsADirtyRead). When no
+// tests.TestNoDirtyReadAfterAFailedWALSync). When no
 // split runs, the journal has no unfinished split (a lost end record would
-// block every later split until a restart). A client
+// block every later split until a restart). After every step, the journal
+// and the TABLE file as they are on disk agree: recovery.Decide on them
+// deletes no shard the table names active (else the next open would
+// refuse for good). A client
 // operation that fails when no fault fired in this node incarnation is a
-// finding; a held reader that fails with storage.ErrShardClosed or sees a
-// document twice is one too. A driver step that returns an error other than
+// finding; a held reader (search or get) that fails with
+// storage.ErrShardClosed or a search that sees a document twice is one
+// too. A driver step that returns an error other than
 // node.ErrFailed (a split that cannot reach a clean end) is a finding. At
 // every crash and at the end, porcupine checks the history of a sample of
 // four keys in the ending node incarnation (a failed write may take effect
@@ -285,130 +298,99 @@
 //
 // # Mutations
 //
-// mutations/bugN.patch re-introduces bug N of issue 11 (1–6) into the fixed
-// code, one at a time, to show the simulation finds what it is for; the
-// patches are never live code:
+// mutations/NAME.patch re-introduces one protocol bug into the code, to
+// show that the simulation finds what it is for; the patches are never live
+// code (TestMutationsApply checks that each still applies,
+// TestMutationsAreDocumented that each has its line below):
 //
-//	git apply tests/sim/mutations/bug1.patch && go test ./tests/sim; git apply -R tests/sim/mutations/bug1.patch
+//	git apply tests/sim/mutations/get-not-a-reader.patch && go test ./tests/sim; git apply -R tests/sim/mutations/get-not-a-reader.patch
 //
-// Seeds needed (the first failing seed counting from 1; measured on main
-// at 100b3b0, whose 300 seeds all pass, so every failing seed is the
-// mutation's), and how the mutation shows:
+// The first failing seed counting from 1, how many of the seeds run fail,
+// and how the mutation shows. Every run's unmutated seeds all pass, so
+// every failing seed is the mutation's. The draws move as the simulator
+// grows, so a seed is where the mutation was found by the simulator of the
+// measurement, not a promise: the first two rows are measured on the
+// simulator as it is (300 seeds), the others on earlier ones (the seeds
+// given).
 //
-//	bug1  retried Retire skips the wait          seed 1    (27/300)  held reader: storage: shard closed
-//	bug2  log hold before a refused reserve      seed 2   (186/300)  a write logged with no split holding the log
-//	bug3  refused reserve leaves begin, no end   seed 2   (252/300)  no split runs but the journal leaves one unfinished
-//	bug4  lost end record, superseded acted on   seed 6    (62/300)  the same
-//	bug5  failed child keeps its directory       seed 1262 (1/1500)  liveness: split aborted: remove the store left behind by shard N
-//	bug6  cancel accepted after the fence        seed 1   (7 of the first 15)  hang: the cancel waits for the uncommitted table
+//	get-not-a-reader                   seed 6    (24/300)   held reader (a get of kN that resolved table vN) failed with no fault injected: storage: shard closed
+//	fence-without-journal-record       seed 38   (13/300)   the journal on disk and table vN disagree: recovery would roll-back split N and delete shard N, which the table names active
+//	retire-retry-skips-wait            seed 1    (27/300)   held reader: storage: shard closed
+//	loghold-before-refused-reserve     seed 2   (186/300)   a write logged with no split holding the log
+//	refused-reserve-leaves-begin       seed 2   (252/300)   no split runs but the journal leaves one unfinished
+//	lost-end-record                    seed 6    (62/300)   the same (an end record lost, a superseded table acted on)
+//	failed-child-keeps-store           seed 1262 (1/1500)   liveness: split aborted: remove the store left behind by shard N
+//	cancel-after-fence                 seed 1    (7/15)     hang: the cancel waits for the uncommitted table
+//	merge-seq-in-memory                seed 11   (20/200)   recovery.Check: shard N's sequence number is below its document's (INV-11)
+//	merge-cancel-releases-one-log      seed 11   (29/200)   a write logged with no split holding the log
+//	merge-cleanup-retires-first-source seed 1   (162/200)   the merge ended done but shard N still has a store
+//	merge-handoff-rolled-back          seed 23    (8/200)   recovery failed to open: refusing to delete shard N, which table vN names active
+//	catchup-drops-batch-end            (32/200; the first not recorded, seed 36 one)   check at table vN: bN-N = ""; the model allows doc:...
+//	get-reads-pending-owner            seed 68    (4/200)   after recovery at table vN: kN = vN; the model allows <the write the get returned>
+//	delete-leaves-empty-source         seed 1   (200/200)   check at table vN: kN = <document with an empty source>; the model allows absent
+//	keepall-cleanup-deletes-nothing    seed 13   (40/300)   recovery.Check after recovery: shard N holds N keys outside its span
+//	idindex-forgets-first-entry        seed 2    (51/300)   check at table vN: _id index: shard N: 1 routed documents without an _id entry
+//	history-replay-one-too-high        seed 4    (54/300)   check at table vN: kN = ""; the model allows doc:... (a lost delete: kN = "vN"; the model allows absent)
 //
-// (bug 6 on seeds 1-15 only, since each of its hangs costs the 20 s hang
-// timeout.)
+// What each needs to be found:
 //
-// mutations/mergeN.patch re-introduces a merge bug (issue 13's review),
-// measured the same way (200 seeds, on the review branch whose 600 seeds
-// pass but for seed 418's intermittent "released reader did not finish",
-// which the code before the review shows too; it was the simulator's own
-// bug, fixed since: see world.restart):
+//   - get-not-a-reader (node.Get registers no reader on the shard it reads
+//     from): a get held across a retire; every other "retire waits for its
+//     readers" check uses a search. node.TestRetireWaitsForAGetInFlight
+//     fails on it at once.
+//   - fence-without-journal-record (IntentFence carried out when its
+//     journal records could not be written): a journal that keeps failing
+//     through the handoff while the TABLE file commits (a journal fault
+//     armed before the fence that lasts); the per-step check of the
+//     journal and TABLE on disk sees it at the commit; without that check
+//     only a crash or restart before the journal's next write shows it
+//     ("recovery failed to open: ... refusing to delete shard N"), far more
+//     rarely. tests.TestTheFenceWaitsForItsJournalRecord fails on it at
+//     once.
+//   - cancel-after-fence: run on seeds 1-15 only, since each of its hangs
+//     costs the 20 s hang timeout.
+//   - failed-child-keeps-store is found rarely because every recovery
+//     removes orphan stores: only a liveness split in the same process
+//     meets the poisoned id. tests.TestConcurrentChildFailureRetiresTheSibling
+//     fails on it at once ("store directories after the abort").
+//   - refused-reserve-leaves-begin and lost-end-record do not make
+//     recovery cancel one reservation twice or delete a shard the table
+//     names active: the driver refuses to begin an operation while the
+//     journal has an unfinished one, so ids are not reused before a
+//     restart; they are found by what they do break.
+//   - catchup-drops-batch-end (CatchUp drops the last entry of each full
+//     batch of 256): only bursts replay more than one batch in a round.
+//   - get-reads-pending-owner (node.readFrom skipped): needs a get between
+//     the fence and the commit and a commit that then fails, so it is found
+//     rarely; node.TestGetDuringAPendingTableIsNotADirtyRead fails on it at
+//     once.
+//   - delete-leaves-empty-source: reads name a present empty document apart
+//     from an absent one (readValue).
+//   - keepall-cleanup-deletes-nothing: only the keep-all seeds (a quarter of
+//     the per-shard ones) build children that need the cleanup.
+//   - history-replay-one-too-high (a child made from its parent's last
+//     flushed state replays the retained history from one sequence number
+//     too high, losing the first write above the flushed tables): a split
+//     while the parent's memtable holds writes.
+//     storage.TestChildrenFromTheFlushedStateHoldTheMemtablesWrites fails on
+//     it at once.
+//   - idindex-forgets-first-entry: with the per-step check off
+//     (SHARDSPLIT_SIM_OFF=idindex) it fails 47 of 300 seeds, 5 of them by
+//     the model alone (a document of the _id that the next write under its
+//     other routing value should have replaced) and the rest by
+//     recovery.Check.
 //
-//	merge1  handoff raises seq in memory only     seed 11   (20/200)  recovery.Check: shard N's sequence number is below its document's (INV-11)
-//	merge2  cancel releases one source's log      seed 11   (29/200)  a write logged with no split holding the log
-//	merge3  cleanup retires the first source only seed 1   (162/200)  the merge ended done but shard N still has a store
-//	merge4  merge left at handoff rolled back     seed 23    (8/200)  recovery failed to open: refusing to delete shard N, which table vN names active
-//
-// Merge 1 is a bug the review found (the shared layout's split too); merge 3
-// passed 200 seeds until the simulator checked, at an operation's end, that
-// what it gave up has no store.
-//
-// mutations/batch1.patch (review s21): CatchUp drops the last entry of
-// each full batch of 256, an acknowledged write lost. It passed 200 seeds
-// (and TestSplitUnderConcurrentWrites, TestSplitLinearizable and
-// TestCrashPointEnumeration in tests/; storage's childwal review test
-// found it) while the workload wrote one document a step, so no round
-// replayed 256 entries; with bursts it fails 32 of seeds 1-200 (e.g.
-// seed 36, "check at table vN: bN-N = \"\"; the model allows doc:...").
-//
-// mutations/dirtyread1.patch (review s21): a routed get reads the pending
-// table's owner (node.readFrom skipped), returning a write that a failed
-// commit then rolls back. It passed 200 seeds while no get ran between the
-// fence and the commit and a crash could lose an unacknowledged write a
-// get had returned; with gets in the window and observed writes it fails
-// 3 of seeds 1-200 (80, 159, 200: "after recovery at table vN: kN = vN;
-// the model allows <the write the get returned>"); 4 of 200 (68, 80, 159,
-// 200) once bursts were added. It needs a commit that fails after the dirty get, so
-// it is found rarely: the unit test is node's
-// TestReviewNodeGetDuringAPendingTableIsNotADirtyRead.
-//
-// mutations/ghost1.patch (review s21): a delete leaves a document with an
-// empty source that reads return (a tombstone not filtered). It passed 200
-// seeds while the simulator read a document's source as its value, "" being
-// absent; reads now name a present empty document apart (readValue), which
-// no write makes, and it fails all of seeds 1-200 (first: seed 1, "check
-// at table vN: kN = <document with an empty source>; the model allows
-// absent").
-//
-// mutations/foreign1.patch (2026-12-03): a keep-all child's cleanup
-// deletes nothing and then removes its marker, leaving the parent's other
-// documents in the child's store for good. It passed 300 seeds while no
-// seed built keep-all children; with a quarter of the per-shard seeds
-// building them it fails 40 of seeds 1-300 (first: seed 13,
-// "recovery.Check after recovery: shard N holds N keys outside its span").
-//
-// mutations/idindex1.patch: a per-shard child that rebuilds its `_id`
-// entries forgets the first one it owns, the entry of a document the
-// split moved into it. It fails 51 of seeds 1-300 (73 in an earlier run
-// of the same mutation: seeds that make children at the same time and
-// keep-all children vary between runs; first: seed 2, "check at table vN:
-// _id index: shard N: 1 routed documents without an _id entry"); with the
-// per-step check off (SHARDSPLIT_SIM_OFF=idindex) 47, 5 of them by the
-// model alone (a document of the _id that the next write under its other
-// routing value should have replaced: "kN@kN-alt-N = \"vN\"; the model
-// allows absent") and the rest by recovery.Check.
-//
-// mutations/history1.patch: a child made from its parent's last flushed
-// state replays the parent's retained history from one sequence number
-// too high, losing the first write above the flushed tables. It fails 54
-// of seeds 1-300 (first: seed 4, "check at table vN: kN = \"\"; the model
-// allows doc:..."; a lost delete shows as "kN = \"vN\"; the model allows
-// absent"). storage.TestChildrenFromTheFlushedStateHoldTheMemtablesWrites
-// fails on it at once.
-//
-// Bug 3's original symptom (recovery cancelling one reservation twice) and
-// bug 4's (recovery deleting a shard the table names active) no longer
-// follow from the mutation alone: the fixed driver refuses to begin a split
-// while the journal has an unfinished one, so ids are not reused before a
-// restart; the mutations are found by what they still break. Bug 5 is
-// found rarely because every recovery removes orphan stores: only a
-// liveness split in the same process meets the poisoned id. Its patch had
-// stopped applying when the children's creation moved to makeChild; it
-// was regenerated on 2026-12-02 (seeds 1-1500 at 2ea68f1: only 1262 fails,
-// which passes without the mutation; a split's store left behind is now
-// removed before the id is reused, so the old "already exists" cannot
-// show), and TestMutationsApply now checks that every patch applies (not
-// that anything still finds it). tests/children_failpath_test.go's
-// TestConcurrentChildFailureRetiresTheSibling fails on the mutation at once
-// ("store directories after the abort").
-//
-// Found by the simulation and not by a mutation: seed 274 (1 of 3000, on a
-// loaded machine) lost an acknowledged write: "check at table v13: k5 =
-// \"\"" right after a split's publish. Pebble's excise took a failed read
+// The simulation also finds what no mutation plants: a lost acknowledged
+// write after a split's publish, where Pebble's excise took a failed read
 // inside a straddling table for "no key on this side" and dropped the
-// child's own documents in it (DESIGN.md, "An excise is verified"). Seed
-// 274 run in a loop beside a CPU hog failed 4 times in 1,368 runs before
-// the fix and 0 times in 1,344 after, 58 of which refused the excise
-// (2026-12-02); storage.TestAReadErrorDuringAnExciseFailsIt shows it at
-// once.
+// child's own documents in it (seed 274 of 3000, on a loaded machine;
+// DESIGN.md, "An excise is verified"); storage.TestAReadErrorDuringAnExciseFailsIt
+// shows it at once.
 //
 // TestSimDeterminism measures the boundary: how many of the first 50 seeds
-// produce the identical step trace twice. Measured before the children were
-// made concurrently: 45 of 50 (the five differ in which operation or file
-// number a fault hit, or in what a crash clone kept, after Pebble's
-// background work moved). Last measured (2026-12-01, concurrent children in
-// even seeds): 40 of 50, the odd seeds 22 of 25 and the even seeds 18 of 25.
-// Seven of the ten differ only in the operation or file an injected
-// fault's message names (the same step failed the same way); three, all
-// even, in whether a fault hit a child's creation at all (seeds 2, 48) or
-// where the process died (seed 6). On 2026-12-03, before and after reclaim
-// began to wait for a dead process's calls (not broken down): 32 and 33 of
-// 50 at 7fe1a48, 34 at 17fdc00, 36 and 37 at 8771da1.
+// produce the identical step trace twice: 32 to 40 of 50 in the runs
+// measured with children made concurrently in even seeds. The traces that
+// differ differ in the operation or file an injected fault's message names
+// (the same step failed the same way), in whether a fault hit a child's
+// creation at all, or in where the process died.
 package sim

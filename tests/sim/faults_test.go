@@ -19,15 +19,16 @@ import (
 type opClass uint8
 
 const (
-	classAny   opClass = iota // every operation, Pebble's own included
-	classWrite                // every operation that changes the filesystem
-	classMeta                 // the node's TABLE and the split journal (and their temporary files)
-	classShard                // anything under a shard-N directory (per-shard stores)
-	classSync                 // file and directory syncs
+	classAny     opClass = iota // every operation, Pebble's own included
+	classWrite                  // every operation that changes the filesystem
+	classTable                  // the node's TABLE file (and its temporary files)
+	classJournal                // the split journal SPLITLOG (and its temporary files)
+	classShard                  // anything under a shard-N directory (per-shard stores)
+	classSync                   // file and directory syncs
 	classCount
 )
 
-var classNames = [...]string{classAny: "any", classWrite: "write", classMeta: "meta", classShard: "shard-dir", classSync: "sync"}
+var classNames = [...]string{classAny: "any", classWrite: "write", classTable: "table", classJournal: "journal", classShard: "shard-dir", classSync: "sync"}
 
 func (c opClass) String() string { return classNames[c] }
 
@@ -37,9 +38,10 @@ func (c opClass) match(op errorfs.Op) bool {
 		return true
 	case classWrite:
 		return op.Kind.ReadOrWrite() == errorfs.OpIsWrite
-	case classMeta:
-		base := filepath.Base(op.Path)
-		return strings.HasPrefix(base, "TABLE") || strings.HasPrefix(base, "SPLITLOG")
+	case classTable:
+		return strings.HasPrefix(filepath.Base(op.Path), "TABLE")
+	case classJournal:
+		return strings.HasPrefix(filepath.Base(op.Path), "SPLITLOG")
 	case classShard:
 		return strings.Contains(op.Path, "/shard-")
 	case classSync:
@@ -69,8 +71,9 @@ type injector struct {
 	pebbleLogs bool
 	// noWALFaults keeps faults off the WAL even with pebbleLogs (the
 	// MANIFEST may still fail): in seeds whose split children copy no WAL,
-	// every split forces a flush, and a flush after a failed WAL write
-	// kills the test binary (unsurvivableHere's WAL rotation: the failed
+	// every split forces a flush (and in keep-all seeds every child's
+	// cleanup compacts, which flushes), and a flush after a failed WAL
+	// write kills the test binary (unsurvivableHere's WAL rotation: the failed
 	// write is the log's own, on Pebble's flush-loop goroutine, and comes
 	// back from closing the log, in the rotation).
 	noWALFaults bool

@@ -65,9 +65,9 @@ func value(v string) model.Value {
 
 // emptyDoc is how the simulator's values name a document that is present
 // with an empty source. The workload never writes one (a delete is ""), so
-// the model allows it nowhere. Read as "" it was absent: a delete that left
-// a document with an empty source behind (a tombstone that reads return)
-// passed 200 seeds (tests/sim/mutations/ghost1.patch).
+// the model allows it nowhere. Read as "", absent, a delete that left a
+// document with an empty source behind (a tombstone that reads return)
+// would go unseen (tests/sim/mutations/delete-leaves-empty-source.patch).
 const emptyDoc = "\x00<document with an empty source>"
 
 // readValue is the simulator's value of a document a read returned: its
@@ -88,9 +88,9 @@ func (s *sharedModel) Begin(id, v string) *model.Write {
 
 // Observe finds the write of found (document values are unique: v1, v2,
 // ...; a delete's absent names no write) and records that it was seen, a
-// write that failed too: one whose WAL sync failed stayed readable until a
-// crash lost it (tests.TestReviewS21AFailedWALSyncIsADirtyRead; 4 of 200
-// seeds failed on it until the node failed itself on such a write).
+// write that failed too: one whose WAL sync failed would stay readable
+// until a crash lost it, which is why the node fails itself on such a
+// write (tests.TestNoDirtyReadAfterAFailedWALSync).
 func (s *sharedModel) Observe(id, found string) {
 	v := value(found)
 	if !v.Present() {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/shardsplit/shardsplit/cluster"
-	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/service"
 )
 
@@ -87,9 +86,10 @@ func routingTable(st *cluster.State, names []string) map[string]any {
 			continue
 		}
 		shards := map[string]any{}
-		for sh := 0; sh < im.Shards; sh++ {
+		for _, id := range im.ShardIDs() {
+			sh := int(id)
 			var copies []any
-			for _, c := range im.Copies[routing.ShardID(sh)] {
+			for _, c := range im.Copies[id] {
 				entry := map[string]any{"state": string(c.State), "primary": c.Primary, "node": nil,
 					"relocating_node": nil, "shard": sh, "index": name}
 				if c.Node != "" {
@@ -128,16 +128,23 @@ func clusterNodesSection(st *cluster.State) map[string]any {
 // inSyncSection is an index's in_sync_allocations and primary_terms, as
 // IndexMetadata's XContent has them.
 func inSyncSection(im *cluster.IndexMeta) (map[string]any, []uint64) {
+	// primary_terms is indexed by shard id: a split's children have ids
+	// past number_of_shards, and a handed-off parent keeps its slot (0).
 	ids := map[string]any{}
-	terms := make([]uint64, im.Shards)
-	for sh := 0; sh < im.Shards; sh++ {
-		set := slices.Clone(im.InSync[routing.ShardID(sh)])
+	shards := im.ShardIDs()
+	n := im.Shards
+	if len(shards) > 0 {
+		n = max(n, int(shards[len(shards)-1])+1)
+	}
+	terms := make([]uint64, n)
+	for _, id := range shards {
+		set := slices.Clone(im.InSync[id])
 		slices.Sort(set)
 		if set == nil {
 			set = []string{}
 		}
-		ids[strconv.Itoa(sh)] = set
-		terms[sh] = im.PrimaryTerms[routing.ShardID(sh)]
+		ids[strconv.Itoa(int(id))] = set
+		terms[id] = im.PrimaryTerms[id]
 	}
 	return ids, terms
 }

@@ -1,0 +1,131 @@
+package service
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// In cluster mode an in-place split is a cluster task (SplitShard): the
+// cluster manager reserves the children, the parent primary's node builds
+// and hands off. The REST task that answers the request only watches the
+// committed cluster state: running while the index has the split in
+// progress (IndexMeta.Splits), done once it has the split's hand-off record
+// (IndexMeta.Handoffs), failed if the split left the state without one (it
+// was rolled back: cancelled, or a copy failed before the hand-off).
+
+// clusterWatch is what a cluster-mode task watches.
+type clusterWatch struct {
+	uuid  string // the index's uuid when the split was accepted
+	shard routing.ShardID
+}
+
+// clusterWatchEvery is how often a cluster-mode task reads the cluster
+// state this node applied.
+const clusterWatchEvery = 20 * time.Millisecond
+
+// clusterStartSplit proposes the split of req.Shard into req.Ways children
+// and returns the task that watches it.
+func (s *Service) clusterStartSplit(req SplitRequest) (*Task, error) {
+	if len(req.Points) > 0 {
+		return nil, errClusterUnsupported("a split at [split_points]")
+	}
+	if req.Ways == 0 {
+		return nil, newErr(TypeValidation, http.StatusBadRequest, req.Index, "Validation Failed: 1: number_of_splits or split_points is missing;")
+	}
+	ctx, cancel := clusterContext()
+	defer cancel()
+	if err := s.awaitManager(ctx); err != nil {
+		return nil, err
+	}
+	st, err := s.clusterState()
+	if err != nil {
+		return nil, err
+	}
+	im := st.Indices[req.Index]
+	if im == nil {
+		return nil, indexNotFound(req.Index)
+	}
+	if err := s.cl.p.SplitShard(ctx, req.Index, req.Shard, req.Ways); err != nil {
+		return nil, clusterErr(req.Index, err)
+	}
+	tr := taskRequest{action: SplitAction, kind: "split", index: req.Index, shards: []routing.ShardID{req.Shard},
+		description: splitDescription(req), busy: fmt.Sprintf("splitting shard [%d]", req.Shard),
+		subject: fmt.Sprintf("the split of shard [%d]", req.Shard), owners: "the children own"}
+	task, err := s.newTask(nil, tr)
+	if err != nil {
+		return nil, err
+	}
+	task.watch = &clusterWatch{uuid: im.UUID, shard: req.Shard}
+	task.status.Store(&TaskStatus{Phase: string(cluster.SplitCatchingUp)})
+	s.tasks.mu.Lock()
+	s.tasks.all[task.ID] = task
+	s.tasks.mu.Unlock()
+	go task.watchCluster(s)
+	s.log.Info("task started", zap.String("task", task.ID), zap.String("action", tr.action), zap.String("index", req.Index),
+		zap.Uint32("shard", uint32(req.Shard)), zap.Int("children", req.Ways))
+	return task, nil
+}
+
+// watchCluster follows the split in the applied cluster state until it is
+// handed off or gone, or the service stops. The split may show in this
+// node's applied state a little after its commit: until it has been seen,
+// its absence means nothing yet (for at most clusterWait).
+func (t *Task) watchCluster(s *Service) {
+	defer close(t.done)
+	seen := false
+	deadline := time.Now().Add(clusterWait)
+	tick := time.NewTicker(clusterWatchEvery)
+	defer tick.Stop()
+	for {
+		st, err := s.cl.p.State()
+		if err != nil {
+			t.finish(TaskStatus{Phase: "failed", Err: fmt.Errorf("the node shut down during the split; the cluster decides it")})
+			return
+		}
+		im := st.Indices[t.req.index]
+		switch {
+		case im == nil || im.UUID != t.watch.uuid:
+			t.finish(TaskStatus{Phase: "failed", Err: indexNotFound(t.req.index)})
+			return
+		case hasHandoff(im, t.watch.shard):
+			h := im.Handoffs[t.watch.shard]
+			t.finish(TaskStatus{Phase: "done", Done: true, Published: true, Targets: slices.Clone(h.Children)})
+			return
+		}
+		if sp, ok := im.Splits[t.watch.shard]; ok {
+			seen = true
+			t.status.Store(&TaskStatus{Phase: string(sp.Phase), Targets: slices.Clone(sp.Children)})
+		} else if seen || time.Now().After(deadline) {
+			t.finish(TaskStatus{Phase: "aborted", Err: newErr(TypeIllegalState, http.StatusInternalServerError, t.req.index,
+				"the split of shard [%d] of index [%s] was rolled back before its hand-off (cancelled, or a copy failed)", t.watch.shard, t.req.index)})
+			return
+		}
+		select {
+		case <-t.stop:
+			cur := t.Status()
+			cur.Completed, cur.End = true, time.Now()
+			cur.Err = fmt.Errorf("the node shut down during the split; the cluster decides it")
+			t.status.Store(&cur)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func hasHandoff(im *cluster.IndexMeta, shard routing.ShardID) bool {
+	_, ok := im.Handoffs[shard]
+	return ok
+}
+
+// finish stores a cluster-mode task's final status.
+func (t *Task) finish(st TaskStatus) {
+	st.Completed, st.End, st.Took = true, time.Now(), time.Since(t.Start)
+	t.status.Store(&st)
+}

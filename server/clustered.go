@@ -1,12 +1,15 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/service"
@@ -416,4 +419,44 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// forwardTask answers GET _tasks/{id} of a task another node of the
+// cluster holds by asking that node, as TransportGetTaskAction forwards to
+// the task's node; handled is false when the id names no other node.
+func (s *Server) forwardTask(w http.ResponseWriter, r *http.Request, id string) (handled bool, err error) {
+	st := s.svc.ClusterState()
+	node, _, ok := strings.Cut(id, ":")
+	if st == nil || !ok || node == s.svc.NodeID() {
+		return false, nil
+	}
+	var addr string
+	for _, n := range st.Nodes {
+		if n.ID == node {
+			addr = n.HTTPAddr
+		}
+	}
+	if addr == "" {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+r.URL.RequestURI(), nil)
+	if err != nil {
+		return true, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return true, &service.Error{Type: "node_not_connected_exception", Status: http.StatusInternalServerError,
+			Reason: fmt.Sprintf("[%s][%s] Node not connected", node, addr)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return true, err
+	}
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+	return true, nil
 }

@@ -1,0 +1,277 @@
+package tests
+
+// The in-place split of a replicated shard on a cluster of 'splitdemo serve'
+// processes, driven over HTTP as a user would: any node accepts the split,
+// its task reads the same through every node, writes through every node
+// go on during it, and afterwards every acknowledged write is found once,
+// in a child whose primary and replica hold the same documents.
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// errorBody is OpenSearch's error answer.
+type errorBody struct {
+	Error struct {
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
+	} `json:"error"`
+	Status int `json:"status"`
+}
+
+func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
+	}
+	bin := buildSplitdemo(t)
+	base := t.TempDir()
+	nodes := make([]*clusterProc, 3)
+	var seeds []string
+	for i := range nodes {
+		nodes[i] = &clusterProc{name: fmt.Sprintf("n%d", i+1), http: freeLoopbackAddr(t), transport: freeLoopbackAddr(t),
+			data: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
+		seeds = append(seeds, nodes[i].transport)
+	}
+	for _, n := range nodes {
+		n.start(t, bin, seeds, "n1,n2,n3")
+	}
+	var health map[string]any
+	if err := nodes[0].get("/_cluster/health?wait_for_nodes=3&timeout=30s", &health); err != nil {
+		t.Fatal(err)
+	}
+	if status, body, err := request("PUT", nodes[0].url()+"/logs",
+		`{"settings":{"number_of_shards":1,"number_of_replicas":1}}`); err != nil || status != 200 {
+		t.Fatalf("create logs: %d %s %v", status, body, err)
+	}
+	waitGreen := func(via *clusterProc, within time.Duration) {
+		t.Helper()
+		status, body, err := request("GET", via.url()+fmt.Sprintf("/_cluster/health/logs?wait_for_status=green&timeout=%ds", int(within.Seconds())), "")
+		if err != nil || status != 200 {
+			t.Fatalf("logs not green through %s within %v: %d %s %v", via.name, within, status, body, err)
+		}
+	}
+	waitGreen(nodes[0], 30*time.Second)
+
+	// Refusals, in OpenSearch's shape, before anything runs.
+	refused := func(via *clusterProc, path, body string, status int, typ, reason string) {
+		t.Helper()
+		got, raw, err := request("POST", via.url()+path, body)
+		var e errorBody
+		if err == nil {
+			err = json.Unmarshal(raw, &e)
+		}
+		if err != nil || got != status || e.Status != status || e.Error.Type != typ || !strings.Contains(e.Error.Reason, reason) {
+			t.Fatalf("POST %s %s through %s = %d %s (%v); want %d %s %q", path, body, via.name, got, raw, err, status, typ, reason)
+		}
+	}
+	refused(nodes[2], "/nope/_shards/0/_split", `{"number_of_splits":2}`, 404, "index_not_found_exception", "no such index [nope]")
+	refused(nodes[2], "/logs/_shards/0/_split", `{}`, 400, "action_request_validation_exception", "number_of_splits or split_points is missing")
+	refused(nodes[1], "/logs/_shards/0/_split", `{"number_of_splits":1}`, 400, "action_request_validation_exception", "number_of_splits must be at least 2")
+
+	// Writers, one per node, each with its own ids. A write that fails is
+	// retried with the same id and source until it is acknowledged, so
+	// every id written is acknowledged in the end and the index holds
+	// exactly the acknowledged ids.
+	var (
+		mu    sync.Mutex
+		acked = map[string]string{}
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+		fails atomic.Int64
+	)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100000 && !stop.Load(); i++ {
+				id, v := fmt.Sprintf("w%d-%d", w, i), fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				for attempt := 0; ; attempt++ {
+					status, body, err := request("PUT", nodes[w].url()+"/logs/_doc/"+id, v)
+					if err == nil && (status == 200 || status == 201) {
+						mu.Lock()
+						acked[id] = v
+						mu.Unlock()
+						break
+					}
+					fails.Add(1)
+					if attempt == 200 {
+						t.Errorf("write %s through %s never acknowledged: %d %s %v", id, nodes[w].name, status, body, err)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+
+	// The split, through the second node.
+	status, raw, err := request("POST", nodes[1].url()+"/logs/_shards/0/_split", `{"number_of_splits":2}`)
+	var started struct {
+		Task string `json:"task"`
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, &started)
+	}
+	if err != nil || status != 200 || started.Task == "" {
+		t.Fatalf("split through %s = %d %s %v", nodes[1].name, status, raw, err)
+	}
+	// A second split of the shard is refused, whether the first still runs
+	// (the split metadata holds it) or already handed off (the parent is no
+	// longer a shard of the table).
+	status, raw, err = request("POST", nodes[2].url()+"/logs/_shards/0/_split", `{"number_of_splits":2}`)
+	var again errorBody
+	if err == nil {
+		err = json.Unmarshal(raw, &again)
+	}
+	if err != nil || status != 400 || again.Error.Type != "illegal_argument_exception" ||
+		(again.Error.Reason != "Split of shard [0] is already in progress or completed." &&
+			again.Error.Reason != "Shard ID doesn't exist in the current list of shard ranges") {
+		t.Fatalf("a second split through %s = %d %s %v; want 400 illegal_argument_exception", nodes[2].name, status, raw, err)
+	}
+
+	// The task reads the same through every node (the others ask its
+	// node) until it completes.
+	type taskAnswer struct {
+		Completed bool `json:"completed"`
+		Task      struct {
+			Action string `json:"action"`
+			Status struct {
+				Phase    string `json:"phase"`
+				Shard    int    `json:"shard"`
+				Children []int  `json:"children"`
+			} `json:"status"`
+		} `json:"task"`
+		Error    json.RawMessage `json:"error"`
+		Response json.RawMessage `json:"response"`
+	}
+	var task taskAnswer
+	phases := map[string]bool{}
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for _, n := range nodes {
+			if err := n.get("/_tasks/"+started.Task, &task); err != nil {
+				t.Fatalf("task %s through %s: %v", started.Task, n.name, err)
+			}
+			phases[task.Task.Status.Phase] = true
+		}
+		if task.Completed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("split task %s not completed within 120s: %+v", started.Task, task)
+		}
+	}
+	if task.Error != nil || task.Response == nil || task.Task.Action != "indices:admin/shard/split" ||
+		task.Task.Status.Phase != "done" || task.Task.Status.Shard != 0 || len(task.Task.Status.Children) != 2 {
+		t.Fatalf("split task %s completed as %+v, error %s", started.Task, task, task.Error)
+	}
+	children := task.Task.Status.Children
+
+	time.Sleep(time.Second) // writes to the children
+	stop.Store(true)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	waitGreen(nodes[0], 60*time.Second)
+
+	// Searches reach the children only.
+	var ss struct {
+		Shards [][]struct {
+			Shard int `json:"shard"`
+		} `json:"shards"`
+	}
+	if err := nodes[2].get("/logs/_search_shards", &ss); err != nil {
+		t.Fatal(err)
+	}
+	var searched []int
+	for _, g := range ss.Shards {
+		searched = append(searched, g[0].Shard)
+	}
+	sort.Ints(searched)
+	if fmt.Sprint(searched) != fmt.Sprint(children) {
+		t.Fatalf("_search_shards reaches %v; want the children %v", searched, children)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	i := 0
+	for id, v := range acked {
+		via := nodes[i%3]
+		i++
+		var doc struct {
+			Found  bool            `json:"found"`
+			Source json.RawMessage `json:"_source"`
+		}
+		if err := via.get("/logs/_doc/"+id, &doc); err != nil || !doc.Found || string(doc.Source) != v {
+			t.Fatalf("acknowledged %s = %s reads %+v through %s, %v", id, v, doc, via.name, err)
+		}
+	}
+	for _, n := range nodes {
+		var count struct {
+			Count int `json:"count"`
+		}
+		if err := n.get("/logs/_count", &count); err != nil {
+			t.Fatal(err)
+		}
+		if count.Count != len(acked) {
+			t.Fatalf("_count through %s = %d; want the %d acknowledged ids", n.name, count.Count, len(acked))
+		}
+	}
+
+	// Every copy of each child holds what its primary holds, and the
+	// children's primaries hold every document once.
+	var shards []catShard
+	if err := nodes[0].get("/_cat/shards/logs?format=json&h=shard,prirep,state,docs,node,seq_no.local_checkpoint", &shards); err != nil {
+		t.Fatal(err)
+	}
+	byShard := map[string][]catShard{}
+	for _, s := range shards {
+		byShard[s.Shard] = append(byShard[s.Shard], s)
+	}
+	var want []string
+	for _, c := range children {
+		want = append(want, fmt.Sprint(c))
+	}
+	if len(byShard) != len(children) {
+		t.Fatalf("_cat/shards lists shards %v; want the children %v", shards, want)
+	}
+	primaryDocs := 0
+	for _, sh := range want {
+		copies := byShard[sh]
+		if len(copies) != 2 || copies[0].State != "STARTED" || copies[1].State != "STARTED" || copies[0].Node == copies[1].Node ||
+			copies[0].Docs != copies[1].Docs || copies[0].LCP != copies[1].LCP {
+			t.Fatalf("child %s's copies differ or are not started on two nodes: %+v", sh, copies)
+		}
+		var n int
+		if _, err := fmt.Sscan(copies[0].Docs, &n); err != nil {
+			t.Fatalf("child %s docs %q: %v", sh, copies[0].Docs, err)
+		}
+		if n == 0 {
+			t.Fatalf("child %s holds no documents: %+v", sh, copies)
+		}
+		primaryDocs += n
+	}
+	if primaryDocs != len(acked) {
+		t.Fatalf("the children's primaries hold %d documents; want the %d acknowledged ids (%+v)", primaryDocs, len(acked), shards)
+	}
+	t.Logf("%d acknowledged writes (%d failed attempts retried), all read back once; task phases seen %v; children %+v",
+		len(acked), fails.Load(), phases, shards)
+	for _, n := range nodes {
+		if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-n.done; err != nil {
+			t.Errorf("%s exited with %v after SIGTERM", n.name, err)
+		}
+	}
+}

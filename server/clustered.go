@@ -421,9 +421,10 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	return ks
 }
 
-// forwardTask answers GET _tasks/{id} of a task another node of the
-// cluster holds by asking that node, as TransportGetTaskAction forwards to
-// the task's node; handled is false when the id names no other node.
+// forwardTask answers a request about a task another node of the cluster
+// holds (GET _tasks/{id}, POST _tasks/{id}/_cancel) by asking that node, as
+// TransportGetTaskAction and the cancel's broadcast reach the task's node;
+// handled is false when the id names no other node.
 func (s *Server) forwardTask(w http.ResponseWriter, r *http.Request, id string) (handled bool, err error) {
 	st := s.svc.ClusterState()
 	node, _, ok := strings.Cut(id, ":")
@@ -441,7 +442,7 @@ func (s *Server) forwardTask(w http.ResponseWriter, r *http.Request, id string) 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+r.URL.RequestURI(), nil)
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), nil)
 	if err != nil {
 		return true, err
 	}

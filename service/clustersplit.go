@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -103,8 +104,15 @@ func (t *Task) watchCluster(s *Service) {
 			seen = true
 			t.status.Store(&TaskStatus{Phase: string(sp.Phase), Targets: slices.Clone(sp.Children)})
 		} else if seen || time.Now().After(deadline) {
+			if t.cancel.Load() {
+				// As OpenSearch reports a task cancelled through the task
+				// API (TaskCancelledException: no status of its own, 500).
+				t.finish(TaskStatus{Phase: "aborted", Cancelled: true, Err: &Error{Type: TypeTaskCancelled,
+					Status: http.StatusInternalServerError, Index: t.req.index, Reason: "task cancelled [by user request]"}})
+				return
+			}
 			t.finish(TaskStatus{Phase: "aborted", Err: newErr(TypeIllegalState, http.StatusInternalServerError, t.req.index,
-				"the split of shard [%d] of index [%s] was rolled back before its hand-off (cancelled, or a copy failed)", t.watch.shard, t.req.index)})
+				"the split of shard [%d] of index [%s] was rolled back before its hand-off (a copy failed, or it was cancelled)", t.watch.shard, t.req.index)})
 			return
 		}
 		select {
@@ -128,4 +136,33 @@ func hasHandoff(im *cluster.IndexMeta, shard routing.ShardID) bool {
 func (t *Task) finish(st TaskStatus) {
 	st.Completed, st.End, st.Took = true, time.Now(), time.Since(t.Start)
 	t.status.Store(&st)
+}
+
+// clusterCancelSplit cancels the split a cluster-mode task watches: a
+// cluster task, refused once the split handed off (from then on it can
+// only roll forward). The task ends when its node applies the cancel.
+func (s *Service) clusterCancelSplit(t *Task) (*Task, error) {
+	ctx, cancel := clusterContext()
+	defer cancel()
+	if err := s.awaitManager(ctx); err != nil {
+		return nil, err
+	}
+	t.cancel.Store(true)
+	err := s.cl.p.CancelSplit(ctx, t.req.index, t.watch.shard, "cancelled by user request")
+	if err == nil {
+		return t, nil
+	}
+	t.cancel.Store(false)
+	if !errors.Is(err, cluster.ErrStale) {
+		return nil, clusterErr(t.req.index, err)
+	}
+	// No split in progress: handed off, or ended otherwise.
+	if st, serr := s.clusterState(); serr == nil {
+		if im := st.Indices[t.req.index]; im != nil && im.UUID == t.watch.uuid && hasHandoff(im, t.watch.shard) {
+			return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.req.index,
+				"cannot cancel task [%s]: %s has passed its handoff (phase done); %s the documents and it can only complete",
+				t.ID, t.req.subject, t.req.owners)
+		}
+	}
+	return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.req.index, "task [%s] has already completed (phase %s)", t.ID, t.Status().Phase)
 }

@@ -411,7 +411,7 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(), "task [%s] has already completed (phase %s)", id, st.Phase)
 	}
 	if t.watch != nil {
-		return nil, errClusterUnsupported("cancelling an in-place split")
+		return s.clusterCancelSplit(t)
 	}
 	if st.Published {
 		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(),

@@ -32,34 +32,7 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
 	}
-	bin := buildSplitdemo(t)
-	base := t.TempDir()
-	nodes := make([]*clusterProc, 3)
-	var seeds []string
-	for i := range nodes {
-		nodes[i] = &clusterProc{name: fmt.Sprintf("n%d", i+1), http: freeLoopbackAddr(t), transport: freeLoopbackAddr(t),
-			data: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
-		seeds = append(seeds, nodes[i].transport)
-	}
-	for _, n := range nodes {
-		n.start(t, bin, seeds, "n1,n2,n3")
-	}
-	var health map[string]any
-	if err := nodes[0].get("/_cluster/health?wait_for_nodes=3&timeout=30s", &health); err != nil {
-		t.Fatal(err)
-	}
-	if status, body, err := request("PUT", nodes[0].url()+"/logs",
-		`{"settings":{"number_of_shards":1,"number_of_replicas":1}}`); err != nil || status != 200 {
-		t.Fatalf("create logs: %d %s %v", status, body, err)
-	}
-	waitGreen := func(via *clusterProc, within time.Duration) {
-		t.Helper()
-		status, body, err := request("GET", via.url()+fmt.Sprintf("/_cluster/health/logs?wait_for_status=green&timeout=%ds", int(within.Seconds())), "")
-		if err != nil || status != 200 {
-			t.Fatalf("logs not green through %s within %v: %d %s %v", via.name, within, status, body, err)
-		}
-	}
-	waitGreen(nodes[0], 30*time.Second)
+	nodes, waitGreen := startLogsCluster(t)
 
 	// Refusals, in OpenSearch's shape, before anything runs.
 	refused := func(via *clusterProc, path, body string, status int, typ, reason string) {
@@ -266,6 +239,48 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	}
 	t.Logf("%d acknowledged writes (%d failed attempts retried), all read back once; task phases seen %v; children %+v",
 		len(acked), fails.Load(), phases, shards)
+	stopCluster(t, nodes)
+}
+
+// startLogsCluster starts three serve processes as one cluster and creates
+// logs with one shard and one replica, green; waitGreen waits until logs is
+// green again.
+func startLogsCluster(t *testing.T) (nodes []*clusterProc, waitGreen func(via *clusterProc, within time.Duration)) {
+	t.Helper()
+	bin := buildSplitdemo(t)
+	base := t.TempDir()
+	nodes = make([]*clusterProc, 3)
+	var seeds []string
+	for i := range nodes {
+		nodes[i] = &clusterProc{name: fmt.Sprintf("n%d", i+1), http: freeLoopbackAddr(t), transport: freeLoopbackAddr(t),
+			data: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
+		seeds = append(seeds, nodes[i].transport)
+	}
+	for _, n := range nodes {
+		n.start(t, bin, seeds, "n1,n2,n3")
+	}
+	var health map[string]any
+	if err := nodes[0].get("/_cluster/health?wait_for_nodes=3&timeout=30s", &health); err != nil {
+		t.Fatal(err)
+	}
+	if status, body, err := request("PUT", nodes[0].url()+"/logs",
+		`{"settings":{"number_of_shards":1,"number_of_replicas":1}}`); err != nil || status != 200 {
+		t.Fatalf("create logs: %d %s %v", status, body, err)
+	}
+	waitGreen = func(via *clusterProc, within time.Duration) {
+		t.Helper()
+		status, body, err := request("GET", via.url()+fmt.Sprintf("/_cluster/health/logs?wait_for_status=green&timeout=%ds", int(within.Seconds())), "")
+		if err != nil || status != 200 {
+			t.Fatalf("logs not green through %s within %v: %d %s %v", via.name, within, status, body, err)
+		}
+	}
+	waitGreen(nodes[0], 30*time.Second)
+	return nodes, waitGreen
+}
+
+// stopCluster stops every node with SIGTERM; each must exit cleanly.
+func stopCluster(t *testing.T, nodes []*clusterProc) {
+	t.Helper()
 	for _, n := range nodes {
 		if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -274,4 +289,126 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 			t.Errorf("%s exited with %v after SIGTERM", n.name, err)
 		}
 	}
+}
+
+// splitTask is GET _tasks/{id} of a split.
+type splitTask struct {
+	Completed bool `json:"completed"`
+	Task      struct {
+		Status struct {
+			Phase    string `json:"phase"`
+			Children []int  `json:"children"`
+		} `json:"status"`
+	} `json:"task"`
+	Error *struct {
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
+	} `json:"error"`
+}
+
+// awaitTask polls the task through via until it completes (bounded).
+func awaitTask(t *testing.T, via *clusterProc, id string) splitTask {
+	t.Helper()
+	var task splitTask
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		task = splitTask{}
+		if err := via.get("/_tasks/"+id, &task); err != nil {
+			t.Fatalf("task %s through %s: %v", id, via.name, err)
+		}
+		if task.Completed {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s not completed within 120s: %+v", id, task)
+		}
+	}
+}
+
+func startSplit(t *testing.T, via *clusterProc) string {
+	t.Helper()
+	status, raw, err := request("POST", via.url()+"/logs/_shards/0/_split", `{"number_of_splits":2}`)
+	var started struct {
+		Task string `json:"task"`
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, &started)
+	}
+	if err != nil || status != 200 || started.Task == "" {
+		t.Fatalf("split through %s = %d %s %v", via.name, status, raw, err)
+	}
+	return started.Task
+}
+
+// A split's cancel, through a node other than the task's, either rolls the
+// split back (the parent serves on with both copies, and splits again
+// later) or, if the hand-off came first, is refused; either way no
+// document is lost and the task says which.
+func TestClusterOfProcessesCancelsASplitUntilItsHandoff(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
+	}
+	nodes, waitGreen := startLogsCluster(t)
+	const docs = 300
+	for i := range docs {
+		if status, body, err := request("PUT", nodes[i%3].url()+fmt.Sprintf("/logs/_doc/d%d", i), fmt.Sprintf(`{"i":%d}`, i)); err != nil || status != 201 {
+			t.Fatalf("write d%d: %d %s %v", i, status, body, err)
+		}
+	}
+	id := startSplit(t, nodes[0])
+	status, raw, err := request("POST", nodes[2].url()+"/_tasks/"+id+"/_cancel", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch status {
+	case 200:
+		task := awaitTask(t, nodes[1], id)
+		if task.Error == nil || task.Error.Type != "task_cancelled_exception" || task.Task.Status.Phase != "aborted" {
+			t.Fatalf("cancelled split task %s completed as %+v", id, task)
+		}
+		waitGreen(nodes[1], 60*time.Second)
+		var shards []catShard
+		if err := nodes[1].get("/_cat/shards/logs?format=json&h=shard,prirep,state,docs,node,seq_no.local_checkpoint", &shards); err != nil {
+			t.Fatal(err)
+		}
+		if len(shards) != 2 || shards[0].Shard != "0" || shards[1].Shard != "0" || shards[0].Docs != shards[1].Docs {
+			t.Fatalf("after the cancel logs' copies are %+v; want shard 0's two copies, equal", shards)
+		}
+		t.Logf("cancel accepted; shard 0 serves on: %+v", shards)
+		// The parent splits again after its split was cancelled.
+		again := startSplit(t, nodes[1])
+		if task := awaitTask(t, nodes[2], again); task.Error != nil || task.Task.Status.Phase != "done" {
+			t.Fatalf("the split after the cancel completed as %+v", task)
+		}
+	case 400:
+		var e errorBody
+		if err := json.Unmarshal(raw, &e); err != nil || e.Error.Type != "illegal_state_exception" || !strings.Contains(e.Error.Reason, "has passed its handoff") {
+			t.Fatalf("cancel refused as %s; want illegal_state_exception: has passed its handoff", raw)
+		}
+		if task := awaitTask(t, nodes[1], id); task.Error != nil || task.Task.Status.Phase != "done" {
+			t.Fatalf("split task %s whose cancel was refused completed as %+v", id, task)
+		}
+		t.Logf("cancel refused: the split had handed off")
+	default:
+		t.Fatalf("cancel of %s through %s = %d %s", id, nodes[2].name, status, raw)
+	}
+	waitGreen(nodes[0], 60*time.Second)
+	// A completed task's cancel is refused.
+	if status, raw, err := request("POST", nodes[1].url()+"/_tasks/"+id+"/_cancel", ""); err != nil || status != 400 || !strings.Contains(string(raw), "has already completed") && !strings.Contains(string(raw), "has passed its handoff") {
+		t.Fatalf("cancel of the completed %s = %d %s %v", id, status, raw, err)
+	}
+	for i := range docs {
+		var doc struct {
+			Found bool `json:"found"`
+		}
+		if err := nodes[i%3].get(fmt.Sprintf("/logs/_doc/d%d", i), &doc); err != nil || !doc.Found {
+			t.Fatalf("d%d: %+v %v", i, doc, err)
+		}
+	}
+	var count struct {
+		Count int `json:"count"`
+	}
+	if err := nodes[2].get("/logs/_count", &count); err != nil || count.Count != docs {
+		t.Fatalf("_count = %d, %v; want %d", count.Count, err, docs)
+	}
+	stopCluster(t, nodes)
 }

@@ -53,6 +53,9 @@ func (s *Service) clusterStartSplit(req SplitRequest) (*Task, error) {
 	if im == nil {
 		return nil, indexNotFound(req.Index)
 	}
+	if err := clusterSplitRefusal(im, req); err != nil {
+		return nil, err
+	}
 	if err := s.cl.p.SplitShard(ctx, req.Index, req.Shard, req.Ways); err != nil {
 		return nil, clusterErr(req.Index, err)
 	}
@@ -165,4 +168,31 @@ func (s *Service) clusterCancelSplit(t *Task) (*Task, error) {
 		}
 	}
 	return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.req.index, "task [%s] has already completed (phase %s)", t.ID, t.Status().Phase)
+}
+
+// clusterSplitRefusal is MetadataInPlaceSplitShardService's checks of the
+// shard, in its order and words, against the state this node applied: the
+// split in progress, the shard already split, no such shard, a primary not
+// started. The cluster task checks again against the state it applies to
+// (in the split metadata's words) and decides a race.
+func clusterSplitRefusal(im *cluster.IndexMeta, req SplitRequest) error {
+	if _, ok := im.Splits[req.Shard]; ok {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "Splitting of shard [%d] is already in progress", req.Shard)
+	}
+	if hasHandoff(im, req.Shard) {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index, "Shard [%d] has already been split.", req.Shard)
+	}
+	copies, ok := im.Copies[req.Shard]
+	if !ok {
+		e := AsError(&routing.Error{Exception: routing.ShardNotFound, Message: fmt.Sprintf("no such shard [%s][%d]", req.Index, req.Shard)})
+		e.Index = req.Index
+		return e
+	}
+	for _, c := range copies {
+		if c.Primary && c.State != cluster.Started {
+			return newErr(TypeIllegalArgument, http.StatusBadRequest, req.Index,
+				"Cannot split shard [%d] on index [%s] because the primary shard is not started, current state: %s", req.Shard, req.Index, c.State)
+		}
+	}
+	return nil
 }

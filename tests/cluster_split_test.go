@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	refused(nodes[2], "/nope/_shards/0/_split", `{"number_of_splits":2}`, 404, "index_not_found_exception", "no such index [nope]")
 	refused(nodes[2], "/logs/_shards/0/_split", `{}`, 400, "action_request_validation_exception", "number_of_splits or split_points is missing")
 	refused(nodes[1], "/logs/_shards/0/_split", `{"number_of_splits":1}`, 400, "action_request_validation_exception", "number_of_splits must be at least 2")
+	refused(nodes[0], "/logs/_shards/5/_split", `{"number_of_splits":2}`, 404, "shard_not_found_exception", "no such shard [logs][5]")
 
 	// Writers, one per node, each with its own ids. A write that fails is
 	// retried with the same id and source until it is acknowledged, so
@@ -99,16 +101,18 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 		t.Fatalf("split through %s = %d %s %v", nodes[1].name, status, raw, err)
 	}
 	// A second split of the shard is refused, whether the first still runs
-	// (the split metadata holds it) or already handed off (the parent is no
-	// longer a shard of the table).
+	// or already handed off, in MetadataInPlaceSplitShardService's words (or
+	// the split metadata's, when the node's applied state lags the one the
+	// cluster task meets).
 	status, raw, err = request("POST", nodes[2].url()+"/logs/_shards/0/_split", `{"number_of_splits":2}`)
 	var again errorBody
 	if err == nil {
 		err = json.Unmarshal(raw, &again)
 	}
 	if err != nil || status != 400 || again.Error.Type != "illegal_argument_exception" ||
-		(again.Error.Reason != "Split of shard [0] is already in progress or completed." &&
-			again.Error.Reason != "Shard ID doesn't exist in the current list of shard ranges") {
+		!slices.Contains([]string{"Splitting of shard [0] is already in progress", "Shard [0] has already been split.",
+			"Split of shard [0] is already in progress or completed.", "Shard ID doesn't exist in the current list of shard ranges"},
+			again.Error.Reason) {
 		t.Fatalf("a second split through %s = %d %s %v; want 400 illegal_argument_exception", nodes[2].name, status, raw, err)
 	}
 
@@ -148,6 +152,8 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 		t.Fatalf("split task %s completed as %+v, error %s", started.Task, task, task.Error)
 	}
 	children := task.Task.Status.Children
+	// The task's node applied the hand-off: the parent is split.
+	refused(nodes[1], "/logs/_shards/0/_split", `{"number_of_splits":2}`, 400, "illegal_argument_exception", "Shard [0] has already been split.")
 
 	time.Sleep(time.Second) // writes to the children
 	stop.Store(true)

@@ -266,6 +266,16 @@ func (p *Process) SplitShard(ctx context.Context, index string, shard routing.Sh
 	return v
 }
 
+// CancelSplit proposes the cancel of a split in progress and waits until it
+// was applied (or refused).
+func (p *Process) CancelSplit(ctx context.Context, index string, shard routing.ShardID, reason string) error {
+	v, err := call(ctx, p, func(n *Node, done func(error)) { n.CancelSplit(index, shard, reason, done) })
+	if err != nil {
+		return err
+	}
+	return v
+}
+
 // CopyStats asks every node to describe its copies.
 func (p *Process) CopyStats(ctx context.Context) ([]CopyStat, error) {
 	return call(ctx, p, func(n *Node, done func([]CopyStat)) { n.CopyStats(done) })

@@ -57,6 +57,14 @@ func (n *Node) SplitShard(index string, shard routing.ShardID, children int, don
 	n.propose(cluster.Task{SplitShard: &cluster.SplitShard{Index: index, Shard: shard, Children: children}}, done)
 }
 
+// CancelSplit proposes the cancel of a split in progress: its children and
+// their copies are removed and the parent serves on. It is refused
+// (cluster.ErrStale) once the split is no longer in progress: handed off,
+// or rolled back already.
+func (n *Node) CancelSplit(index string, shard routing.ShardID, reason string, done func(error)) {
+	n.propose(cluster.Task{SplitCancel: &cluster.SplitCancel{Index: index, Shard: shard, Reason: reason}}, done)
+}
+
 // indexByUUID returns the index of a uuid in st, or nil.
 func indexByUUID(st *cluster.State, uuid string) *cluster.IndexMeta {
 	if st == nil {

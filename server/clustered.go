@@ -1,15 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shardsplit/shardsplit/cluster"
-	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/service"
 )
 
@@ -87,9 +89,10 @@ func routingTable(st *cluster.State, names []string) map[string]any {
 			continue
 		}
 		shards := map[string]any{}
-		for sh := 0; sh < im.Shards; sh++ {
+		for _, id := range im.ShardIDs() {
+			sh := int(id)
 			var copies []any
-			for _, c := range im.Copies[routing.ShardID(sh)] {
+			for _, c := range im.Copies[id] {
 				entry := map[string]any{"state": string(c.State), "primary": c.Primary, "node": nil,
 					"relocating_node": nil, "shard": sh, "index": name}
 				if c.Node != "" {
@@ -128,16 +131,23 @@ func clusterNodesSection(st *cluster.State) map[string]any {
 // inSyncSection is an index's in_sync_allocations and primary_terms, as
 // IndexMetadata's XContent has them.
 func inSyncSection(im *cluster.IndexMeta) (map[string]any, []uint64) {
+	// primary_terms is indexed by shard id: a split's children have ids
+	// past number_of_shards, and a handed-off parent keeps its slot (0).
 	ids := map[string]any{}
-	terms := make([]uint64, im.Shards)
-	for sh := 0; sh < im.Shards; sh++ {
-		set := slices.Clone(im.InSync[routing.ShardID(sh)])
+	shards := im.ShardIDs()
+	n := im.Shards
+	if len(shards) > 0 {
+		n = max(n, int(shards[len(shards)-1])+1)
+	}
+	terms := make([]uint64, n)
+	for _, id := range shards {
+		set := slices.Clone(im.InSync[id])
 		slices.Sort(set)
 		if set == nil {
 			set = []string{}
 		}
-		ids[strconv.Itoa(sh)] = set
-		terms[sh] = im.PrimaryTerms[routing.ShardID(sh)]
+		ids[strconv.Itoa(int(id))] = set
+		terms[id] = im.PrimaryTerms[id]
 	}
 	return ids, terms
 }
@@ -409,4 +419,45 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// forwardTask answers a request about a task another node of the cluster
+// holds (GET _tasks/{id}, POST _tasks/{id}/_cancel) by asking that node, as
+// TransportGetTaskAction and the cancel's broadcast reach the task's node;
+// handled is false when the id names no other node.
+func (s *Server) forwardTask(w http.ResponseWriter, r *http.Request, id string) (handled bool, err error) {
+	st := s.svc.ClusterState()
+	node, _, ok := strings.Cut(id, ":")
+	if st == nil || !ok || node == s.svc.NodeID() {
+		return false, nil
+	}
+	var addr string
+	for _, n := range st.Nodes {
+		if n.ID == node {
+			addr = n.HTTPAddr
+		}
+	}
+	if addr == "" {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), nil)
+	if err != nil {
+		return true, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return true, &service.Error{Type: "node_not_connected_exception", Status: http.StatusInternalServerError,
+			Reason: fmt.Sprintf("[%s][%s] Node not connected", node, addr)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return true, err
+	}
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+	return true, nil
 }

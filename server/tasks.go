@@ -262,6 +262,9 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 	}
 	t, err := s.svc.Task(r.PathValue("task_id"))
 	if err != nil {
+		if handled, ferr := s.forwardTask(w, r, r.PathValue("task_id")); handled {
+			return ferr
+		}
 		return err
 	}
 	if wait, err := boolParam(q, "wait_for_completion", false); err != nil {
@@ -306,6 +309,11 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
 	}
 	t, err := s.svc.CancelTask(r.PathValue("task_id"))
 	if err != nil {
+		if _, lerr := s.svc.Task(r.PathValue("task_id")); lerr != nil {
+			if handled, ferr := s.forwardTask(w, r, r.PathValue("task_id")); handled {
+				return ferr
+			}
+		}
 		return err
 	}
 	if wait, err := boolParam(q, "wait_for_completion", false); err != nil {

@@ -22,9 +22,11 @@ import (
 // (mirrored into s.st, so that name resolution, settings and the rest of
 // the read paths are the single node's), metadata changes are cluster
 // tasks, and documents and searches go to the shards' primaries, on
-// whichever node they are. What a cluster cannot do yet — aliases, blocks
-// and other settings but number_of_replicas, new-index resizes, in-place
-// splits and merges — is refused with a 400 that says so.
+// whichever node they are. An in-place split is a cluster task that any
+// node accepts (clustersplit.go). What a cluster cannot do yet — aliases,
+// blocks and other settings but number_of_replicas, new-index resizes,
+// splits at split points and in-place merges — is refused with a 400 that
+// says so.
 type clusterMode struct {
 	p *clusternode.Process
 
@@ -138,11 +140,23 @@ func clusterErr(index string, err error) error {
 	case errors.Is(err, cluster.ErrIndexNotFound):
 		return indexNotFound(index)
 	case errors.As(err, &refused):
-		return newErr(TypeIllegalArgument, http.StatusBadRequest, index, "%s", refused.Message)
+		return refusedErr(index, refused)
 	case errors.Is(err, clusternode.ErrStopped):
 		return errClosed
 	}
 	return newErr(TypeException, http.StatusInternalServerError, index, "%v", err)
+}
+
+// refusedErr is a refused cluster task in OpenSearch's shape: the type and
+// status of the Java exception the refusal names, its words verbatim; a
+// refusal that names none is an illegal argument.
+func refusedErr(index string, r *cluster.RefusedError) *Error {
+	for ex, m := range routingTypes {
+		if ex.String() == r.Exception {
+			return newErr(m.typ, m.status, index, "%s", r.Message)
+		}
+	}
+	return newErr(TypeIllegalArgument, http.StatusBadRequest, index, "%s", r.Message)
 }
 
 func clusterContext() (context.Context, context.CancelFunc) {
@@ -193,7 +207,7 @@ func (s *Service) clusterCreateIndex(m *IndexMeta, aliases map[string]AliasMeta)
 		if im == nil {
 			return nil, indexNotFound(m.Name) // deleted meanwhile
 		}
-		if st.Health().Indices[m.Name].ActivePrimaryShards == im.Shards {
+		if st.Health().Indices[m.Name].ActivePrimaryShards == len(im.ServingShards()) {
 			meta, _ := s.Meta(m.Name)
 			return meta, nil
 		}
@@ -429,8 +443,9 @@ func (s *Service) clusterShardRows(names []string) ([]ShardRow, error) {
 		if im == nil {
 			continue
 		}
-		for sh := 0; sh < im.Shards; sh++ {
-			shard := routing.ShardID(sh)
+		// Every shard with copies: a split's children are listed
+		// (initializing, then started) beside their parent.
+		for _, shard := range im.ShardIDs() {
 			copies := append([]cluster.ShardCopy(nil), im.Copies[shard]...)
 			sort.SliceStable(copies, func(i, j int) bool { return copies[i].Primary && !copies[j].Primary })
 			for _, c := range copies {

@@ -266,11 +266,21 @@ func (s *Service) Meta(name string) (*IndexMeta, bool) {
 // Table returns an index's published routing table.
 func (s *Service) Table(name string) (*routing.Table, error) {
 	if s.cl != nil {
-		m, ok := s.Meta(name)
-		if !ok {
+		// The cluster's own table: after a split its shards are no
+		// longer those the settings derive.
+		st, err := s.clusterState()
+		if err != nil {
+			return nil, err
+		}
+		im := st.Indices[name]
+		if im == nil {
 			return nil, indexNotFound(name)
 		}
-		return tableFor(m)
+		t, err := im.Table()
+		if err != nil {
+			return nil, AsError(err)
+		}
+		return t, nil
 	}
 	ix, ok := s.index(name)
 	if !ok {

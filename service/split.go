@@ -29,7 +29,7 @@ type SplitRequest struct {
 // the split metadata rules): the request's, then the reservation's.
 func (s *Service) StartSplit(req SplitRequest) (*Task, error) {
 	if s.cl != nil {
-		return nil, errClusterUnsupported("an in-place split")
+		return s.clusterStartSplit(req)
 	}
 	ix, ok := s.index(req.Index)
 	if !ok {

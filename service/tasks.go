@@ -33,6 +33,7 @@ type Task struct {
 	req   taskRequest
 	ix    *Index
 	op    *splitter.Operation
+	watch *clusterWatch // in cluster mode, the split the task watches (op and ix nil)
 
 	cancel atomic.Bool
 	stop   chan struct{}
@@ -173,7 +174,9 @@ func (t *Task) halt() {
 	default:
 		close(t.stop)
 	}
-	t.op.Interrupt()
+	if t.op != nil {
+		t.op.Interrupt()
+	}
 	<-t.done
 }
 
@@ -406,6 +409,9 @@ func (s *Service) CancelTask(id string) (*Task, error) {
 	st := t.Status()
 	if st.Completed {
 		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(), "task [%s] has already completed (phase %s)", id, st.Phase)
+	}
+	if t.watch != nil {
+		return s.clusterCancelSplit(t)
 	}
 	if st.Published {
 		return nil, newErr(TypeIllegalState, http.StatusBadRequest, t.Index(),

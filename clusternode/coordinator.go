@@ -257,7 +257,7 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		shard = s
 		node := primaryNode(im, s)
 		if node != "" {
-			n.send(node, kindWrite, shardWrite{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
+			n.send(node, kindWrite, shardWrite{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
 				Items: []WriteItem{{Op: op, Create: create}}})
 		}
 		return node, nil

@@ -53,9 +53,13 @@ type ItemResult struct {
 }
 
 type shardWrite struct {
-	Req   uint64      `json:"req"`
-	Shard copyKeyJSON `json:"shard"`
-	Items []WriteItem `json:"items"`
+	Req uint64 `json:"req"`
+	// Origin is the coordinator's incarnation (its ephemeral id): request
+	// ids start again at 1 when its process restarts, so a request is
+	// named by the node, Origin and Req together.
+	Origin string      `json:"origin"`
+	Shard  copyKeyJSON `json:"shard"`
+	Items  []WriteItem `json:"items"`
 }
 
 type shardWriteResult struct {
@@ -199,7 +203,7 @@ func (n *Node) primaryHere(k copyKey) (*localCopy, string) {
 
 // serveWrite runs a write on the local primary.
 func (n *Node) serveWrite(from string, r shardWrite) {
-	key := fmt.Sprintf("%s/%d", from, r.Req)
+	key := fmt.Sprintf("%s/%s/%d", from, r.Origin, r.Req)
 	if w, ok := n.serving.writes[key]; ok {
 		if w.done {
 			n.send(from, kindWriteResult, w.result)

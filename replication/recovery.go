@@ -235,6 +235,9 @@ func (s *Source) OnOpened(o recoveryOpened) {
 	}
 	s.heard = s.tick
 	s.opened = true
+	// The target has every file: a chunk whose acknowledgement is still
+	// missing is not sent again (its checkpoint is deleted below).
+	s.todo, s.flight = nil, map[chunkRef]uint64{}
 	s.copy.StartTracking(s.target, o.LCP)
 	s.copy.removeLease(s.id)
 	_ = s.fs.RemoveAll(s.dir)

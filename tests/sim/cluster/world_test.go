@@ -525,7 +525,8 @@ func (w *world) checkAckedOnInSync(what string, shard routing.ShardID, seq int64
 
 // checkStep runs after every step: the global checkpoint of every shard's
 // primary is at most the local checkpoint of every in-sync copy, and no
-// copy's global checkpoint goes down.
+// in-sync copy's global checkpoint goes down (within one life of its
+// node: a copy's global checkpoint is not kept on disk).
 func (w *world) checkStep() {
 	st := w.latest()
 	if st == nil || st.Indices[index] == nil {
@@ -540,8 +541,8 @@ func (w *world) checkStep() {
 	slices.Sort(aids)
 	for _, aid := range aids {
 		cv := copies[aid]
-		if cv.info.Recovering {
-			continue
+		if cv.info.Recovering || !slices.Contains(im.InSync[cv.info.Shard], aid) {
+			continue // a copy still recovering may be rebuilt from scratch under its id
 		}
 		k := fmt.Sprintf("%s/%d/%s", cv.node, cv.life, aid)
 		if prev, ok := w.gcps[k]; ok && cv.info.GCP < prev {

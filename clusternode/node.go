@@ -171,6 +171,13 @@ func Open(cfg Config) (*Node, error) {
 	n.mgr, err = coordination.Open(coordination.Config{
 		Self: cluster.NodeInfo{Name: cfg.Name, ID: n.id, EphemeralID: n.ephemeral, TransportAddr: cfg.TransportAddr,
 			HTTPAddr: cfg.HTTPAddr, Manager: true, Copies: diskCopies},
+		LocalCopies: func() []cluster.LocalCopy {
+			copies, err := n.scanCopies()
+			if err != nil {
+				n.log.Warn("list the copies on disk for a join", zap.Error(err))
+			}
+			return copies
+		},
 		ClusterName: cfg.ClusterName, Seeds: cfg.Seeds, InitialManagers: cfg.InitialManagers, KV: kv,
 		Transport: cfg.Transport, Logger: n.log, NewClusterUUID: n.uuid, Rand: cfg.Rand,
 		ElectionTicks: cfg.ElectionTicks, FollowerCheckTicks: cfg.FollowerCheckTicks,

@@ -81,6 +81,12 @@ type Config struct {
 	// Self describes this node: its name, persistent id, this process's
 	// incarnation, transport address, and the copies on its disk.
 	Self cluster.NodeInfo
+	// LocalCopies, if set, lists the copies on the node's disk at the
+	// moment a join is sent, which carries them instead of Self.Copies: a
+	// node the cluster removed while it ran (unheard) rejoins with what
+	// its disk holds now, so that an in-sync copy there can be chosen as
+	// its shard's primary.
+	LocalCopies func() []cluster.LocalCopy
 	// ClusterName is cluster.name, recorded by the bootstrap.
 	ClusterName string
 	// Seeds are discovery.seed_hosts: transport addresses.
@@ -739,7 +745,11 @@ func (m *Manager) maybeJoin() {
 		return
 	}
 	m.lastJoin = m.tick
-	j := joinRequest{Cluster: m.state.ClusterUUID, Node: m.cfg.Self}
+	self := m.cfg.Self
+	if m.cfg.LocalCopies != nil {
+		self.Copies = m.cfg.LocalCopies()
+	}
+	j := joinRequest{Cluster: m.state.ClusterUUID, Node: self}
 	if lead := m.Leader(); lead != "" {
 		if lead == m.cfg.Self.Name {
 			m.onJoin(j)

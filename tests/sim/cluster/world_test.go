@@ -582,6 +582,9 @@ func (w *world) checkTransition(node string, life int, prev, next *cluster.State
 	if prev == nil || next == nil {
 		return
 	}
+	if logNodes && node == w.names[0] {
+		fmt.Fprintf(os.Stderr, "step %04d: state v%d on %s: %s\n", w.step, next.Version, node, w.describeState(next))
+	}
 	pi, ni := prev.Indices[index], next.Indices[index]
 	if pi == nil || ni == nil || pi.UUID != ni.UUID {
 		return
@@ -631,8 +634,8 @@ func (w *world) describeState(st *cluster.State) string {
 		shard := routing.ShardID(sh)
 		fmt.Fprintf(&b, "shard %d term %d in-sync %v:", sh, im.PrimaryTerms[shard], im.InSync[shard])
 		for _, c := range im.Copies[shard] {
-			fmt.Fprintf(&b, " [%s %s p=%v %s %s %s %s failed=%d]", c.AllocationID, c.Node, c.Primary, c.State, c.RecoverySource,
-				c.UnassignedReason, c.AllocationStatus, c.FailedAllocations)
+			fmt.Fprintf(&b, " [%s %s p=%v %s %s %s %s last=%s failed=%d]", c.AllocationID, c.Node, c.Primary, c.State, c.RecoverySource,
+				c.UnassignedReason, c.AllocationStatus, c.LastNode, c.FailedAllocations)
 			if cv, ok := copies[c.AllocationID]; ok {
 				fmt.Fprintf(&b, "{open on %s: %+v}", cv.node, cv.info)
 			}

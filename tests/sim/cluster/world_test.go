@@ -372,7 +372,11 @@ func (w *world) write(c *client, sn *simNode, key, value string) {
 			if errors.As(err, &conflict) {
 				w.fail("c%d %s %s=%q: a version conflict without op_type create: %v", c.id, verb, key, value, err)
 			}
-			w.model.Fail(mw)
+			// Whatever the error, the write's outcome is unknown for good:
+			// the request may still be on its way to a primary (sent by a
+			// coordinator that died since, or before a resend), and a
+			// primary may apply it later. It never ends.
+			_ = mw
 			w.hist.write(call, c.id, key, value, false)
 			w.logf("c"+fmt.Sprint(c.id)+" "+verb, "%s=%q via %s (from step %d): %v", key, value, sn.name, step, err)
 			return

@@ -342,10 +342,13 @@ func (n *Node) updateGroup(lc *localCopy, a assigned) {
 }
 
 func (n *Node) reportStarted(a assigned, lc *localCopy) {
-	if n.started[lc.aid] {
+	// Once per copy and term: a copy made primary again under a greater
+	// term (its node removed and back meanwhile) reports again, since the
+	// report of the earlier term is refused.
+	if term, ok := n.started[lc.aid]; ok && term == a.term {
 		return
 	}
-	n.started[lc.aid] = true
+	n.started[lc.aid] = a.term
 	index := a.index.Name
 	n.mgr.Propose(cluster.Task{ShardStarted: &cluster.ShardStarted{Index: index, Shard: a.key.shard,
 		AllocationID: lc.aid, PrimaryTerm: a.term}}, func(r coordinationResult) {

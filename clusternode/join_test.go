@@ -39,3 +39,67 @@ func TestANodeRemovedWhileItRanKeepsItsInSyncCopy(t *testing.T) {
 		t.Fatalf("the acknowledged write of a reads %+v after %s rejoined", g, holder)
 	}
 }
+
+// TestAPrimaryReassignedUnderANewTermReportsStartedAgain: a node opens an
+// in-sync copy as its shard's primary and reports it started; before the
+// report commits, the node is cut off and removed, and when it rejoins the
+// same copy is made primary again under a greater term. The first report
+// is refused (the copy was unassigned meanwhile); the node, which never
+// applied a state without its copy while it was cut off, must report the
+// copy started again under the new term, or the shard stays red for good.
+func TestAPrimaryReassignedUnderANewTermReportsStartedAgain(t *testing.T) {
+	w := newWorld(t, 13, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 0)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	holder := primaryNode(w.any().State().Indices["logs"], 0)
+	var other string
+	for _, name := range w.names {
+		if name != holder {
+			other = name
+		}
+	}
+	removed := func() bool {
+		_, ok := w.nodes[other].n.State().Nodes[holder]
+		return !ok
+	}
+	w.net.Isolate(holder)
+	w.runUntil(300, holder+" removed", removed)
+	w.net.Heal()
+	// Cut the node off again the moment it reported its reopened copy
+	// started, before the report can commit.
+	reporting := func() bool {
+		im := w.nodes[holder].n.State().Indices["logs"]
+		for _, c := range im.Copies[0] {
+			if c.Primary && c.Node == holder && c.State == cluster.Initializing && w.nodes[holder].n.reportedStarted(c.AllocationID) {
+				return true
+			}
+		}
+		return false
+	}
+	// One message at a time (a tick when none is left), to stop between
+	// the report and its commit.
+	for i := 0; !reporting(); i++ {
+		if i == 100000 {
+			t.Fatalf("%s never reported its reopened copy started", holder)
+		}
+		if w.net.Pending() == 0 {
+			for _, wn := range w.live() {
+				wn.n.Tick()
+			}
+			continue
+		}
+		if m, ok := w.net.Deliver(0); ok {
+			w.nodes[m.To].n.Step(m)
+		}
+	}
+	w.net.Isolate(holder)
+	w.runUntil(300, holder+" removed again", removed)
+	w.net.Heal()
+	w.runUntil(500, "logs green again", func() bool { return w.health("logs") == cluster.Green })
+}
+
+func (n *Node) reportedStarted(aid string) bool {
+	_, ok := n.started[aid]
+	return ok
+}

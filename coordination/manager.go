@@ -216,6 +216,9 @@ type Manager struct {
 	// to stop waiting.
 	delayedSince map[string]uint64
 	lastExpire   uint64
+	// retriedAt is the state version this leader last proposed a Reroute
+	// at for copies a failure left unassigned (retryFailed).
+	retriedAt uint64
 
 	// The follower's side: heartbeats in flight, the read lease.
 	hbSeq      uint64
@@ -895,6 +898,7 @@ func (m *Manager) leaderTick() {
 	}
 	m.minApplied = max(m.minApplied, m.clusterMinApplied())
 	m.expireDelayed()
+	m.retryFailed()
 	for _, name := range sortedKeys(m.state.Nodes) {
 		if name == m.cfg.Self.Name {
 			continue
@@ -976,6 +980,27 @@ func (m *Manager) expireDelayed() {
 	m.log.Info("delayed replicas waited out their timeout; allocating them elsewhere", zap.Strings("nodes", nodes))
 	m.proposeOnce(fmt.Sprintf("expire/%v/%d/%d", nodes, m.leaderTerm, m.tick), cluster.Task{Reroute: &cluster.Reroute{
 		Reason: "delayed allocation timed out", ExpireDelayed: nodes}})
+}
+
+// retryFailed proposes a Reroute when a failure left a copy unassigned
+// with nowhere to go in its round (the node it failed on is excluded
+// there, and was the only one allowed): the next round may put it back.
+// One per state that did not come from its own reroute, so a copy that
+// stays unassignable costs one entry, not one a tick.
+func (m *Manager) retryFailed() {
+	if m.state.Version <= m.retriedAt+1 && m.retriedAt != 0 {
+		return
+	}
+	for sc := range m.state.AllCopies() {
+		c := sc.Copy
+		if c.State == cluster.Unassigned && !c.Delayed && c.AllocationStatus == cluster.StatusDecidersNo &&
+			c.FailedAllocations > 0 && c.FailedAllocations < cluster.MaxRetries {
+			m.retriedAt = m.state.Version
+			m.proposeOnce(fmt.Sprintf("retry/%d/%d", m.state.Version, m.leaderTerm), cluster.Task{Reroute: &cluster.Reroute{
+				Reason: "retry the copies a failure left unassigned"}})
+			return
+		}
+	}
 }
 
 // proposeOnce proposes a task of the leader's own, with a request id that

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -43,6 +46,7 @@ type swarm struct {
 	leaderKillPct int // per step, the cluster manager's leader crashes
 	partitionPct  int // per step, a partition begins or heals
 	keepUnsynced  int // percent of unsynced bytes a crash keeps (0 in most seeds)
+	diskPct       int // per step, a node's disk starts failing (see diskFaults)
 	deletePct     int // of client writes
 }
 
@@ -54,13 +58,16 @@ func drawSwarm(rng *rand.Rand) swarm {
 	if rng.IntN(4) == 0 {
 		sw.keepUnsynced = 1 + rng.IntN(100)
 	}
+	if rng.IntN(2) == 0 {
+		sw.diskPct = 1 + rng.IntN(3)
+	}
 	return sw
 }
 
 func (sw swarm) String() string {
-	return fmt.Sprintf("nodes=%d shards=%d replicas=%d keys=%d clients=%d steps=%d deliver=%d%% drop=%d%% dup=%d%% crash=%d%% leaderkill=%d%% partition=%d%% keep=%d%% delete=%d%%",
+	return fmt.Sprintf("nodes=%d shards=%d replicas=%d keys=%d clients=%d steps=%d deliver=%d%% drop=%d%% dup=%d%% crash=%d%% leaderkill=%d%% partition=%d%% disk=%d%% keep=%d%% delete=%d%%",
 		sw.nodes, sw.shards, sw.replicas, sw.keys, sw.clients, sw.steps, sw.deliverPct, sw.dropPct, sw.dupPct,
-		sw.crashPct, sw.leaderKillPct, sw.partitionPct, sw.keepUnsynced, sw.deletePct)
+		sw.crashPct, sw.leaderKillPct, sw.partitionPct, sw.diskPct, sw.keepUnsynced, sw.deletePct)
 }
 
 // world is one run: nodes over the in-memory network on crashable
@@ -100,15 +107,17 @@ type shardRef struct {
 }
 
 type simNode struct {
-	name  string
-	disk  *crashfs.Disk
-	n     *clusternode.Node
-	dead  bool
-	lives int
+	name string
+	disk *crashfs.Disk
+	// faults fails some of the node's file operations while armed.
+	faults *diskFaults
+	n      *clusternode.Node
+	dead   bool
+	lives  int
 }
 
 type stats struct {
-	steps, writes, acked, reads, crashes, restarts, leaderKills, partitions, drops, dups, promotions int
+	steps, writes, acked, reads, crashes, restarts, leaderKills, partitions, drops, dups, promotions, diskFaults, ioErrors int
 }
 
 func (s *stats) add(o stats) {
@@ -123,6 +132,8 @@ func (s *stats) add(o stats) {
 	s.drops += o.drops
 	s.dups += o.dups
 	s.promotions += o.promotions
+	s.diskFaults += o.diskFaults
+	s.ioErrors += o.ioErrors
 }
 
 // client is a logical client: one operation at a time, each through a
@@ -162,7 +173,7 @@ func newWorld(seed uint64) *world {
 	w.hist.sample = sample[:min(4, len(sample))]
 	w.logf("swarm", "%s sample=%v", w.sw, w.hist.sample)
 	for _, name := range w.names {
-		w.nodes[name] = &simNode{name: name, disk: crashfs.New()}
+		w.nodes[name] = &simNode{name: name, disk: crashfs.New(), faults: &diskFaults{rng: rand.New(rand.NewPCG(w.rng.Uint64(), 3))}}
 		w.start(name)
 	}
 	return w
@@ -183,7 +194,7 @@ func (w *world) fail(format string, args ...any) {
 func (w *world) start(name string) {
 	sn := w.nodes[name]
 	sn.lives++
-	fs := sn.disk.FS(nil)
+	fs := errorfs.Wrap(sn.disk.FS(nil), sn.faults)
 	n, err := clusternode.Open(clusternode.Config{Name: name, DataDir: "/data", FS: fs, TransportAddr: name, Seeds: w.names,
 		InitialManagers: w.names, Transport: endpoint{w: w, name: name, tr: w.net.Endpoint(name)},
 		Stores: clusternode.Stores{FS: fs, CacheBytes: 1 << 20},
@@ -197,6 +208,55 @@ func (w *world) start(name string) {
 	sn.n, sn.dead = n, false
 	life := sn.lives
 	n.Manager().OnApply(func(prev, next *cluster.State) { w.checkTransition(name, life, prev, next) })
+}
+
+// diskFaults fails, while armed, a share of a node's writes of the files
+// the node writes itself: its copies' COPY records (an empty primary's, a
+// recovered copy's) and a peer recovery's chunks (WriteAt), with EIO.
+// Pebble's own files are spared: Pebble treats a failed WAL or MANIFEST
+// write as fatal to the process (tests/sim covers that path, a single
+// node's), and its background goroutines would make the faults' order
+// depend on the scheduler. The node must fail the copy or retry, never
+// acknowledge what it did not write or serve a partial copy.
+type diskFaults struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	pct   int // the share of matching operations failed; 0 = disarmed
+	fired int
+}
+
+func (d *diskFaults) String() string { return "sim disk faults" }
+
+// MaybeError implements errorfs.Injector.
+func (d *diskFaults) MaybeError(op errorfs.Op) error {
+	if op.Kind.ReadOrWrite() != errorfs.OpIsWrite {
+		return nil
+	}
+	base := filepath.Base(op.Path)
+	if op.Kind != errorfs.OpFileWriteAt && base != "COPY" && base != "COPY.tmp" {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pct == 0 || d.rng.IntN(100) >= d.pct {
+		return nil
+	}
+	d.fired++
+	return errorfs.ErrInjected
+}
+
+func (d *diskFaults) arm(pct int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pct = pct
+}
+
+func (d *diskFaults) take() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.fired
+	d.fired = 0
+	return n
 }
 
 // logNodes (SHARDSPLIT_SIM_LOG=1) prints the nodes' logs to stderr,

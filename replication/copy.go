@@ -483,6 +483,9 @@ func (c *Copy) OnResponse(r replicateResponse) {
 	if !c.primary {
 		return
 	}
+	if r.StaleTerm && r.Term <= c.term {
+		return // an answer to a request of an older term, late: this primary's term is not below the copy's
+	}
 	if r.StaleTerm || r.Term > c.term {
 		if !c.stale {
 			c.log.Warn("a copy answered with a greater term: this primary was replaced", zap.Stringer("shard", c.cfg.Shard),

@@ -343,3 +343,25 @@ func TestACopyMarkedInSyncGatesWritesBeforeTheClusterStateSaysSo(t *testing.T) {
 		t.Fatalf("a write was acknowledged without the copy the primary marked in sync: %+v", **res)
 	}
 }
+
+// TestALateStaleTermAnswerDoesNotDemoteANewerPrimary: a copy answers a
+// primary's request of an older term with StaleTerm. That answer may
+// arrive late, when the copy it was meant for has since become the
+// primary under a term at least the answering copy's; it says nothing of
+// the current term and must not make the primary give up for good.
+func TestALateStaleTermAnswerDoesNotDemoteANewerPrimary(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2")
+	g.copies["n1"].Promote(3)
+	g.updateGroup("n1")
+	g.run(3)
+	// n2 answered a request of term 1 while it was at term 2.
+	g.copies["n1"].OnResponse(replicateResponse{Shard: g.shard, From: "a-n2", Term: 2, StaleTerm: true, LCP: -1})
+	if !g.copies["n1"].IsPrimary() {
+		t.Fatal("the primary of term 3 gave up on an answer to a request of term 1")
+	}
+	res := g.write("n1", "d", "v")
+	g.run(5)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("a write after the late answer = %+v, want acknowledged", *res)
+	}
+}

@@ -183,7 +183,7 @@ func (n *Node) reconcile(st *cluster.State) {
 	for _, k := range n.sortedCopies() {
 		lc := n.copies[k]
 		if a, ok := want[k]; !ok || a.copy.AllocationID != lc.aid {
-			n.removeCopy(k, "no longer assigned here")
+			n.removeCopy(k, "no longer assigned here", lc.c != nil && inSyncIn(st, k, lc.aid))
 		}
 	}
 	keys := make([]copyKey, 0, len(want))
@@ -236,14 +236,32 @@ func copyAssigned(st *cluster.State, aid string) bool {
 	return false
 }
 
-func (n *Node) removeCopy(k copyKey, why string) {
+// inSyncIn reports whether aid is in the in-sync set of shard k in st.
+func inSyncIn(st *cluster.State, k copyKey, aid string) bool {
+	for _, im := range st.Indices {
+		if im.UUID == k.index {
+			return slices.Contains(im.InSync[k.shard], aid)
+		}
+	}
+	return false
+}
+
+// removeCopy closes a copy and deletes its files, unless keep: an open
+// copy still in the in-sync set (it failed, or its node was removed, and
+// no copy replaced it yet) may hold the only data an acknowledged write
+// is in, and the allocator may open it again as its shard's primary
+// (OpenSearch deletes a shard's files only once it is active elsewhere).
+func (n *Node) removeCopy(k copyKey, why string, keep bool) {
 	lc := n.copies[k]
 	n.log.Info("removing a shard copy", zap.String("index", k.index), zap.Int("shard", int(k.shard)),
-		zap.String("allocation_id", lc.aid), zap.String("why", why))
+		zap.String("allocation_id", lc.aid), zap.String("why", why), zap.Bool("keep_files", keep))
 	if err := lc.close(); err != nil {
 		n.log.Warn("close a removed copy", zap.Error(err))
 	}
 	delete(n.copies, k)
+	if keep {
+		return
+	}
 	if err := n.wipe(k); err != nil {
 		n.log.Warn("delete a removed copy", zap.Error(err))
 	}

@@ -103,3 +103,28 @@ func (n *Node) reportedStarted(aid string) bool {
 	_, ok := n.started[aid]
 	return ok
 }
+
+// TestACopyFailedWhileInSyncKeepsItsFiles: a copy that fails without being
+// marked stale stays in the in-sync set, and may be the only copy with an
+// acknowledged write (here the primary of a shard with no replica): its
+// node closes it but must keep its files, which the allocator opens again
+// as the primary.
+func TestACopyFailedWhileInSyncKeepsItsFiles(t *testing.T) {
+	w := newWorld(t, 17, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 0)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	if a := w.index("n1", "logs", "a", "va"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	st := w.any().State()
+	p, _ := st.Primary("logs", 0)
+	var done bool
+	w.nodes[p.Node].n.mgr.Propose(cluster.Task{ShardFailed: &cluster.ShardFailed{Index: "logs", Shard: 0,
+		AllocationID: p.AllocationID, PrimaryTerm: st.Indices["logs"].PrimaryTerms[0], Reason: "test"}}, func(coordinationResult) { done = true })
+	w.runUntil(100, "the failure applied", func() bool { return done })
+	w.runUntil(300, "logs green again", func() bool { return w.health("logs") == cluster.Green })
+	if g := w.get("n2", "logs", "a"); g.err != nil || !g.found || string(g.doc.Source) != "va" {
+		t.Fatalf("the acknowledged write of a reads %+v after its only copy failed and reopened", g)
+	}
+}

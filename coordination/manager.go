@@ -984,7 +984,8 @@ func (m *Manager) expireDelayed() {
 
 // retryFailed proposes a Reroute when a failure left a copy unassigned
 // with nowhere to go in its round (the node it failed on is excluded
-// there, and was the only one allowed): the next round may put it back.
+// there, and was the only one allowed, or held the primary's only valid
+// copy): the next round may put it back.
 // One per state that did not come from its own reroute, so a copy that
 // stays unassignable costs one entry, not one a tick.
 func (m *Manager) retryFailed() {
@@ -993,8 +994,8 @@ func (m *Manager) retryFailed() {
 	}
 	for sc := range m.state.AllCopies() {
 		c := sc.Copy
-		if c.State == cluster.Unassigned && !c.Delayed && c.AllocationStatus == cluster.StatusDecidersNo &&
-			c.FailedAllocations > 0 && c.FailedAllocations < cluster.MaxRetries {
+		if c.State == cluster.Unassigned && !c.Delayed && c.FailedAllocations > 0 && c.FailedAllocations < cluster.MaxRetries &&
+			(c.AllocationStatus == cluster.StatusDecidersNo || c.AllocationStatus == cluster.StatusNoValidShardCopy) {
 			m.retriedAt = m.state.Version
 			m.proposeOnce(fmt.Sprintf("retry/%d/%d", m.state.Version, m.leaderTerm), cluster.Task{Reroute: &cluster.Reroute{
 				Reason: "retry the copies a failure left unassigned"}})

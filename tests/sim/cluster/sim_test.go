@@ -198,15 +198,20 @@ func (w *world) maybeFault() {
 	}
 	if w.rng.IntN(100) < w.sw.diskPct {
 		sn := w.nodes[w.names[w.rng.IntN(len(w.names))]]
-		pct := []int{0, 10, 50, 100}[w.rng.IntN(4)]
+		pct, steps := []int{10, 30, 60}[w.rng.IntN(3)], 1+w.rng.IntN(8)
 		sn.faults.arm(pct)
+		sn.faultsUntil = w.step + steps
 		w.stats.diskFaults++
-		w.logf("disk", "%s fails %d%% of its COPY and recovery writes", sn.name, pct)
+		w.logf("disk", "%s fails %d%% of its COPY and recovery writes for %d steps", sn.name, pct, steps)
 	}
 	for _, name := range w.names {
-		if n := w.nodes[name].faults.take(); n > 0 {
+		sn := w.nodes[name]
+		if n := sn.faults.take(); n > 0 {
 			w.stats.ioErrors += n
 			w.logf("disk", "%s: %d writes failed", name, n)
+		}
+		if sn.faultsUntil == w.step {
+			sn.faults.arm(0)
 		}
 	}
 }
@@ -271,6 +276,11 @@ func (w *world) quiet() {
 	for i := 0; !settled(); i++ {
 		if i == quietRounds {
 			st := w.latest()
+			if err := w.copiesEqual(); err != nil {
+				w.fail("copies differ once quiet (not caught up %d rounds after the faults ended): %v", quietRounds, err)
+				w.logf("state", "%s", w.describeState(st))
+				return
+			}
 			w.fail("liveness: not settled %d rounds after the faults ended: state v%d, %d nodes, health %v, %d messages pending, clients busy %v",
 				quietRounds, st.Version, len(st.Nodes), st.Health().Indices[index], w.net.Pending(), w.busyClients())
 			w.logf("state", "%s", w.describeState(st))

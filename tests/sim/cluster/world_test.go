@@ -110,10 +110,11 @@ type simNode struct {
 	name string
 	disk *crashfs.Disk
 	// faults fails some of the node's file operations while armed.
-	faults *diskFaults
-	n      *clusternode.Node
-	dead   bool
-	lives  int
+	faults      *diskFaults
+	faultsUntil int // the step its faults end
+	n           *clusternode.Node
+	dead        bool
+	lives       int
 }
 
 type stats struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -399,7 +400,12 @@ func summarize(failed []result) string {
 	return b.String()
 }
 
+// idPattern matches allocation ids and index uuids (20-22 url-safe
+// characters), which differ in every seed.
+var idPattern = regexp.MustCompile(`[A-Za-z0-9_-]{20,22}`)
+
 func maskDigits(s string) string {
+	s = idPattern.ReplaceAllString(s, "ID")
 	var b strings.Builder
 	prev := false
 	for _, r := range s {

@@ -589,7 +589,9 @@ func (w *world) checkAckedOnInSync(what string, shard routing.ShardID, seq int64
 }
 
 // checkStep runs after every step: the global checkpoint of every shard's
-// primary is at most the local checkpoint of every in-sync copy, and no
+// primary is at most the local checkpoint of every in-sync copy; a copy
+// that took the primary's term holds nothing past the primary's local
+// checkpoint (a new primary's resync undid it first); and no
 // in-sync copy's global checkpoint goes down (within one life of its
 // node: a copy's global checkpoint is not kept on disk).
 func (w *world) checkStep() {
@@ -625,6 +627,17 @@ func (w *world) checkStep() {
 		pc, ok := copies[p.AllocationID]
 		if !ok || pc.info.Recovering || !pc.info.Primary || pc.info.Term != im.PrimaryTerms[shard] {
 			continue
+		}
+		for _, aid := range aids {
+			cv := copies[aid]
+			if cv.info.Shard != shard || cv.info.Index != im.UUID || aid == p.AllocationID || cv.info.Recovering {
+				continue
+			}
+			if cv.info.Term == pc.info.Term && cv.info.LCP > pc.info.LCP {
+				w.fail("shard %d: copy %s on %s took the primary's term %d yet holds operations to %d, past the primary %s's local checkpoint %d (not undone by the resync)",
+					sh, aid, cv.node, pc.info.Term, cv.info.LCP, p.AllocationID, pc.info.LCP)
+				return
+			}
 		}
 		for _, aid := range im.InSync[shard] {
 			cv, ok := copies[aid]

@@ -45,6 +45,8 @@ type replicateResponse struct {
 	From  string   `json:"from"` // the copy's allocation id
 	Term  uint64   `json:"term"` // the copy's operation term
 	LCP   int64    `json:"lcp"`
+	// GCP is the global checkpoint the copy knows after the request.
+	GCP int64 `json:"gcp"`
 	// StaleTerm: the request's term is below the copy's; the primary
 	// that sent it has been replaced.
 	StaleTerm bool `json:"stale_term,omitempty"`
@@ -98,6 +100,7 @@ type progress struct {
 	next      int64
 	trimAbove *int64 // sent with the next request, until the copy answers
 	sentGCP   int64  // the global checkpoint the last request carried
+	knownGCP  int64  // the global checkpoint the copy last said it knows
 	sentTick  uint64
 	heardTick uint64
 	failed    bool
@@ -270,7 +273,8 @@ func (c *Copy) UpdateGroup(inSync []string, started, recovering map[string]strin
 		if _, ok := c.streams[aid]; !ok {
 			trim := c.store.LocalCheckpoint()
 			c.tracker.startTracking(aid, NoOpsPerformed-1)
-			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed}
+			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed,
+				knownGCP: NoOpsPerformed}
 		}
 	}
 	c.markStaleUntracked()
@@ -286,7 +290,7 @@ func (c *Copy) StartTracking(aid string, lcp int64) {
 		return
 	}
 	c.tracker.startTracking(aid, lcp)
-	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
+	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed, knownGCP: NoOpsPerformed}
 	c.send()
 	c.complete()
 }
@@ -501,6 +505,7 @@ func (c *Copy) OnResponse(r replicateResponse) {
 	}
 	p.heardTick = c.tick
 	p.trimAbove = nil
+	p.knownGCP = max(p.knownGCP, r.GCP)
 	if t := c.tracker.copies[r.From]; t != nil && r.LCP < t.lcp {
 		return // an older answer, overtaken (a copy applies before it answers, durably)
 	}
@@ -586,12 +591,13 @@ func (c *Copy) Tick() {
 		behind := t.lcp < p.next-1 || p.trimAbove != nil
 		if !behind && t.lcp >= lcp {
 			p.heardTick = c.tick
-			if p.sentGCP < c.gcp {
+			if p.knownGCP < c.gcp && (p.sentGCP < c.gcp || c.tick-p.sentTick >= c.cfg.ResendTicks) {
 				// Idle: carry the global checkpoint alone
-				// (GlobalCheckpointSyncAction).
+				// (GlobalCheckpointSyncAction), again until the copy
+				// says it knows it (the request may be lost).
 				c.env.Send(t.node, KindReplicate, replicateRequest{Shard: c.cfg.Shard, Target: t.aid, Primary: c.cfg.AllocationID,
 					Term: c.term, GCP: c.gcp})
-				p.sentGCP = c.gcp
+				p.sentGCP, p.sentTick = c.gcp, c.tick
 			}
 			continue
 		}
@@ -740,6 +746,6 @@ func (c *Copy) applyInbound() {
 		}
 		answered[in.from] = true
 		c.env.Send(in.from, KindResponse, replicateResponse{Shard: c.cfg.Shard, From: c.cfg.AllocationID, Term: c.term,
-			LCP: lcp, Gap: gap[in.from]})
+			LCP: lcp, GCP: c.gcp, Gap: gap[in.from]})
 	}
 }

@@ -143,5 +143,22 @@
 //	              they hold above its local checkpoint (PrimaryReplicaSyncer's
 //	              trim)
 //
-// The seeds that catch each are in DESIGN.md's section on this simulation.
+// Seeds that catch each (of 1-300, the CI count; the first counting from
+// 1), measured after the coordinator stopped sending an unanswered write
+// to a new primary:
+//
+//	stalepromote  seed 4   (94/300)  "nN applied vN: shard N's primary became ID on nN, not in the in-sync set [...]"
+//	earlyack      seed 27  (26/300)  "nN's acknowledgement of nN's request N (shard N seq N term N): in-sync copy ID on nN has local checkpoint N"
+//	noresync      seed 94  (5/300)   "copy ID on nN took the primary's term N yet holds operations to N, past the primary ID's local checkpoint N"
+//
+// The promotion mutation first lifted only the in-sync test of promoting
+// a replica, and 300 seeds passed: a started copy leaves the in-sync set
+// here only by failing, so that test is never the last line. The primary
+// opened from a stale copy on disk is the path that matters, and the
+// state's own validation refuses it, so the mutation lifts that too (with
+// the validation in place the manager refuses its own task and the shard
+// hangs: 59 of 300 seeds failed as "not settled"). The resync mutation was
+// caught 3 times in 300, twice through its effects (a copy rebuilt) and
+// once as copies never caught up, until the per-step check of a copy at
+// the primary's term named it directly.
 package clustersim

@@ -43,6 +43,11 @@ const resendTicks = 50
 // or for a newer cluster state, before it tries again.
 const retryTicks = 2
 
+// ErrOutcomeUnknown fails a write that may or may not have been applied:
+// sent to a primary that did not answer and was replaced since. The client
+// may write again (it then knows it wrote at least once).
+var ErrOutcomeUnknown = errors.New("its outcome is unknown")
+
 type coordinator struct {
 	n        *Node
 	next     uint64
@@ -265,7 +270,7 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 			// The primary moved while the write went unanswered: the old
 			// one may have applied it and the new one may have it, so
 			// sending it there could apply it twice.
-			return "", fmt.Errorf("clusternode: write [%s][%s]: the primary changed while its answer was missing; its outcome is unknown", index, id)
+			return "", fmt.Errorf("clusternode: write [%s][%s]: the primary changed while its answer was missing: %w", index, id, ErrOutcomeUnknown)
 		}
 		if node != "" {
 			n.send(node, kindWrite, shardWrite{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},

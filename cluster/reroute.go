@@ -163,12 +163,19 @@ func (a *applier) allocateReplicas(name string, shard routing.ShardID, counts ma
 		node := ""
 		if c := im.Copies[shard][i]; c.Delayed {
 			// A delayed replica goes back to the node it left, and only
-			// there, once that node is back.
-			if _, back := a.next.Nodes[c.LastNode]; !back || !primaryActive || !a.allowed(im, shard, c.LastNode) {
+			// there, once that node is back. If the node came back with
+			// another copy of the shard, the wait is over (its return
+			// ended the timeout too): the replica is built elsewhere.
+			_, back := a.next.Nodes[c.LastNode]
+			switch {
+			case !back || !primaryActive:
 				a.setStatus(name, shard, i, StatusDelayedAllocation)
 				continue
+			case a.allowed(im, shard, c.LastNode):
+				node = c.LastNode
+			default:
+				node = a.leastLoaded(im, shard, counts)
 			}
-			node = c.LastNode
 		} else if primaryActive {
 			node = a.leastLoaded(im, shard, counts)
 		}

@@ -183,7 +183,7 @@ func (n *Node) reconcile(st *cluster.State) {
 	for _, k := range n.sortedCopies() {
 		lc := n.copies[k]
 		if a, ok := want[k]; !ok || a.copy.AllocationID != lc.aid {
-			n.removeCopy(k, "no longer assigned here", !inSyncIn(st, k, lc.aid))
+			n.removeCopy(k, "no longer assigned here", lc.c != nil && inSyncIn(st, k, lc.aid))
 		}
 	}
 	keys := make([]copyKey, 0, len(want))
@@ -236,31 +236,7 @@ func copyAssigned(st *cluster.State, aid string) bool {
 	return false
 }
 
-// removeCopy closes a copy the state no longer assigns to this node. Its
-// files go only with wipe: a copy whose allocation id is still in its
-// shard's in-sync set may be the shard's last good copy (its node was
-// declared left while it kept running), and a later state may open it
-// again under that id (EXISTING_STORE). A new copy of the shard wipes the
-// directory before it writes there.
-func (n *Node) removeCopy(k copyKey, why string, wipe bool) {
-	lc := n.copies[k]
-	n.log.Info("removing a shard copy", zap.String("index", k.index), zap.Int("shard", int(k.shard)),
-		zap.String("allocation_id", lc.aid), zap.String("why", why))
-	n.endFollowedSplit(lc.aid)
-	if err := lc.close(); err != nil {
-		n.log.Warn("close a removed copy", zap.Error(err))
-	}
-	delete(n.copies, k)
-	if !wipe {
-		return
-	}
-	if err := n.wipe(k); err != nil {
-		n.log.Warn("delete a removed copy", zap.Error(err))
-	}
-}
-
-// inSyncIn reports whether aid is in the in-sync set of the shard k names
-// in st.
+// inSyncIn reports whether aid is in the in-sync set of shard k in st.
 func inSyncIn(st *cluster.State, k copyKey, aid string) bool {
 	for _, im := range st.Indices {
 		if im.UUID == k.index {
@@ -268,6 +244,28 @@ func inSyncIn(st *cluster.State, k copyKey, aid string) bool {
 		}
 	}
 	return false
+}
+
+// removeCopy closes a copy and deletes its files, unless keep: an open
+// copy still in the in-sync set (it failed, or its node was removed, and
+// no copy replaced it yet) may hold the only data an acknowledged write
+// is in, and the allocator may open it again as its shard's primary
+// (OpenSearch deletes a shard's files only once it is active elsewhere).
+func (n *Node) removeCopy(k copyKey, why string, keep bool) {
+	lc := n.copies[k]
+	n.log.Info("removing a shard copy", zap.String("index", k.index), zap.Int("shard", int(k.shard)),
+		zap.String("allocation_id", lc.aid), zap.String("why", why), zap.Bool("keep_files", keep))
+	n.endFollowedSplit(lc.aid)
+	if err := lc.close(); err != nil {
+		n.log.Warn("close a removed copy", zap.Error(err))
+	}
+	delete(n.copies, k)
+	if keep {
+		return
+	}
+	if err := n.wipe(k); err != nil {
+		n.log.Warn("delete a removed copy", zap.Error(err))
+	}
 }
 
 // applyCopy brings one assigned copy to what the state says.
@@ -366,10 +364,13 @@ func (n *Node) updateGroup(lc *localCopy, a assigned) {
 }
 
 func (n *Node) reportStarted(a assigned, lc *localCopy) {
-	if n.started[lc.aid] {
+	// Once per copy and term: a copy made primary again under a greater
+	// term (its node removed and back meanwhile) reports again, since the
+	// report of the earlier term is refused.
+	if term, ok := n.started[lc.aid]; ok && term == a.term {
 		return
 	}
-	n.started[lc.aid] = true
+	n.started[lc.aid] = a.term
 	index := a.index.Name
 	n.mgr.Propose(cluster.Task{ShardStarted: &cluster.ShardStarted{Index: index, Shard: a.key.shard,
 		AllocationID: lc.aid, PrimaryTerm: a.term}}, func(r coordinationResult) {

@@ -43,6 +43,11 @@ const resendTicks = 50
 // or for a newer cluster state, before it tries again.
 const retryTicks = 2
 
+// ErrOutcomeUnknown fails a write that may or may not have been applied:
+// sent to a primary that did not answer and was replaced since. The client
+// may write again (it then knows it wrote at least once).
+var ErrOutcomeUnknown = errors.New("its outcome is unknown")
+
 type coordinator struct {
 	n        *Node
 	next     uint64
@@ -59,9 +64,12 @@ type request struct {
 	sentTo   string
 	version  uint64 // the state version it was last routed with
 	waiting  bool   // refused: waits for a newer state or retryTicks
-	send     func(st *cluster.State) (node string, err error)
-	onResult func(m transport.Message) (retry bool)
-	fail     func(error)
+	// unanswered: sent again because no answer came; the node it went to
+	// may have applied it.
+	unanswered bool
+	send       func(st *cluster.State) (node string, err error)
+	onResult   func(m transport.Message) (retry bool)
+	fail       func(error)
 }
 
 func (c *coordinator) init(n *Node) {
@@ -107,6 +115,7 @@ func (c *coordinator) onResult(m transport.Message) {
 	if r == nil || m.From != r.sentTo {
 		return // answered already, or an answer from a node it no longer waits on
 	}
+	r.unanswered = false
 	if r.onResult(m) {
 		r.waiting = true
 		r.sentTick = c.n.tick
@@ -144,6 +153,7 @@ func (c *coordinator) tick() {
 		case r.waiting && c.n.tick-r.sentTick >= retryTicks:
 			c.dispatch(r)
 		case !r.waiting && c.n.tick-r.sentTick >= resendTicks:
+			r.unanswered = true
 			c.dispatch(r)
 		}
 	}
@@ -240,8 +250,14 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		}
 		shard = s
 		node := primaryNode(im, s)
+		if r.unanswered && node != r.sentTo {
+			// The primary moved while the write went unanswered: the old
+			// one may have applied it and the new one may have it, so
+			// sending it there could apply it twice.
+			return "", fmt.Errorf("clusternode: write [%s][%s]: the primary changed while its answer was missing: %w", index, id, ErrOutcomeUnknown)
+		}
 		if node != "" {
-			n.send(node, kindWrite, shardWrite{Req: r.id, Incarnation: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
+			n.send(node, kindWrite, shardWrite{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
 				Items: []WriteItem{{Op: op, Create: create}}})
 		}
 		return node, nil

@@ -111,8 +111,8 @@ type Node struct {
 
 	copies  map[copyKey]*localCopy
 	sources map[string]*replication.Source
-	started map[string]bool // allocation ids reported started, not yet seen so
-	failing map[string]bool // copies (and terms) reported failed, not yet applied
+	started map[string]uint64 // allocation ids reported started, not yet seen so: the primary term of the report
+	failing map[string]bool   // copies (and terms) reported failed, not yet applied
 	// handoffs are the hand-offs of the splits whose parent primary is
 	// here, by the parent's copy.
 	handoffs map[copyKey]*handoff
@@ -159,7 +159,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With(zap.String("node", cfg.Name)), kv: kv,
-		copies: map[copyKey]*localCopy{}, sources: map[string]*replication.Source{}, started: map[string]bool{},
+		copies: map[copyKey]*localCopy{}, sources: map[string]*replication.Source{}, started: map[string]uint64{},
 		failing: map[string]bool{}, handoffs: map[copyKey]*handoff{}}
 	if n.id, err = n.loadID(); err != nil {
 		_ = kv.Close()

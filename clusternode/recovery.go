@@ -126,6 +126,14 @@ func (n *Node) onRecoveryStart(from string, r replication.RecoveryStart) {
 	if lc == nil || lc.c == nil || !lc.c.IsPrimary() {
 		return // the target asks again; by then it may know the new primary
 	}
+	if n.applied == nil || !copyAssigned(n.applied, r.Target) || copyStarted(n.applied, r.Target) {
+		// A request late or sent twice, for a recovery that ended (its
+		// target started, or is gone): one started again would cancel
+		// itself once the target, long open, stops answering, and the
+		// cancel would wipe a started copy. A target not yet initializing
+		// in this node's state asks again.
+		return
+	}
 	dir := filepath.Join(n.cfg.DataDir, "indices", k.index, "recovery", filepath.Base(r.ID))
 	_ = n.cfg.FS.RemoveAll(dir)
 	s, err := replication.StartSource(lc.c, lc.store, n.cfg.FS, dir, r.ID, r.Target, r.TargetNode)

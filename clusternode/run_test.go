@@ -2,6 +2,7 @@ package clusternode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -141,7 +142,12 @@ func TestNodesOverLoopbackFormAClusterAndFailOver(t *testing.T) {
 	alive := nodes[(vi+1)%3]
 	for i := 30; i < 40; i++ {
 		id, v := fmt.Sprint("d", i), fmt.Sprintf(`{"n":%d}`, i)
-		if _, err := alive.p.IndexDoc(ctx, "logs", id, "", []byte(v), false); err != nil {
+		_, err := alive.p.IndexDoc(ctx, "logs", id, "", []byte(v), false)
+		if errors.Is(err, ErrOutcomeUnknown) {
+			// Sent to the stopped primary: the client writes again.
+			_, err = alive.p.IndexDoc(ctx, "logs", id, "", []byte(v), false)
+		}
+		if err != nil {
 			t.Fatalf("index %s after %s stopped: %v", id, victim, err)
 		}
 		acked[id] = v

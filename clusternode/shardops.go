@@ -54,11 +54,12 @@ type ItemResult struct {
 
 type shardWrite struct {
 	Req uint64 `json:"req"`
-	// Incarnation is the coordinator's ephemeral id: its request numbers
-	// start again in every life, so a write is known by both.
-	Incarnation string      `json:"incarnation"`
-	Shard       copyKeyJSON `json:"shard"`
-	Items       []WriteItem `json:"items"`
+	// Origin is the coordinator's incarnation (its ephemeral id): request
+	// ids start again at 1 when its process restarts, so a request is
+	// named by the node, Origin and Req together.
+	Origin string      `json:"origin"`
+	Shard  copyKeyJSON `json:"shard"`
+	Items  []WriteItem `json:"items"`
 }
 
 type shardWriteResult struct {
@@ -214,7 +215,7 @@ func (n *Node) primaryHere(k copyKey) (*localCopy, string) {
 
 // serveWrite runs a write on the local primary.
 func (n *Node) serveWrite(from string, r shardWrite) {
-	key := fmt.Sprintf("%s/%s/%d", from, r.Incarnation, r.Req)
+	key := fmt.Sprintf("%s/%s/%d", from, r.Origin, r.Req)
 	if w, ok := n.serving.writes[key]; ok {
 		if w.done {
 			n.send(from, kindWriteResult, w.result)

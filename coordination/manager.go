@@ -89,10 +89,11 @@ type Config struct {
 	// Self describes this node: its name, persistent id, this process's
 	// incarnation, transport address, and the copies on its disk.
 	Self cluster.NodeInfo
-	// LocalCopies, when set, lists the copies on the node's disk at each
-	// join, replacing Self.Copies: a node the cluster removed while it kept
-	// running joins again with the copies it holds now, not those it held
-	// when its process started.
+	// LocalCopies, if set, lists the copies on the node's disk at the
+	// moment a join is sent, which carries them instead of Self.Copies: a
+	// node the cluster removed while it ran (unheard) rejoins with what
+	// its disk holds now, so that an in-sync copy there can be chosen as
+	// its shard's primary.
 	LocalCopies func() []cluster.LocalCopy
 	// ClusterName is cluster.name, recorded by the bootstrap.
 	ClusterName string
@@ -234,6 +235,9 @@ type Manager struct {
 	// to stop waiting.
 	delayedSince map[string]uint64
 	lastExpire   uint64
+	// retriedAt is the state version this leader last proposed a Reroute
+	// at for copies a failure left unassigned (retryFailed).
+	retriedAt uint64
 
 	// The follower's side: heartbeats in flight, the read lease.
 	hbSeq      uint64
@@ -763,10 +767,11 @@ func (m *Manager) maybeJoin() {
 		return
 	}
 	m.lastJoin = m.tick
+	self := m.cfg.Self
 	if m.cfg.LocalCopies != nil {
-		m.cfg.Self.Copies = m.cfg.LocalCopies()
+		self.Copies = m.cfg.LocalCopies()
 	}
-	j := joinRequest{Cluster: m.state.ClusterUUID, Node: m.cfg.Self}
+	j := joinRequest{Cluster: m.state.ClusterUUID, Node: self}
 	if lead := m.Leader(); lead != "" {
 		if lead == m.cfg.Self.Name {
 			m.onJoin(j)
@@ -912,6 +917,7 @@ func (m *Manager) leaderTick() {
 	}
 	m.minApplied = max(m.minApplied, m.clusterMinApplied())
 	m.expireDelayed()
+	m.retryFailed()
 	for _, name := range sortedKeys(m.state.Nodes) {
 		if name == m.cfg.Self.Name {
 			continue
@@ -996,6 +1002,28 @@ func (m *Manager) expireDelayed() {
 	m.log.Info("delayed replicas waited out their timeout; allocating them elsewhere", zap.Strings("nodes", nodes))
 	m.proposeOnce(fmt.Sprintf("expire/%v/%d/%d", nodes, m.leaderTerm, m.tick), cluster.Task{Reroute: &cluster.Reroute{
 		Reason: "delayed allocation timed out", ExpireDelayed: nodes}})
+}
+
+// retryFailed proposes a Reroute when a failure left a copy unassigned
+// with nowhere to go in its round (the node it failed on is excluded
+// there, and was the only one allowed, or held the primary's only valid
+// copy): the next round may put it back.
+// One per state that did not come from its own reroute, so a copy that
+// stays unassignable costs one entry, not one a tick.
+func (m *Manager) retryFailed() {
+	if m.state.Version <= m.retriedAt+1 && m.retriedAt != 0 {
+		return
+	}
+	for sc := range m.state.AllCopies() {
+		c := sc.Copy
+		if c.State == cluster.Unassigned && !c.Delayed && c.FailedAllocations > 0 && c.FailedAllocations < cluster.MaxRetries &&
+			(c.AllocationStatus == cluster.StatusDecidersNo || c.AllocationStatus == cluster.StatusNoValidShardCopy) {
+			m.retriedAt = m.state.Version
+			m.proposeOnce(fmt.Sprintf("retry/%d/%d", m.state.Version, m.leaderTerm), cluster.Task{Reroute: &cluster.Reroute{
+				Reason: "retry the copies a failure left unassigned"}})
+			return
+		}
+	}
 }
 
 // proposeOnce proposes a task of the leader's own, with a request id that

@@ -622,3 +622,54 @@ func TestASilentNodeIsDeclaredLeftAtOnceOnlyIfItsTransportCannotReachIt(t *testi
 	unreachable[victim.name] = true
 	c.runUntil(3*check, "the unreachable node declared left within the follower check", declaredLeft)
 }
+
+// TestACopyFailedOnItsOnlyAllowedNodeIsAllocatedAgain: a replica that
+// fails may not go back to its node in the same allocation round; when
+// that node is the only one allowed (every other node holds a copy of the
+// shard), the copy is left unassigned, and the leader must propose a
+// reroute that puts it back, or the index stays yellow with no other task
+// to run the allocator.
+func TestACopyFailedOnItsOnlyAllowedNodeIsAllocatedAgain(t *testing.T) {
+	c := newTestCluster(t, 7)
+	for _, name := range threeManagers() {
+		c.start(name, threeManagers())
+	}
+	c.runUntil(200, "bootstrap", c.converged)
+	c.runUntil(200, "three nodes", func() bool { return len(c.leader().m.State().Nodes) == 3 })
+	propose := func(task cluster.Task) {
+		t.Helper()
+		var got *Result
+		c.leader().m.Propose(task, func(r Result) { got = &r })
+		c.runUntil(100, task.Kind()+" applied", func() bool { return got != nil })
+		if got.Err != nil {
+			t.Fatalf("%s: %v", task.Kind(), got.Err)
+		}
+	}
+	propose(cluster.Task{CreateIndex: &cluster.CreateIndex{Name: "logs", UUID: "uuid-logs", CreationDate: 1,
+		Settings: map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "2"}}})
+	for range 3 {
+		for sc := range c.leader().m.State().AllCopies() {
+			if sc.Copy.State == cluster.Initializing {
+				propose(cluster.Task{ShardStarted: &cluster.ShardStarted{Index: "logs", Shard: 0, AllocationID: sc.Copy.AllocationID, PrimaryTerm: sc.Term}})
+			}
+		}
+	}
+	var replica cluster.ShardCopy
+	for sc := range c.leader().m.State().AllCopies() {
+		if !sc.Copy.Primary {
+			replica = sc.Copy
+		}
+	}
+	if replica.State != cluster.Started {
+		t.Fatalf("the replica is %s, want STARTED", replica.State)
+	}
+	propose(cluster.Task{ShardFailed: &cluster.ShardFailed{Index: "logs", Shard: 0, AllocationID: replica.AllocationID, Reason: "test"}})
+	c.runUntil(100, "the failed replica allocated again on "+replica.Node, func() bool {
+		for sc := range c.leader().m.State().AllCopies() {
+			if !sc.Copy.Primary && sc.Copy.Node == replica.Node && sc.Copy.State == cluster.Initializing {
+				return true
+			}
+		}
+		return false
+	})
+}

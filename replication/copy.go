@@ -46,6 +46,8 @@ type replicateResponse struct {
 	From  string   `json:"from"` // the copy's allocation id
 	Term  uint64   `json:"term"` // the copy's operation term
 	LCP   int64    `json:"lcp"`
+	// GCP is the global checkpoint the copy knows after the request.
+	GCP int64 `json:"gcp"`
 	// StaleTerm: the request's term is below the copy's; the primary
 	// that sent it has been replaced.
 	StaleTerm bool `json:"stale_term,omitempty"`
@@ -105,6 +107,7 @@ type progress struct {
 	next      int64
 	trimAbove *int64 // sent with the next request, until the copy answers
 	sentGCP   int64  // the global checkpoint the last request carried
+	knownGCP  int64  // the global checkpoint the copy last said it knows
 	sentTick  uint64
 	heardTick uint64
 	failed    bool
@@ -338,7 +341,8 @@ func (c *Copy) UpdateGroup(inSync []string, started, recovering map[string]strin
 		if _, ok := c.streams[aid]; !ok {
 			trim := c.store.LocalCheckpoint()
 			c.tracker.startTracking(aid, NoOpsPerformed-1)
-			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed}
+			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed,
+				knownGCP: NoOpsPerformed}
 		}
 	}
 	c.markStaleUntracked()
@@ -354,7 +358,7 @@ func (c *Copy) StartTracking(aid string, lcp int64) {
 		return
 	}
 	c.tracker.startTracking(aid, lcp)
-	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
+	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed, knownGCP: NoOpsPerformed}
 	c.send()
 	c.complete()
 }
@@ -513,9 +517,9 @@ func (c *Copy) HandoffReady() (term uint64, maxSeq int64, ok bool) {
 	}
 	for _, t := range fs {
 		// Every follower holds every operation, and was sent the global
-		// checkpoint (which covers them all once none is pending): a
-		// child primary resyncs its replicas from there.
-		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || p.sentGCP < c.tracker.gcp {
+		// checkpoint or said it knows it (which covers them all once none
+		// is pending): a child primary resyncs its replicas from there.
+		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || max(p.sentGCP, p.knownGCP) < c.tracker.gcp {
 			return 0, 0, false
 		}
 	}
@@ -767,6 +771,9 @@ func (c *Copy) OnResponse(r replicateResponse) {
 	if !c.primary {
 		return
 	}
+	if r.StaleTerm && r.Term <= c.term {
+		return // an answer to a request of an older term, late: this primary's term is not below the copy's
+	}
 	if r.StaleTerm || r.Term > c.term {
 		if !c.stale {
 			c.log.Warn("a copy answered with a greater term: this primary was replaced", zap.Stringer("shard", c.cfg.Shard),
@@ -782,6 +789,7 @@ func (c *Copy) OnResponse(r replicateResponse) {
 	}
 	p.heardTick = c.tick
 	p.trimAbove = nil
+	p.knownGCP = max(p.knownGCP, r.GCP)
 	if t := c.tracker.copies[r.From]; t != nil && r.LCP < t.lcp {
 		return // an older answer, overtaken (a copy applies before it answers, durably)
 	}
@@ -877,12 +885,13 @@ func (c *Copy) Tick() {
 			if t.follower {
 				gcp = fgcp
 			}
-			if p.sentGCP < gcp {
+			if p.knownGCP < gcp && (p.sentGCP < gcp || c.tick-p.sentTick >= c.cfg.ResendTicks) {
 				// Idle: carry the global checkpoint alone
-				// (GlobalCheckpointSyncAction).
+				// (GlobalCheckpointSyncAction), again until the copy
+				// says it knows it (the request may be lost).
 				c.env.Send(t.node, KindReplicate, replicateRequest{Shard: c.cfg.Shard, Target: t.aid, Primary: c.cfg.AllocationID,
 					Term: c.term, GCP: gcp})
-				p.sentGCP = gcp
+				p.sentGCP, p.sentTick = gcp, c.tick
 			}
 			continue
 		}
@@ -1057,7 +1066,7 @@ func (c *Copy) applyInboundStart() (end func()) {
 			answered[in.from] = true
 			// A follower answers for the shard whose stream it follows.
 			c.env.Send(in.from, KindResponse, replicateResponse{Shard: in.r.Shard, From: c.cfg.AllocationID, Term: c.term,
-				LCP: lcp, Gap: gap[in.from]})
+				LCP: lcp, GCP: c.gcp, Gap: gap[in.from]})
 		}
 	}
 }

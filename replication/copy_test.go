@@ -655,3 +655,48 @@ func TestAReplicaAnswersOnlyOnceItsFlushEnded(t *testing.T) {
 		t.Fatalf("the answer %+v (%v), want local checkpoint 0", resp, err)
 	}
 }
+
+// TestALateStaleTermAnswerDoesNotDemoteANewerPrimary: a copy answers a
+// primary's request of an older term with StaleTerm. That answer may
+// arrive late, when the copy it was meant for has since become the
+// primary under a term at least the answering copy's; it says nothing of
+// the current term and must not make the primary give up for good.
+func TestALateStaleTermAnswerDoesNotDemoteANewerPrimary(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2")
+	g.copies["n1"].Promote(3)
+	g.updateGroup("n1")
+	g.run(3)
+	// n2 answered a request of term 1 while it was at term 2.
+	g.copies["n1"].OnResponse(replicateResponse{Shard: g.shard, From: "a-n2", Term: 2, StaleTerm: true, LCP: -1})
+	if !g.copies["n1"].IsPrimary() {
+		t.Fatal("the primary of term 3 gave up on an answer to a request of term 1")
+	}
+	res := g.write("n1", "d", "v")
+	g.run(5)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("a write after the late answer = %+v, want acknowledged", *res)
+	}
+}
+
+// TestALostGlobalCheckpointSyncIsSentAgain: an idle primary carries the
+// global checkpoint to its copies in a request of its own; when that
+// request is lost, it must send it again until the copy says it knows the
+// checkpoint, or the copy keeps an old one for as long as no write comes.
+func TestALostGlobalCheckpointSyncIsSentAgain(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2")
+	res := g.write("n1", "d", "v")
+	g.run(1) // the write and its answer; then the primary's tick sends the new global checkpoint
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("write = %+v, want acknowledged", *res)
+	}
+	primary := g.copies["n1"]
+	if g.copies["n2"].GlobalCheckpoint() >= primary.GlobalCheckpoint() || len(g.queue) == 0 {
+		t.Fatalf("the replica knows global checkpoint %d, the primary %d, with %d messages queued: the test needs the sync in flight",
+			g.copies["n2"].GlobalCheckpoint(), primary.GlobalCheckpoint(), len(g.queue))
+	}
+	g.queue = nil // the request carrying the new global checkpoint is lost
+	g.run(20)
+	if got, want := g.copies["n2"].GlobalCheckpoint(), primary.GlobalCheckpoint(); got != want {
+		t.Fatalf("the replica's global checkpoint is %d, the primary's %d", got, want)
+	}
+}

@@ -254,6 +254,9 @@ func (s *Source) OnOpened(o recoveryOpened) {
 	}
 	s.heard = s.tick
 	s.opened = true
+	// The target has every file: a chunk whose acknowledgement is still
+	// missing is not sent again (its checkpoint is deleted below).
+	s.todo, s.flight = nil, map[chunkRef]uint64{}
 	if s.follower {
 		s.copy.StartFollowing(s.target, s.node, s.shard, o.LCP)
 	} else {

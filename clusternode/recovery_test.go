@@ -1,0 +1,54 @@
+package clusternode
+
+import (
+	"testing"
+
+	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/replication"
+	"github.com/shardsplit/shardsplit/transport"
+)
+
+// TestALateRecoveryRequestDoesNotRestartAFinishedRecovery: the network may
+// deliver a replica's recovery request again after the recovery ended;
+// the primary's node must not start it anew, since the source would
+// cancel it once the target (long open) stops answering, and the cancel
+// would wipe a started, in-sync copy.
+func TestALateRecoveryRequestDoesNotRestartAFinishedRecovery(t *testing.T) {
+	w := newWorld(t, 9, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	im := w.any().State().Indices["logs"]
+	var replica cluster.ShardCopy
+	for _, c := range im.Copies[0] {
+		if !c.Primary {
+			replica = c
+		}
+	}
+	primary := primaryNode(im, 0)
+	lc := w.nodes[replica.Node].n.copies[copyKey{index: im.UUID, shard: 0}]
+	if lc == nil || lc.c == nil || lc.target == nil {
+		t.Fatalf("the replica on %s is not open from a recovery: %+v", replica.Node, lc)
+	}
+	open := lc.c
+	m, err := transport.NewMessage(replica.Node, primary, replication.KindRecoveryStart, replication.RecoveryStart{
+		Shard: replication.ShardKey{Index: im.UUID, Shard: 0}, ID: lc.target.ID(), Target: replica.AllocationID, TargetNode: replica.Node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.nodes[primary].n.Step(m)
+	for range 200 {
+		w.round()
+	}
+	now := w.nodes[replica.Node].n.copies[copyKey{index: im.UUID, shard: 0}]
+	if now == nil || now.c != open {
+		t.Fatalf("the started replica on %s was closed or rebuilt after a late recovery request", replica.Node)
+	}
+	if w.health("logs") != cluster.Green {
+		t.Fatalf("logs is %s after a late recovery request", w.health("logs"))
+	}
+	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}

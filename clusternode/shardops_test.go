@@ -1,0 +1,96 @@
+package clusternode
+
+import (
+	"testing"
+
+	"github.com/shardsplit/shardsplit/cluster"
+)
+
+// TestAWriteFromARestartedCoordinatorIsNotTakenForAResend: a coordinator
+// numbers its requests from 1 again after its process restarts; the
+// primary's node must not answer the new request with the result of the
+// old one of the same number (acknowledging a write it never applied).
+func TestAWriteFromARestartedCoordinatorIsNotTakenForAResend(t *testing.T) {
+	w := newWorld(t, 5, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	primary := primaryNode(w.any().State().Indices["logs"], 0)
+	coord := "n1"
+	for _, name := range w.names {
+		if name != primary {
+			coord = name
+		}
+	}
+	if a := w.index(coord, "logs", "a", "va"); a.err != nil {
+		t.Fatalf("index a through %s: %v", coord, a.err)
+	}
+	w.crash(coord)
+	w.start(coord)
+	w.runUntil(300, coord+" back", func() bool {
+		st := w.nodes[primary].n.State()
+		return st.Nodes[coord].EphemeralID == w.nodes[coord].n.ephemeral
+	})
+	a := w.index(coord, "logs", "b", "vb")
+	if a.err != nil || a.res.Result != "created" {
+		t.Fatalf("index b through the restarted %s = %+v, %v; want created", coord, a.res, a.err)
+	}
+	if g := w.get(primary, "logs", "b"); g.err != nil || !g.found || string(g.doc.Source) != "vb" {
+		t.Fatalf("b was acknowledged; get b = %+v", g)
+	}
+}
+
+// TestAnUnansweredWriteIsNotSentToANewPrimary: a write reaches its
+// primary, which applies and replicates it, and the answer is lost; then
+// the primary fails and a replica takes over with the write. The
+// coordinator must not send the write to the new primary (which would
+// apply it a second time, after whatever came since): the outcome is
+// unknown, and the client is told so.
+func TestAnUnansweredWriteIsNotSentToANewPrimary(t *testing.T) {
+	w := newWorld(t, 21, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	im := w.any().State().Indices["logs"]
+	primary := primaryNode(im, 0)
+	var coord string
+	for _, c := range im.Copies[0] {
+		if !c.Primary {
+			coord = c.Node // the replica's node coordinates: it will be the new primary
+		}
+	}
+	var got *docAnswer
+	// The answer is lost: the loop below drops it.
+	w.nodes[coord].n.IndexDoc("logs", "d", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
+	w.nodes[coord].n.Flush()
+	// Let the write be applied and replicated, dropping only the answer.
+	for i := 0; i < 20 && got == nil; i++ {
+		for j := 0; j < 10000 && w.net.Pending() > 0; j++ {
+			m, ok := w.net.Deliver(0)
+			if !ok {
+				continue
+			}
+			if m.Kind == kindWriteResult {
+				continue // lost
+			}
+			if wn := w.nodes[m.To]; !wn.dead {
+				wn.n.Step(m)
+			}
+		}
+		for _, wn := range w.live() {
+			wn.n.Tick()
+		}
+	}
+	if got != nil {
+		t.Fatalf("the write was answered (%+v) though its answer was to be lost", *got)
+	}
+	w.crash(primary)
+	w.runUntil(600, "the write answered", func() bool { return got != nil })
+	if got.err == nil && got.res.Version != 1 {
+		t.Fatalf("the write was applied twice: %+v (version %d)", got.res, got.res.Version)
+	}
+	g := w.get(coord, "logs", "d")
+	if g.err != nil || !g.found || g.doc.Version != 1 {
+		t.Fatalf("get d = %+v, want the one write at version 1", g)
+	}
+}

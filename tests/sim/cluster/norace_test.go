@@ -1,0 +1,5 @@
+//go:build !race
+
+package clustersim
+
+const raceEnabled = false

@@ -1,0 +1,454 @@
+package clustersim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/shardsplit/shardsplit/cluster"
+)
+
+// defaultSeeds is how many seeds `go test ./tests/sim/cluster` runs; under
+// the race detector raceSeeds.
+const (
+	defaultSeeds = 300
+	raceSeeds    = 60
+	traceTail    = 40
+	detailed     = 5
+)
+
+// Bounds of the phases, in rounds.
+const (
+	formRounds  = 400  // the cluster forms, the index goes green
+	quietRounds = 1500 // after the faults: green, every request answered, nothing in flight
+)
+
+type result struct {
+	seed    uint64
+	finding string
+	trace   []string
+	hash    uint64
+	stats   stats
+}
+
+func seedRange(t *testing.T, def int) (first uint64, n int) {
+	first, n = 1, def
+	if s := os.Getenv("SHARDSPLIT_SIM_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SHARDSPLIT_SIM_SEED=%q: %v", s, err)
+		}
+		first = v
+	}
+	if s := os.Getenv("SHARDSPLIT_SIM_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("SHARDSPLIT_SIM_SEEDS=%q: want a positive count", s)
+		}
+		n = v
+	}
+	return first, n
+}
+
+var progress = os.Getenv("SHARDSPLIT_SIM_PROGRESS") != ""
+
+func runSeeds(first uint64, n int) []result {
+	results := make([]result, n)
+	workers := max(1, min(runtime.GOMAXPROCS(0), n))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if progress {
+					fmt.Fprintf(os.Stderr, "clustersim: seed %d\n", first+uint64(i))
+				}
+				results[i] = runSeed(first + uint64(i))
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+func reproLine(seed uint64) string {
+	return fmt.Sprintf("SHARDSPLIT_SIM_SEED=%d SHARDSPLIT_SIM_SEEDS=1 go test ./tests/sim/cluster -run 'TestClusterSim$' -v", seed)
+}
+
+// runSeed runs one seed to its end or its first finding.
+func runSeed(seed uint64) (res result) {
+	w := newWorld(seed)
+	defer func() {
+		if p := recover(); p != nil {
+			w.fail("panic: %v", p)
+		}
+		for _, sn := range w.live() {
+			_ = sn.n.Close()
+		}
+		h := fnv.New64a()
+		for _, line := range w.trace {
+			_, _ = h.Write([]byte(line))
+			_, _ = h.Write([]byte{'\n'})
+		}
+		w.stats.steps = w.step
+		res = result{seed: seed, finding: w.finding, trace: w.trace, hash: h.Sum64(), stats: w.stats}
+	}()
+	w.run()
+	return
+}
+
+func (w *world) run() {
+	if !w.form() {
+		return
+	}
+	for w.step = 1; w.step <= w.sw.steps && w.finding == ""; w.step++ {
+		w.safetyStep()
+	}
+	if w.finding != "" {
+		return
+	}
+	w.quiet()
+}
+
+// form starts the cluster and creates the index, with no faults.
+func (w *world) form() bool {
+	for i := 0; ; i++ {
+		if i == formRounds {
+			w.fail("liveness: no cluster of %d nodes after %d rounds", len(w.names), formRounds)
+			return false
+		}
+		if st := w.latest(); st != nil && len(st.Nodes) == len(w.names) {
+			break
+		}
+		w.round(100, 0, 0)
+	}
+	var created *error
+	creator := w.nodes[w.names[w.rng.IntN(len(w.names))]].n
+	creator.CreateIndex(index, map[string]string{"index.number_of_shards": fmt.Sprint(w.sw.shards),
+		"index.number_of_replicas": fmt.Sprint(w.sw.replicas)}, nil, 0, func(err error) { created = &err })
+	creator.Flush()
+	for i := 0; ; i++ {
+		if i == formRounds {
+			w.fail("liveness: index %s not green after %d rounds (created: %v)", index, formRounds, created)
+			return false
+		}
+		if created != nil && *created != nil {
+			w.fail("create index %s: %v", index, *created)
+			return false
+		}
+		if st := w.latest(); created != nil && st.Indices[index] != nil && st.Health().Indices[index].Status == cluster.Green {
+			w.logf("formed", "state v%d, %s green", st.Version, index)
+			return true
+		}
+		w.round(100, 0, 0)
+	}
+}
+
+// safetyStep is one step under faults: clients call, a fault may strike,
+// some traffic moves, every node ticks, and the checks run.
+func (w *world) safetyStep() {
+	for _, c := range w.clients {
+		if !c.busy && w.rng.IntN(2) == 0 {
+			w.clientOp(c)
+		}
+	}
+	w.maybeFault()
+	w.round(w.sw.deliverPct, w.sw.dropPct, w.sw.dupPct)
+	if w.finding == "" {
+		w.checkStep()
+	}
+}
+
+func (w *world) maybeFault() {
+	if w.rng.IntN(100) < w.sw.crashPct {
+		dead := w.dead()
+		live := w.live()
+		if len(dead) > 0 && (len(live) <= 1 || w.rng.IntN(2) == 0) {
+			w.restart(dead[w.rng.IntN(len(dead))])
+		} else if len(live) > 1 {
+			w.crash(live[w.rng.IntN(len(live))].name, "node crash")
+		}
+	}
+	if w.rng.IntN(100) < w.sw.leaderKillPct && len(w.live()) > 1 {
+		for _, sn := range w.live() {
+			if sn.n.Manager().IsLeader() {
+				w.stats.leaderKills++
+				w.crash(sn.name, "the cluster manager's leader")
+				break
+			}
+		}
+	}
+	if w.rng.IntN(100) < w.sw.partitionPct {
+		w.partition()
+	}
+	if w.rng.IntN(100) < w.sw.diskPct {
+		sn := w.nodes[w.names[w.rng.IntN(len(w.names))]]
+		pct, steps := []int{10, 30, 60}[w.rng.IntN(3)], 1+w.rng.IntN(8)
+		sn.faults.arm(pct)
+		sn.faultsUntil = w.step + steps
+		w.stats.diskFaults++
+		w.logf("disk", "%s fails %d%% of its COPY and recovery writes for %d steps", sn.name, pct, steps)
+	}
+	for _, name := range w.names {
+		sn := w.nodes[name]
+		if n := sn.faults.take(); n > 0 {
+			w.stats.ioErrors += n
+			w.logf("disk", "%s: %d writes failed", name, n)
+		}
+		if sn.faultsUntil == w.step {
+			sn.faults.arm(0)
+		}
+	}
+}
+
+// partition cuts links (a node isolated, a pair both ways, one way) or
+// heals them all.
+func (w *world) partition() {
+	a := w.names[w.rng.IntN(len(w.names))]
+	b := w.names[w.rng.IntN(len(w.names))]
+	switch r := w.rng.IntN(4); {
+	case r == 0 || len(w.cuts) >= 3:
+		w.net.Heal()
+		w.logf("heal", "every link (was %v)", w.cuts)
+		w.cuts = nil
+	case r == 1:
+		w.net.Isolate(a)
+		w.cuts = append(w.cuts, a+"|*")
+		w.logf("partition", "%s isolated", a)
+	case a == b:
+		w.logf("partition", "none (%s to itself)", a)
+	case r == 2:
+		w.net.CutBoth(a, b)
+		w.cuts = append(w.cuts, a+"|"+b)
+		w.logf("partition", "%s and %s cut both ways", a, b)
+	default:
+		w.net.Cut(a, b)
+		w.cuts = append(w.cuts, a+">"+b)
+		w.logf("partition", "%s to %s cut (one way)", a, b)
+	}
+	w.stats.partitions++
+}
+
+// quiet removes every fault, waits for the cluster to settle, reads every
+// key, and runs the end checks.
+func (w *world) quiet() {
+	w.net.Heal()
+	w.cuts = nil
+	for _, name := range w.names {
+		w.nodes[name].faults.arm(0)
+	}
+	for _, name := range w.dead() {
+		w.restart(name)
+	}
+	w.logf("quiet", "faults off")
+	settled := func() bool {
+		for _, c := range w.clients {
+			if c.busy {
+				return false
+			}
+		}
+		st := w.latest()
+		if st.Indices[index] == nil || st.Health().Indices[index].Status != cluster.Green || len(st.Nodes) != len(w.names) {
+			return false
+		}
+		for _, sn := range w.live() {
+			if sn.n.State().Version != st.Version {
+				return false
+			}
+		}
+		return w.caughtUp(st)
+	}
+	for i := 0; !settled(); i++ {
+		if i == quietRounds {
+			st := w.latest()
+			if err := w.copiesEqual(); err != nil {
+				w.fail("copies differ once quiet (not caught up %d rounds after the faults ended): %v", quietRounds, err)
+				w.logf("state", "%s", w.describeState(st))
+				return
+			}
+			w.fail("liveness: not settled %d rounds after the faults ended: state v%d, %d nodes, health %v, %d messages pending, clients busy %v",
+				quietRounds, st.Version, len(st.Nodes), st.Health().Indices[index], w.net.Pending(), w.busyClients())
+			w.logf("state", "%s", w.describeState(st))
+			return
+		}
+		w.round(100, 0, 0)
+		w.checkStep()
+		if w.finding != "" {
+			return
+		}
+	}
+	w.step++
+	w.logf("settled", "state v%d", w.latest().Version)
+	for _, key := range w.keys {
+		c := w.clients[0]
+		w.get(c, w.anyLive(), key)
+		for i := 0; c.busy && i < 300; i++ {
+			w.round(100, 0, 0)
+		}
+		if c.busy {
+			w.fail("liveness: the final read of %s was not answered", key)
+			return
+		}
+	}
+	if w.finding != "" {
+		return
+	}
+	if err := w.copiesEqual(); err != nil {
+		w.fail("copies differ once quiet: %v", err)
+		return
+	}
+	switch porcupine.CheckOperationsTimeout(registerModel, w.hist.ops, 20*time.Second) {
+	case porcupine.Illegal:
+		w.fail("porcupine: the history of keys %v is not linearizable", w.hist.sample)
+	case porcupine.Unknown:
+		w.logf("porcupine", "timed out (not counted as a pass or a finding)")
+	default:
+		w.logf("porcupine", "%d operations on %v linearizable", len(w.hist.ops), w.hist.sample)
+	}
+}
+
+func (w *world) busyClients() []int {
+	var out []int
+	for _, c := range w.clients {
+		if c.busy {
+			out = append(out, c.id)
+		}
+	}
+	return out
+}
+
+// TestClusterSim runs the seeded multi-node simulation (see doc.go).
+func TestClusterSim(t *testing.T) {
+	def := defaultSeeds
+	if raceEnabled {
+		def = raceSeeds
+	}
+	first, n := seedRange(t, def)
+	start := time.Now()
+	results := runSeeds(first, n)
+	elapsed := time.Since(start)
+	var total stats
+	var failed []result
+	for _, r := range results {
+		total.add(r.stats)
+		if r.finding != "" {
+			failed = append(failed, r)
+		}
+	}
+	for i, r := range failed {
+		msg := fmt.Sprintf("seed %d failed: %s\nrerun: %s", r.seed, firstLine(r.finding), reproLine(r.seed))
+		if i < detailed || n == 1 {
+			tail := r.trace[max(0, len(r.trace)-traceTail):]
+			msg += fmt.Sprintf("\nlast %d lines of its trace:\n  %s", len(tail), strings.Join(tail, "\n  "))
+		}
+		t.Error(msg)
+	}
+	if n == 1 && testing.Verbose() {
+		t.Logf("trace of seed %d:\n  %s", first, strings.Join(results[0].trace, "\n  "))
+	}
+	t.Logf("%d seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d writes (%d acknowledged), %d reads, "+
+		"%d crashes (%d of the leader), %d restarts, %d partition changes, %d drops, %d duplicates, %d promotions, %d disk faults armed (%d writes failed)",
+		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.writes, total.acked,
+		total.reads, total.crashes, total.leaderKills, total.restarts, total.partitions, total.drops, total.dups, total.promotions,
+		total.diskFaults, total.ioErrors)
+	if len(failed) > 0 {
+		t.Logf("failing seeds by finding:\n%s", summarize(failed))
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func summarize(failed []result) string {
+	groups := map[string][]uint64{}
+	var keys []string
+	for _, r := range failed {
+		k := maskDigits(firstLine(r.finding))
+		if len(k) > 160 {
+			k = k[:160]
+		}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], r.seed)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return len(groups[b]) - len(groups[a]) })
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %3d seeds (e.g. %v): %s\n", len(groups[k]), groups[k][:min(5, len(groups[k]))], k)
+	}
+	return b.String()
+}
+
+// idPattern matches allocation ids and index uuids (20-22 url-safe
+// characters), which differ in every seed.
+var idPattern = regexp.MustCompile(`[A-Za-z0-9_-]{20,22}`)
+
+func maskDigits(s string) string {
+	s = idPattern.ReplaceAllString(s, "ID")
+	var b strings.Builder
+	prev := false
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			if !prev {
+				b.WriteByte('N')
+			}
+			prev = true
+			continue
+		}
+		prev = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// TestClusterSimDeterminism runs the first 50 seeds (or
+// SHARDSPLIT_SIM_SEEDS) twice each and reports how many produced the
+// identical trace (the same hash). Set SHARDSPLIT_SIM_DETERMINISM=1 to run
+// it.
+func TestClusterSimDeterminism(t *testing.T) {
+	if os.Getenv("SHARDSPLIT_SIM_DETERMINISM") == "" {
+		t.Skip("set SHARDSPLIT_SIM_DETERMINISM=1 to measure determinism")
+	}
+	first, n := seedRange(t, 50)
+	a, b := runSeeds(first, n), runSeeds(first, n)
+	same := 0
+	for i := range a {
+		if a[i].hash == b[i].hash {
+			same++
+			continue
+		}
+		j := 0
+		for j < len(a[i].trace) && j < len(b[i].trace) && a[i].trace[j] == b[i].trace[j] {
+			j++
+		}
+		at := func(tr []string) string {
+			if j < len(tr) {
+				return tr[j]
+			}
+			return "(end)"
+		}
+		t.Logf("seed %d: traces differ at line %d of %d/%d:\n  run 1: %s\n  run 2: %s", a[i].seed, j, len(a[i].trace), len(b[i].trace), at(a[i].trace), at(b[i].trace))
+	}
+	t.Logf("%d of %d seeds produced the identical trace twice", same, n)
+}

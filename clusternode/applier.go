@@ -28,6 +28,10 @@ type localCopy struct {
 	asked  uint64 // the tick the recovery was last asked for
 	// reported: ShardStarted was proposed for aid.
 	reported bool
+	// finalized: the recovery's source finalized it (the copy is open and
+	// was reported started); a cancel of that recovery arriving later is
+	// stale and must not wipe a copy the cluster may have started.
+	finalized bool
 }
 
 func (lc *localCopy) close() error {

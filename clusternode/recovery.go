@@ -175,6 +175,10 @@ func (n *Node) onRecoveryAtTarget(m transport.Message) {
 	}
 	switch m.Kind {
 	case replication.KindRecoveryCancel:
+		if lc.finalized {
+			n.log.Info("a cancel of a finalized recovery ignored", zap.String("recovery", id))
+			return
+		}
 		n.log.Info("recovery cancelled by its source", zap.String("recovery", id))
 		lc.target = nil
 		if lc.c != nil {
@@ -185,6 +189,7 @@ func (n *Node) onRecoveryAtTarget(m transport.Message) {
 		return
 	case replication.KindRecoveryFinalize:
 		if lc.c != nil && n.applied != nil {
+			lc.finalized = true
 			for _, im := range n.applied.Indices {
 				if im.UUID == lc.key.index {
 					n.reportStarted(assigned{key: lc.key, index: im, term: im.PrimaryTerms[lc.key.shard]}, lc)

@@ -310,31 +310,7 @@ func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
 	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
 	w.createSplittable("n1", "logs")
 	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
-	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
-	w.runUntil(600, "every child copy in sync", func() bool {
-		for _, wn := range w.live() {
-			sp, ok := wn.n.State().Indices["logs"].Splits[0]
-			if !ok || sp.Phase != cluster.SplitReady {
-				return false
-			}
-		}
-		return true
-	})
-	parent := parentPrimaryNode(w)
-	coord := ""
-	for _, name := range w.names {
-		if name != parent && name != leaderNode(w) {
-			coord = name
-		}
-	}
-	if coord == "" {
-		t.Fatal("no node is neither the leader nor the parent's")
-	}
-	w.deaf = map[string]bool{coord: true}
-	w.runUntil(200, "the hand-off applied on the parent's node", func() bool {
-		_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
-		return ok
-	})
+	coord := w.handOffPastADeafCoordinator()
 	if _, ok := w.nodes[coord].n.State().Indices["logs"].Handoffs[0]; ok {
 		t.Fatal("the coordinator already has the hand-off")
 	}
@@ -408,31 +384,7 @@ func TestASearchThatReachesTheRetiredParentAnswersFromTheChildren(t *testing.T) 
 			t.Fatalf("index d%d: %v", i, a.err)
 		}
 	}
-	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
-	w.runUntil(600, "every child copy in sync", func() bool {
-		for _, wn := range w.live() {
-			sp, ok := wn.n.State().Indices["logs"].Splits[0]
-			if !ok || sp.Phase != cluster.SplitReady {
-				return false
-			}
-		}
-		return true
-	})
-	parent := parentPrimaryNode(w)
-	coord := ""
-	for _, name := range w.names {
-		if name != parent && name != leaderNode(w) {
-			coord = name
-		}
-	}
-	if coord == "" {
-		t.Fatal("no node is neither the leader nor the parent's")
-	}
-	w.deaf = map[string]bool{coord: true}
-	w.runUntil(200, "the hand-off applied on the parent's node", func() bool {
-		_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
-		return ok
-	})
+	coord := w.handOffPastADeafCoordinator()
 	type answer struct {
 		res SearchResult
 		err error
@@ -488,4 +440,37 @@ func TestASplitCancelledAndBegunAgainBetweenTwoTicksHandsOff(t *testing.T) {
 	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
 	l.check(w.live()[0].name)
 	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}
+
+// handOffPastADeafCoordinator splits shard 0 of logs and runs until the
+// parent's node applied the hand-off while one node, neither the leader nor
+// the parent primary's, hears nothing: that node (coord) keeps a cluster
+// state from before the hand-off. It returns the deaf coordinator.
+func (w *world) handOffPastADeafCoordinator() (coord string) {
+	w.t.Helper()
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	w.runUntil(600, "every child copy in sync", func() bool {
+		for _, wn := range w.live() {
+			sp, ok := wn.n.State().Indices["logs"].Splits[0]
+			if !ok || sp.Phase != cluster.SplitReady {
+				return false
+			}
+		}
+		return true
+	})
+	parent := parentPrimaryNode(w)
+	for _, name := range w.names {
+		if name != parent && name != leaderNode(w) {
+			coord = name
+		}
+	}
+	if coord == "" {
+		w.t.Fatal("no node is neither the leader nor the parent's")
+	}
+	w.deaf = map[string]bool{coord: true}
+	w.runUntil(200, "the hand-off applied on the parent's node", func() bool {
+		_, ok := w.nodes[parent].n.State().Indices["logs"].Handoffs[0]
+		return ok
+	})
+	return coord
 }

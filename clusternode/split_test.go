@@ -474,3 +474,94 @@ func (w *world) handOffPastADeafCoordinator() (coord string) {
 	})
 	return coord
 }
+
+func (w *world) createSplittableWith(name, index, strategy string) {
+	w.t.Helper()
+	err := do(w, name, func(n *Node, done func(error)) {
+		n.CreateIndex(index, map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "1",
+			"index.number_of_routing_shards": "8", cluster.SettingReplicaSplit: strategy}, nil, 0, done)
+	})
+	if err != nil {
+		w.t.Fatalf("create index %s: %v", index, err)
+	}
+}
+
+// oneCopyChild reports whether a child of the handed-off split of shard 0
+// has a single in-sync copy: handoff-first's window.
+func (w *world) oneCopyChild(index string) bool {
+	im := w.any().State().Indices[index]
+	h, ok := im.Handoffs[0]
+	if !ok {
+		return false
+	}
+	for _, ch := range h.Children {
+		if len(im.InSync[ch]) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost: under
+// writes through every node, a shard with one replica splits with each
+// strategy of index.shardsplit.replica_split; the index ends green with
+// every acknowledged write readable and the copies of each child equal.
+// Under handoff-first the state shows the window with one copy per child.
+func TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost(t *testing.T) {
+	for _, strategy := range cluster.Strategies {
+		for seed := uint64(1); seed <= 2; seed++ {
+			t.Run(fmt.Sprintf("%s/seed=%d", strategy, seed), func(t *testing.T) {
+				w := newWorld(t, seed, "n1", "n2", "n3")
+				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+				w.createSplittableWith("n1", "logs", strategy)
+				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+				l := newLoad(w, "logs")
+				l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 40 })
+				from := l.next
+				before := w.sentBytes()
+				var splitErr error
+				began, window := false, false
+				w.nodes["n2"].n.SplitShard("logs", 0, 2, func(err error) { splitErr, began = err, true })
+				l.runWriting(600, "the split handed off and green", func() bool {
+					window = window || w.oneCopyChild("logs")
+					return began && w.handedOff("logs") && w.health("logs") == cluster.Green
+				})
+				if splitErr != nil {
+					t.Fatalf("split: %v", splitErr)
+				}
+				if want := strategy == cluster.StrategyHandoffFirst; window != want {
+					t.Fatalf("a child with one copy after the hand-off seen: %v, want %v", window, want)
+				}
+				w.runUntil(300, "writes answered", func() bool { return l.inflight == 0 })
+				during := 0
+				for i := from; i < l.next; i++ {
+					if _, ok := l.acked[fmt.Sprint("d", i)]; ok {
+						during++
+					}
+				}
+				if during < 5 {
+					t.Fatalf("only %d writes acknowledged while the split ran", during)
+				}
+				// local copies no file: every child copy is built from a
+				// parent copy on its own node.
+				recovered := w.sentBytes().Recovery - before.Recovery
+				if copied := recovered > 0; copied != (strategy != cluster.StrategyLocal) {
+					t.Fatalf("%d bytes of recovery sent during a %s split", recovered, strategy)
+				}
+				l.check("n3")
+				w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+				t.Logf("%d writes acknowledged (%d while the split ran), %d failed; %d recovery bytes sent",
+					len(l.acked), during, l.failed, recovered)
+			})
+		}
+	}
+}
+
+// sentBytes sums what the live nodes sent to each other.
+func (w *world) sentBytes() TransportBytes {
+	var b TransportBytes
+	for _, wn := range w.live() {
+		b = b.Add(wn.n.SentBytes())
+	}
+	return b
+}

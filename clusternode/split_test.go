@@ -158,6 +158,9 @@ type splitCrashPoint struct {
 	victim func(w *world) string
 	// cancels: the split is rolled back, else it completes.
 	cancels bool
+	// childReplica: the point needs a child replica before the hand-off,
+	// which handoff-first never has.
+	childReplica bool
 }
 
 func parentPrimaryNode(w *world) string {
@@ -194,6 +197,30 @@ func childReplicaNode(w *world) string {
 	return ""
 }
 
+// builtChildReplicaNode names the node of a child replica of the split in
+// progress that has its copy open (under local, built from the node's own
+// parent replica after the cut), or "".
+func builtChildReplicaNode(w *world) string {
+	im := w.any().State().Indices["logs"]
+	sp, ok := im.Splits[0]
+	if !ok {
+		return ""
+	}
+	for _, ch := range sp.Children {
+		for _, c := range im.Copies[ch] {
+			if c.Primary || !c.Assigned() {
+				continue
+			}
+			if wn := w.nodes[c.Node]; !wn.dead {
+				if lc := wn.n.copies[copyKey{index: im.UUID, shard: ch}]; lc != nil && lc.c != nil {
+					return c.Node
+				}
+			}
+		}
+	}
+	return ""
+}
+
 func leaderNode(w *world) string {
 	for _, wn := range w.live() {
 		if wn.n.Manager().IsLeader() {
@@ -210,9 +237,12 @@ var splitCrashPoints = []splitCrashPoint{
 	{name: "parent primary before the hand-off", cancels: true,
 		at:     func(w *world) bool { return w.splitting("logs") },
 		victim: parentPrimaryNode},
-	{name: "child replica before the hand-off", cancels: true,
+	{name: "child replica before the hand-off", cancels: true, childReplica: true,
 		at:     func(w *world) bool { return w.splitting("logs") && childReplicaNode(w) != "" },
 		victim: childReplicaNode},
+	{name: "child replica built from its own store before the hand-off", cancels: true, childReplica: true,
+		at:     func(w *world) bool { return builtChildReplicaNode(w) != "" },
+		victim: builtChildReplicaNode},
 	{name: "parent primary after the hand-off",
 		at:     func(w *world) bool { return w.handedOff("logs") },
 		victim: parentPrimaryNode},
@@ -268,12 +298,30 @@ func TestAHandedOffChildReplicaHasEveryAcknowledgedWrite(t *testing.T) {
 // before the hand-off and completes after it, the index ends green with
 // every acknowledged write readable and its copies equal.
 func TestASplitSurvivesACrashAtEachStep(t *testing.T) {
+	splitSurvivesCrashes(t, cluster.StrategyRecover, splitSeeds)
+}
+
+// TestEveryReplicaSplitStrategySurvivesACrashAtEachStep: the crashes of
+// TestASplitSurvivesACrashAtEachStep under the local and handoff-first
+// strategies. Under handoff-first the crash of the child primaries' node
+// right after the hand-off hits the window with one copy per child: the
+// children wait for that node, whose disk holds them.
+func TestEveryReplicaSplitStrategySurvivesACrashAtEachStep(t *testing.T) {
+	for _, strategy := range []string{cluster.StrategyLocal, cluster.StrategyHandoffFirst} {
+		t.Run(strategy, func(t *testing.T) { splitSurvivesCrashes(t, strategy, 1) })
+	}
+}
+
+func splitSurvivesCrashes(t *testing.T, strategy string, seeds uint64) {
 	for _, p := range splitCrashPoints {
-		for seed := uint64(1); seed <= splitSeeds; seed++ {
+		if p.childReplica && strategy == cluster.StrategyHandoffFirst {
+			continue
+		}
+		for seed := uint64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", p.name, seed), func(t *testing.T) {
 				w := newWorld(t, seed, "n1", "n2", "n3")
 				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
-				w.createSplittable("n1", "logs")
+				w.createSplittableWith("n1", "logs", strategy)
 				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
 				l := newLoad(w, "logs")
 				l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })

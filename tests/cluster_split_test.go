@@ -33,7 +33,36 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
 	}
-	nodes, waitGreen := startLogsCluster(t)
+	splitReplicatedUnderWrites(t, "")
+}
+
+// TestClusterOfProcessesSplitsAReplicatedShardUnderWritesLocally: the same
+// split under index.shardsplit.replica_split local: every child copy is
+// built from the parent copy on its own node, so the nodes send no
+// recovery byte while it runs.
+func TestClusterOfProcessesSplitsAReplicatedShardUnderWritesLocally(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
+	}
+	splitReplicatedUnderWrites(t, "local")
+}
+
+// TestClusterOfProcessesSplitsAReplicatedShardUnderWritesHandoffFirst: the
+// same split under handoff-first: the children hand off with their
+// primaries alone, and get their replicas by peer recovery after.
+func TestClusterOfProcessesSplitsAReplicatedShardUnderWritesHandoffFirst(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
+	}
+	splitReplicatedUnderWrites(t, "handoff-first")
+}
+
+// splitReplicatedUnderWrites splits logs' shard 0 under writes through
+// every node with a replica split strategy ("" the default) and checks
+// the outcome.
+func splitReplicatedUnderWrites(t *testing.T, strategy string) {
+	nodes, waitGreen := startLogsClusterWith(t, strategy)
+	sentBefore := recoveryBytesSent(t, nodes)
 
 	// Refusals, in OpenSearch's shape, before anything runs.
 	refused := func(via *clusterProc, path, body string, status int, typ, reason string) {
@@ -155,6 +184,10 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	// The task's node applied the hand-off: the parent is split.
 	refused(nodes[1], "/logs/_shards/0/_split", `{"number_of_splits":2}`, 400, "illegal_argument_exception", "Shard [0] has already been split.")
 
+	recovered := recoveryBytesSent(t, nodes) - sentBefore
+	if strategy == "local" && recovered != 0 {
+		t.Fatalf("the nodes sent %d recovery bytes during a local split", recovered)
+	}
 	time.Sleep(time.Second) // writes to the children
 	stop.Store(true)
 	wg.Wait()
@@ -243,8 +276,8 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	if primaryDocs != len(acked) {
 		t.Fatalf("the children's primaries hold %d documents; want the %d acknowledged ids (%+v)", primaryDocs, len(acked), shards)
 	}
-	t.Logf("%d acknowledged writes (%d failed attempts retried), all read back once; task phases seen %v; children %+v",
-		len(acked), fails.Load(), phases, shards)
+	t.Logf("strategy %q: %d acknowledged writes (%d failed attempts retried), all read back once; task phases seen %v; "+
+		"%d recovery bytes sent until the task completed; children %+v", strategy, len(acked), fails.Load(), phases, recovered, shards)
 	stopCluster(t, nodes)
 }
 
@@ -252,6 +285,13 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 // logs with one shard and one replica, green; waitGreen waits until logs is
 // green again.
 func startLogsCluster(t *testing.T) (nodes []*clusterProc, waitGreen func(via *clusterProc, within time.Duration)) {
+	t.Helper()
+	return startLogsClusterWith(t, "")
+}
+
+// startLogsClusterWith is startLogsCluster with logs'
+// index.shardsplit.replica_split set to strategy ("": the default).
+func startLogsClusterWith(t *testing.T, strategy string) (nodes []*clusterProc, waitGreen func(via *clusterProc, within time.Duration)) {
 	t.Helper()
 	bin := buildSplitdemo(t)
 	base := t.TempDir()
@@ -269,8 +309,11 @@ func startLogsCluster(t *testing.T) (nodes []*clusterProc, waitGreen func(via *c
 	if err := nodes[0].get("/_cluster/health?wait_for_nodes=3&timeout=30s", &health); err != nil {
 		t.Fatal(err)
 	}
-	if status, body, err := request("PUT", nodes[0].url()+"/logs",
-		`{"settings":{"number_of_shards":1,"number_of_replicas":1}}`); err != nil || status != 200 {
+	settings := `{"settings":{"number_of_shards":1,"number_of_replicas":1}}`
+	if strategy != "" {
+		settings = fmt.Sprintf(`{"settings":{"number_of_shards":1,"number_of_replicas":1,"shardsplit.replica_split":%q}}`, strategy)
+	}
+	if status, body, err := request("PUT", nodes[0].url()+"/logs", settings); err != nil || status != 200 {
 		t.Fatalf("create logs: %d %s %v", status, body, err)
 	}
 	waitGreen = func(via *clusterProc, within time.Duration) {
@@ -417,4 +460,36 @@ func TestClusterOfProcessesCancelsASplitUntilItsHandoff(t *testing.T) {
 		t.Fatalf("_count = %d, %v; want %d", count.Count, err, docs)
 	}
 	stopCluster(t, nodes)
+}
+
+// recoveryBytesSent sums, over the nodes, the bytes of peer recovery each
+// sent to the others (_nodes/_local/stats/transport's breakdown of
+// tx_size_in_bytes).
+func recoveryBytesSent(t *testing.T, nodes []*clusterProc) int64 {
+	t.Helper()
+	var total int64
+	for _, n := range nodes {
+		var stats struct {
+			Nodes map[string]struct {
+				Transport *struct {
+					ByKind struct {
+						Recovery int64 `json:"recovery"`
+					} `json:"tx_size_in_bytes_by_kind"`
+				} `json:"transport"`
+			} `json:"nodes"`
+		}
+		if err := n.get("/_nodes/_local/stats/transport", &stats); err != nil {
+			t.Fatal(err)
+		}
+		if len(stats.Nodes) != 1 {
+			t.Fatalf("_nodes/_local/stats/transport through %s lists %d nodes", n.name, len(stats.Nodes))
+		}
+		for _, s := range stats.Nodes {
+			if s.Transport == nil {
+				t.Fatalf("_nodes/_local/stats/transport through %s has no transport section", n.name)
+			}
+			total += s.Transport.ByKind.Recovery
+		}
+	}
+	return total
 }

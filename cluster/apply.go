@@ -508,6 +508,9 @@ func (a *applier) shardStarted(t *ShardStarted) *RefusedError {
 	if c.State != Initializing {
 		return stale("shard started for [%s][%d] allocation id [%s], which is %s, not INITIALIZING", t.Index, t.Shard, t.AllocationID, c.State)
 	}
+	if parent, child := im.SplitOf(t.Shard); child && im.Splits[parent].Strategy == StrategyLocal && im.Splits[parent].Cut == nil {
+		return stale("shard started for [%s][%d] allocation id [%s], a child of a local split with no cut yet", t.Index, t.Shard, t.AllocationID)
+	}
 	if p := primaryPos(im.Copies[t.Shard]); !c.Primary && (p < 0 || !im.Copies[t.Shard][p].Active()) {
 		return stale("shard started for replica [%s][%d] allocation id [%s] before its primary is active", t.Index, t.Shard, t.AllocationID)
 	}

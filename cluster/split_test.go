@@ -39,9 +39,10 @@ func TestALocalSplitBuildsEveryChildCopyBesideAParentCopyAfterTheCut(t *testing.
 		if len(rs) != 1 || rs[0].Node != parentReplica.Node || rs[0].State != Initializing || rs[0].RecoverySource != InPlaceSplit {
 			t.Fatalf("child %d replicas %+v, want one built in place on %s", child, rs, parentReplica.Node)
 		}
-		// A replica never starts before its primary.
-		if _, err := apply(t, s, Task{ShardStarted: &ShardStarted{Index: "i", Shard: child, AllocationID: rs[0].AllocationID}}); !errors.Is(err, ErrStale) {
-			t.Fatalf("child replica started before its primary: %v", err)
+		// No child copy starts before the cut: none is built before it.
+		p := primary(t, s, "i", child)
+		if _, err := apply(t, s, Task{ShardStarted: &ShardStarted{Index: "i", Shard: child, AllocationID: p.AllocationID, PrimaryTerm: term}}); !errors.Is(err, ErrStale) {
+			t.Fatalf("child primary started before the cut: %v", err)
 		}
 	}
 	if im.Splits[0].Cut != nil {
@@ -56,6 +57,13 @@ func TestALocalSplitBuildsEveryChildCopyBesideAParentCopyAfterTheCut(t *testing.
 	}
 	if _, err := apply(t, s, Task{SplitCut: &SplitCut{Index: "i", Shard: 0, ParentTerm: term, Seq: 7}}); !errors.Is(err, ErrStale) {
 		t.Fatalf("a second cut: %v", err)
+	}
+	// A replica never starts before its primary.
+	for _, child := range s.Indices["i"].Splits[0].Children {
+		r := replicas(s, "i", child)[0]
+		if _, err := apply(t, s, Task{ShardStarted: &ShardStarted{Index: "i", Shard: child, AllocationID: r.AllocationID}}); !errors.Is(err, ErrStale) {
+			t.Fatalf("child replica started before its primary: %v", err)
+		}
 	}
 	s = startAll(t, s)
 	if got := s.Indices["i"].Splits[0].Phase; got != SplitReady {

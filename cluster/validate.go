@@ -446,6 +446,9 @@ func checkSplitTransition(v *violations, was, im *IndexMeta, t Task) {
 		where := fmt.Sprintf("[%s][%d]", im.Name, shard)
 		if h := t.SplitHandoff; h != nil && h.Index == im.Name && h.Shard == shard {
 			sp := was.Splits[shard]
+			if sp.Strategy == StrategyLocal && sp.Cut == nil {
+				v.addf("%s local split handed off with no cut", where)
+			}
 			for _, child := range sp.Children {
 				for _, c := range was.Copies[child] {
 					if sp.ChildReplicasAfterHandoff() && !c.Primary {

@@ -2,6 +2,7 @@ package clusternode
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -612,4 +613,95 @@ func (w *world) sentBytes() TransportBytes {
 		b = b.Add(wn.n.SentBytes())
 	}
 	return b
+}
+
+// BenchmarkReplicaSplitStrategies splits a shard with one replica holding
+// parentDocs documents of 1 KiB under writes through every node, with
+// each strategy, in the simulated cluster (rounds, not time), and reports
+// what crosses the network while it runs: bytes of peer recovery and of
+// replication, against the parent's size; rounds from the request to the
+// hand-off and to green; and rounds after the hand-off with a child that
+// has a single in-sync copy (handoff-first's window).
+func BenchmarkReplicaSplitStrategies(b *testing.B) {
+	const parentDocs = 2000
+	// Incompressible values, so that the bytes sent are the documents'.
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := func() []byte {
+		b := make([]byte, 1024)
+		for i := range b {
+			b[i] = byte('a' + rng.IntN(26))
+		}
+		return b
+	}
+	for _, strategy := range cluster.Strategies {
+		b.Run(strategy, func(b *testing.B) {
+			var recovery, replication, parent, toHandoff, toGreen, oneCopy float64
+			for i := 0; i < b.N; i++ {
+				w := newWorld(b, uint64(i+1), "n1", "n2", "n3")
+				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+				w.createSplittableWith("n1", "logs", strategy)
+				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+				acked, next := 0, 0
+				write := func(k int) {
+					live := w.live()
+					for range k {
+						id := fmt.Sprint("d", next)
+						node := live[next%len(live)].n
+						next++
+						node.IndexDoc("logs", id, "", value(), false, func(_ DocResult, err error) {
+							if err == nil {
+								acked++
+							}
+						})
+					}
+				}
+				for r := 0; acked < parentDocs; r++ {
+					if r == 2000 {
+						b.Fatalf("%d of %d documents acknowledged after %d rounds", acked, parentDocs, r)
+					}
+					if next < parentDocs {
+						write(50)
+					}
+					w.round()
+				}
+				before := w.sentBytes()
+				began := false
+				w.nodes["n2"].n.SplitShard("logs", 0, 2, func(err error) {
+					if err != nil {
+						b.Fatalf("split: %v", err)
+					}
+					began = true
+				})
+				rounds, handoff, window := 0, 0, 0
+				for !(began && w.handedOff("logs") && w.health("logs") == cluster.Green) {
+					if rounds == 3000 {
+						b.Fatalf("the split did not end green within %d rounds", rounds)
+					}
+					write(2)
+					w.round()
+					rounds++
+					if handoff == 0 && w.handedOff("logs") {
+						handoff = rounds
+					}
+					if w.oneCopyChild("logs") {
+						window++
+					}
+				}
+				sent := w.sentBytes()
+				recovery += float64(sent.Recovery - before.Recovery)
+				replication += float64(sent.Replication - before.Replication)
+				parent += float64(acked * 1024)
+				toHandoff += float64(handoff)
+				toGreen += float64(rounds)
+				oneCopy += float64(window)
+			}
+			n := float64(b.N)
+			b.ReportMetric(recovery/n, "recovery-B/op")
+			b.ReportMetric(100*recovery/parent, "recovery-%-of-parent")
+			b.ReportMetric(replication/n, "replication-B/op")
+			b.ReportMetric(toHandoff/n, "rounds-to-handoff")
+			b.ReportMetric(toGreen/n, "rounds-to-green")
+			b.ReportMetric(oneCopy/n, "rounds-one-copy")
+		})
+	}
 }

@@ -207,6 +207,11 @@ func (n *Node) reconcile(st *cluster.State) {
 		n.applyCopy(st, want[k])
 	}
 	n.reconcileSources(st)
+	deferred := n.deferredStarts
+	n.deferredStarts = nil
+	for _, r := range deferred {
+		n.onRecoveryStart(r.TargetNode, r)
+	}
 	for aid := range n.started {
 		if copyStarted(st, aid) || !copyAssigned(st, aid) {
 			delete(n.started, aid)

@@ -119,6 +119,10 @@ type Node struct {
 
 	applied *cluster.State // the state the applier last acted on
 
+	// deferredStarts are recovery requests for copies of a newer state
+	// than the one applied, taken again once a state is (startChildSource).
+	deferredStarts []replication.RecoveryStart
+
 	// sent counts the bytes of the message bodies this node sent to
 	// other nodes, by kind of traffic (SentBytes).
 	sent TransportBytes

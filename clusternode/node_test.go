@@ -33,6 +33,8 @@ type world struct {
 	// cluster state stays where it is.
 	deaf map[string]bool
 	held []transport.Message // lagging messages, sent again next round unless their sender crashed
+	// delivered counts the messages delivered, by kind.
+	delivered map[string]int
 }
 
 type worldNode struct {
@@ -115,6 +117,10 @@ func (w *world) round() {
 			}
 		}
 		if wn := w.nodes[m.To]; wn != nil && !wn.dead {
+			if w.delivered == nil {
+				w.delivered = map[string]int{}
+			}
+			w.delivered[m.Kind]++
 			wn.n.Step(m)
 		}
 	}

@@ -285,13 +285,25 @@ func (n *Node) retireHandedOff(st *cluster.State) {
 // parent's stream. It reports whether the shard is a child of a split in
 // progress (whether or not the recovery could start).
 func (n *Node) startChildSource(k copyKey, r replication.RecoveryStart) bool {
-	im := indexByUUID(n.mgr.State(), k.index)
+	st := n.mgr.State()
+	im := indexByUUID(st, k.index)
 	if im == nil {
 		return false
 	}
 	parent, ok := im.SplitOf(k.shard)
 	if !ok {
 		return false
+	}
+	if im.Splits[parent].ChildReplicasAfterHandoff() && !copyAssigned(st, r.Target) {
+		// A child replica of a handoff-first split exists only from the
+		// hand-off on: the target applied a newer state than this node's.
+		// Started from the parent here, the recovery would be cancelled
+		// once the parent retires and its files sent again; it starts
+		// from the child primary once this node applies that state.
+		if !slices.ContainsFunc(n.deferredStarts, func(d replication.RecoveryStart) bool { return d.ID == r.ID }) {
+			n.deferredStarts = append(n.deferredStarts, r)
+		}
+		return true
 	}
 	lc, plc := n.copies[k], n.copies[copyKey{index: k.index, shard: parent}]
 	if lc == nil || lc.store == nil || plc == nil || plc.c == nil || !plc.c.IsPrimary() {

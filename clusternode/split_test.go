@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/replication"
 )
 
 // load writes documents of new ids through every live node, a few each
@@ -568,6 +569,7 @@ func TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost(t *testing.T)
 				l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 40 })
 				from := l.next
 				before := w.sentBytes()
+				manifests := w.delivered[replication.KindRecoveryManifest]
 				var splitErr error
 				began, window := false, false
 				w.nodes["n2"].n.SplitShard("logs", 0, 2, func(err error) { splitErr, began = err, true })
@@ -596,6 +598,15 @@ func TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost(t *testing.T)
 				recovered := w.sentBytes().Recovery - before.Recovery
 				if copied := recovered > 0; copied != (strategy != cluster.StrategyLocal) {
 					t.Fatalf("%d bytes of recovery sent during a %s split", recovered, strategy)
+				}
+				// No child replica's files are sent twice: one recovery each,
+				// none under local.
+				want := 2
+				if strategy == cluster.StrategyLocal {
+					want = 0
+				}
+				if got := w.delivered[replication.KindRecoveryManifest] - manifests; got != want {
+					t.Fatalf("%d recoveries sent their files during a %s split of two children with a replica each, want %d", got, strategy, want)
 				}
 				l.check("n3")
 				w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
@@ -688,6 +699,7 @@ func BenchmarkReplicaSplitStrategies(b *testing.B) {
 					}
 				}
 				sent := w.sentBytes()
+				b.Logf("seed %d: recovery %d replication %d rounds %d", i+1, sent.Recovery-before.Recovery, sent.Replication-before.Replication, rounds)
 				recovery += float64(sent.Recovery - before.Recovery)
 				replication += float64(sent.Replication - before.Replication)
 				parent += float64(acked * 1024)

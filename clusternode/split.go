@@ -13,8 +13,8 @@ import (
 	"github.com/shardsplit/shardsplit/transport"
 )
 
-// The in-place split of a replicated shard (the `recover` strategy), as the
-// nodes carry it out from the committed cluster state:
+// The in-place split of a replicated shard, as the nodes carry it out from
+// the committed cluster state. Under the default strategy, `recover`:
 //
 //   - On the parent primary's node, each child primary (IN_PLACE_SPLIT) is
 //     built from a checkpoint of the parent's store (hard links, foreign
@@ -36,6 +36,20 @@ import (
 //     with a retry, which the coordinator routes with the new table) and
 //     the child copies act as their own shard's primary and replicas. A
 //     cancelled split's child copies are deleted and the parent unblocks.
+//
+// Under `local` no file crosses the network: the parent primary proposes
+// its global checkpoint as the split's cut (SplitCut) and holds its
+// history above it (a retention lease); once the cut is committed, the
+// child primaries are built as above and every node with a parent replica
+// builds its child replicas from that replica's store (its local
+// checkpoint is at or above the cut), then asks the parent primary to
+// stream the rest to them (kindSplitFollow). The parent primary reports
+// them started once they caught up and their primary started; the
+// hand-off waits for every child copy, as under recover.
+//
+// Under `handoff-first` the hand-off waits for the child primaries alone;
+// the child replicas are assigned in the hand-off and recover from the
+// child primaries as any replica: until then each child has one copy.
 
 // handoffTicks bounds how long a parent primary keeps its writes blocked
 // waiting for its hand-off to commit; handoffRetryTicks is how long it

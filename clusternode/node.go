@@ -116,6 +116,7 @@ type Node struct {
 	// handoffs are the hand-offs of the splits whose parent primary is
 	// here, by the parent's copy.
 	handoffs map[copyKey]*handoff
+	stats    nodeStats
 
 	applied *cluster.State // the state the applier last acted on
 
@@ -335,6 +336,7 @@ func (n *Node) send(node, kind string, body any) {
 		n.self = append(n.self, m)
 		return
 	}
+	n.stats.sent(kind, len(m.Body))
 	n.cfg.Transport.Send(m)
 }
 

@@ -44,6 +44,7 @@ func Inbox() chan []transport.Message { return make(chan []transport.Message, 10
 // c, and stops (closing n) on Stop.
 func Run(n *Node, inbox <-chan []transport.Message, c clock.Clock, tick time.Duration) *Process {
 	p := &Process{n: n, inbox: inbox, calls: make(chan func(*Node), 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	n.stats.clock = clock.Or(c)
 	p.publish()
 	go p.loop(clock.Or(c), tick)
 	return p

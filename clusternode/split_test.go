@@ -314,6 +314,7 @@ func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
 	if _, ok := w.nodes[coord].n.State().Indices["logs"].Handoffs[0]; ok {
 		t.Fatal("the coordinator already has the hand-off")
 	}
+	before := w.nodes[coord].n.Stats().StaleRetries
 	var got *docAnswer
 	w.nodes[coord].n.IndexDoc("logs", "stale", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
 	for range 5 {
@@ -330,6 +331,16 @@ func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
 	}
 	if g := w.get(coord, "logs", "stale"); g.err != nil || !g.found || string(g.doc.Source) != "v" {
 		t.Fatalf("the write reads %+v", g)
+	}
+	if n := w.nodes[coord].n.Stats().StaleRetries - before; n != 1 {
+		t.Errorf("the coordinator counted %d stale retries for its one write to the retired parent, want 1", n)
+	}
+	var handoffs uint64
+	for _, wn := range w.nodes {
+		handoffs += wn.n.Stats().Handoffs
+	}
+	if handoffs != 1 {
+		t.Errorf("the nodes counted %d hand-offs, want 1", handoffs)
 	}
 }
 

@@ -86,6 +86,24 @@ func cmpDuration(a, b time.Duration) int {
 	return 0
 }
 
+// LongestGap is the longest span in [from, to) in which no write to the
+// range was acknowledged: between from, the acknowledgements in it, and
+// to. Unlike the window, it does not count a write slow but answered.
+func LongestGap(writes []WriteResult, from, to time.Duration) time.Duration {
+	var acks []time.Duration
+	for _, w := range writes {
+		if w.OK && w.End >= from && w.End < to {
+			acks = append(acks, w.End)
+		}
+	}
+	slices.Sort(acks)
+	gap, prev := time.Duration(0), from
+	for _, a := range append(acks, to) {
+		gap, prev = max(gap, a-prev), a
+	}
+	return gap
+}
+
 // Throughput is the acknowledgements per second of writes answered in
 // [from, to).
 func Throughput(writes []WriteResult, from, to time.Duration) float64 {

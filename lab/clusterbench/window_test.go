@@ -116,3 +116,17 @@ func TestThroughputCountsAcknowledgementsInTheSpan(t *testing.T) {
 		t.Fatalf("throughput %v, want 1000/s", got)
 	}
 }
+
+// TestLongestGapIsTheLongestSpanWithoutAnAcknowledgement: the span
+// before the first acknowledgement and after the last count; refused
+// writes do not end a gap.
+func TestLongestGapIsTheLongestSpanWithoutAnAcknowledgement(t *testing.T) {
+	ws := []WriteResult{{Start: 0, End: 10 * ms, OK: true}, {Start: 5 * ms, End: 40 * ms, OK: false},
+		{Start: 10 * ms, End: 70 * ms, OK: true}, {Start: 70 * ms, End: 75 * ms, OK: true}}
+	if got := LongestGap(ws, 0, 100*ms); got != 60*ms {
+		t.Fatalf("gap %v, want 60ms (10ms to 70ms)", got)
+	}
+	if got := LongestGap(ws, 72*ms, 200*ms); got != 125*ms {
+		t.Fatalf("gap %v, want 125ms (75ms to the end)", got)
+	}
+}

@@ -37,6 +37,8 @@ The questions (see findings.md for the full text):
   5 the cost after the handoff    11 scale: 100 MiB to 4 GiB
   6 partition vs hash-range       12 one document per _id in a
     children                         shard, and its cost
+                                  13 a replicated split across
+                                     processes (3 serve processes)
 
 The full set takes up to an hour and needs a few GiB of scratch disk
 ($TMPDIR); --big adds a 4 GiB parent to question 11 (about 15 minutes and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -56,6 +57,9 @@ func runReplicated(ctx context.Context, cfg Config) (Answer, error) {
 	k := cfg.replicatedCase()
 	parentBytes := int64(k.Parent.Docs) << 10
 	dir := filepath.Join(cfg.Scratch, "cluster")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return a, fmt.Errorf("findings: %w", err)
+	}
 	c, err := clusterbench.Start(cfg.Binary, dir, 3, clusterbench.Options{})
 	if err != nil {
 		return a, err

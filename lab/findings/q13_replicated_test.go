@@ -16,8 +16,8 @@ func replicatedRuns() []clusterbench.SplitRun {
 	ms := time.Millisecond
 	run := func(w1, w2, gap time.Duration, green time.Duration) clusterbench.SplitRun {
 		return clusterbench.SplitRun{Strategy: "recover", ParentBytes: 1 << 30, Children: []routing.ShardID{1, 2},
-			Windows:   []clusterbench.Window{{Start: 0, End: w1}, {Start: 0, End: w2}},
-			Gaps:      []time.Duration{gap, gap}, SteadyOps: 5000, DuringOps: 4000, ToHandoff: green - ms, ToGreen: green,
+			Windows: []clusterbench.Window{{Start: 0, End: w1}, {Start: 0, End: w2}},
+			Gaps:    []time.Duration{gap, gap}, SteadyOps: 5000, DuringOps: 4000, ToHandoff: green - ms, ToGreen: green,
 			RecoveryBytes: 2 << 30, TransportBytes: 3 << 30, HandoffBlocked: 90 * ms, StaleRetries: 10, StaleWaitTotal: 300 * ms}
 	}
 	return []clusterbench.SplitRun{

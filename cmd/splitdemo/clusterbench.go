@@ -218,7 +218,7 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
 	}
-	report := clusterbenchReport(res, load, *runs, *only)
+	report := clusterbenchReport(res, load, *runs, reproduceClusterbench(fs, *runs, *only))
 	if err := os.WriteFile(filepath.Join(*out, "clusterbench.md"), []byte(report), 0o644); err != nil {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
@@ -237,7 +237,21 @@ func spread(xs []float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", s[len(s)/2], s[0], s[len(s)-1])
 }
 
-func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int, only string) string {
+// reproduceClusterbench is the command line that measures the same: the
+// flags given (but --out and --profile), with --runs and --only always.
+func reproduceClusterbench(fs *flag.FlagSet, runs int, only string) string {
+	s := fmt.Sprintf("go run ./cmd/splitdemo clusterbench --runs %d --only %s", runs, only)
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "runs", "only", "out", "profile", "log-level":
+		default:
+			s += fmt.Sprintf(" --%s %s", f.Name, f.Value)
+		}
+	})
+	return s
+}
+
+func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int, reproduce string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# clusterbench: 3 serve processes on this machine, %d runs each\n\n", runs)
 	if len(res.Cost) > 0 {
@@ -294,7 +308,7 @@ func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, ru
 	if len(res.Split) > 0 {
 		b.WriteString(clusterbench.SplitReport(res.Split))
 	}
-	fmt.Fprintf(&b, "Reproduce: `go run ./cmd/splitdemo clusterbench --runs %d --only %s`.\n", runs, only)
+	fmt.Fprintf(&b, "Reproduce: `%s`.\n", reproduce)
 	return b.String()
 }
 

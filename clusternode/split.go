@@ -152,7 +152,7 @@ func (n *Node) retireHandedOff(st *cluster.State) {
 		}
 		if _, handed := im.Handoffs[k.shard]; handed {
 			lc.c.Retire()
-			if h := n.handoffs[k]; h != nil {
+			if h := n.handoffs[k]; h != nil && h.proposed { // this node blocked the parent and proposed the hand-off
 				n.stats.handedOff(n.since(h.blockedOn))
 			}
 			delete(n.handoffs, k)

@@ -67,7 +67,7 @@ func runReplicated(ctx context.Context, cfg Config) (Answer, error) {
 	defer c.Stop()
 	progress := func(s string) { cfg.Progressf("q13: %s", s) }
 	runs, err := clusterbench.Split(ctx, c, clusterbench.SplitConfig{Strategies: clusterbench.Strategies, ParentSize: parentBytes, Runs: cfg.runs(),
-		Load: clusterbench.LoadConfig{Rate: k.Rate, Writers: k.Writers, Duration: k.Steady}, After: k.After}, progress)
+		Load: clusterbench.LoadConfig{Rate: k.Rate, Writers: k.Writers, Duration: k.Steady}, After: k.After, Within: 45 * time.Minute}, progress)
 	if err != nil {
 		return a, err
 	}

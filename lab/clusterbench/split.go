@@ -55,6 +55,10 @@ type SplitRun struct {
 	// Refused is the cluster's refusal of the strategy (not built, or not
 	// accepted by this build's setting); nothing else is measured.
 	Refused string `json:"refused,omitempty"`
+	// RolledBack is why a split accepted did not hand off (a copy failed,
+	// or it was cancelled): the cluster rolled it back. Nothing else is
+	// measured; the strategy's later runs still run.
+	RolledBack string `json:"rolled_back,omitempty"`
 	// Note says how the strategy was chosen when the index setting is not
 	// known to this build (the default then applies).
 	Note string `json:"note,omitempty"`
@@ -69,6 +73,10 @@ type SplitRun struct {
 	// Gaps are each child range's longest span without an acknowledged
 	// write, from the request until the writes stopped.
 	Gaps []time.Duration `json:"gaps_ns"`
+	// Phases are the split's phases as its task showed them (polled every
+	// 20 ms), since the start of the run, with the writes acknowledged per
+	// second in each.
+	Phases []Phase `json:"phases"`
 	// Threshold is the steady p99 latency: a write slower is blocked.
 	Threshold time.Duration `json:"threshold_ns"`
 	SteadyOps float64       `json:"steady_ops_per_s"`
@@ -97,6 +105,14 @@ type SplitRun struct {
 	StaleWaitMax   time.Duration `json:"stale_wait_max_ns"`
 	Acked          int           `json:"acked"`
 	Errors         int           `json:"errors"`
+}
+
+// Phase is a span in which a split's task showed one phase.
+type Phase struct {
+	Name    string        `json:"name"`
+	Start   time.Duration `json:"start_ns"`
+	End     time.Duration `json:"end_ns"`
+	OpsPerS float64       `json:"ops_per_s"`
 }
 
 // MaxWindow is the longest of the run's child windows.
@@ -159,14 +175,22 @@ func Split(ctx context.Context, c *Cluster, cfg SplitConfig, progress func(strin
 				progress(fmt.Sprintf("%s: refused: %s", strategy, run.Refused))
 				continue
 			}
+			if run.RolledBack != "" {
+				progress(fmt.Sprintf("run %d, %s: the split was rolled back: %s", r+1, strategy, run.RolledBack))
+				continue
+			}
 			var ws []string
 			for i, w := range run.Windows {
 				ws = append(ws, fmt.Sprintf("child %d %v (longest without an ack %v)", run.Children[i], w.Len().Round(time.Millisecond),
 					run.Gaps[i].Round(time.Millisecond)))
 			}
-			progress(fmt.Sprintf("run %d, %s: %.0f MiB parent; windows %s (steady p99 %v); %.0f writes/s during / %.0f steady; "+
+			var ps []string
+			for _, p := range run.Phases {
+				ps = append(ps, fmt.Sprintf("%s %v at %.0f writes/s", p.Name, (p.End-p.Start).Round(time.Millisecond), p.OpsPerS))
+			}
+			progress(fmt.Sprintf("run %d, %s: %.0f MiB parent; phases %s; windows %s (steady p99 %v); %.0f writes/s during / %.0f steady; "+
 				"hand-off %v, green %v after the request; recovery sent %.1f MiB; stale retries %d (mean wait %v); parent blocked %v",
-				r+1, strategy, float64(run.ParentBytes)/(1<<20), strings.Join(ws, ", "), run.Threshold.Round(100*time.Microsecond),
+				r+1, strategy, float64(run.ParentBytes)/(1<<20), strings.Join(ps, ", "), strings.Join(ws, ", "), run.Threshold.Round(100*time.Microsecond),
 				run.DuringOps, run.SteadyOps, run.ToHandoff.Round(time.Millisecond), run.ToGreen.Round(time.Millisecond),
 				float64(run.RecoveryBytes)/(1<<20), run.StaleRetries, run.StaleWaitMean().Round(time.Millisecond),
 				run.HandoffBlocked.Round(time.Millisecond)))
@@ -292,11 +316,10 @@ func splitRun(ctx context.Context, c *Cluster, index, strategy string, cfg Split
 		finish()
 		return run, fmt.Errorf("the split's answer %s: %v", body, err)
 	}
-	if refusal, err := c.waitTask(ctx, task.Task, cfg.Within); err != nil || refusal != "" {
+	phases, failed, err := c.waitTask(ctx, task.Task, start, cfg.Within)
+	if err != nil || failed != "" {
 		finish()
-		if refusal != "" {
-			run.Refused = refusal
-		}
+		run.RolledBack = failed
 		return run, err
 	}
 	handedOff := time.Since(start)
@@ -328,6 +351,10 @@ func splitRun(ctx context.Context, c *Cluster, index, strategy string, cfg Split
 	run.ToHandoff, run.ToGreen = handedOff-requested, green-requested
 	run.Threshold = LatencyPercentile(all, cfg.Load.Warmup, requested, 99)
 	run.SteadyOps = Throughput(all, cfg.Load.Warmup, requested)
+	for _, p := range phases {
+		p.OpsPerS = Throughput(all, p.Start, p.End)
+		run.Phases = append(run.Phases, p)
+	}
 	run.DuringOps = Throughput(all, requested, green)
 	stopped := time.Since(start)
 	for _, ws := range sink.by {
@@ -421,33 +448,54 @@ func childRoutes(c *Cluster, index string) ([]routing.ShardID, func(id, rv strin
 	}, nil
 }
 
-// waitTask waits until the task is completed; a task that ended in an
-// error returns it as the refusal.
-func (c *Cluster) waitTask(ctx context.Context, id string, within time.Duration) (string, error) {
+// waitTask waits until the task is completed, and returns the phases its
+// status showed (since start) until then and, for a task that ended in an
+// error, the error's reason.
+func (c *Cluster) waitTask(ctx context.Context, id string, start time.Time, within time.Duration) ([]Phase, string, error) {
 	deadline := time.Now().Add(within)
+	var phases []Phase
 	for {
 		_, b, err := c.Do("GET", "/_tasks/"+id, "")
+		now := time.Since(start)
 		if err != nil {
-			return "", err
+			return phases, "", err
 		}
 		var t struct {
 			Completed bool            `json:"completed"`
 			Error     json.RawMessage `json:"error"`
+			Task      struct {
+				Status struct {
+					Phase string `json:"phase"`
+				} `json:"status"`
+			} `json:"task"`
 		}
 		if err := json.Unmarshal(b, &t); err != nil {
-			return "", fmt.Errorf("task %s: %w", id, err)
+			return phases, "", fmt.Errorf("task %s: %w", id, err)
+		}
+		if n := len(phases); n > 0 {
+			phases[n-1].End = now
+		}
+		if n := len(phases); !t.Completed && (n == 0 || phases[n-1].Name != t.Task.Status.Phase) {
+			phases = append(phases, Phase{Name: t.Task.Status.Phase, Start: now, End: now})
 		}
 		if t.Completed {
 			if len(t.Error) > 0 && string(t.Error) != "null" {
-				return "the split ended with " + string(t.Error), nil
+				var e struct {
+					Type   string `json:"type"`
+					Reason string `json:"reason"`
+				}
+				if json.Unmarshal(t.Error, &e) != nil || e.Reason == "" {
+					return phases, string(t.Error), nil
+				}
+				return phases, e.Type + ": " + e.Reason, nil
 			}
-			return "", nil
+			return phases, "", nil
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("task %s not completed within %v", id, within)
+			return phases, "", fmt.Errorf("task %s not completed within %v", id, within)
 		}
 		if !sleepCtx(ctx, 20*time.Millisecond) {
-			return "", ctx.Err()
+			return phases, "", ctx.Err()
 		}
 	}
 }

@@ -10,9 +10,14 @@ import (
 // ms, s, MiB as named) so callers can take medians and ranges.
 type SplitSummary struct {
 	Strategy string
-	Refused  string
-	Note     string
-	Runs     int
+	// Refused is set when the cluster refused the strategy (and no run
+	// was measured).
+	Refused string
+	Note    string
+	Runs    int
+	// RolledBack are the reasons of the runs whose split was rolled back
+	// before its hand-off (not counted in Runs).
+	RolledBack []string
 	// Windows are every child range's window of every run, in ms.
 	Windows, Gaps                              []float64
 	ParentMiB, TputRatio, ToHandoffS, ToGreenS []float64
@@ -36,8 +41,12 @@ func SummarizeSplit(runs []SplitRun) []SplitSummary {
 			out = append(out, SplitSummary{Strategy: r.Strategy})
 		}
 		s := &out[i]
-		if r.Refused != "" {
+		switch {
+		case r.Refused != "":
 			s.Refused = r.Refused
+			continue
+		case r.RolledBack != "":
+			s.RolledBack = append(s.RolledBack, r.RolledBack)
 			continue
 		}
 		s.Note = r.Note
@@ -64,6 +73,11 @@ func SummarizeSplit(runs []SplitRun) []SplitSummary {
 		s.StaleRetries = append(s.StaleRetries, float64(r.StaleRetries))
 		s.StaleWaitMs = append(s.StaleWaitMs, float64(r.StaleWaitMean().Microseconds())/1000)
 		s.Errors += r.Errors
+	}
+	for i := range out {
+		if out[i].Runs > 0 {
+			out[i].Refused = ""
+		}
 	}
 	return out
 }
@@ -105,6 +119,10 @@ func SplitReport(runs []SplitRun) string {
 	for _, s := range SummarizeSplit(runs) {
 		if s.Note != "" {
 			fmt.Fprintf(&b, "\n%s: %s.\n", s.Strategy, s.Note)
+		}
+		if len(s.RolledBack) > 0 {
+			fmt.Fprintf(&b, "\n%s: %d split(s) rolled back before the hand-off, not measured: %s.\n", s.Strategy, len(s.RolledBack),
+				strings.Join(s.RolledBack, "; "))
 		}
 	}
 	b.WriteString("\n")

@@ -105,7 +105,8 @@ func runReplicated(ctx context.Context, cfg Config) (Answer, error) {
 			Measured(p+"disk of the three nodes at green", "MiB", s.DiskGreenMiB...),
 			Measured(p+"parent primary's writes blocked for the hand-off (block to retire)", "ms", s.BlockedMs...),
 			Measured(p+"writes retried on a child by a stale coordinator", "count", s.StaleRetries...),
-			Measured(p+"their mean wait", "ms", s.StaleWaitMs...))
+			Measured(p+"their mean wait", "ms", s.StaleWaitMs...),
+			Measured(p+"splits rolled back before the hand-off", "count", float64(len(s.RolledBack))))
 	}
 	a.Numbers = append(a.Numbers, singleLock, singleStall, singleTook, recovery)
 	a.Tables = []Table{replicatedTable(sums), {Header: []string{"hand-off", "writes blocked (ms)", "longest write stall (ms)"},
@@ -176,6 +177,10 @@ func replicatedAnswer(k replicatedCase, sums []clusterbench.SplitSummary, lock, 
 	for _, r := range sums {
 		if r.Refused != "" {
 			refused = append(refused, r.Strategy)
+		}
+		if n := len(r.RolledBack); n > 0 {
+			s += fmt.Sprintf(" %d of %s's %d splits were rolled back before their hand-off and are not in these numbers (%s).",
+				n, r.Strategy, n+r.Runs, strings.Join(r.RolledBack, "; "))
 		}
 	}
 	if len(refused) > 0 {

@@ -25,7 +25,11 @@ type SplitSummary struct {
 	TransportMiB, TransportPerParent           []float64
 	DiskBeforeMiB, DiskGreenMiB, DiskAfterMiB  []float64
 	BlockedMs, StaleRetries, StaleWaitMs       []float64
-	Errors                                     int
+	// PhaseS and PhaseRatio are, by the split task's phase, each run's
+	// time in it and its write rate over steady; PhaseNames their order.
+	PhaseS, PhaseRatio map[string][]float64
+	PhaseNames         []string
+	Errors             int
 }
 
 // SummarizeSplit groups runs by strategy, in the order they first ran.
@@ -72,6 +76,16 @@ func SummarizeSplit(runs []SplitRun) []SplitSummary {
 		s.BlockedMs = append(s.BlockedMs, float64(r.HandoffBlocked.Microseconds())/1000)
 		s.StaleRetries = append(s.StaleRetries, float64(r.StaleRetries))
 		s.StaleWaitMs = append(s.StaleWaitMs, float64(r.StaleWaitMean().Microseconds())/1000)
+		for _, p := range r.Phases {
+			if s.PhaseS == nil {
+				s.PhaseS, s.PhaseRatio = map[string][]float64{}, map[string][]float64{}
+			}
+			if _, ok := s.PhaseS[p.Name]; !ok {
+				s.PhaseNames = append(s.PhaseNames, p.Name)
+			}
+			s.PhaseS[p.Name] = append(s.PhaseS[p.Name], (p.End - p.Start).Seconds())
+			s.PhaseRatio[p.Name] = append(s.PhaseRatio[p.Name], p.OpsPerS/max(r.SteadyOps, 1e-9))
+		}
 		s.Errors += r.Errors
 	}
 	for i := range out {
@@ -119,6 +133,13 @@ func SplitReport(runs []SplitRun) string {
 	for _, s := range SummarizeSplit(runs) {
 		if s.Note != "" {
 			fmt.Fprintf(&b, "\n%s: %s.\n", s.Strategy, s.Note)
+		}
+		if len(s.PhaseNames) > 0 {
+			var ps []string
+			for _, name := range s.PhaseNames {
+				ps = append(ps, fmt.Sprintf("%s %s s at %s of steady", name, medianRange(s.PhaseS[name], "%.2f"), medianRange(s.PhaseRatio[name], "%.2f")))
+			}
+			fmt.Fprintf(&b, "\n%s, by the split task's phase (medians, ranges): %s.\n", s.Strategy, strings.Join(ps, "; "))
 		}
 		if len(s.RolledBack) > 0 {
 			fmt.Fprintf(&b, "\n%s: %d split(s) rolled back before the hand-off, not measured: %s.\n", s.Strategy, len(s.RolledBack),

@@ -107,6 +107,10 @@ func runReplicated(ctx context.Context, cfg Config) (Answer, error) {
 			Measured(p+"writes retried on a child by a stale coordinator", "count", s.StaleRetries...),
 			Measured(p+"their mean wait", "ms", s.StaleWaitMs...),
 			Measured(p+"splits rolled back before the hand-off", "count", float64(len(s.RolledBack))))
+		for _, name := range s.PhaseNames {
+			a.Numbers = append(a.Numbers, Measured(p+"time in phase "+name, "s", s.PhaseS[name]...),
+				Measured(p+"write rate in phase "+name+" / steady", "ratio", s.PhaseRatio[name]...))
+		}
 	}
 	a.Numbers = append(a.Numbers, singleLock, singleStall, singleTook, recovery)
 	a.Tables = []Table{replicatedTable(sums), {Header: []string{"hand-off", "writes blocked (ms)", "longest write stall (ms)"},
@@ -173,6 +177,13 @@ func replicatedAnswer(k replicatedCase, sums []clusterbench.SplitSummary, lock, 
 		k.Parent.Name, k.Rate, best.Strategy, num(clusterbench.Percentile(best.Windows, 99)), num(clusterbench.Percentile(best.Windows, 50)),
 		num(clusterbench.Percentile(best.Gaps, 50)), num(clusterbench.Percentile(best.Gaps, 100)), med(best.TputRatio), num(med(best.ToGreenS)),
 		med(best.RecoveryPerParent), num(med(best.BlockedMs)), num(lock.Median), num(took.Median), num(med(best.StaleRetries)), num(med(best.StaleWaitMs)))
+	if len(best.PhaseNames) > 0 {
+		var ps []string
+		for _, name := range best.PhaseNames {
+			ps = append(ps, fmt.Sprintf("%s %s s at %.2f of steady", name, num(med(best.PhaseS[name])), med(best.PhaseRatio[name])))
+		}
+		s += " By the split task's phase (medians): " + strings.Join(ps, ", ") + "."
+	}
 	var refused []string
 	for _, r := range sums {
 		if r.Refused != "" {

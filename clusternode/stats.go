@@ -16,7 +16,9 @@ import (
 // refused after its hand-off and that went again to a child.
 type Stats struct {
 	// Messages and MessageBytes count the messages this node sent to
-	// other nodes, and their encoded bodies.
+	// other nodes, and their encoded bodies: shard requests, replication
+	// and recovery; not the cluster coordination's own (elections, joins,
+	// cluster-state publication), which its Manager sends itself.
 	Messages, MessageBytes uint64
 	// RecoveryChunks and RecoveryChunkBytes count the file chunks of peer
 	// recoveries this node sent, and their encoded bodies (the file bytes,

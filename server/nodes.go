@@ -189,9 +189,10 @@ func (s *Server) nodesStats(w http.ResponseWriter, r *http.Request, filter strin
 	return nil
 }
 
-// addClusterNodeStats adds, to a cluster node's own entry, what it sent
-// over the transport (OpenSearch's tx fields; the rest of its transport
-// stats are not counted) and, under shard_split (not OpenSearch's), what
+// addClusterNodeStats adds, to a cluster node's own entry, the shard,
+// replication and recovery messages it sent over the transport
+// (OpenSearch's tx fields; the cluster coordination's messages and the
+// rest of its transport stats are not counted) and, under shard_split (not OpenSearch's), what
 // splits cost it: the file chunks of the peer recoveries it sent, the
 // hand-offs of its parent primaries (writes blocked until the hand-off
 // record applied), and the writes it coordinated that a parent refused

@@ -190,8 +190,12 @@ func replicatedAnswer(k replicatedCase, sums []clusterbench.SplitSummary, lock, 
 			refused = append(refused, r.Strategy)
 		}
 		if n := len(r.RolledBack); n > 0 {
-			s += fmt.Sprintf(" %d of %s's %d splits were rolled back before their hand-off and are not in these numbers (the first: %s).",
-				n, r.Strategy, n+r.Runs, r.RolledBack[0])
+			were := "were"
+			if n == 1 {
+				were = "was"
+			}
+			s += fmt.Sprintf(" %d of %s's %d splits %s rolled back before their hand-off and are not in these numbers (the first: %s).",
+				n, r.Strategy, n+r.Runs, were, r.RolledBack[0])
 		}
 	}
 	if len(refused) > 0 {

@@ -40,7 +40,7 @@ func TestReplicatedAnswerAndGoals(t *testing.T) {
 	a := replicatedAnswer(k, sums, lock, took, rec)
 	for _, want := range []string{"best strategy measured (recover)", "1200 ms at p99", "p50 600 ms", "0.80 of steady",
 		"2.00× the parent's size", "blocked 90.0 ms", "against 0.5 ms", "10.0 writes per split", "30.0 ms on average", "refused by this build: local",
-		"1 of recover's 3 splits were rolled back before their hand-off and are not in these numbers (the first: illegal_state_exception: rolled back)"} {
+		"1 of recover's 3 splits was rolled back before their hand-off and are not in these numbers (the first: illegal_state_exception: rolled back)"} {
 		if !strings.Contains(a, want) {
 			t.Errorf("answer lacks %q:\n%s", want, a)
 		}

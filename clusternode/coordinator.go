@@ -238,6 +238,7 @@ func (n *Node) DeleteDoc(index, id, routingValue string, done func(DocResult, er
 
 func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue string, source []byte, create bool, done func(DocResult, error)) {
 	var shard routing.ShardID
+	var stale staleRetry
 	r := &request{}
 	r.send = func(st *cluster.State) (string, error) {
 		im := st.Indices[index]
@@ -249,6 +250,7 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 			return "", err
 		}
 		shard = s
+		stale.routedTo(s)
 		node := primaryNode(im, s)
 		if r.unanswered && node != r.sentTo {
 			// The primary moved while the write went unanswered: the old
@@ -270,11 +272,14 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		switch res.Code {
 		case "":
 		case codeRetry:
+			stale.refusedBy(shard, n.now())
 			return true
 		default:
+			n.stats.answered(&stale, n.now())
 			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: %s", index, id, res.Reason))
 			return false
 		}
+		n.stats.answered(&stale, n.now())
 		it := res.Items[0]
 		if it.Code == codeConflict {
 			done(DocResult{}, &ConflictError{Reason: it.Reason})
@@ -288,7 +293,10 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 			Total: total, Copies: res.Copies}, nil)
 		return false
 	}
-	r.fail = func(err error) { done(DocResult{}, err) }
+	r.fail = func(err error) {
+		n.stats.answered(&stale, n.now())
+		done(DocResult{}, err)
+	}
 	n.coord.start(r)
 }
 

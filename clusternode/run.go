@@ -44,6 +44,7 @@ func Inbox() chan []transport.Message { return make(chan []transport.Message, 10
 // c, and stops (closing n) on Stop.
 func Run(n *Node, inbox <-chan []transport.Message, c clock.Clock, tick time.Duration) *Process {
 	p := &Process{n: n, inbox: inbox, calls: make(chan func(*Node), 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	n.stats.clock = clock.Or(c)
 	p.publish()
 	go p.loop(clock.Or(c), tick)
 	return p
@@ -279,14 +280,6 @@ func (p *Process) CancelSplit(ctx context.Context, index string, shard routing.S
 // CopyStats asks every node to describe its copies.
 func (p *Process) CopyStats(ctx context.Context) ([]CopyStat, error) {
 	return call(ctx, p, func(n *Node, done func([]CopyStat)) { n.CopyStats(done) })
-}
-
-// SentBytes returns the bytes this node sent to other nodes, by kind of
-// traffic (Node.SentBytes).
-func (p *Process) SentBytes() (TransportBytes, error) {
-	var out TransportBytes
-	err := p.Do(func(n *Node) { out = n.SentBytes() })
-	return out, err
 }
 
 // State returns the node's applied cluster state (it does not wait for a

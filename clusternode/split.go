@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -62,6 +63,7 @@ const (
 // handoff is a parent primary's progress towards its hand-off.
 type handoff struct {
 	blockedAt uint64
+	blockedOn time.Time // on the node's clock, for Stats
 	proposed  bool
 	retryAt   uint64
 	// cutAt is the tick a local split's cut was last proposed (0: never);
@@ -289,6 +291,9 @@ func (n *Node) retireHandedOff(st *cluster.State) {
 		}
 		if _, handed := im.Handoffs[k.shard]; handed {
 			lc.c.Retire()
+			if h := n.handoffs[k]; h != nil && h.proposed { // this node blocked the parent and proposed the hand-off
+				n.stats.handedOff(n.since(h.blockedOn))
+			}
 			delete(n.handoffs, k)
 		}
 	}
@@ -493,7 +498,7 @@ func (n *Node) driveHandoff(k copyKey, plc *localCopy, im *cluster.IndexMeta, sp
 			return
 		}
 		c.BlockWrites()
-		h.blockedAt, h.proposed = n.tick, false
+		h.blockedAt, h.blockedOn, h.proposed = n.tick, n.now(), false
 		n.log.Info("split hand-off: writes blocked", zap.String("index", im.Name), zap.Int("shard", int(k.shard)))
 		return
 	}

@@ -364,6 +364,7 @@ func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
 	if _, ok := w.nodes[coord].n.State().Indices["logs"].Handoffs[0]; ok {
 		t.Fatal("the coordinator already has the hand-off")
 	}
+	before := w.nodes[coord].n.Stats().StaleRetries
 	var got *docAnswer
 	w.nodes[coord].n.IndexDoc("logs", "stale", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
 	for range 5 {
@@ -380,6 +381,16 @@ func TestAStaleCoordinatorsWriteToTheRetiredParentLandsOnAChild(t *testing.T) {
 	}
 	if g := w.get(coord, "logs", "stale"); g.err != nil || !g.found || string(g.doc.Source) != "v" {
 		t.Fatalf("the write reads %+v", g)
+	}
+	if n := w.nodes[coord].n.Stats().StaleRetries - before; n != 1 {
+		t.Errorf("the coordinator counted %d stale retries for its one write to the retired parent, want 1", n)
+	}
+	var handoffs uint64
+	for _, wn := range w.nodes {
+		handoffs += wn.n.Stats().Handoffs
+	}
+	if handoffs != 1 {
+		t.Errorf("the nodes counted %d hand-offs, want 1", handoffs)
 	}
 }
 
@@ -595,7 +606,7 @@ func TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost(t *testing.T)
 				}
 				// local copies no file: every child copy is built from a
 				// parent copy on its own node.
-				recovered := w.sentBytes().Recovery - before.Recovery
+				recovered := w.sentBytes().RecoveryBytes - before.RecoveryBytes
 				if copied := recovered > 0; copied != (strategy != cluster.StrategyLocal) {
 					t.Fatalf("%d bytes of recovery sent during a %s split", recovered, strategy)
 				}
@@ -618,10 +629,13 @@ func TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost(t *testing.T)
 }
 
 // sentBytes sums what the live nodes sent to each other.
-func (w *world) sentBytes() TransportBytes {
-	var b TransportBytes
+func (w *world) sentBytes() Stats {
+	var b Stats
 	for _, wn := range w.live() {
-		b = b.Add(wn.n.SentBytes())
+		st := wn.n.Stats()
+		b.RecoveryBytes += st.RecoveryBytes
+		b.ReplicationBytes += st.ReplicationBytes
+		b.OtherBytes += st.OtherBytes
 	}
 	return b
 }
@@ -699,9 +713,9 @@ func BenchmarkReplicaSplitStrategies(b *testing.B) {
 					}
 				}
 				sent := w.sentBytes()
-				b.Logf("seed %d: recovery %d replication %d rounds %d", i+1, sent.Recovery-before.Recovery, sent.Replication-before.Replication, rounds)
-				recovery += float64(sent.Recovery - before.Recovery)
-				replication += float64(sent.Replication - before.Replication)
+				b.Logf("seed %d: recovery %d replication %d rounds %d", i+1, sent.RecoveryBytes-before.RecoveryBytes, sent.ReplicationBytes-before.ReplicationBytes, rounds)
+				recovery += float64(sent.RecoveryBytes - before.RecoveryBytes)
+				replication += float64(sent.ReplicationBytes - before.ReplicationBytes)
 				parent += float64(acked * 1024)
 				toHandoff += float64(handoff)
 				toGreen += float64(rounds)

@@ -178,11 +178,8 @@ func (s *Server) nodesStats(w http.ResponseWriter, r *http.Request, filter strin
 			entry["indices"] = map[string]any{"docs": map[string]int64{"count": docs, "deleted": 0},
 				"store": map[string]int64{"size_in_bytes": bytes, "reserved_in_bytes": 0}}
 		}
-		if sent, ok := s.svc.TransportSent(); ok && n.local && metrics["transport"] {
-			// TransportStats' tx size, and what it was made of: peer
-			// recoveries (their files), replication, the rest.
-			entry["transport"] = map[string]any{"tx_size_in_bytes": sent.Recovery + sent.Replication + sent.Other,
-				"tx_size_in_bytes_by_kind": sent}
+		if cs, ok := s.svc.ClusterNodeStats(); ok && n.local && metrics["transport"] {
+			addClusterNodeStats(entry, cs)
 		}
 		nodes[n.id] = entry
 	}
@@ -190,6 +187,29 @@ func (s *Server) nodesStats(w http.ResponseWriter, r *http.Request, filter strin
 	body["nodes"] = nodes
 	s.writeJSON(w, r, http.StatusOK, body)
 	return nil
+}
+
+// addClusterNodeStats adds, to a cluster node's own entry, the shard,
+// replication and recovery messages it sent over the transport
+// (OpenSearch's tx fields; the cluster coordination's messages and the
+// rest of its transport stats are not counted) and, under shard_split (not OpenSearch's), what
+// splits cost it: the file chunks of the peer recoveries it sent, the
+// hand-offs of its parent primaries (writes blocked until the hand-off
+// record applied), and the writes it coordinated that a parent refused
+// and a child then took.
+func addClusterNodeStats(entry map[string]any, cs service.ClusterNodeStats) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	// tx_size_in_bytes_by_kind (not OpenSearch's) divides tx_size_in_bytes:
+	// peer recoveries (their files), replication, the rest.
+	entry["transport"] = map[string]any{"tx_count": cs.Messages, "tx_size_in_bytes": cs.MessageBytes,
+		"tx_size_in_bytes_by_kind": map[string]uint64{"recovery": cs.RecoveryBytes, "replication": cs.ReplicationBytes, "other": cs.OtherBytes}}
+	entry["shard_split"] = map[string]any{
+		"recovery": map[string]any{"chunks_sent": cs.RecoveryChunks, "chunk_size_in_bytes": cs.RecoveryChunkBytes},
+		"handoff": map[string]any{"count": cs.Handoffs, "blocked_time_in_millis": ms(cs.HandoffTotal),
+			"max_blocked_time_in_millis": ms(cs.HandoffMax)},
+		"stale_coordinator": map[string]any{"retried": cs.StaleRetries, "wait_time_in_millis": ms(cs.StaleWaitTotal),
+			"max_wait_time_in_millis": ms(cs.StaleWaitMax)},
+	}
 }
 
 // nodesUsage is GET /_nodes[/{node_id}]/usage[/{metric}]: since when this

@@ -62,7 +62,7 @@ var allowedOurs = map[string][]string{
 	"lab/crashpoint":      {"routing", "storage", "storage/crashfs", "node", "splitter", "recovery", "internal/model"},
 	"lab/experiment":      {"routing", "storage", "node", "splitter", "baseline", "lab/loadgen", "internal/clock", "internal/model"},
 	"lab/clusterbench":    {"routing", "lab/loadgen"},
-	"lab/findings":        {"routing", "storage", "node", "splitter", "baseline", "policy", "lab/crashpoint", "lab/experiment", "lab/loadgen"},
+	"lab/findings":        {"routing", "storage", "node", "splitter", "baseline", "policy", "lab/crashpoint", "lab/experiment", "lab/loadgen", "lab/clusterbench"},
 	"cmd/splitdemo": {"routing", "storage", "node", "splitter", "baseline", "recovery", "policy", "autosplit", "service", "server",
 		"lab/experiment", "lab/findings", "lab/loadgen", "lab/clusterbench", "internal/model", "internal/clock", "clusternode", "transport"},
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,10 +21,11 @@ import (
 const clusterbenchUsage = `splitdemo clusterbench: what a cluster of 3 serve processes costs, measured.
 
 Usage:
-  splitdemo clusterbench [--runs 5] [--only cost,failover,recovery] [--out DIR]
+  splitdemo clusterbench [--runs 5] [--only cost,failover,recovery,split] [--out DIR]
                          [--rate 5000] [--writers 64] [--duration 10s]
                          [--recovery-bytes 1073741824] [--log-level warn]
-                         [--profile]
+                         [--strategy recover,local,handoff-first]
+                         [--parent-size 1GiB] [--profile]
 
 Starts three "splitdemo serve" processes of this binary on loopback ports,
 data under DIR/cluster, and measures (each --runs times):
@@ -41,6 +43,21 @@ data under DIR/cluster, and measures (each --runs times):
             0 -> 1) and takes it away again: the time to green (a peer
             recovery from scratch: files, then the history above them)
             against copying and syncing the same files on this disk
+  split     (only when named) an index of one shard and one replica
+            loaded to --parent-size of random 1 KiB documents, the same
+            write load through every node, and after 2 s of warm-up and
+            --duration steady, POST /{index}/_shards/0/_split into two,
+            for each --strategy (index.shardsplit.replica_split; a
+            strategy the cluster refuses is reported refused): each child
+            range's write-unavailability window (from the first write
+            to it begun after the request that was refused or not
+            acknowledged within the steady p99, to the first
+            acknowledgement of a write begun since), throughput from the
+            request to green against steady, the time to the hand-off
+            and to green, the bytes peer recoveries and all the nodes
+            sent (_nodes/stats), disk, how long the parent primary's
+            writes were blocked for the hand-off, and the writes stale
+            coordinators retried on a child and how long they waited
 
 Writes DIR/clusterbench.md (medians with ranges) and DIR/clusterbench.json
 (every run), and prints progress. Numbers on a shared 2-core machine are
@@ -48,12 +65,16 @@ noisy: compare runs of one invocation, not across invocations.
 
 Flags:
   --runs N               runs of each measurement (default 5)
-  --only LIST            which measurements (default cost,failover,recovery)
+  --only LIST            which measurements (default cost,failover,recovery;
+                         split only when named)
   --out DIR              output directory (default ./clusterbench-out)
   --rate R               writes per second, all writers together (default 5000)
   --writers N            concurrent writers (default 64)
   --duration D           measured part of a cost run (default 10s)
   --recovery-bytes N     source bytes loaded before a recovery (default 1 GiB)
+  --strategy LIST        the split's replica strategies (default recover)
+  --parent-size SIZE     the split's parent: bytes, or with KiB, MiB, GiB
+                         (default 1GiB)
   --log-level LEVEL      the nodes' log level (default warn; their logs go to
                          DIR/cluster/<node>.log)
   --profile              each node writes a CPU profile until it stops, to
@@ -64,6 +85,7 @@ type clusterbenchResult struct {
 	Cost     []clusterbench.CostRun     `json:"cost,omitempty"`
 	Failover []clusterbench.FailoverRun `json:"failover,omitempty"`
 	Recovery []clusterbench.RecoveryRun `json:"recovery,omitempty"`
+	Split    []clusterbench.SplitRun    `json:"split,omitempty"`
 }
 
 func runClusterbench(args []string, stdout, stderr io.Writer) int {
@@ -78,6 +100,8 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 	recoveryBytes := fs.Int64("recovery-bytes", 1<<30, "")
 	logLevel := fs.String("log-level", "warn", "")
 	profile := fs.Bool("profile", false, "")
+	strategy := fs.String("strategy", clusterbench.StrategyRecover, "")
+	parentSize := fs.String("parent-size", "1GiB", "")
 	if code, err := parseFlags(fs, args, clusterbenchUsage, stdout); err != nil {
 		if code != exitOK {
 			fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
@@ -87,10 +111,10 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 	want := map[string]bool{}
 	for _, m := range strings.Split(*only, ",") {
 		switch m = strings.TrimSpace(m); m {
-		case "cost", "failover", "recovery":
+		case "cost", "failover", "recovery", "split":
 			want[m] = true
 		default:
-			fmt.Fprintf(stderr, "splitdemo clusterbench: --only: unknown measurement %q (want cost, failover, recovery)\n", m)
+			fmt.Fprintf(stderr, "splitdemo clusterbench: --only: unknown measurement %q (want cost, failover, recovery, split)\n", m)
 			return exitUsage
 		}
 	}
@@ -106,6 +130,20 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case *recoveryBytes < 1<<20:
 		fmt.Fprintf(stderr, "splitdemo clusterbench: --recovery-bytes %d: want at least 1 MiB\n", *recoveryBytes)
+		return exitUsage
+	}
+	var strategies []string
+	for _, st := range strings.Split(*strategy, ",") {
+		st = strings.TrimSpace(st)
+		if !slices.Contains(clusterbench.Strategies, st) {
+			fmt.Fprintf(stderr, "splitdemo clusterbench: --strategy: unknown strategy %q (want %s)\n", st, strings.Join(clusterbench.Strategies, ", "))
+			return exitUsage
+		}
+		strategies = append(strategies, st)
+	}
+	parent, err := parseByteSize(*parentSize)
+	if err != nil || parent < 1<<20 {
+		fmt.Fprintf(stderr, "splitdemo clusterbench: --parent-size %q: want a size of at least 1MiB\n", *parentSize)
 		return exitUsage
 	}
 	if err := paceable("--rate", *rate, *writers, "one write per writer"); err != nil {
@@ -166,12 +204,21 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 			return exitFail
 		}
 	}
+	if want["split"] {
+		fmt.Fprintln(stdout, "== split of a replicated shard")
+		cfg := clusterbench.SplitConfig{Strategies: strategies, ParentSize: parent, Runs: *runs,
+			Load: clusterbench.LoadConfig{Rate: *rate, Writers: *writers, Duration: *duration}}
+		if res.Split, err = clusterbench.Split(ctx, c, cfg, progress); err != nil {
+			fmt.Fprintf(stderr, "splitdemo clusterbench: split: %v\n", err)
+			return exitFail
+		}
+	}
 	js, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.WriteFile(filepath.Join(*out, "clusterbench.json"), js, 0o644); err != nil {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
 	}
-	report := clusterbenchReport(res, load, *runs, *only)
+	report := clusterbenchReport(res, load, *runs, reproduceClusterbench(fs, *runs, *only))
 	if err := os.WriteFile(filepath.Join(*out, "clusterbench.md"), []byte(report), 0o644); err != nil {
 		fmt.Fprintf(stderr, "splitdemo clusterbench: %v\n", err)
 		return exitFail
@@ -190,7 +237,21 @@ func spread(xs []float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", s[len(s)/2], s[0], s[len(s)-1])
 }
 
-func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int, only string) string {
+// reproduceClusterbench is the command line that measures the same: the
+// flags given (but --out and --profile), with --runs and --only always.
+func reproduceClusterbench(fs *flag.FlagSet, runs int, only string) string {
+	s := fmt.Sprintf("go run ./cmd/splitdemo clusterbench --runs %d --only %s", runs, only)
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "runs", "only", "out", "profile", "log-level":
+		default:
+			s += fmt.Sprintf(" --%s %s", f.Name, f.Value)
+		}
+	})
+	return s
+}
+
+func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, runs int, reproduce string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# clusterbench: 3 serve processes on this machine, %d runs each\n\n", runs)
 	if len(res.Cost) > 0 {
@@ -244,6 +305,28 @@ func clusterbenchReport(res clusterbenchResult, load clusterbench.LoadConfig, ru
 			"its files copied and synced on this disk in %s s, %s MiB/s.\n\n", spread(mib, "%.0f"), spread(took, "%.1f"), spread(rate, "%.1f"),
 			spread(cp, "%.1f"), spread(raw, "%.1f"))
 	}
-	fmt.Fprintf(&b, "Reproduce: `go run ./cmd/splitdemo clusterbench --runs %d --only %s`.\n", runs, only)
+	if len(res.Split) > 0 {
+		b.WriteString(clusterbench.SplitReport(res.Split))
+	}
+	fmt.Fprintf(&b, "Reproduce: `%s`.\n", reproduce)
 	return b.String()
+}
+
+// parseByteSize reads a size in bytes, or with a KiB, MiB or GiB suffix.
+func parseByteSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("not a size: %q", s)
+	}
+	return n * mult, nil
 }

@@ -37,10 +37,15 @@ The questions (see findings.md for the full text):
   5 the cost after the handoff    11 scale: 100 MiB to 4 GiB
   6 partition vs hash-range       12 one document per _id in a
     children                         shard, and its cost
+                                  13 a replicated split across
+                                     processes (3 serve processes)
 
 The full set takes up to an hour and needs a few GiB of scratch disk
 ($TMPDIR); --big adds a 4 GiB parent to question 11 (about 15 minutes and
-5 GiB more). --quick runs tiny data and 2 runs per timing in a few minutes: a
+5 GiB more). Question 13 starts three serve processes of this binary on
+loopback and splits a 1 GiB replicated parent 5 times: on a loaded 2-core
+machine its peer recoveries alone can take most of an hour. --quick runs tiny
+data and 2 runs per timing in a few minutes: a
 smoke test (CI runs it), not numbers to quote. Progress goes to stderr;
 Ctrl-C stops after the step in progress and still writes what ran.
 

@@ -40,8 +40,8 @@ func TestQuestionsAreNumberedInOrder(t *testing.T) {
 		}
 		seen[q.Slug] = true
 	}
-	if n := len(Questions()); n != 12 {
-		t.Errorf("%d questions, want 12", n)
+	if n := len(Questions()); n != 13 {
+		t.Errorf("%d questions, want 13", n)
 	}
 }
 

@@ -16,5 +16,6 @@ func Questions() []Question {
 		mergeQuestion,
 		scaleQuestion,
 		idIndexQuestion,
+		replicatedQuestion,
 	}
 }

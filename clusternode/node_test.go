@@ -33,6 +33,9 @@ type world struct {
 	// cluster state stays where it is.
 	deaf map[string]bool
 	held []transport.Message // lagging messages, sent again next round unless their sender crashed
+	// hold, when set, keeps back the messages it matches (sent again next
+	// round, as lagging ones): a test's precise delay.
+	hold func(m transport.Message) bool
 	// delivered counts the messages delivered, by kind.
 	delivered map[string]int
 }
@@ -107,6 +110,10 @@ func (w *world) round() {
 			continue
 		}
 		if w.deaf[m.To] && strings.HasPrefix(m.Kind, "cm/") {
+			w.held = append(w.held, m)
+			continue
+		}
+		if w.hold != nil && w.hold(m) {
 			w.held = append(w.held, m)
 			continue
 		}

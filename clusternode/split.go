@@ -179,6 +179,15 @@ func (n *Node) buildChildReplica(a assigned, parent routing.ShardID, cut int64) 
 		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false, "no replica of the parent on this node")
 		return
 	}
+	if term := a.index.PrimaryTerms[parent]; plc.c.Term() < term {
+		// The replica has not heard the parent's current primary yet: a
+		// primary promoted since the replica's last operation undoes, in
+		// its first request, what the replica holds above its own local
+		// checkpoint (never acknowledged). Built now, the child would keep
+		// those operations and be streamed only what follows them; the
+		// parent primary fails the replica if it never answers.
+		return
+	}
 	if lcp := plc.store.LocalCheckpoint(); lcp < cut {
 		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false,
 			fmt.Sprintf("the parent's replica holds up to [%d], below the split's cut [%d]", lcp, cut))

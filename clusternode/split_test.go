@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/replication"
+	"github.com/shardsplit/shardsplit/transport"
 )
 
 // load writes documents of new ids through every live node, a few each
@@ -715,5 +716,113 @@ func BenchmarkReplicaSplitStrategies(b *testing.B) {
 			b.ReportMetric(toGreen/n, "rounds-to-green")
 			b.ReportMetric(oneCopy/n, "rounds-one-copy")
 		})
+	}
+}
+
+// replicateTo matches the replication requests addressed to copy aid.
+func replicateTo(aid string) func(m transport.Message) bool {
+	return func(m transport.Message) bool {
+		if m.Kind != replication.KindReplicate {
+			return false
+		}
+		_, target, err := replication.Addressee(m)
+		return err == nil && target == aid
+	}
+}
+
+// parentCopyLCP returns the local checkpoint of node's copy of shard 0 of
+// logs.
+func (w *world) parentCopyLCP(node string) int64 {
+	im := w.any().State().Indices["logs"]
+	lc := w.nodes[node].n.copies[copyKey{index: im.UUID, shard: 0}]
+	if lc == nil || lc.store == nil {
+		return -2
+	}
+	return lc.store.LocalCheckpoint()
+}
+
+// TestALocalChildReplicaIsNotBuiltFromOperationsTheNewPrimaryUndoes: a
+// parent replica holds operations that the primary promoted when the old
+// one's node crashed never had (they were never acknowledged), and has not
+// yet heard that primary undo them when a local split's cut commits. A
+// child replica built from it then would keep those operations and be
+// streamed only what follows them, missing the new primary's writes at the
+// same sequence numbers: it waits until its parent replica is in the
+// current primary's term (which undid them).
+func TestALocalChildReplicaIsNotBuiltFromOperationsTheNewPrimaryUndoes(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	err := do(w, "n1", func(n *Node, done func(error)) {
+		n.CreateIndex("logs", map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "2",
+			"index.number_of_routing_shards": "8", cluster.SettingReplicaSplit: cluster.StrategyLocal}, nil, 0, done)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 10 })
+	w.runUntil(300, "writes answered", func() bool { return l.inflight == 0 })
+	im := w.any().State().Indices["logs"]
+	old := primaryNode(im, 0)
+	aids := map[string]string{}
+	var replicaNodes []string
+	for _, c := range im.Copies[0] {
+		aids[c.Node] = c.AllocationID
+		if !c.Primary {
+			replicaNodes = append(replicaNodes, c.Node)
+		}
+	}
+	slices.Sort(replicaNodes)
+	promoted, other := replicaNodes[0], replicaNodes[1] // the allocator promotes the lowest node name
+	// Writes that reach one replica only: never acknowledged.
+	w.hold = replicateTo(aids[promoted])
+	for i := range 3 {
+		w.nodes[old].n.IndexDoc("logs", fmt.Sprint("ghost", i), "", []byte("g"), false, func(DocResult, error) {})
+	}
+	w.runUntil(20, "a replica ahead of the other", func() bool { return w.parentCopyLCP(other) > w.parentCopyLCP(promoted) })
+	// The new primary's undo does not reach the replica ahead yet.
+	w.hold = replicateTo(aids[other])
+	w.crash(old)
+	w.runUntil(300, "a replica promoted", func() bool {
+		st := w.nodes[promoted].n.State()
+		return primaryNode(st.Indices["logs"], 0) == promoted
+	})
+	if err := do(w, promoted, func(n *Node, done func(error)) { n.UpdateReplicas("logs", 1, done) }); err != nil {
+		t.Fatal(err)
+	}
+	w.runUntil(20, "every parent copy active", func() bool {
+		cs := w.any().State().Indices["logs"].Copies[0]
+		return len(cs) == 2 && cs[0].Active() && cs[1].Active()
+	})
+	if err := do(w, promoted, func(n *Node, done func(error)) { n.SplitShard("logs", 0, 2, done) }); err != nil {
+		t.Fatalf("split: %v", err)
+	}
+	w.runUntil(12, "the cut committed", func() bool {
+		sp, ok := w.nodes[other].n.State().Indices["logs"].Splits[0]
+		return ok && sp.Cut != nil
+	})
+	for range 3 {
+		w.round()
+	}
+	w.hold = nil
+	l.runWriting(1500, "the split handed off and green", func() bool {
+		return w.handedOff("logs") && w.health("logs") == cluster.Green
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	l.check(promoted)
+	for range 100 {
+		if w.copiesEqual("logs") == nil {
+			break
+		}
+		w.round()
+	}
+	if err := w.copiesEqual("logs"); err != nil {
+		t.Fatalf("after a local split whose parent replica held undone operations at its cut: %v", err)
+	}
+	for i := range 3 {
+		if g := w.get(promoted, "logs", fmt.Sprint("ghost", i)); g.found {
+			t.Fatalf("ghost%d, never acknowledged and undone by the new primary, reads %+v", i, g)
+		}
 	}
 }

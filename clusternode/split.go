@@ -378,6 +378,7 @@ func (n *Node) tickSplits() {
 			delete(n.handoffs, k)
 			continue
 		}
+		n.dropStrayFollowers(plc, im, sp)
 		if sp.Strategy == cluster.StrategyLocal && !n.agreeCut(k, plc, im, sp) {
 			continue
 		}
@@ -416,6 +417,30 @@ func (n *Node) tickSplits() {
 			}
 		}
 		n.driveHandoff(k, plc, im, sp)
+	}
+}
+
+// dropStrayFollowers stops a parent primary streaming to followers that
+// are no copy of its split's children in the state: a cancelled split's,
+// when a cancel and a new split of the same shard (the same child ids)
+// were applied between two ticks. endFollowedSplit ends them when this
+// node removes a child copy of its own, but under local a child replica
+// built on another node follows as soon as it asks, possibly before this
+// node built any child copy (its state lagged the cut): nothing is removed
+// here, and the follower, gone for good, would keep the new split from
+// ever handing off and, once writes blocked, every write from being
+// acknowledged.
+func (n *Node) dropStrayFollowers(plc *localCopy, im *cluster.IndexMeta, sp cluster.ShardSplit) {
+	for _, aid := range sortedKeys(plc.c.Followers()) {
+		ours := false
+		for _, ch := range sp.Children {
+			ours = ours || slices.ContainsFunc(im.Copies[ch], func(c cluster.ShardCopy) bool { return c.AllocationID == aid })
+		}
+		if !ours {
+			n.log.Info("split: the parent stops following a copy its split does not have", zap.String("index", im.Name),
+				zap.String("allocation_id", aid))
+			plc.c.StopFollowing(aid)
+		}
 	}
 }
 

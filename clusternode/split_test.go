@@ -826,3 +826,70 @@ func TestALocalChildReplicaIsNotBuiltFromOperationsTheNewPrimaryUndoes(t *testin
 		}
 	}
 }
+
+// TestALocalSplitCancelledAndBegunAgainBeforeTheParentBuiltItsChildrenHandsOff:
+// under local, a child replica built on another node follows the parent
+// primary as soon as it asks, which may be before the parent primary's
+// node built any child primary of its own (its state lags). That node then
+// applies a cancel and a new split of the same shard between two ticks:
+// no child copy of its own is removed, yet the cancelled split's follower
+// is gone for good and must not hold the new split's hand-off (and, once
+// writes blocked, their acknowledgements) forever.
+func TestALocalSplitCancelledAndBegunAgainBeforeTheParentBuiltItsChildrenHandsOff(t *testing.T) {
+	w := newWorld(t, 2, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittableWith("n1", "logs", cluster.StrategyLocal)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+	w.runUntil(300, "writes answered", func() bool { return l.pending() == 0 })
+	parent := primaryNode(w.any().State().Indices["logs"], 0)
+	other := ""
+	for _, name := range w.names {
+		if name != parent && name != leaderNode(w) {
+			other = name
+		}
+	}
+	if leaderNode(w) == parent || other == "" {
+		t.Fatalf("the parent primary's node %s leads: this seed does not set the stage", parent)
+	}
+	pn := w.nodes[parent].n
+	w.nodes[other].n.SplitShard("logs", 0, 2, func(error) {})
+	w.runUntil(20, "the split begun on the parent's node", func() bool { return len(pn.State().Indices["logs"].Splits) > 0 })
+	// The parent's node hears nothing more of the cluster manager: the cut
+	// commits without it.
+	w.deaf = map[string]bool{parent: true}
+	var replicaNode string
+	w.runUntil(20, "a child replica built and followed", func() bool {
+		replicaNode = builtChildReplicaNode(w)
+		return replicaNode != "" && len(pn.copies[copyKey{index: pn.State().Indices["logs"].UUID, shard: 0}].c.Followers()) > 0
+	})
+	im := pn.State().Indices["logs"]
+	for _, ch := range im.Splits[0].Children {
+		if pn.copies[copyKey{index: im.UUID, shard: ch}] != nil {
+			t.Fatalf("the parent's node built child %d with no cut in its state", ch)
+		}
+	}
+	cancelled, began := false, false
+	w.nodes[other].n.propose(cluster.Task{SplitCancel: &cluster.SplitCancel{Index: "logs", Shard: 0, Reason: "test"}},
+		func(err error) {
+			if err != nil {
+				t.Errorf("cancel: %v", err)
+			}
+			cancelled = true
+			w.nodes[other].n.SplitShard("logs", 0, 2, func(err error) {
+				if err != nil {
+					t.Errorf("split again: %v", err)
+				}
+				began = true
+			})
+		})
+	w.runUntil(20, "cancelled and begun again", func() bool { return cancelled && began })
+	w.deaf = nil
+	l.runWriting(1500, "the new split handed off and green", func() bool {
+		return w.handedOff("logs") && w.health("logs") == cluster.Green
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	l.check(w.live()[0].name)
+	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}

@@ -193,7 +193,7 @@ func Open(cfg Config) (*Node, error) {
 			return copies
 		},
 		ClusterName: cfg.ClusterName, Seeds: cfg.Seeds, InitialManagers: cfg.InitialManagers, KV: kv,
-		Transport: cfg.Transport, Logger: n.log, NewClusterUUID: n.uuid, Rand: cfg.Rand,
+		Transport: countSent(cfg.Transport, &n.sent), Logger: n.log, NewClusterUUID: n.uuid, Rand: cfg.Rand,
 		ElectionTicks: cfg.ElectionTicks, FollowerCheckTicks: cfg.FollowerCheckTicks,
 	})
 	if err != nil {
@@ -370,6 +370,40 @@ func (b *TransportBytes) count(m transport.Message) {
 		b.Other += int64(len(m.Body))
 	}
 }
+
+// countSent wraps the cluster manager's transport so that what it sends
+// is counted with the node's own messages (as Other): TransportStats
+// counts every message a node sends. A transport that knows Reachability
+// keeps it visible to the manager.
+func countSent(t coordination.Transport, sent *TransportBytes) coordination.Transport {
+	c := countingTransport{Transport: t, sent: sent}
+	if r, ok := t.(coordination.Reachability); ok {
+		return countingReachableTransport{countingTransport: c, r: r}
+	}
+	return c
+}
+
+type countingTransport struct {
+	coordination.Transport
+	sent *TransportBytes
+}
+
+func (t countingTransport) Send(m transport.Message) {
+	t.sent.count(m)
+	t.Transport.Send(m)
+}
+
+func (t countingTransport) SendAddr(addr string, m transport.Message) {
+	t.sent.count(m)
+	t.Transport.SendAddr(addr, m)
+}
+
+type countingReachableTransport struct {
+	countingTransport
+	r coordination.Reachability
+}
+
+func (t countingReachableTransport) Unreachable(name string) bool { return t.r.Unreachable(name) }
 
 // Add returns the sum of two counts.
 func (b TransportBytes) Add(o TransportBytes) TransportBytes {

@@ -505,3 +505,17 @@ func TestACopyOfANodeDeclaredLeftWhileRunningKeepsItsFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestANodesSentBytesCountTheClusterManagersMessages: what a node reports
+// it sent (transport.tx_size_in_bytes) is every message body it sent to
+// another node, the cluster manager's elections, joins and state
+// publications too (TransportStats counts every message).
+func TestANodesSentBytesCountTheClusterManagersMessages(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	for _, wn := range w.live() {
+		if got := wn.n.SentBytes(); got.Other == 0 || got.Recovery != 0 || got.Replication != 0 {
+			t.Fatalf("%s, with no index, sent %+v while the cluster formed", wn.name, got)
+		}
+	}
+}

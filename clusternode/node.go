@@ -118,6 +118,9 @@ type Node struct {
 	handoffs map[copyKey]*handoff
 
 	applied *cluster.State // the state the applier last acted on
+	// swept: the copies on disk of shards gone from their index were
+	// deleted (sweepGoneShards), once this incarnation is a member.
+	swept bool
 
 	// deferredStarts are recovery requests for copies of a newer state
 	// than the one applied, taken again once a state is (startChildSource).

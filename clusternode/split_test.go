@@ -3,6 +3,7 @@ package clusternode
 import (
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -892,4 +893,42 @@ func TestALocalSplitCancelledAndBegunAgainBeforeTheParentBuiltItsChildrenHandsOf
 	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
 	l.check(w.live()[0].name)
 	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}
+
+// TestAChildCopyOnTheDiskOfANodeThatCrashedDuringASplitIsDeletedOnceTheSplitRolledBack:
+// a node crashes after it built a child copy from its own parent copy; the
+// split rolls back while it is away, so no state it acts on after it
+// rejoins has that child. Its directory (hard links to the parent's
+// tables) is deleted, as a cancelled child's is on a running node.
+func TestAChildCopyOnTheDiskOfANodeThatCrashedDuringASplitIsDeletedOnceTheSplitRolledBack(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittableWith("n1", "logs", cluster.StrategyLocal)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	l.runWriting(600, "a child replica built", func() bool { return builtChildReplicaNode(w) != "" })
+	victim := builtChildReplicaNode(w)
+	uuid := w.any().State().Indices["logs"].UUID
+	w.crash(victim)
+	l.rounds(30)
+	w.start(victim)
+	l.runWriting(1500, "green with no split running", func() bool {
+		return w.health("logs") == cluster.Green && !w.splitting("logs")
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	if w.handedOff("logs") {
+		t.Fatal("the split handed off though a child copy's node crashed before")
+	}
+	dirs, err := w.nodes[victim].n.cfg.FS.List(filepath.Join("/data", "indices", uuid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d != "0" && d != "recovery" {
+			t.Fatalf("%s keeps %s of a cancelled child on disk (its index dir holds %v)", victim, d, dirs)
+		}
+	}
+	l.check(w.live()[0].name)
 }

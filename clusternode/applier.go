@@ -117,6 +117,38 @@ func writeCopyMeta(fs storage.FS, dir string, m copyMeta) error {
 	return storage.WriteFileAtomicIn(fs, dir, copyMetaFile, data)
 }
 
+// sweepGoneShards deletes the copies on this node's disk whose shard is
+// no longer in its index: a cancelled split's child, or a handed-off
+// split's parent, left behind by a crash before this node applied the
+// cancel or the hand-off (a running node deletes them then, removeCopy).
+// st is a state with this incarnation's join, so newer than anything the
+// node acted on before it restarted: a shard gone from it never comes
+// back (a new split of the same shard builds its children afresh). The
+// join dropped these copies already (cluster's diskCopies); copies of
+// shards the index still has are kept, assigned here or not.
+func (n *Node) sweepGoneShards(st *cluster.State) {
+	disk, err := n.scanCopies()
+	if err != nil {
+		n.log.Warn("list the copies on disk", zap.Error(err))
+		return
+	}
+	for _, c := range disk {
+		im := indexByUUID(st, c.IndexUUID)
+		k := copyKey{index: c.IndexUUID, shard: c.Shard}
+		if im == nil || n.copies[k] != nil {
+			continue
+		}
+		if _, ok := im.Copies[c.Shard]; ok {
+			continue
+		}
+		n.log.Info("deleting a copy of a shard its index no longer has", zap.String("index", im.Name),
+			zap.Int("shard", int(c.Shard)), zap.String("allocation_id", c.AllocationID))
+		if err := n.wipe(k); err != nil {
+			n.log.Warn("delete a copy of a gone shard", zap.Error(err))
+		}
+	}
+}
+
 // wipe removes whatever a copy's directory holds.
 func (n *Node) wipe(k copyKey) error {
 	return n.cfg.FS.RemoveAll(n.copyDir(k))
@@ -164,6 +196,10 @@ func (n *Node) reconcile(st *cluster.State) {
 	me, ok := st.Nodes[n.cfg.Name]
 	if !ok || me.EphemeralID != n.ephemeral {
 		return // not (yet) a member under this incarnation
+	}
+	if !n.swept {
+		n.swept = true
+		n.sweepGoneShards(st)
 	}
 	want := map[copyKey]assigned{}
 	for _, name := range sortedKeys(st.Indices) {

@@ -119,6 +119,9 @@ type Node struct {
 	stats    nodeStats
 
 	applied *cluster.State // the state the applier last acted on
+	// swept: the copies on disk of shards gone from their index were
+	// deleted (sweepGoneShards), once this incarnation is a member.
+	swept bool
 
 	// deferredStarts are recovery requests for copies of a newer state
 	// than the one applied, taken again once a state is (startChildSource).
@@ -190,7 +193,7 @@ func Open(cfg Config) (*Node, error) {
 			return copies
 		},
 		ClusterName: cfg.ClusterName, Seeds: cfg.Seeds, InitialManagers: cfg.InitialManagers, KV: kv,
-		Transport: cfg.Transport, Logger: n.log, NewClusterUUID: n.uuid, Rand: cfg.Rand,
+		Transport: countSent(cfg.Transport, &n.stats), Logger: n.log, NewClusterUUID: n.uuid, Rand: cfg.Rand,
 		ElectionTicks: cfg.ElectionTicks, FollowerCheckTicks: cfg.FollowerCheckTicks,
 	})
 	if err != nil {
@@ -345,6 +348,40 @@ func (n *Node) send(node, kind string, body any) {
 	n.stats.sent(kind, len(m.Body))
 	n.cfg.Transport.Send(m)
 }
+
+// countSent wraps the cluster manager's transport so that what it sends
+// is counted with the node's own messages (as Other): TransportStats
+// counts every message a node sends. A transport that knows Reachability
+// keeps it visible to the manager.
+func countSent(t coordination.Transport, sent *nodeStats) coordination.Transport {
+	c := countingTransport{Transport: t, sent: sent}
+	if r, ok := t.(coordination.Reachability); ok {
+		return countingReachableTransport{countingTransport: c, r: r}
+	}
+	return c
+}
+
+type countingTransport struct {
+	coordination.Transport
+	sent *nodeStats
+}
+
+func (t countingTransport) Send(m transport.Message) {
+	t.sent.sent(m.Kind, len(m.Body))
+	t.Transport.Send(m)
+}
+
+func (t countingTransport) SendAddr(addr string, m transport.Message) {
+	t.sent.sent(m.Kind, len(m.Body))
+	t.Transport.SendAddr(addr, m)
+}
+
+type countingReachableTransport struct {
+	countingTransport
+	r coordination.Reachability
+}
+
+func (t countingReachableTransport) Unreachable(name string) bool { return t.r.Unreachable(name) }
 
 // Close closes the node's copies and its KV store. A closed node is not
 // stepped again.

@@ -33,6 +33,9 @@ type world struct {
 	// cluster state stays where it is.
 	deaf map[string]bool
 	held []transport.Message // lagging messages, sent again next round unless their sender crashed
+	// hold, when set, keeps back the messages it matches (sent again next
+	// round, as lagging ones): a test's precise delay.
+	hold func(m transport.Message) bool
 	// delivered counts the messages delivered, by kind.
 	delivered map[string]int
 }
@@ -107,6 +110,10 @@ func (w *world) round() {
 			continue
 		}
 		if w.deaf[m.To] && strings.HasPrefix(m.Kind, "cm/") {
+			w.held = append(w.held, m)
+			continue
+		}
+		if w.hold != nil && w.hold(m) {
 			w.held = append(w.held, m)
 			continue
 		}
@@ -495,6 +502,20 @@ func TestACopyOfANodeDeclaredLeftWhileRunningKeepsItsFiles(t *testing.T) {
 			if g := w.get(other, "logs", id); g.err != nil || !g.found {
 				t.Fatalf("seed %d: acknowledged %s reads %+v after the holder came back", seed, id, g)
 			}
+		}
+	}
+}
+
+// TestANodesSentBytesCountTheClusterManagersMessages: what a node reports
+// it sent (transport.tx_size_in_bytes) is every message body it sent to
+// another node, the cluster manager's elections, joins and state
+// publications too (TransportStats counts every message).
+func TestANodesSentBytesCountTheClusterManagersMessages(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	for _, wn := range w.live() {
+		if got := wn.n.Stats(); got.OtherBytes == 0 || got.RecoveryBytes != 0 || got.ReplicationBytes != 0 || got.MessageBytes != got.OtherBytes {
+			t.Fatalf("%s, with no index, sent %+v while the cluster formed", wn.name, got)
 		}
 	}
 }

@@ -181,6 +181,15 @@ func (n *Node) buildChildReplica(a assigned, parent routing.ShardID, cut int64) 
 		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false, "no replica of the parent on this node")
 		return
 	}
+	if term := a.index.PrimaryTerms[parent]; plc.c.Term() < term {
+		// The replica has not heard the parent's current primary yet: a
+		// primary promoted since the replica's last operation undoes, in
+		// its first request, what the replica holds above its own local
+		// checkpoint (never acknowledged). Built now, the child would keep
+		// those operations and be streamed only what follows them; the
+		// parent primary fails the replica if it never answers.
+		return
+	}
 	if lcp := plc.store.LocalCheckpoint(); lcp < cut {
 		n.failCopy(a.key.shardKey(), a.copy.AllocationID, 0, false,
 			fmt.Sprintf("the parent's replica holds up to [%d], below the split's cut [%d]", lcp, cut))
@@ -374,6 +383,7 @@ func (n *Node) tickSplits() {
 			delete(n.handoffs, k)
 			continue
 		}
+		n.dropStrayFollowers(plc, im, sp)
 		if sp.Strategy == cluster.StrategyLocal && !n.agreeCut(k, plc, im, sp) {
 			continue
 		}
@@ -412,6 +422,30 @@ func (n *Node) tickSplits() {
 			}
 		}
 		n.driveHandoff(k, plc, im, sp)
+	}
+}
+
+// dropStrayFollowers stops a parent primary streaming to followers that
+// are no copy of its split's children in the state: a cancelled split's,
+// when a cancel and a new split of the same shard (the same child ids)
+// were applied between two ticks. endFollowedSplit ends them when this
+// node removes a child copy of its own, but under local a child replica
+// built on another node follows as soon as it asks, possibly before this
+// node built any child copy (its state lagged the cut): nothing is removed
+// here, and the follower, gone for good, would keep the new split from
+// ever handing off and, once writes blocked, every write from being
+// acknowledged.
+func (n *Node) dropStrayFollowers(plc *localCopy, im *cluster.IndexMeta, sp cluster.ShardSplit) {
+	for _, aid := range sortedKeys(plc.c.Followers()) {
+		ours := false
+		for _, ch := range sp.Children {
+			ours = ours || slices.ContainsFunc(im.Copies[ch], func(c cluster.ShardCopy) bool { return c.AllocationID == aid })
+		}
+		if !ours {
+			n.log.Info("split: the parent stops following a copy its split does not have", zap.String("index", im.Name),
+				zap.String("allocation_id", aid))
+			plc.c.StopFollowing(aid)
+		}
 	}
 }
 

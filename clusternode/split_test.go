@@ -3,11 +3,13 @@ package clusternode
 import (
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/replication"
+	"github.com/shardsplit/shardsplit/transport"
 )
 
 // load writes documents of new ids through every live node, a few each
@@ -730,4 +732,217 @@ func BenchmarkReplicaSplitStrategies(b *testing.B) {
 			b.ReportMetric(oneCopy/n, "rounds-one-copy")
 		})
 	}
+}
+
+// replicateTo matches the replication requests addressed to copy aid.
+func replicateTo(aid string) func(m transport.Message) bool {
+	return func(m transport.Message) bool {
+		if m.Kind != replication.KindReplicate {
+			return false
+		}
+		_, target, err := replication.Addressee(m)
+		return err == nil && target == aid
+	}
+}
+
+// parentCopyLCP returns the local checkpoint of node's copy of shard 0 of
+// logs.
+func (w *world) parentCopyLCP(node string) int64 {
+	im := w.any().State().Indices["logs"]
+	lc := w.nodes[node].n.copies[copyKey{index: im.UUID, shard: 0}]
+	if lc == nil || lc.store == nil {
+		return -2
+	}
+	return lc.store.LocalCheckpoint()
+}
+
+// TestALocalChildReplicaIsNotBuiltFromOperationsTheNewPrimaryUndoes: a
+// parent replica holds operations that the primary promoted when the old
+// one's node crashed never had (they were never acknowledged), and has not
+// yet heard that primary undo them when a local split's cut commits. A
+// child replica built from it then would keep those operations and be
+// streamed only what follows them, missing the new primary's writes at the
+// same sequence numbers: it waits until its parent replica is in the
+// current primary's term (which undid them).
+func TestALocalChildReplicaIsNotBuiltFromOperationsTheNewPrimaryUndoes(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	err := do(w, "n1", func(n *Node, done func(error)) {
+		n.CreateIndex("logs", map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "2",
+			"index.number_of_routing_shards": "8", cluster.SettingReplicaSplit: cluster.StrategyLocal}, nil, 0, done)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 10 })
+	w.runUntil(300, "writes answered", func() bool { return l.inflight == 0 })
+	im := w.any().State().Indices["logs"]
+	old := primaryNode(im, 0)
+	aids := map[string]string{}
+	var replicaNodes []string
+	for _, c := range im.Copies[0] {
+		aids[c.Node] = c.AllocationID
+		if !c.Primary {
+			replicaNodes = append(replicaNodes, c.Node)
+		}
+	}
+	slices.Sort(replicaNodes)
+	promoted, other := replicaNodes[0], replicaNodes[1] // the allocator promotes the lowest node name
+	// Writes that reach one replica only: never acknowledged.
+	w.hold = replicateTo(aids[promoted])
+	for i := range 3 {
+		w.nodes[old].n.IndexDoc("logs", fmt.Sprint("ghost", i), "", []byte("g"), false, func(DocResult, error) {})
+	}
+	w.runUntil(20, "a replica ahead of the other", func() bool { return w.parentCopyLCP(other) > w.parentCopyLCP(promoted) })
+	// The new primary's undo does not reach the replica ahead yet.
+	w.hold = replicateTo(aids[other])
+	w.crash(old)
+	w.runUntil(300, "a replica promoted", func() bool {
+		st := w.nodes[promoted].n.State()
+		return primaryNode(st.Indices["logs"], 0) == promoted
+	})
+	if err := do(w, promoted, func(n *Node, done func(error)) { n.UpdateReplicas("logs", 1, done) }); err != nil {
+		t.Fatal(err)
+	}
+	w.runUntil(20, "every parent copy active", func() bool {
+		cs := w.any().State().Indices["logs"].Copies[0]
+		return len(cs) == 2 && cs[0].Active() && cs[1].Active()
+	})
+	if err := do(w, promoted, func(n *Node, done func(error)) { n.SplitShard("logs", 0, 2, done) }); err != nil {
+		t.Fatalf("split: %v", err)
+	}
+	w.runUntil(12, "the cut committed", func() bool {
+		sp, ok := w.nodes[other].n.State().Indices["logs"].Splits[0]
+		return ok && sp.Cut != nil
+	})
+	for range 3 {
+		w.round()
+	}
+	w.hold = nil
+	l.runWriting(1500, "the split handed off and green", func() bool {
+		return w.handedOff("logs") && w.health("logs") == cluster.Green
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	l.check(promoted)
+	for range 100 {
+		if w.copiesEqual("logs") == nil {
+			break
+		}
+		w.round()
+	}
+	if err := w.copiesEqual("logs"); err != nil {
+		t.Fatalf("after a local split whose parent replica held undone operations at its cut: %v", err)
+	}
+	for i := range 3 {
+		if g := w.get(promoted, "logs", fmt.Sprint("ghost", i)); g.found {
+			t.Fatalf("ghost%d, never acknowledged and undone by the new primary, reads %+v", i, g)
+		}
+	}
+}
+
+// TestALocalSplitCancelledAndBegunAgainBeforeTheParentBuiltItsChildrenHandsOff:
+// under local, a child replica built on another node follows the parent
+// primary as soon as it asks, which may be before the parent primary's
+// node built any child primary of its own (its state lags). That node then
+// applies a cancel and a new split of the same shard between two ticks:
+// no child copy of its own is removed, yet the cancelled split's follower
+// is gone for good and must not hold the new split's hand-off (and, once
+// writes blocked, their acknowledgements) forever.
+func TestALocalSplitCancelledAndBegunAgainBeforeTheParentBuiltItsChildrenHandsOff(t *testing.T) {
+	w := newWorld(t, 2, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittableWith("n1", "logs", cluster.StrategyLocal)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+	w.runUntil(300, "writes answered", func() bool { return l.pending() == 0 })
+	parent := primaryNode(w.any().State().Indices["logs"], 0)
+	other := ""
+	for _, name := range w.names {
+		if name != parent && name != leaderNode(w) {
+			other = name
+		}
+	}
+	if leaderNode(w) == parent || other == "" {
+		t.Fatalf("the parent primary's node %s leads: this seed does not set the stage", parent)
+	}
+	pn := w.nodes[parent].n
+	w.nodes[other].n.SplitShard("logs", 0, 2, func(error) {})
+	w.runUntil(20, "the split begun on the parent's node", func() bool { return len(pn.State().Indices["logs"].Splits) > 0 })
+	// The parent's node hears nothing more of the cluster manager: the cut
+	// commits without it.
+	w.deaf = map[string]bool{parent: true}
+	var replicaNode string
+	w.runUntil(20, "a child replica built and followed", func() bool {
+		replicaNode = builtChildReplicaNode(w)
+		return replicaNode != "" && len(pn.copies[copyKey{index: pn.State().Indices["logs"].UUID, shard: 0}].c.Followers()) > 0
+	})
+	im := pn.State().Indices["logs"]
+	for _, ch := range im.Splits[0].Children {
+		if pn.copies[copyKey{index: im.UUID, shard: ch}] != nil {
+			t.Fatalf("the parent's node built child %d with no cut in its state", ch)
+		}
+	}
+	cancelled, began := false, false
+	w.nodes[other].n.propose(cluster.Task{SplitCancel: &cluster.SplitCancel{Index: "logs", Shard: 0, Reason: "test"}},
+		func(err error) {
+			if err != nil {
+				t.Errorf("cancel: %v", err)
+			}
+			cancelled = true
+			w.nodes[other].n.SplitShard("logs", 0, 2, func(err error) {
+				if err != nil {
+					t.Errorf("split again: %v", err)
+				}
+				began = true
+			})
+		})
+	w.runUntil(20, "cancelled and begun again", func() bool { return cancelled && began })
+	w.deaf = nil
+	l.runWriting(1500, "the new split handed off and green", func() bool {
+		return w.handedOff("logs") && w.health("logs") == cluster.Green
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	l.check(w.live()[0].name)
+	w.runUntil(100, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}
+
+// TestAChildCopyOnTheDiskOfANodeThatCrashedDuringASplitIsDeletedOnceTheSplitRolledBack:
+// a node crashes after it built a child copy from its own parent copy; the
+// split rolls back while it is away, so no state it acts on after it
+// rejoins has that child. Its directory (hard links to the parent's
+// tables) is deleted, as a cancelled child's is on a running node.
+func TestAChildCopyOnTheDiskOfANodeThatCrashedDuringASplitIsDeletedOnceTheSplitRolledBack(t *testing.T) {
+	w := newWorld(t, 1, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittableWith("n1", "logs", cluster.StrategyLocal)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	l := newLoad(w, "logs")
+	l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	l.runWriting(600, "a child replica built", func() bool { return builtChildReplicaNode(w) != "" })
+	victim := builtChildReplicaNode(w)
+	uuid := w.any().State().Indices["logs"].UUID
+	w.crash(victim)
+	l.rounds(30)
+	w.start(victim)
+	l.runWriting(1500, "green with no split running", func() bool {
+		return w.health("logs") == cluster.Green && !w.splitting("logs")
+	})
+	w.runUntil(400, "writes answered", func() bool { return l.pending() == 0 })
+	if w.handedOff("logs") {
+		t.Fatal("the split handed off though a child copy's node crashed before")
+	}
+	dirs, err := w.nodes[victim].n.cfg.FS.List(filepath.Join("/data", "indices", uuid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d != "0" && d != "recovery" {
+			t.Fatalf("%s keeps %s of a cancelled child on disk (its index dir holds %v)", victim, d, dirs)
+		}
+	}
+	l.check(w.live()[0].name)
 }

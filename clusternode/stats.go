@@ -17,14 +17,15 @@ import (
 // refused after its hand-off and that went again to a child.
 type Stats struct {
 	// Messages and MessageBytes count the messages this node sent to
-	// other nodes, and their encoded bodies: shard requests, replication
-	// and recovery; not the cluster coordination's own (elections, joins,
-	// cluster-state publication), which its Manager sends itself.
+	// other nodes, and their encoded bodies: shard requests, replication,
+	// recovery and the cluster coordination's own (elections, joins,
+	// cluster-state publication), as TransportStats counts every message.
 	Messages, MessageBytes uint64
 	// RecoveryBytes, ReplicationBytes and OtherBytes divide MessageBytes
 	// by kind of traffic: peer recoveries' files and their control
 	// messages (rec/); a primary's operations to its copies and followers
-	// and their answers (rep/); the rest (shard operations').
+	// and their answers (rep/); the rest (shard operations', the cluster
+	// coordination's).
 	RecoveryBytes, ReplicationBytes, OtherBytes uint64
 	// RecoveryChunks and RecoveryChunkBytes count the file chunks of peer
 	// recoveries this node sent, and their encoded bodies (the file bytes,

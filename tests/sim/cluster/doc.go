@@ -67,8 +67,10 @@
 //     state any live node applied) is open under the state's term, its
 //     global checkpoint is at most the local checkpoint of every copy of
 //     the state's in-sync set that a live node has open.
-//   - The global checkpoint of an in-sync copy never goes down (within one
-//     life of its node: a copy's global checkpoint is not kept on disk).
+//   - The global checkpoint of an in-sync copy never goes down within one
+//     life of its node, closed and opened again on its files or not (a
+//     copy keeps it with its files, durable with its next synced write,
+//     so a crash may take back what was not synced).
 //   - Every acknowledged write is on every in-sync copy, or that copy was
 //     removed by a committed state first: when a primary's node sends a
 //     write's acknowledgement (seen on the network), and when the client

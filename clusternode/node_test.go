@@ -35,6 +35,8 @@ type world struct {
 	held []transport.Message // lagging messages, sent again next round unless their sender crashed
 	// delivered counts the messages delivered, by kind.
 	delivered map[string]int
+	// drop, if set, loses the messages it returns true for.
+	drop func(m transport.Message) bool
 }
 
 type worldNode struct {
@@ -104,6 +106,9 @@ func (w *world) round() {
 	for i := 0; i < 20000 && w.net.Pending() > 0; i++ {
 		m, ok := w.net.Deliver(w.rng.IntN(w.net.Pending()))
 		if !ok {
+			continue
+		}
+		if w.drop != nil && w.drop(m) {
 			continue
 		}
 		if w.deaf[m.To] && strings.HasPrefix(m.Kind, "cm/") {

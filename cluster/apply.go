@@ -559,5 +559,8 @@ func (a *applier) shardFailed(t *ShardFailed) *RefusedError {
 	details := "failed shard on node [" + a.next.Nodes[c.Node].ID + "]: " + t.Reason
 	a.failCopy(t.Index, t.Shard, t.AllocationID,
 		unassignedInfo{reason: ReasonAllocationFailed, details: details, failed: c.FailedAllocations + 1}, t.MarkStale)
+	if t.NotOnDisk {
+		a.dropLocalCopy(c.Node, im.UUID, t.Shard, t.AllocationID)
+	}
 	return nil
 }

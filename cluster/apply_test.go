@@ -472,3 +472,58 @@ func TestPrimaryReopensOnTheCopyThatWasPrimary(t *testing.T) {
 func unassignedCopyForTest(reason string) ShardCopy {
 	return ShardCopy{State: Unassigned, RecoverySource: Peer, UnassignedReason: reason, AllocationStatus: StatusNoAttempt}
 }
+
+// TestAPrimaryItsNodeDoesNotHoldIsNotAllocatedThereAgain: a node reported
+// an in-sync copy on its disk (a join sent before the directory went to
+// another copy), the allocator opened the shard's primary on it, and the
+// node failed it as not on its disk. The cluster forgets that copy among
+// the node's, as OpenSearch's GatewayAllocator drops what it fetched from
+// a node whose shard failed: the primary waits for a valid copy instead of
+// failing on the same node until MaxRetries leaves the shard red, and
+// opens on the other in-sync copy once its node joins.
+func TestAPrimaryItsNodeDoesNotHoldIsNotAllocatedThereAgain(t *testing.T) {
+	s := &State{ClusterName: "c", ClusterUUID: "u", Version: 9, NextAllocation: 2, Nodes: map[string]NodeInfo{}}
+	n1 := node("n1")
+	n1.Copies = []LocalCopy{{IndexUUID: "uuid-i", Shard: 0, AllocationID: AllocationID("u", 0), Primary: true}}
+	s.Nodes["n1"] = n1
+	left := unassignedCopyForTest(ReasonNodeLeft)
+	s.Indices = map[string]*IndexMeta{"i": {
+		Name: "i", UUID: "uuid-i", Settings: map[string]string{}, Shards: 1, Replicas: 1, RoutingShards: 1,
+		PrimaryTerms: map[routing.ShardID]uint64{0: 3},
+		InSync:       map[routing.ShardID][]string{0: slices.Sorted(slices.Values([]string{AllocationID("u", 0), AllocationID("u", 1)}))},
+		Copies: map[routing.ShardID][]ShardCopy{0: {
+			{Primary: true, State: Unassigned, RecoverySource: ExistingStore, UnassignedReason: left.UnassignedReason, AllocationStatus: StatusNoValidShardCopy},
+			left,
+		}},
+		Version: 4,
+	}}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("hand-built state: %v", err)
+	}
+	s = mustApply(t, s, Task{Reroute: &Reroute{}})
+	p := primary(t, s, "i", 0)
+	if p.Node != "n1" || p.AllocationID != AllocationID("u", 0) {
+		t.Fatalf("primary = %+v, want n1's reported copy", p)
+	}
+	for range MaxRetries {
+		p = primary(t, s, "i", 0)
+		if p.State != Initializing {
+			break
+		}
+		s = mustApply(t, s, Task{ShardFailed: &ShardFailed{Index: "i", Shard: 0, AllocationID: p.AllocationID,
+			PrimaryTerm: s.Indices["i"].PrimaryTerms[0], Reason: "the copy on disk is not the one allocated", NotOnDisk: true}})
+		s = mustApply(t, s, Task{Reroute: &Reroute{}})
+	}
+	if _, ok := slices.BinarySearchFunc(s.Nodes["n1"].Copies, LocalCopy{IndexUUID: "uuid-i", Shard: 0}, func(x, y LocalCopy) int { return int(x.Shard) - int(y.Shard) }); ok {
+		t.Errorf("n1's copies on disk = %+v, want the missing copy forgotten", s.Nodes["n1"].Copies)
+	}
+	if p := primary(t, s, "i", 0); p.State != Unassigned || p.AllocationStatus != StatusNoValidShardCopy || p.FailedAllocations != 1 {
+		t.Fatalf("primary after n1 failed it = %+v, want unassigned with no valid copy after one failure", p)
+	}
+	n2 := node("n2")
+	n2.Copies = []LocalCopy{{IndexUUID: "uuid-i", Shard: 0, AllocationID: AllocationID("u", 1)}}
+	s = mustApply(t, s, Task{NodeJoined: &NodeJoined{Node: n2}})
+	if p := primary(t, s, "i", 0); p.Node != "n2" || p.AllocationID != AllocationID("u", 1) || p.RecoverySource != ExistingStore {
+		t.Fatalf("primary once n2 joined = %+v, want n2's in-sync copy reopened", p)
+	}
+}

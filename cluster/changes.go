@@ -164,6 +164,24 @@ func (a *applier) setLocalCopy(node string, lc LocalCopy) {
 	a.next.Nodes[node] = n
 }
 
+// dropLocalCopy forgets the node's copy of a shard on disk if it is aid's.
+func (a *applier) dropLocalCopy(node, uuid string, shard routing.ShardID, aid string) {
+	n, ok := a.next.Nodes[node]
+	if !ok {
+		return
+	}
+	i, found := slices.BinarySearchFunc(n.Copies, LocalCopy{IndexUUID: uuid, Shard: shard}, compareLocalCopy)
+	if !found || n.Copies[i].AllocationID != aid {
+		return
+	}
+	if !a.ownedCopies[node] {
+		n.Copies = slices.Clone(n.Copies)
+		a.ownedCopies[node] = true
+	}
+	n.Copies = slices.Delete(n.Copies, i, i+1)
+	a.next.Nodes[node] = n
+}
+
 // applyChanges brings the in-sync sets and primary terms of the shards this
 // round changed up to date: IndexMetadataUpdater.applyChanges, run once
 // the round's routing is final.

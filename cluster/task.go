@@ -97,6 +97,14 @@ type ShardFailed struct {
 	PrimaryTerm  uint64          `json:"primary_term"`
 	MarkStale    bool            `json:"mark_stale"`
 	Reason       string          `json:"reason,omitempty"`
+	// NotOnDisk: the copy's node does not hold its files (a primary
+	// allocated to a copy the node no longer has). The cluster forgets
+	// that copy among the node's copies on disk, which a join reported
+	// and the allocator chooses a primary from, as OpenSearch's
+	// GatewayAllocator drops what it fetched from a node whose shard
+	// failed and asks the node again: the allocator does not try the
+	// same missing copy until MaxRetries leaves the shard red.
+	NotOnDisk bool `json:"not_on_disk,omitempty"`
 }
 
 // Reroute runs the allocator alone (RerouteService): after a failure left

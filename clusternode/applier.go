@@ -359,7 +359,10 @@ func (n *Node) openPrimary(a assigned) {
 			return
 		}
 	} else if m, ok := readCopyMeta(n.cfg.FS, dir); !ok || m.AllocationID != a.copy.AllocationID {
-		n.failCopy(a.key.shardKey(), a.copy.AllocationID, a.term, false, "the copy on disk is not the one allocated")
+		// The cluster chose a copy this node reported (a join sent
+		// before the directory went to another copy): it forgets it.
+		n.proposeFailed(cluster.ShardFailed{Shard: routing.ShardID(a.key.shard), AllocationID: a.copy.AllocationID,
+			PrimaryTerm: a.term, Reason: "the copy on disk is not the one allocated", NotOnDisk: true}, a.key.shardKey())
 		return
 	}
 	if err := n.cfg.FS.MkdirAll(dir, 0o755); err != nil {
@@ -432,25 +435,31 @@ func (n *Node) proposeStarted(index string, shard routing.ShardID, aid string, t
 // failCopy asks the cluster manager to fail a copy (ShardStateAction),
 // once per copy and term: the manager retries the proposal itself.
 func (n *Node) failCopy(shard replication.ShardKey, aid string, term uint64, markStale bool, reason string) {
-	key := fmt.Sprintf("%s/%d/%v", aid, term, markStale)
+	n.proposeFailed(cluster.ShardFailed{Shard: routing.ShardID(shard.Shard), AllocationID: aid, PrimaryTerm: term,
+		MarkStale: markStale, Reason: reason}, shard)
+}
+
+// proposeFailed proposes f for the copy of shard (its index named from
+// the shard's uuid), once per copy, term and kind of failure.
+func (n *Node) proposeFailed(f cluster.ShardFailed, shard replication.ShardKey) {
+	key := fmt.Sprintf("%s/%d/%v/%v", f.AllocationID, f.PrimaryTerm, f.MarkStale, f.NotOnDisk)
 	if n.failing[key] {
 		return
 	}
 	n.failing[key] = true
 	st := n.mgr.State()
-	index := ""
 	for name, im := range st.Indices {
 		if im.UUID == shard.Index {
-			index = name
+			f.Index = name
 		}
 	}
-	if index == "" {
+	if f.Index == "" {
 		return
 	}
-	n.log.Info("failing a shard copy", zap.String("index", index), zap.Int("shard", shard.Shard),
-		zap.String("allocation_id", aid), zap.Bool("mark_stale", markStale), zap.String("reason", reason))
-	n.mgr.Propose(cluster.Task{ShardFailed: &cluster.ShardFailed{Index: index, Shard: routing.ShardID(shard.Shard),
-		AllocationID: aid, PrimaryTerm: term, MarkStale: markStale, Reason: reason}}, func(coordinationResult) {
+	n.log.Info("failing a shard copy", zap.String("index", f.Index), zap.Int("shard", shard.Shard),
+		zap.String("allocation_id", f.AllocationID), zap.Bool("mark_stale", f.MarkStale), zap.Bool("not_on_disk", f.NotOnDisk),
+		zap.String("reason", f.Reason))
+	n.mgr.Propose(cluster.Task{ShardFailed: &f}, func(coordinationResult) {
 		delete(n.failing, key)
 	})
 }

@@ -38,6 +38,8 @@ type world struct {
 	hold func(m transport.Message) bool
 	// delivered counts the messages delivered, by kind.
 	delivered map[string]int
+	// drop, if set, loses the messages it returns true for.
+	drop func(m transport.Message) bool
 }
 
 type worldNode struct {
@@ -107,6 +109,9 @@ func (w *world) round() {
 	for i := 0; i < 20000 && w.net.Pending() > 0; i++ {
 		m, ok := w.net.Deliver(w.rng.IntN(w.net.Pending()))
 		if !ok {
+			continue
+		}
+		if w.drop != nil && w.drop(m) {
 			continue
 		}
 		if w.deaf[m.To] && strings.HasPrefix(m.Kind, "cm/") {

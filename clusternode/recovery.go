@@ -56,9 +56,17 @@ func (n *Node) askRecovery(lc *localCopy, a assigned) {
 	lc.asked = n.tick
 }
 
-// tickRecovery re-asks for a stalled recovery.
+// tickRecovery re-asks for a stalled recovery, and says again that a
+// recovery's files are open until its source finalizes it.
 func (lc *localCopy) tickRecovery(n *Node) {
-	if lc.c != nil || n.applied == nil {
+	if lc.c != nil {
+		if lc.target != nil && !lc.finalized && n.tick-lc.asked >= askTicks {
+			lc.asked = n.tick
+			lc.target.Opened()
+		}
+		return
+	}
+	if n.applied == nil {
 		return
 	}
 	for _, im := range n.applied.Indices {
@@ -151,7 +159,12 @@ func (n *Node) onRecoveryAtSource(m transport.Message) {
 		return
 	}
 	s := n.sources[id]
-	if s == nil {
+	if s == nil || s.Done() {
+		if m.Kind == replication.KindRecoveryOpened {
+			if err := replication.CancelUnknown(copyEnv{n}, m, "the source runs no such recovery"); err != nil {
+				n.log.Warn("recovery message", zap.String("recovery", id), zap.Error(err))
+			}
+		}
 		return
 	}
 	if err := s.Handle(m); err != nil {
@@ -245,6 +258,7 @@ func (n *Node) openRecovered(lc *localCopy) {
 	lc.c = replication.NewCopy(replication.Config{Shard: lc.key.shardKey(), AllocationID: lc.aid, Node: n.cfg.Name,
 		Store: store, Env: copyEnv{n}, Follow: follow}, term)
 	lc.target.Opened()
+	lc.asked = n.tick
 }
 
 func (n *Node) onReplication(m transport.Message) {

@@ -98,3 +98,35 @@ func TestAFinalizedRecoveryTargetIgnoresALateCancel(t *testing.T) {
 		t.Fatalf("get a on %s after a late cancel: %+v", replica.Node, g)
 	}
 }
+
+// TestARecoveryWhoseOpenedWordAndCancelWereLostStartsOver: a replica's
+// word that it opened a recovery's files is lost, its source gives the
+// silent recovery up, and the cancel is lost too. The target says it
+// opened the files again until it is finalized, and the source's node,
+// which runs no such recovery any more, answers with a cancel: the target
+// starts a new recovery instead of waiting, open and initializing, for
+// ever.
+func TestARecoveryWhoseOpenedWordAndCancelWereLostStartsOver(t *testing.T) {
+	w := newWorld(t, 11, "n1", "n2")
+	w.runUntil(300, "a cluster of two", func() bool { return len(w.any().State().Nodes) == 2 })
+	lost := map[string]int{}
+	w.drop = func(m transport.Message) bool {
+		if m.Kind == replication.KindRecoveryOpened && lost[m.Kind] == 0 || m.Kind == replication.KindRecoveryCancel && lost[m.Kind] == 0 {
+			lost[m.Kind]++
+			return true
+		}
+		// The target's repeated word is lost too while its source has
+		// not given up.
+		return m.Kind == replication.KindRecoveryOpened && lost[replication.KindRecoveryCancel] == 0
+	}
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(1000, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	if lost[replication.KindRecoveryOpened] == 0 || lost[replication.KindRecoveryCancel] == 0 {
+		t.Fatalf("lost %v: the recovery's opened word and its cancel were not both lost", lost)
+	}
+	w.drop = nil
+	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}

@@ -166,6 +166,16 @@ func (p *pebbleStore) SetGlobalCheckpoint(gcp int64) error {
 	return p.s.DropUndo(uint64(gcp + 1))
 }
 
+// GlobalCheckpoint is the shard's undo floor (storage.Shard.DropUndo), in
+// replication's numbering.
+func (p *pebbleStore) GlobalCheckpoint() int64 {
+	floor, ok, err := p.s.UndoFloor()
+	if err != nil || !ok {
+		return replication.NoOpsPerformed
+	}
+	return int64(floor) - 1
+}
+
 func (p *pebbleStore) TrimHistory(seq int64) error {
 	if seq < 0 {
 		return nil

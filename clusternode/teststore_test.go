@@ -149,6 +149,8 @@ func (s *fileStore) Trim(seq int64) error {
 	return s.save()
 }
 
+func (s *fileStore) GlobalCheckpoint() int64 { return s.data.GCP }
+
 func (s *fileStore) SetGlobalCheckpoint(gcp int64) error {
 	s.data.GCP = max(s.data.GCP, gcp)
 	for seq := range s.data.Undo {

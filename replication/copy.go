@@ -257,8 +257,12 @@ func NewCopy(cfg Config, term uint64) *Copy {
 	if cfg.FailTicks == 0 {
 		cfg.FailTicks = 20
 	}
-	return &Copy{cfg: cfg, store: cfg.Store, env: cfg.Env, log: cfg.Env.Logger(), term: term, gcp: NoOpsPerformed,
-		storedGCP: NoOpsPerformed, trimmedTo: NoOpsPerformed}
+	// The global checkpoint the store recorded: a copy's knowledge of it
+	// never goes back while its files are kept (ReplicationTracker only
+	// advances it). It is at most the local checkpoint.
+	gcp := max(min(cfg.Store.GlobalCheckpoint(), cfg.Store.LocalCheckpoint()), NoOpsPerformed)
+	return &Copy{cfg: cfg, store: cfg.Store, env: cfg.Env, log: cfg.Env.Logger(), term: term, gcp: gcp,
+		storedGCP: gcp, trimmedTo: NoOpsPerformed}
 }
 
 // AllocationID returns the copy's allocation id.
@@ -870,6 +874,16 @@ func (c *Copy) Tick() {
 			}
 		}
 		return
+	}
+	if c.gcp > c.storedGCP {
+		// The primary's own, kept with its files too: opened again
+		// (its node back, or its shard's only valid copy), it does not
+		// start over from NoOpsPerformed below the history it trimmed.
+		if err := c.store.SetGlobalCheckpoint(c.gcp); err != nil {
+			c.log.Warn("record global checkpoint", zap.Error(err))
+		} else {
+			c.storedGCP = c.gcp
+		}
 	}
 	lcp := c.store.LocalCheckpoint()
 	fgcp := c.followersGCP(c.gcp)

@@ -700,3 +700,32 @@ func TestALostGlobalCheckpointSyncIsSentAgain(t *testing.T) {
 		t.Fatalf("the replica's global checkpoint is %d, the primary's %d", got, want)
 	}
 }
+
+// A copy closed and opened again on its files (its node took it back, or
+// it became its shard's only valid copy) knows the global checkpoint it
+// knew: a copy's global checkpoint never goes back while its files are
+// kept, primary and replica alike.
+func TestACopyOpenedAgainOnItsStoreKeepsItsGlobalCheckpoint(t *testing.T) {
+	g := newGroup(t, 9, "n1", "n2", "n3")
+	for i := range 4 {
+		g.write("n1", fmt.Sprint("d", i), "v")
+	}
+	g.run(3) // the replicas hear the global checkpoint and every copy ticks
+	for _, n := range []string{"n1", "n2", "n3"} {
+		before := g.copies[n].GlobalCheckpoint()
+		if before != 3 {
+			t.Fatalf("%s: global checkpoint after 4 replicated writes = %d, want 3", n, before)
+		}
+		again := NewCopy(Config{Shard: g.shard, AllocationID: "a-" + n, Node: n, Store: g.stores[n],
+			Env: groupEnv{g: g, node: n}}, 2)
+		if got := again.GlobalCheckpoint(); got != before {
+			t.Fatalf("%s: copy opened again on its store has global checkpoint %d, want %d", n, got, before)
+		}
+		if n == "n1" {
+			again.Promote(2)
+			if got := again.GlobalCheckpoint(); got != before {
+				t.Fatalf("%s: reopened primary's global checkpoint = %d, want %d", n, got, before)
+			}
+		}
+	}
+}

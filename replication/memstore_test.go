@@ -98,6 +98,8 @@ func (s *memStore) SetGlobalCheckpoint(gcp int64) error {
 	return nil
 }
 
+func (s *memStore) GlobalCheckpoint() int64 { return s.gcp }
+
 func (s *memStore) TrimHistory(seq int64) error {
 	s.history = slices.DeleteFunc(s.history, func(op Op) bool { return op.Seq <= seq })
 	return nil

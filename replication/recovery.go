@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/transport"
 )
 
 // Message kinds of peer recovery (RecoverySourceHandler and
@@ -249,10 +250,13 @@ func (s *Source) OnAck(a recoveryAck) {
 // it is tracked, and the history above the checkpoint reaches it through
 // the ordinary stream (recovery's phase 2).
 func (s *Source) OnOpened(o recoveryOpened) {
-	if s.done || s.opened {
+	if s.done {
 		return
 	}
-	s.heard = s.tick
+	s.heard = s.tick // the target says it again until finalized
+	if s.opened {
+		return
+	}
 	s.opened = true
 	// The target has every file: a chunk whose acknowledgement is still
 	// missing is not sent again (its checkpoint is deleted below).
@@ -459,8 +463,24 @@ func (t *Target) syncDir() error {
 	return err
 }
 
+// CancelUnknown answers a target's word that it opened the files of the
+// recovery m names, when its source runs no such recovery (it ended, its
+// cancel was lost, or the source's node restarted): the target is told to
+// give it up and asks for a new one, instead of waiting, open, for a
+// finalize that never comes (OpenSearch's target fails a recovery whose
+// source answers with an error).
+func CancelUnknown(env Env, m transport.Message, reason string) error {
+	a, err := peek(m)
+	if err != nil {
+		return err
+	}
+	env.Send(m.From, KindRecoveryCancel, recoveryCancel{Shard: a.Shard, ID: a.ID, Reason: reason})
+	return nil
+}
+
 // Opened tells the source the files are open at the checkpoint's local
-// checkpoint.
+// checkpoint. The node says it again until the source finalizes the
+// recovery: the word may be lost.
 func (t *Target) Opened() {
 	t.env.Send(t.source, KindRecoveryOpened, recoveryOpened{Shard: t.shard, ID: t.id, LCP: t.lcp})
 }

@@ -47,7 +47,14 @@ type Store interface {
 	Trim(seq int64) error
 	// SetGlobalCheckpoint records the global checkpoint: no copy will be
 	// asked to undo an operation at or below it, so its undo record goes.
+	// The record is kept with the copy (OpenSearch's translog checkpoint
+	// carries the global checkpoint) and durable with its next durable
+	// Apply.
 	SetGlobalCheckpoint(gcp int64) error
+	// GlobalCheckpoint returns the global checkpoint last recorded, or
+	// NoOpsPerformed: a copy opened again starts from it, as OpenSearch's
+	// IndexShard reads it back from the translog on opening its engine.
+	GlobalCheckpoint() int64
 	// TrimHistory drops retained operations at or below seq: no copy
 	// will be sent them again.
 	TrimHistory(seq int64) error

@@ -162,21 +162,52 @@ func (s *Shard) Undo(seq uint64) error {
 	return nil
 }
 
-// DropUndo deletes the undo records at or below seq: those operations
-// will never be taken back.
+// metaUndoFloor records the highest sequence number DropUndo was given:
+// no operation at or below it will be taken back (replication's global
+// checkpoint, kept with the copy as OpenSearch's translog checkpoint keeps
+// it).
+const metaUndoFloor byte = 'g'
+
+// DropUndo deletes the undo records at or below seq and records seq as
+// the shard's undo floor (UndoFloor): those operations will never be
+// taken back. The record is durable with the shard's next synced write.
 func (s *Shard) DropUndo(seq uint64) error {
-	return s.deleteRange(undoKey(s.id, 0), undoKey(s.id, seq+1))
+	return s.deleteRange(undoKey(s.id, 0), undoKey(s.id, seq+1), func(b *pebble.Batch) {
+		_ = b.Set(metaKey(metaUndoFloor, s.id), binary.BigEndian.AppendUint64(nil, seq), nil)
+	})
+}
+
+// UndoFloor returns the last sequence number DropUndo recorded, and
+// whether there is one.
+func (s *Shard) UndoFloor() (uint64, bool, error) {
+	if s.closed.Load() || !s.st.enter() {
+		return 0, false, ErrShardClosed
+	}
+	defer s.st.exit()
+	v, c, err := s.st.db.Get(metaKey(metaUndoFloor, s.id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("storage: shard %d: read the undo floor: %w", s.id, err)
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("storage: shard %d: undo floor: %w", s.id, errCorruptValue)
+	}
+	return binary.BigEndian.Uint64(v), true, nil
 }
 
 // TrimLogTo deletes the history at or below seq.
 func (s *Shard) TrimLogTo(seq uint64) error {
-	return s.deleteRange(logKey(nil, s.id, 0), logKey(nil, s.id, seq+1))
+	return s.deleteRange(logKey(nil, s.id, 0), logKey(nil, s.id, seq+1), nil)
 }
 
 // deleteRange deletes [lo, hi) of the shard's undo records or operation
-// log: keys no split's child copies, so the retained history (history.go)
-// notes the batch without operations.
-func (s *Shard) deleteRange(lo, hi []byte) error {
+// log, with what also (if not nil) adds to the batch: keys no split's
+// child copies, so the retained history (history.go) notes the batch
+// without operations.
+func (s *Shard) deleteRange(lo, hi []byte, also func(*pebble.Batch)) error {
 	if s.closed.Load() || !s.st.enter() {
 		return ErrShardClosed
 	}
@@ -184,6 +215,9 @@ func (s *Shard) deleteRange(lo, hi []byte) error {
 	b := s.st.db.NewBatch()
 	defer b.Close()
 	_ = b.DeleteRange(lo, hi, nil)
+	if also != nil {
+		also(b)
+	}
 	if err := s.st.db.Apply(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("storage: shard %d: delete range: %w", s.id, err)
 	}

@@ -51,6 +51,35 @@ func TestUndoTakesBackReplicatedOperationsToTheGivenPoint(t *testing.T) {
 	}
 }
 
+// TestTheUndoFloorIsKeptWithTheShard: the point DropUndo was given (a
+// copy's global checkpoint) is read back once the engine is opened again
+// on the same files, and only goes up.
+func TestTheUndoFloorIsKeptWithTheShard(t *testing.T) {
+	fs := vfs.NewMem()
+	e := openTestEngine(t, fs, LayoutPerShard)
+	s := openShard(t, e, 0, 0, routing.Span{Start: 0, End: 1 << 32})
+	if _, ok, err := s.UndoFloor(); ok || err != nil {
+		t.Fatalf("UndoFloor of a new shard = _, %v, %v; want none", ok, err)
+	}
+	entries := []LogEntry{{Seq: 1, Op: Op{Kind: OpIndex, Key: 7, ID: "a", Source: []byte("a1")}},
+		{Seq: 2, Op: Op{Kind: OpIndex, Key: 7, ID: "b", Source: []byte("b1")}}}
+	if err := s.ApplyReplicated(entries, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropUndo(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTestEngine(t, fs, LayoutPerShard)
+	defer e.Close()
+	s = openShard(t, e, 0, 0, routing.Span{Start: 0, End: 1 << 32})
+	if floor, ok, err := s.UndoFloor(); !ok || err != nil || floor != 2 {
+		t.Fatalf("UndoFloor after reopening = %d, %v, %v; want 2", floor, ok, err)
+	}
+}
+
 // TestNoopAdvancesTheSequenceNumberWithoutADocument: a no-op takes its
 // sequence number and a place in the history, changes no document, and is
 // undone like any operation; an operation of a range the shard does not

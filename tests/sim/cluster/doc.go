@@ -67,8 +67,10 @@
 //     state any live node applied) is open under the state's term, its
 //     global checkpoint is at most the local checkpoint of every copy of
 //     the state's in-sync set that a live node has open.
-//   - The global checkpoint of an in-sync copy never goes down (within one
-//     life of its node: a copy's global checkpoint is not kept on disk).
+//   - The global checkpoint of an in-sync copy never goes down within one
+//     life of its node, closed and opened again on its files or not (a
+//     copy keeps it with its files, durable with its next synced write,
+//     so a crash may take back what was not synced).
 //   - Every acknowledged write is on every in-sync copy, or that copy was
 //     removed by a committed state first: when a primary's node sends a
 //     write's acknowledgement (seen on the network), and when the client
@@ -144,12 +146,12 @@
 //	              trim)
 //
 // Seeds that catch each (of 1-300, the CI count; the first counting from
-// 1), measured after the coordinator stopped sending an unanswered write
-// to a new primary:
+// 1), with copies keeping their global checkpoint with their files and
+// recovery targets repeating that they opened their files:
 //
-//	stalepromote  seed 4   (94/300)  "nN applied vN: shard N's primary became ID on nN, not in the in-sync set [...]"
-//	earlyack      seed 27  (26/300)  "nN's acknowledgement of nN's request N (shard N seq N term N): in-sync copy ID on nN has local checkpoint N"
-//	noresync      seed 94  (5/300)   "copy ID on nN took the primary's term N yet holds operations to N, past the primary ID's local checkpoint N"
+//	stalepromote  seed 4   (97/300)  "nN applied vN: shard N's primary became ID on nN, not in the in-sync set [...]"
+//	earlyack      seed 27  (25/300)  "nN's acknowledgement of nN's request N (shard N seq N term N): in-sync copy ID on nN has local checkpoint N"
+//	noresync      seed 111 (2/300)   "copy ID on nN took the primary's term N yet holds operations to N, past the primary ID's local checkpoint N"
 //
 // The promotion mutation first lifted only the in-sync test of promoting
 // a replica, and 300 seeds passed: a started copy leaves the in-sync set

@@ -592,8 +592,10 @@ func (w *world) checkAckedOnInSync(what string, shard routing.ShardID, seq int64
 // primary is at most the local checkpoint of every in-sync copy; a copy
 // that took the primary's term holds nothing past the primary's local
 // checkpoint (a new primary's resync undid it first); and no
-// in-sync copy's global checkpoint goes down (within one life of its
-// node: a copy's global checkpoint is not kept on disk).
+// in-sync copy's global checkpoint goes down within one life of its node,
+// even if the copy was closed and opened again on its files (a copy keeps
+// it with its files, durable with its next synced write: a crash may take
+// back what was not synced).
 func (w *world) checkStep() {
 	st := w.latest()
 	if st == nil || st.Indices[index] == nil {

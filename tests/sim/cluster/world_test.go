@@ -99,6 +99,10 @@ type world struct {
 	gcps map[string]int64
 	// partitioned names the links this run cut (for the trace and heal).
 	cuts []string
+	// committed is the state with the highest version any node applied,
+	// in any of its lives: a node applies only what raft committed, and a
+	// committed state outlives the nodes that applied it.
+	committed *cluster.State
 }
 
 type shardRef struct {
@@ -567,9 +571,17 @@ func (w *world) openCopies() map[string]copyView {
 
 // checkAckedOnInSync: a write acknowledged at seq is on every copy the
 // latest committed state names in sync (that a live node has open), or
-// that copy was removed from the in-sync set first.
+// that copy was removed from the in-sync set first. The latest committed
+// state is the newest any node applied, dead ones included: a primary
+// acknowledges once the state failing a copy is committed and applied on
+// its own node, and if that node dies before any live node applied it,
+// the state is still committed (a quorum holds it) and the next leader
+// publishes it; the live nodes' states would name the failed copy.
 func (w *world) checkAckedOnInSync(what string, shard routing.ShardID, seq int64, term uint64) {
-	st := w.latest()
+	st := w.committed
+	if st == nil {
+		st = w.latest()
+	}
 	if st == nil || st.Indices[index] == nil {
 		return
 	}
@@ -657,6 +669,9 @@ func (w *world) checkStep() {
 // primary changes only to a copy of the previous state's in-sync set, and
 // only with a strictly greater primary term; terms never go down.
 func (w *world) checkTransition(node string, life int, prev, next *cluster.State) {
+	if next != nil && (w.committed == nil || next.Version > w.committed.Version) {
+		w.committed = next
+	}
 	if prev == nil || next == nil {
 		return
 	}

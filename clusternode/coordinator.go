@@ -106,10 +106,11 @@ func (c *coordinator) dispatch(r *request) {
 
 func (c *coordinator) onResult(m transport.Message) {
 	var head struct {
-		Req uint64 `json:"req"`
+		Req    uint64 `json:"req"`
+		Origin string `json:"origin"`
 	}
-	if json.Unmarshal(m.Body, &head) != nil {
-		return
+	if json.Unmarshal(m.Body, &head) != nil || head.Origin != c.n.ephemeral {
+		return // an answer to this node's previous life, whose request numbers this life uses again
 	}
 	r := c.inflight[head.Req]
 	if r == nil || m.From != r.sentTo {
@@ -316,7 +317,7 @@ func (n *Node) GetDoc(index, id, routingValue string, done func(Doc, bool, error
 		}
 		node := primaryNode(im, s)
 		if node != "" {
-			n.send(node, kindGet, shardGet{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: s}, Op: op})
+			n.send(node, kindGet, shardGet{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s}, Op: op})
 		}
 		return node, nil
 	}
@@ -394,7 +395,7 @@ func (n *Node) Search(index string, query json.RawMessage, size int, done func(S
 			}
 			node := primaryNode(im, shard)
 			if node != "" {
-				n.send(node, kindSearch, shardSearch{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: shard}, Size: size, Query: query})
+				n.send(node, kindSearch, shardSearch{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: shard}, Size: size, Query: query})
 			}
 			return node, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/transport"
 )
 
 // TestAWriteFromARestartedCoordinatorIsNotTakenForAResend: a coordinator
@@ -92,5 +93,72 @@ func TestAnUnansweredWriteIsNotSentToANewPrimary(t *testing.T) {
 	g := w.get(coord, "logs", "d")
 	if g.err != nil || !g.found || g.doc.Version != 1 {
 		t.Fatalf("get d = %+v, want the one write at version 1", g)
+	}
+}
+
+// TestAnAnswerToARestartedCoordinatorsPreviousLifeIsNotTakenForItsNewRequest:
+// a primary answers a write once every in-sync copy has it, which may be
+// after the coordinator that sent it restarted. The restarted coordinator
+// numbers its requests from 1 again, and the old answer, addressed to its
+// node, names a request number its new life uses for another write: it
+// must not take that answer as the new write's (acknowledging a write
+// never applied).
+func TestAnAnswerToARestartedCoordinatorsPreviousLifeIsNotTakenForItsNewRequest(t *testing.T) {
+	w := newWorld(t, 5, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	primary := primaryNode(w.any().State().Indices["logs"], 0)
+	coord := "n1"
+	for _, name := range w.names {
+		if name != primary {
+			coord = name
+		}
+	}
+	var first *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "a", "", []byte("va"), false, func(r DocResult, err error) { first = &docAnswer{r, err} })
+	w.nodes[coord].n.Flush()
+	// The write is applied everywhere; its answer is held back.
+	var late *transport.Message
+	for i := 0; i < 20 && late == nil; i++ {
+		for j := 0; j < 10000 && w.net.Pending() > 0; j++ {
+			m, ok := w.net.Deliver(0)
+			if !ok {
+				continue
+			}
+			if m.Kind == kindWriteResult {
+				late = &m
+				continue
+			}
+			if wn := w.nodes[m.To]; !wn.dead {
+				wn.n.Step(m)
+			}
+		}
+		for _, wn := range w.live() {
+			wn.n.Tick()
+		}
+	}
+	if late == nil || first != nil {
+		t.Fatalf("the write of a was answered (%v) or its answer never sent (%v)", first, late)
+	}
+	w.crash(coord)
+	w.start(coord)
+	w.runUntil(300, coord+" back", func() bool {
+		st := w.nodes[primary].n.State()
+		return st.Nodes[coord].EphemeralID == w.nodes[coord].n.ephemeral
+	})
+	var second *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "b", "", []byte("vb"), false, func(r DocResult, err error) { second = &docAnswer{r, err} })
+	w.nodes[coord].n.Flush()
+	w.nodes[coord].n.Step(*late) // the previous life's answer arrives now
+	if second != nil {
+		t.Fatalf("the write of b took the previous life's answer for a: %+v", *second)
+	}
+	w.runUntil(400, "b answered", func() bool { return second != nil })
+	if second.err != nil || second.res.Result != "created" {
+		t.Fatalf("index b = %+v, %v; want created", second.res, second.err)
+	}
+	if g := w.get(primary, "logs", "b"); g.err != nil || !g.found || string(g.doc.Source) != "vb" {
+		t.Fatalf("b was acknowledged; get b = %+v", g)
 	}
 }

@@ -91,7 +91,8 @@ type world struct {
 	hist    history
 	writeNo int
 
-	// writes maps a coordinator's request (node/req) to the shard it
+	// writes maps a coordinator's request (node/incarnation/req: a
+	// restarted node numbers its requests from 1 again) to the shard it
 	// writes, from the op/write messages seen on the network.
 	writes map[string]shardRef
 	// gcps is the last global checkpoint each copy reported, by node
@@ -518,17 +519,19 @@ func (w *world) sent(from string, m transport.Message) {
 	switch m.Kind {
 	case "op/write":
 		var r struct {
-			Req   uint64   `json:"req"`
-			Shard shardRef `json:"shard"`
+			Req    uint64   `json:"req"`
+			Origin string   `json:"origin"`
+			Shard  shardRef `json:"shard"`
 		}
 		if json.Unmarshal(m.Body, &r) == nil {
-			w.writes[fmt.Sprintf("%s/%d", from, r.Req)] = r.Shard
+			w.writes[fmt.Sprintf("%s/%s/%d", from, r.Origin, r.Req)] = r.Shard
 		}
 	case "op/write_result":
 		var r struct {
-			Req   uint64 `json:"req"`
-			Code  string `json:"code"`
-			Items []struct {
+			Req    uint64 `json:"req"`
+			Origin string `json:"origin"`
+			Code   string `json:"code"`
+			Items  []struct {
 				Seq  int64  `json:"seq"`
 				Term uint64 `json:"term"`
 				Code string `json:"code"`
@@ -537,7 +540,7 @@ func (w *world) sent(from string, m transport.Message) {
 		if json.Unmarshal(m.Body, &r) != nil || r.Code != "" {
 			return
 		}
-		ref, ok := w.writes[fmt.Sprintf("%s/%d", m.To, r.Req)]
+		ref, ok := w.writes[fmt.Sprintf("%s/%s/%d", m.To, r.Origin, r.Req)]
 		if !ok {
 			return
 		}

@@ -34,9 +34,9 @@ func (e *ConflictError) Error() string { return e.Reason }
 
 // resendTicks: a shard request unanswered this long is sent again (the
 // message or its answer may have been lost). The primary's node takes a
-// write it already has (by coordinator and request id) once; a write that
-// reaches a new primary after a failover may be applied twice, as a
-// retried write may be in OpenSearch.
+// write it already has (by coordinator and request id) once; a write left
+// unanswered while its primary moved is not sent to the new one, which may
+// hold it (ErrOutcomeUnknown).
 const resendTicks = 50
 
 // retryTicks: a request refused because the primary moved waits this long,
@@ -44,8 +44,9 @@ const resendTicks = 50
 const retryTicks = 2
 
 // ErrOutcomeUnknown fails a write that may or may not have been applied:
-// sent to a primary that did not answer and was replaced since. The client
-// may write again (it then knows it wrote at least once).
+// sent to a primary that did not answer and was replaced since, or applied
+// by a primary that stopped being the primary before it could acknowledge
+// it. The client may write again (it then knows it wrote at least once).
 var ErrOutcomeUnknown = errors.New("its outcome is unknown")
 
 type coordinator struct {
@@ -272,6 +273,10 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		case "":
 		case codeRetry:
 			return true
+		case codeUnknown:
+			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: applied by a primary that could not acknowledge it (%s): %w",
+				index, id, res.Reason, ErrOutcomeUnknown))
+			return false
 		default:
 			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: %s", index, id, res.Reason))
 			return false

@@ -34,6 +34,10 @@ const (
 	codeRetry    = "retry"            // not the primary here (yet, or any more), or no lease
 	codeConflict = "version_conflict" // op_type create of a document that exists
 	codeFailed   = "failed"           // anything else, with its message
+	// codeUnknown: the primary applied the write and could not acknowledge
+	// it (it stopped being the primary, or broke): a new primary may hold
+	// it, so it must not be sent again.
+	codeUnknown = "outcome_unknown"
 )
 
 // WriteItem is one document operation of a write request.
@@ -283,6 +287,12 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 			}
 		}()
 		switch {
+		case w.Err != nil && len(w.Seqs) > 0:
+			// Applied here, then not acknowledged: the copies it reached
+			// may make it the new primary's, which would apply a retry a
+			// second time. OpenSearch retries it (RetryOnPrimaryException)
+			// and may apply it twice; here its outcome is unknown.
+			res.Code, res.Reason = codeUnknown, w.Err.Error()
 		case errors.Is(w.Err, replication.ErrNotPrimary), errors.Is(w.Err, replication.ErrStalePrimary):
 			res.Code, res.Reason = codeRetry, w.Err.Error()
 		case w.Err != nil:

@@ -1,9 +1,11 @@
 package clusternode
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/replication"
 	"github.com/shardsplit/shardsplit/transport"
 )
 
@@ -160,5 +162,71 @@ func TestAnAnswerToARestartedCoordinatorsPreviousLifeIsNotTakenForItsNewRequest(
 	}
 	if g := w.get(primary, "logs", "b"); g.err != nil || !g.found || string(g.doc.Source) != "vb" {
 		t.Fatalf("b was acknowledged; get b = %+v", g)
+	}
+}
+
+// TestAWriteAppliedByAPrimaryThatStopsIsNotRetriedOnTheNewPrimary: a
+// primary applies a write and sends it to its replica, and stops (its node
+// shuts down) before the replica's answer comes: it fails the write it can
+// no longer acknowledge. The replica holds the write and becomes the
+// primary. The write must not be retried there (it would be applied a
+// second time, after whatever came since): its outcome is unknown, and
+// the client is told so.
+func TestAWriteAppliedByAPrimaryThatStopsIsNotRetriedOnTheNewPrimary(t *testing.T) {
+	w := newWorld(t, 21, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	im := w.any().State().Indices["logs"]
+	primary := primaryNode(im, 0)
+	var coord, replica string
+	for _, c := range im.Copies[0] {
+		if !c.Primary {
+			coord, replica = c.Node, c.AllocationID // the replica's node coordinates: it will be the new primary
+		}
+	}
+	replicaLCP := func() int64 {
+		for _, ci := range w.nodes[coord].n.Copies() {
+			if ci.AllocationID == replica {
+				return ci.LCP
+			}
+		}
+		return -2
+	}
+	var got *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "d", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
+	w.nodes[coord].n.Flush()
+	// The replica applies the write; its answer to the primary is lost.
+	for i := 0; i < 20 && replicaLCP() < 0; i++ {
+		for j := 0; j < 10000 && w.net.Pending() > 0; j++ {
+			m, ok := w.net.Deliver(0)
+			if !ok {
+				continue
+			}
+			if m.Kind == replication.KindResponse {
+				continue // lost
+			}
+			if wn := w.nodes[m.To]; !wn.dead {
+				wn.n.Step(m)
+			}
+		}
+		for _, wn := range w.live() {
+			wn.n.Tick()
+		}
+	}
+	if got != nil || replicaLCP() < 0 {
+		t.Fatalf("the write was answered (%v), or the replica does not hold it (local checkpoint %d)", got, replicaLCP())
+	}
+	if err := w.nodes[primary].n.Close(); err != nil { // it answers what it can no longer acknowledge
+		t.Fatal(err)
+	}
+	w.crash(primary)
+	w.runUntil(600, "the write answered", func() bool { return got != nil })
+	if got.err == nil || !errors.Is(got.err, ErrOutcomeUnknown) {
+		t.Fatalf("the write = %+v, %v; want its outcome unknown", got.res, got.err)
+	}
+	g := w.get(coord, "logs", "d")
+	if g.err != nil || !g.found || g.doc.Version != 1 {
+		t.Fatalf("get d = %+v, want the one write at version 1", g)
 	}
 }

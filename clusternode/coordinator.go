@@ -129,7 +129,10 @@ func (c *coordinator) onResult(m transport.Message) {
 // retry re-routes, once a newer state is applied, the waiting requests,
 // and those sent to a node the state no longer has: a node removed from
 // the cluster will not answer, and its request would otherwise wait out
-// resendTicks.
+// resendTicks. A request such a node left unanswered may have been
+// applied there, and reached copies now promoted: it counts as unanswered
+// (a write then fails with ErrOutcomeUnknown rather than reach a new
+// primary).
 func (c *coordinator) retry() {
 	st := c.n.mgr.State()
 	for _, id := range c.sortedIDs() {
@@ -138,6 +141,9 @@ func (c *coordinator) retry() {
 			continue
 		}
 		if _, member := st.Nodes[r.sentTo]; r.waiting || !member {
+			if !r.waiting {
+				r.unanswered = true
+			}
 			c.dispatch(r)
 		}
 	}

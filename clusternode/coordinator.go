@@ -63,6 +63,10 @@ type request struct {
 	deadline uint64
 	sentTick uint64
 	sentTo   string
+	// sentLife is the incarnation (ephemeral id) sentTo had in the state
+	// the request was sent with: a restarted node does not know the
+	// requests of its previous life.
+	sentLife string
 	version  uint64 // the state version it was last routed with
 	waiting  bool   // refused: waits for a newer state or retryTicks
 	// unanswered: sent again because no answer came; the node it went to
@@ -102,7 +106,7 @@ func (c *coordinator) dispatch(r *request) {
 		r.sentTick = c.n.tick
 		return
 	}
-	r.sentTo, r.sentTick = node, c.n.tick
+	r.sentTo, r.sentLife, r.sentTick = node, st.Nodes[node].EphemeralID, c.n.tick
 }
 
 func (c *coordinator) onResult(m transport.Message) {
@@ -127,12 +131,12 @@ func (c *coordinator) onResult(m transport.Message) {
 }
 
 // retry re-routes, once a newer state is applied, the waiting requests,
-// and those sent to a node the state no longer has: a node removed from
-// the cluster will not answer, and its request would otherwise wait out
-// resendTicks. A request such a node left unanswered may have been
-// applied there, and reached copies now promoted: it counts as unanswered
-// (a write then fails with ErrOutcomeUnknown rather than reach a new
-// primary).
+// and those sent to a node the state no longer has (or has under another
+// incarnation): that node will not answer, and its request would otherwise
+// wait out resendTicks. A request such a node left unanswered may have
+// been applied there, and reached copies now promoted: it counts as
+// unanswered (a write then fails with ErrOutcomeUnknown rather than reach
+// a new primary, or the node's next life).
 func (c *coordinator) retry() {
 	st := c.n.mgr.State()
 	for _, id := range c.sortedIDs() {
@@ -140,7 +144,7 @@ func (c *coordinator) retry() {
 		if st.Version <= r.version {
 			continue
 		}
-		if _, member := st.Nodes[r.sentTo]; r.waiting || !member {
+		if to, member := st.Nodes[r.sentTo]; r.waiting || !member || to.EphemeralID != r.sentLife {
 			if !r.waiting {
 				r.unanswered = true
 			}
@@ -258,15 +262,20 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		}
 		shard = s
 		node := primaryNode(im, s)
-		if r.unanswered && node != r.sentTo {
-			// The primary moved while the write went unanswered: the old
-			// one may have applied it and the new one may have it, so
-			// sending it there could apply it twice.
+		if r.unanswered && (node != r.sentTo || st.Nodes[node].EphemeralID != r.sentLife) {
+			// The primary moved, or its node restarted, while the write
+			// went unanswered: the old one may have applied it and the
+			// new one may have it, so sending it there could apply it
+			// twice.
 			return "", fmt.Errorf("clusternode: write [%s][%s]: the primary changed while its answer was missing: %w", index, id, ErrOutcomeUnknown)
 		}
 		if node != "" {
-			n.send(node, kindWrite, shardWrite{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
-				Items: []WriteItem{{Op: op, Create: create}}})
+			w := shardWrite{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
+				Items: []WriteItem{{Op: op, Create: create}}}
+			if r.unanswered {
+				w.Resend = st.Nodes[node].EphemeralID
+			}
+			n.send(node, kindWrite, w)
 		}
 		return node, nil
 	}
@@ -280,8 +289,7 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		case codeRetry:
 			return true
 		case codeUnknown:
-			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: applied by a primary that could not acknowledge it (%s): %w",
-				index, id, res.Reason, ErrOutcomeUnknown))
+			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: %s: %w", index, id, res.Reason, ErrOutcomeUnknown))
 			return false
 		default:
 			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: %s", index, id, res.Reason))

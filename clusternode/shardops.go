@@ -35,8 +35,9 @@ const (
 	codeConflict = "version_conflict" // op_type create of a document that exists
 	codeFailed   = "failed"           // anything else, with its message
 	// codeUnknown: the primary applied the write and could not acknowledge
-	// it (it stopped being the primary, or broke): a new primary may hold
-	// it, so it must not be sent again.
+	// it (it stopped being the primary, or broke), or a resent write
+	// reached its node's next life: a new primary (or life) may hold it,
+	// so it must not be sent again.
 	codeUnknown = "outcome_unknown"
 )
 
@@ -64,6 +65,10 @@ type shardWrite struct {
 	Origin string      `json:"origin"`
 	Shard  copyKeyJSON `json:"shard"`
 	Items  []WriteItem `json:"items"`
+	// Resend, on a request sent again for want of an answer, is the
+	// incarnation of the node it was sent to before: another life of
+	// that node does not know whether its previous one applied it.
+	Resend string `json:"resend,omitempty"`
 }
 
 // shardWriteResult answers a shardWrite. Every answer (of a write, get or
@@ -235,6 +240,11 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 		}
 		return // in flight: its answer goes once it is done
 	}
+	if r.Resend != "" && r.Resend != n.ephemeral {
+		n.send(from, kindWriteResult, shardWriteResult{Req: r.Req, Origin: r.Origin, Code: codeUnknown,
+			Reason: "sent again to a node that restarted since it was sent"})
+		return
+	}
 	lc, code := n.primaryHere(r.Shard.key())
 	if lc == nil {
 		n.send(from, kindWriteResult, shardWriteResult{Req: r.Req, Origin: r.Origin, Code: code, Reason: "not the primary"})
@@ -292,7 +302,7 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 			// may make it the new primary's, which would apply a retry a
 			// second time. OpenSearch retries it (RetryOnPrimaryException)
 			// and may apply it twice; here its outcome is unknown.
-			res.Code, res.Reason = codeUnknown, w.Err.Error()
+			res.Code, res.Reason = codeUnknown, "applied by a primary that could not acknowledge it ("+w.Err.Error()+")"
 		case errors.Is(w.Err, replication.ErrNotPrimary), errors.Is(w.Err, replication.ErrStalePrimary):
 			res.Code, res.Reason = codeRetry, w.Err.Error()
 		case w.Err != nil:

@@ -297,3 +297,72 @@ func TestAWriteAppliedByAPrimaryWhoseNodeCrashesIsNotSentToTheNewPrimary(t *test
 		t.Fatalf("get d = %+v, want the one write at version 1", g)
 	}
 }
+
+// TestAnUnansweredWriteIsNotSentAgainToItsPrimarysNextLife: a primary
+// without replicas applies a write, durably, and its node crashes before
+// the answer arrives; the node comes back and its copy is the primary
+// again, holding the write. The coordinator's resend goes to the same node
+// name, whose new life does not know the request: it must not apply it a
+// second time. Whether the coordinator has seen the restart (the node's
+// incarnation changed in its state) or not (the resend reaches the new
+// life under the old one's name), the write's outcome is unknown.
+func TestAnUnansweredWriteIsNotSentAgainToItsPrimarysNextLife(t *testing.T) {
+	for _, staleCoordinator := range []bool{false, true} {
+		w := newWorld(t, 21, "n1", "n2", "n3")
+		w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+		w.createIndex("n1", "logs", 1, 0)
+		w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+		primary := primaryNode(w.any().State().Indices["logs"], 0)
+		coord := "n1"
+		for _, name := range w.names {
+			if name != primary && !w.nodes[name].n.mgr.IsLeader() {
+				coord = name // not the cluster manager: it can miss the states
+			}
+		}
+		var got *docAnswer
+		w.nodes[coord].n.IndexDoc("logs", "d", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
+		w.nodes[coord].n.Flush()
+		// The write is applied; its answer is lost.
+		lost := false
+		for i := 0; i < 20 && !lost; i++ {
+			for j := 0; j < 10000 && w.net.Pending() > 0; j++ {
+				m, ok := w.net.Deliver(0)
+				if !ok {
+					continue
+				}
+				if m.Kind == kindWriteResult {
+					lost = true
+					continue
+				}
+				if wn := w.nodes[m.To]; !wn.dead {
+					wn.n.Step(m)
+				}
+			}
+			for _, wn := range w.live() {
+				wn.n.Tick()
+			}
+		}
+		if !lost || got != nil {
+			t.Fatalf("stale coordinator %v: the write's answer was not sent (%v) or arrived (%v)", staleCoordinator, lost, got)
+		}
+		if staleCoordinator {
+			w.deaf = map[string]bool{coord: true}
+		}
+		life := w.nodes[coord].n.State().Nodes[primary].EphemeralID
+		w.crash(primary)
+		w.start(primary)
+		w.runUntil(600, "the write answered", func() bool { return got != nil })
+		if seen := w.nodes[coord].n.State().Nodes[primary].EphemeralID; (seen == life) != staleCoordinator {
+			t.Fatalf("stale coordinator %v: the coordinator knows %s as %s (before the crash: %s)", staleCoordinator, primary, seen, life)
+		}
+		if got.err == nil || !errors.Is(got.err, ErrOutcomeUnknown) {
+			t.Fatalf("stale coordinator %v: the write = %+v, %v; want its outcome unknown", staleCoordinator, got.res, got.err)
+		}
+		w.deaf = nil
+		w.runUntil(300, "green again", func() bool { return w.health("logs") == cluster.Green })
+		g := w.get(coord, "logs", "d")
+		if g.err != nil || !g.found || g.doc.Version != 1 {
+			t.Fatalf("stale coordinator %v: get d = %+v, want the one write at version 1", staleCoordinator, g)
+		}
+	}
+}

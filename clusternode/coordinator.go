@@ -34,9 +34,9 @@ func (e *ConflictError) Error() string { return e.Reason }
 
 // resendTicks: a shard request unanswered this long is sent again (the
 // message or its answer may have been lost). The primary's node takes a
-// write it already has (by coordinator and request id) once; a write that
-// reaches a new primary after a failover may be applied twice, as a
-// retried write may be in OpenSearch.
+// write it already has (by coordinator and request id) once; a write left
+// unanswered while its primary moved is not sent to the new one, which may
+// hold it (ErrOutcomeUnknown).
 const resendTicks = 50
 
 // retryTicks: a request refused because the primary moved waits this long,
@@ -44,8 +44,9 @@ const resendTicks = 50
 const retryTicks = 2
 
 // ErrOutcomeUnknown fails a write that may or may not have been applied:
-// sent to a primary that did not answer and was replaced since. The client
-// may write again (it then knows it wrote at least once).
+// sent to a primary that did not answer and was replaced since, or applied
+// by a primary that stopped being the primary before it could acknowledge
+// it. The client may write again (it then knows it wrote at least once).
 var ErrOutcomeUnknown = errors.New("its outcome is unknown")
 
 type coordinator struct {
@@ -62,6 +63,10 @@ type request struct {
 	deadline uint64
 	sentTick uint64
 	sentTo   string
+	// sentLife is the incarnation (ephemeral id) sentTo had in the state
+	// the request was sent with: a restarted node does not know the
+	// requests of its previous life.
+	sentLife string
 	version  uint64 // the state version it was last routed with
 	waiting  bool   // refused: waits for a newer state or retryTicks
 	// unanswered: sent again because no answer came; the node it went to
@@ -101,15 +106,16 @@ func (c *coordinator) dispatch(r *request) {
 		r.sentTick = c.n.tick
 		return
 	}
-	r.sentTo, r.sentTick = node, c.n.tick
+	r.sentTo, r.sentLife, r.sentTick = node, st.Nodes[node].EphemeralID, c.n.tick
 }
 
 func (c *coordinator) onResult(m transport.Message) {
 	var head struct {
-		Req uint64 `json:"req"`
+		Req    uint64 `json:"req"`
+		Origin string `json:"origin"`
 	}
-	if json.Unmarshal(m.Body, &head) != nil {
-		return
+	if json.Unmarshal(m.Body, &head) != nil || head.Origin != c.n.ephemeral {
+		return // an answer to this node's previous life, whose request numbers this life uses again
 	}
 	r := c.inflight[head.Req]
 	if r == nil || m.From != r.sentTo {
@@ -125,9 +131,12 @@ func (c *coordinator) onResult(m transport.Message) {
 }
 
 // retry re-routes, once a newer state is applied, the waiting requests,
-// and those sent to a node the state no longer has: a node removed from
-// the cluster will not answer, and its request would otherwise wait out
-// resendTicks.
+// and those sent to a node the state no longer has (or has under another
+// incarnation): that node will not answer, and its request would otherwise
+// wait out resendTicks. A request such a node left unanswered may have
+// been applied there, and reached copies now promoted: it counts as
+// unanswered (a write then fails with ErrOutcomeUnknown rather than reach
+// a new primary, or the node's next life).
 func (c *coordinator) retry() {
 	st := c.n.mgr.State()
 	for _, id := range c.sortedIDs() {
@@ -135,7 +144,10 @@ func (c *coordinator) retry() {
 		if st.Version <= r.version {
 			continue
 		}
-		if _, member := st.Nodes[r.sentTo]; r.waiting || !member {
+		if to, member := st.Nodes[r.sentTo]; r.waiting || !member || to.EphemeralID != r.sentLife {
+			if !r.waiting {
+				r.unanswered = true
+			}
 			c.dispatch(r)
 		}
 	}
@@ -252,15 +264,20 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		shard = s
 		stale.routedTo(s)
 		node := primaryNode(im, s)
-		if r.unanswered && node != r.sentTo {
-			// The primary moved while the write went unanswered: the old
-			// one may have applied it and the new one may have it, so
-			// sending it there could apply it twice.
+		if r.unanswered && (node != r.sentTo || st.Nodes[node].EphemeralID != r.sentLife) {
+			// The primary moved, or its node restarted, while the write
+			// went unanswered: the old one may have applied it and the
+			// new one may have it, so sending it there could apply it
+			// twice.
 			return "", fmt.Errorf("clusternode: write [%s][%s]: the primary changed while its answer was missing: %w", index, id, ErrOutcomeUnknown)
 		}
 		if node != "" {
-			n.send(node, kindWrite, shardWrite{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
-				Items: []WriteItem{{Op: op, Create: create}}})
+			w := shardWrite{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s},
+				Items: []WriteItem{{Op: op, Create: create}}}
+			if r.unanswered {
+				w.Resend = st.Nodes[node].EphemeralID
+			}
+			n.send(node, kindWrite, w)
 		}
 		return node, nil
 	}
@@ -274,6 +291,9 @@ func (n *Node) writeDoc(index string, kind storage.OpKind, id, routingValue stri
 		case codeRetry:
 			stale.refusedBy(shard, n.now())
 			return true
+		case codeUnknown:
+			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: %s: %w", index, id, res.Reason, ErrOutcomeUnknown))
+			return false
 		default:
 			n.stats.answered(&stale, n.now())
 			done(DocResult{}, fmt.Errorf("clusternode: write [%s][%s]: %s", index, id, res.Reason))
@@ -324,7 +344,7 @@ func (n *Node) GetDoc(index, id, routingValue string, done func(Doc, bool, error
 		}
 		node := primaryNode(im, s)
 		if node != "" {
-			n.send(node, kindGet, shardGet{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: s}, Op: op})
+			n.send(node, kindGet, shardGet{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: s}, Op: op})
 		}
 		return node, nil
 	}
@@ -402,7 +422,7 @@ func (n *Node) Search(index string, query json.RawMessage, size int, done func(S
 			}
 			node := primaryNode(im, shard)
 			if node != "" {
-				n.send(node, kindSearch, shardSearch{Req: r.id, Shard: copyKeyJSON{Index: im.UUID, Shard: shard}, Size: size, Query: query})
+				n.send(node, kindSearch, shardSearch{Req: r.id, Origin: n.ephemeral, Shard: copyKeyJSON{Index: im.UUID, Shard: shard}, Size: size, Query: query})
 			}
 			return node, nil
 		}

@@ -437,11 +437,13 @@ func TestAServedWritesAnswerIsKeptForAResendThenForgotten(t *testing.T) {
 	}
 }
 
-// TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves: a
-// write sent to a primary whose node then dies is sent to the promoted
-// primary as soon as the coordinator applies the state without that node,
-// not after resendTicks of silence.
-func TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves(t *testing.T) {
+// TestAGetInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves: a get
+// sent to a primary whose node then dies is sent to the promoted primary
+// as soon as the coordinator applies the state without that node, not
+// after resendTicks of silence. (A write in that case fails with its
+// outcome unknown, as soon: see
+// TestAWriteAppliedByAPrimaryWhoseNodeCrashesIsNotSentToTheNewPrimary.)
+func TestAGetInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves(t *testing.T) {
 	w := newWorld(t, 12, "n1", "n2", "n3")
 	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
 	w.createIndex("n1", "logs", 1, 1)
@@ -452,9 +454,12 @@ func TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves(t *testin
 	if coord == victim {
 		coord = w.names[1]
 	}
-	var got *docAnswer
-	w.nodes[coord].n.IndexDoc("logs", "d1", "", []byte(`{"v":1}`), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
-	w.crash(victim) // before the write reaches it
+	if a := w.index(coord, "logs", "d1", `{"v":1}`); a.err != nil {
+		t.Fatal(a.err)
+	}
+	var got *getAnswer
+	w.nodes[coord].n.GetDoc("logs", "d1", "", func(d Doc, found bool, err error) { got = &getAnswer{d, found, err} })
+	w.crash(victim) // before the get reaches it
 	left := -1
 	for round := 0; round < resendTicks/2 && got == nil; round++ {
 		w.round()
@@ -462,8 +467,8 @@ func TestAWriteInFlightToACrashedPrimaryIsRoutedAgainOnceItsNodeLeaves(t *testin
 			left = round
 		}
 	}
-	if got == nil || got.err != nil {
-		t.Fatalf("the write's answer %d rounds after its primary's node crashed (declared left at round %d): %+v; want it acknowledged, well before resendTicks (%d)",
+	if got == nil || got.err != nil || !got.found {
+		t.Fatalf("the get's answer %d rounds after its primary's node crashed (declared left at round %d): %+v; want d1, well before resendTicks (%d)",
 			resendTicks/2, left, got, resendTicks)
 	}
 }

@@ -34,6 +34,11 @@ const (
 	codeRetry    = "retry"            // not the primary here (yet, or any more), or no lease
 	codeConflict = "version_conflict" // op_type create of a document that exists
 	codeFailed   = "failed"           // anything else, with its message
+	// codeUnknown: the primary applied the write and could not acknowledge
+	// it (it stopped being the primary, or broke), or a resent write
+	// reached its node's next life: a new primary (or life) may hold it,
+	// so it must not be sent again.
+	codeUnknown = "outcome_unknown"
 )
 
 // WriteItem is one document operation of a write request.
@@ -60,10 +65,19 @@ type shardWrite struct {
 	Origin string      `json:"origin"`
 	Shard  copyKeyJSON `json:"shard"`
 	Items  []WriteItem `json:"items"`
+	// Resend, on a request sent again for want of an answer, is the
+	// incarnation of the node it was sent to before: another life of
+	// that node does not know whether its previous one applied it.
+	Resend string `json:"resend,omitempty"`
 }
 
+// shardWriteResult answers a shardWrite. Every answer (of a write, get or
+// search) carries the Origin of the request it answers: it may arrive
+// after its coordinator restarted, whose new life numbers its requests
+// from 1 again and takes only the answers to its own.
 type shardWriteResult struct {
 	Req    uint64       `json:"req"`
+	Origin string       `json:"origin"`
 	Code   string       `json:"code,omitempty"`
 	Reason string       `json:"reason,omitempty"`
 	Items  []ItemResult `json:"items,omitempty"`
@@ -72,13 +86,15 @@ type shardWriteResult struct {
 }
 
 type shardGet struct {
-	Req   uint64      `json:"req"`
-	Shard copyKeyJSON `json:"shard"`
-	Op    storage.Op  `json:"op"` // its Root, Key and ID name the document
+	Req    uint64      `json:"req"`
+	Origin string      `json:"origin"` // as shardWrite's
+	Shard  copyKeyJSON `json:"shard"`
+	Op     storage.Op  `json:"op"` // its Root, Key and ID name the document
 }
 
 type shardGetResult struct {
 	Req    uint64      `json:"req"`
+	Origin string      `json:"origin"`
 	Code   string      `json:"code,omitempty"`
 	Reason string      `json:"reason,omitempty"`
 	Found  bool        `json:"found"`
@@ -87,14 +103,16 @@ type shardGetResult struct {
 }
 
 type shardSearch struct {
-	Req   uint64          `json:"req"`
-	Shard copyKeyJSON     `json:"shard"`
-	Size  int             `json:"size"`
-	Query json.RawMessage `json:"query,omitempty"`
+	Req    uint64          `json:"req"`
+	Origin string          `json:"origin"` // as shardWrite's
+	Shard  copyKeyJSON     `json:"shard"`
+	Size   int             `json:"size"`
+	Query  json.RawMessage `json:"query,omitempty"`
 }
 
 type shardSearchResult struct {
 	Req    uint64        `json:"req"`
+	Origin string        `json:"origin"`
 	Code   string        `json:"code,omitempty"`
 	Reason string        `json:"reason,omitempty"`
 	Total  int           `json:"total"`
@@ -222,9 +240,14 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 		}
 		return // in flight: its answer goes once it is done
 	}
+	if r.Resend != "" && r.Resend != n.ephemeral {
+		n.send(from, kindWriteResult, shardWriteResult{Req: r.Req, Origin: r.Origin, Code: codeUnknown,
+			Reason: "sent again to a node that restarted since it was sent"})
+		return
+	}
 	lc, code := n.primaryHere(r.Shard.key())
 	if lc == nil {
-		n.send(from, kindWriteResult, shardWriteResult{Req: r.Req, Code: code, Reason: "not the primary"})
+		n.send(from, kindWriteResult, shardWriteResult{Req: r.Req, Origin: r.Origin, Code: code, Reason: "not the primary"})
 		return
 	}
 	prepare := func(get func(storage.Op) (storage.Doc, bool, error)) ([]storage.Op, any, error) {
@@ -264,7 +287,7 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 	served := &servedWrite{}
 	n.serving.writes[key] = served
 	lc.c.Write(prepare, func(w replication.WriteResult) {
-		res := shardWriteResult{Req: r.Req}
+		res := shardWriteResult{Req: r.Req, Origin: r.Origin}
 		defer func() {
 			served.done, served.result, served.at = true, res, n.tick
 			if res.Code == codeRetry {
@@ -274,6 +297,12 @@ func (n *Node) serveWrite(from string, r shardWrite) {
 			}
 		}()
 		switch {
+		case w.Err != nil && len(w.Seqs) > 0:
+			// Applied here, then not acknowledged: the copies it reached
+			// may make it the new primary's, which would apply a retry a
+			// second time. OpenSearch retries it (RetryOnPrimaryException)
+			// and may apply it twice; here its outcome is unknown.
+			res.Code, res.Reason = codeUnknown, "applied by a primary that could not acknowledge it ("+w.Err.Error()+")"
 		case errors.Is(w.Err, replication.ErrNotPrimary), errors.Is(w.Err, replication.ErrStalePrimary):
 			res.Code, res.Reason = codeRetry, w.Err.Error()
 		case w.Err != nil:
@@ -309,11 +338,11 @@ func (n *Node) inSyncCount(k copyKey) int {
 func (n *Node) serveGet(from string, r shardGet) {
 	lc, code := n.primaryHere(r.Shard.key())
 	if lc == nil {
-		n.send(from, kindGetResult, shardGetResult{Req: r.Req, Code: code, Reason: "not the primary"})
+		n.send(from, kindGetResult, shardGetResult{Req: r.Req, Origin: r.Origin, Code: code, Reason: "not the primary"})
 		return
 	}
 	if !n.mgr.HasLease() {
-		n.send(from, kindGetResult, shardGetResult{Req: r.Req, Code: codeRetry, Reason: "no read lease from the cluster manager"})
+		n.send(from, kindGetResult, shardGetResult{Req: r.Req, Origin: r.Origin, Code: codeRetry, Reason: "no read lease from the cluster manager"})
 		return
 	}
 	if lc.c.Busy(r.Op) {
@@ -321,9 +350,9 @@ func (n *Node) serveGet(from string, r shardGet) {
 		return
 	}
 	d, found, err := lc.store.Get(r.Op)
-	res := shardGetResult{Req: r.Req, Found: found, Doc: d, Term: lc.c.Term()}
+	res := shardGetResult{Req: r.Req, Origin: r.Origin, Found: found, Doc: d, Term: lc.c.Term()}
 	if err != nil {
-		res = shardGetResult{Req: r.Req, Code: codeFailed, Reason: err.Error()}
+		res = shardGetResult{Req: r.Req, Origin: r.Origin, Code: codeFailed, Reason: err.Error()}
 	}
 	n.send(from, kindGetResult, res)
 }
@@ -344,19 +373,19 @@ func (s *servingState) retry(n *Node) {
 func (n *Node) serveSearch(from string, r shardSearch) {
 	lc, code := n.primaryHere(r.Shard.key())
 	if lc == nil {
-		n.send(from, kindSearchResult, shardSearchResult{Req: r.Req, Code: code, Reason: "not the primary"})
+		n.send(from, kindSearchResult, shardSearchResult{Req: r.Req, Origin: r.Origin, Code: code, Reason: "not the primary"})
 		return
 	}
 	match := func(storage.Doc) bool { return true }
 	if n.cfg.Matcher != nil && len(r.Query) > 0 {
 		m, err := n.cfg.Matcher(r.Query)
 		if err != nil {
-			n.send(from, kindSearchResult, shardSearchResult{Req: r.Req, Code: codeFailed, Reason: err.Error()})
+			n.send(from, kindSearchResult, shardSearchResult{Req: r.Req, Origin: r.Origin, Code: codeFailed, Reason: err.Error()})
 			return
 		}
 		match = m
 	}
-	res := shardSearchResult{Req: r.Req}
+	res := shardSearchResult{Req: r.Req, Origin: r.Origin}
 	err := lc.store.Scan(func(d storage.Doc) error {
 		if !match(d) {
 			return nil
@@ -370,7 +399,7 @@ func (n *Node) serveSearch(from string, r shardSearch) {
 	})
 	if err != nil {
 		n.log.Warn("search a shard", zap.Error(err))
-		res = shardSearchResult{Req: r.Req, Code: codeFailed, Reason: err.Error()}
+		res = shardSearchResult{Req: r.Req, Origin: r.Origin, Code: codeFailed, Reason: err.Error()}
 	}
 	n.send(from, kindSearchResult, res) // in the store's key order
 }

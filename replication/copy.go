@@ -79,7 +79,11 @@ var ErrNotPrimary = errors.New("replication: this copy is not the primary")
 var ErrHandedOff = fmt.Errorf("replication: the shard was split and its primary handed off to the children: %w", ErrNotPrimary)
 
 // WriteResult is a write's outcome: the sequence numbers and primary term
-// of its operations and what its Prepare returned, or why it failed.
+// of its operations and what its Prepare returned, or why it failed. A
+// write that fails after its operations were applied on the primary (the
+// copy stopped being the primary, or broke, before every in-sync copy had
+// them) keeps its Seqs and Term: its outcome is unknown, for a copy that
+// becomes primary may hold them.
 type WriteResult struct {
 	Seqs  []int64
 	Term  uint64

@@ -74,9 +74,10 @@
 //   - Every acknowledged write is on every in-sync copy, or that copy was
 //     removed by a committed state first: when a primary's node sends a
 //     write's acknowledgement (seen on the network), and when the client
-//     takes it, every copy the latest committed state names in sync that
-//     a live node has open has a local checkpoint at or above the write's
-//     sequence number.
+//     takes it, every copy the latest committed state (the newest any
+//     node applied, dead nodes included: a committed state outlives the
+//     nodes that applied it) names in sync that a live node has open has
+//     a local checkpoint at or above the write's sequence number.
 //
 // On every committed state every node applies (Manager.OnApply):
 //

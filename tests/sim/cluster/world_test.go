@@ -91,7 +91,8 @@ type world struct {
 	hist    history
 	writeNo int
 
-	// writes maps a coordinator's request (node/req) to the shard it
+	// writes maps a coordinator's request (node/incarnation/req: a
+	// restarted node numbers its requests from 1 again) to the shard it
 	// writes, from the op/write messages seen on the network.
 	writes map[string]shardRef
 	// gcps is the last global checkpoint each copy reported, by node
@@ -99,6 +100,10 @@ type world struct {
 	gcps map[string]int64
 	// partitioned names the links this run cut (for the trace and heal).
 	cuts []string
+	// committed is the state with the highest version any node applied,
+	// in any of its lives: a node applies only what raft committed, and a
+	// committed state outlives the nodes that applied it.
+	committed *cluster.State
 }
 
 type shardRef struct {
@@ -514,17 +519,19 @@ func (w *world) sent(from string, m transport.Message) {
 	switch m.Kind {
 	case "op/write":
 		var r struct {
-			Req   uint64   `json:"req"`
-			Shard shardRef `json:"shard"`
+			Req    uint64   `json:"req"`
+			Origin string   `json:"origin"`
+			Shard  shardRef `json:"shard"`
 		}
 		if json.Unmarshal(m.Body, &r) == nil {
-			w.writes[fmt.Sprintf("%s/%d", from, r.Req)] = r.Shard
+			w.writes[fmt.Sprintf("%s/%s/%d", from, r.Origin, r.Req)] = r.Shard
 		}
 	case "op/write_result":
 		var r struct {
-			Req   uint64 `json:"req"`
-			Code  string `json:"code"`
-			Items []struct {
+			Req    uint64 `json:"req"`
+			Origin string `json:"origin"`
+			Code   string `json:"code"`
+			Items  []struct {
 				Seq  int64  `json:"seq"`
 				Term uint64 `json:"term"`
 				Code string `json:"code"`
@@ -533,7 +540,7 @@ func (w *world) sent(from string, m transport.Message) {
 		if json.Unmarshal(m.Body, &r) != nil || r.Code != "" {
 			return
 		}
-		ref, ok := w.writes[fmt.Sprintf("%s/%d", m.To, r.Req)]
+		ref, ok := w.writes[fmt.Sprintf("%s/%s/%d", m.To, r.Origin, r.Req)]
 		if !ok {
 			return
 		}
@@ -567,9 +574,17 @@ func (w *world) openCopies() map[string]copyView {
 
 // checkAckedOnInSync: a write acknowledged at seq is on every copy the
 // latest committed state names in sync (that a live node has open), or
-// that copy was removed from the in-sync set first.
+// that copy was removed from the in-sync set first. The latest committed
+// state is the newest any node applied, dead ones included: a primary
+// acknowledges once the state failing a copy is committed and applied on
+// its own node, and if that node dies before any live node applied it,
+// the state is still committed (a quorum holds it) and the next leader
+// publishes it; the live nodes' states would name the failed copy.
 func (w *world) checkAckedOnInSync(what string, shard routing.ShardID, seq int64, term uint64) {
-	st := w.latest()
+	st := w.committed
+	if st == nil {
+		st = w.latest()
+	}
 	if st == nil || st.Indices[index] == nil {
 		return
 	}
@@ -659,6 +674,9 @@ func (w *world) checkStep() {
 // primary changes only to a copy of the previous state's in-sync set, and
 // only with a strictly greater primary term; terms never go down.
 func (w *world) checkTransition(node string, life int, prev, next *cluster.State) {
+	if next != nil && (w.committed == nil || next.Version > w.committed.Version) {
+		w.committed = next
+	}
 	if prev == nil || next == nil {
 		return
 	}

@@ -33,7 +33,11 @@
 //     crash leaves it in flight). A routed get waits on neither, so it
 //     runs in the window too (half the time of a key a parked write is
 //     writing): a key the pending table moves must be read from its owner
-//     in the durable table, never the write only the pending table admits.
+//     in the durable table, never the write only the pending table admits
+//     (per-shard layout). In the shared layout that owner's store is the
+//     pending owner's, so the get may return such a write, which a failed
+//     commit does not roll back there, but only once it is durable: the
+//     parked write's fsync runs on Pebble's goroutine beside the steps.
 //   - client operation: index, delete, get, routed or unrouted search, from
 //     one client's node.Router. Stale clients now and then go back to a
 //     table published earlier in the run (the router must be refused and

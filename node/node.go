@@ -560,7 +560,13 @@ func (n *Node) Get(req GetRequest) (storage.Doc, bool, error) {
 // durable table (a split's parent, a merge's source; Retire keeps it while
 // that table names it) holds exactly the acknowledged state of the key
 // then, since it refuses writes to the key from the publish on: the read
-// is served from it, without waiting for the commit. n.mu must be held.
+// is served from it, without waiting for the commit. In the shared
+// layout that store is the pending owner's too (one store, the same keys):
+// the read sees the writes t admits, which is no dirty read there, since a
+// failed commit does not take them back (a rolled-back child's documents
+// are its parent's again, storage.Engine.DestroyShard) and storage returns
+// none before its WAL sync succeeded (a crash before it would). n.mu must
+// be held.
 func (n *Node) readFrom(t *routing.Table, root routing.ShardID, key routing.Key, ref *shardRef) *shardRef {
 	d := n.durable.Load()
 	if d == t || d.Version() >= t.Version() || int(root) >= d.Settings().Shards {

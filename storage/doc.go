@@ -28,6 +28,10 @@
 // checkpoint always holds a prefix of them. With DurabilityRequest a write
 // returns after its WAL fsync (concurrent writers share fsyncs); with
 // DurabilityAsync after the memtable insert, with an fsync on an interval.
+// Pebble makes a batch readable before its fsync ends, so with
+// DurabilityRequest a read (Get, GetID, Scan, ScanSpan) that may have seen
+// a batch whose sync has not succeeded syncs the WAL before it returns: no
+// read returns a value that a power loss takes back (store.readDurable).
 // A shard refuses any key outside the spans it owns (*OutOfSpanError).
 //
 // A shard keeps one document per _id, as OpenSearch does, whatever routing

@@ -314,6 +314,9 @@ func (s *Shard) GetID(ks routing.ShardID, sp routing.Span, key routing.Key, id s
 	defer s.st.endScan()
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
+	if err := s.st.readDurable(); err != nil { // the snapshot may see writes the read above did not
+		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
+	}
 	hits, err := lookupID(snap, ks, id, sp.Contains, entries, home.Key, checkHome)
 	if err != nil {
 		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)

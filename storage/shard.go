@@ -151,7 +151,8 @@ func (s *Shard) Write(ops []Op, guard func() error) (uint64, error) {
 }
 
 // WriteNoWait is Write that returns once the ops are applied (readable,
-// in sequence order), before their WAL fsync ends: wait returns once they
+// in sequence order; a read that sees them first syncs them, see
+// store.readDurable), before their WAL fsync ends: wait returns once they
 // are durable (at once without DurabilityRequest). wait must be called,
 // once. A replication primary sends the ops to its replicas meanwhile, so
 // that its fsync and theirs overlap.
@@ -204,7 +205,7 @@ func (s *Shard) writeNoWait(ops []Op, guard func() error, resolve bool) (uint64,
 		defer s.st.exit()
 		defer b.Close()
 		if s.durability == DurabilityRequest {
-			if err := b.SyncWait(); err != nil {
+			if err := s.st.syncWait(b); err != nil {
 				return fmt.Errorf("storage: shard %d: %w: %w", s.id, ErrSyncFailed, err)
 			}
 		}
@@ -280,7 +281,7 @@ func (s *Shard) applyLocked(b *pebble.Batch, ops []Op, guard func() error, resol
 
 func (s *Shard) commitLocked(b *pebble.Batch) error {
 	if s.durability == DurabilityRequest {
-		return s.st.db.ApplyNoSyncWait(b, pebble.Sync)
+		return s.st.commitSyncNoWait(b)
 	}
 	return s.st.db.Apply(b, pebble.NoSync)
 }
@@ -304,6 +305,9 @@ func (s *Shard) Scan(fn func(Doc) error) error {
 	s.load.reads.Add(1)
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
+	if err := s.st.readDurable(); err != nil {
+		return fmt.Errorf("storage: shard %d: scan: %w", s.id, err)
+	}
 	fn = s.stopOnClose(fn)
 	for _, sp := range s.Owned() {
 		if err := scanSpan(snap, s.keyspace, sp, fn); err != nil {
@@ -587,7 +591,7 @@ func (s *Shard) applyLogNoWait(entries []LogEntry, history, undo bool) (func() e
 		defer s.st.exit()
 		defer b.Close()
 		if synced {
-			if err := b.SyncWait(); err != nil {
+			if err := s.st.syncWait(b); err != nil {
 				return fmt.Errorf("storage: shard %d: apply %d log entries: %w: %w", s.id, len(entries), ErrSyncFailed, err)
 			}
 		}
@@ -668,7 +672,7 @@ func (s *Shard) applyLogLocked(b *pebble.Batch, entries []LogEntry, history, und
 	synced := history || undo
 	var err error
 	if synced {
-		err = s.st.db.ApplyNoSyncWait(b, pebble.Sync)
+		err = s.st.commitSyncNoWait(b)
 	} else {
 		err = s.st.db.Apply(b, pebble.NoSync)
 	}
@@ -856,6 +860,9 @@ func (s *Shard) ScanSpan(sp routing.Span, fn func(Doc) error) error {
 	s.load.reads.Add(1)
 	snap := s.st.db.NewSnapshot()
 	defer snap.Close()
+	if err := s.st.readDurable(); err != nil {
+		return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
+	}
 	if err := scanSpan(snap, s.keyspace, sp, s.stopOnClose(fn)); err != nil {
 		return fmt.Errorf("storage: shard %d: scan %s: %w", s.id, sp, err)
 	}
@@ -872,12 +879,20 @@ func (s *Shard) GetAny(keyspace routing.ShardID, key routing.Key, id string) (Do
 	s.load.reads.Add(1)
 	v, c, err := s.st.db.Get(DocKey(nil, keyspace, key, id))
 	if errors.Is(err, pebble.ErrNotFound) {
+		// An absence is read too: a delete not yet durable is undone by
+		// a power loss.
+		if err := s.st.readDurable(); err != nil {
+			return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
+		}
 		return Doc{}, false, nil
 	}
 	if err != nil {
 		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
 	}
 	defer c.Close()
+	if err := s.st.readDurable(); err != nil {
+		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)
+	}
 	seq, r, src, err := decodeDocValue(v)
 	if err != nil {
 		return Doc{}, false, fmt.Errorf("storage: shard %d: get %q: %w", s.id, id, err)

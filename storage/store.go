@@ -72,6 +72,18 @@ type store struct {
 	// writes one commits.
 	idEntries atomic.Bool
 
+	// unsynced counts the batches committed with a WAL sync their writer
+	// waits for (commitSyncNoWait) whose sync has not succeeded yet.
+	// Pebble makes a batch readable when it is in the memtable, before
+	// its WAL fsync ends (even Apply with Sync publishes first and waits
+	// after), so while one is counted a read may see what a power loss
+	// takes back: readDurable syncs before such a read returns. A batch
+	// whose commit or sync failed stays counted, and walErr keeps the
+	// failed sync's error: Pebble's WAL error is sticky, what the
+	// memtable holds may never be durable, and every later read fails.
+	unsynced atomic.Int64
+	walErr   atomic.Pointer[error]
+
 	stopSync chan struct{} // closes the async syncer
 	syncDone sync.WaitGroup
 
@@ -337,10 +349,61 @@ func (s *store) startSyncer(interval time.Duration, c clock.Clock) {
 // applySynced commits b and waits for its WAL fsync. A failed fsync comes
 // back as an error (Pebble's Apply with Sync treats it as fatal).
 func (s *store) applySynced(b *pebble.Batch) error {
-	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+	if err := s.commitSyncNoWait(b); err != nil {
 		return err
 	}
-	return b.SyncWait()
+	return s.syncWait(b)
+}
+
+// commitSyncNoWait commits b with a WAL sync that the caller waits for
+// with syncWait: b is readable on return, and counted in unsynced until
+// its sync succeeds.
+func (s *store) commitSyncNoWait(b *pebble.Batch) error {
+	s.unsynced.Add(1) // before b can be read
+	return s.db.ApplyNoSyncWait(b, pebble.Sync)
+}
+
+// syncWait waits for the WAL sync of a batch commitSyncNoWait committed.
+func (s *store) syncWait(b *pebble.Batch) error {
+	if err := b.SyncWait(); err != nil {
+		s.walErr.CompareAndSwap(nil, &err)
+		return err
+	}
+	s.unsynced.Add(-1)
+	return nil
+}
+
+// readDurable makes durable what a read of the store has seen, before the
+// read returns it: a read must not return a value that a power loss then
+// takes back (a dirty read; a write a reader saw has happened). Called
+// after the read (its Get, snapshot or iterator), inside the store's gate
+// or a scan: a batch the read saw was counted in unsynced before it could
+// be seen, so if none is counted now, every one it saw is durable;
+// otherwise a synced empty WAL record covers them all, since Pebble writes
+// a batch to the WAL before it makes it readable and syncs the WAL in
+// order. Without DurabilityRequest nothing is counted: writes are
+// acknowledged before their sync, and a power loss may take back what was
+// acknowledged.
+func (s *store) readDurable() error {
+	if s.unsynced.Load() == 0 {
+		return nil
+	}
+	if err := s.walErr.Load(); err != nil {
+		return fmt.Errorf("storage: %s: a WAL sync failed, what the store holds may not be durable: %w", s.dir, *err)
+	}
+	// Not DB.LogData: Pebble's Apply with Sync calls Fatalf on a failed
+	// sync, and a read is no reason to end the process.
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.LogData(nil, nil)
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		return fmt.Errorf("storage: %s: sync what a read saw: %w", s.dir, err)
+	}
+	if err := b.SyncWait(); err != nil {
+		s.walErr.CompareAndSwap(nil, &err)
+		return fmt.Errorf("storage: %s: sync what a read saw: %w", s.dir, err)
+	}
+	return nil
 }
 
 // sync makes every write applied so far durable. A store closed meanwhile

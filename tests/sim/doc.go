@@ -33,7 +33,11 @@
 //     crash leaves it in flight). A routed get waits on neither, so it
 //     runs in the window too (half the time of a key a parked write is
 //     writing): a key the pending table moves must be read from its owner
-//     in the durable table, never the write only the pending table admits.
+//     in the durable table, never the write only the pending table admits
+//     (per-shard layout). In the shared layout that owner's store is the
+//     pending owner's, so the get may return such a write, which a failed
+//     commit does not roll back there, but only once it is durable: the
+//     parked write's fsync runs on Pebble's goroutine beside the steps.
 //   - client operation: index, delete, get, routed or unrouted search, from
 //     one client's node.Router. Stale clients now and then go back to a
 //     table published earlier in the run (the router must be refused and
@@ -189,7 +193,9 @@
 // whose value a routed get returned before it was acknowledged happened
 // (model.Observe): from that get on it must not be lost, also across a
 // crash, a write that failed too (a failed WAL sync fails the node:
-// tests.TestNoDirtyReadAfterAFailedWALSync). When no
+// tests.TestNoDirtyReadAfterAFailedWALSync), and one whose WAL sync had
+// not ended when the get read it (storage syncs before a read returns:
+// storage.TestAReadReturnsNoWriteBeforeItsWALSync). When no
 // split runs, the journal has no unfinished split (a lost end record would
 // block every later split until a restart). After every step, the journal
 // and the TABLE file as they are on disk agree: recovery.Decide on them
@@ -249,6 +255,12 @@
 //	                              idindex(the per-step `_id` index check)
 //	SHARDSPLIT_SIM_DETERMINISM=1  run TestSimDeterminism: the first 50 seeds (or N) twice,
 //	                              reporting how many gave the identical trace
+//	SHARDSPLIT_SIM_SLOWWAL=3ms    every sync of a Pebble WAL file sleeps this long (real time)
+//	                              first: the window between a write's commit, when it is
+//	                              readable, and its fsync, which a loaded machine opens only
+//	                              now and then, stays open across steps (a get that returned
+//	                              a write in that window and a crash that lost it: seed 1047
+//	                              of 3000 once on a loaded machine; with 3ms, 3 of 20 reruns)
 //
 // Seeds run on GOMAXPROCS workers; a seed itself is sequential.
 //
@@ -385,7 +397,15 @@
 // inside a straddling table for "no key on this side" and dropped the
 // child's own documents in it (seed 274 of 3000, on a loaded machine;
 // DESIGN.md, "An excise is verified"); storage.TestAReadErrorDuringAnExciseFailsIt
-// shows it at once.
+// shows it at once. And a dirty read: Pebble makes a write readable before
+// its WAL fsync ends, and a routed get in a split's handoff window (shared
+// layout: the parent it reads from is the child's store) returned a write
+// parked on the pending table before its fsync, which the crash one step
+// later lost (seed 1047 of 3000, on a loaded machine: "after recovery at
+// table vN: kN = ""; the model allows doc:..."; SHARDSPLIT_SIM_SLOWWAL=3ms
+// brings it back in 3 of 20 reruns). storage.TestAReadReturnsNoWriteBeforeItsWALSync
+// and node.TestAGetInThePendingWindowReturnsNoChildWriteBeforeItsWALSync
+// show it at once.
 //
 // TestSimDeterminism measures the boundary: how many of the first 50 seeds
 // produce the identical step trace twice: 32 to 40 of 50 in the runs

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap"
@@ -81,6 +82,9 @@ type injector struct {
 }
 
 func (in *injector) MaybeError(op errorfs.Op) error {
+	if slowWAL > 0 && walFile(op.Path) && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo) {
+		time.Sleep(slowWAL)
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.dead || !in.armed || !in.class.match(op) || (!in.pebbleLogs && pebbleLog(op.Path)) || (in.noWALFaults && walFile(op.Path)) {
@@ -113,6 +117,18 @@ func pebbleLog(path string) bool {
 
 // walFile reports whether path is one of Pebble's WAL files.
 func walFile(path string) bool { return strings.HasSuffix(path, ".log") }
+
+// slowWAL (SHARDSPLIT_SIM_SLOWWAL, a duration) makes every sync of a
+// Pebble WAL file sleep that long in real time first, in every seed: the
+// window between a write's commit (readable) and its fsync, which a
+// loaded machine opens only now and then, is then open at every step.
+var slowWAL = func() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("SHARDSPLIT_SIM_SLOWWAL"))
+	if err != nil {
+		return 0
+	}
+	return d
+}()
 
 // arm sets a fault: the k-th matching operation (k > 0), or each with
 // probability p (k == 0).

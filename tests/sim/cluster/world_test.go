@@ -99,6 +99,9 @@ type world struct {
 	gcps map[string]int64
 	// partitioned names the links this run cut (for the trace and heal).
 	cuts []string
+	// split drives and checks a split of the index (split_test.go), in
+	// the seeds of TestClusterSplitSim; nil in the others.
+	split *splitRun
 }
 
 type shardRef struct {
@@ -354,11 +357,14 @@ func (w *world) deliver(pct, dropPct, dupPct int) {
 			w.stats.dups++
 		}
 		m, ok := w.net.Deliver(j)
-		if !ok {
+		if !ok || (w.split != nil && w.split.managerCut(m)) {
 			continue
 		}
 		if sn := w.nodes[m.To]; sn != nil && !sn.dead {
 			sn.n.Step(m)
+		}
+		if w.split != nil {
+			w.split.watch()
 		}
 		if w.finding != "" {
 			return
@@ -379,6 +385,9 @@ func (w *world) tick() {
 func (w *world) round(pct, dropPct, dupPct int) {
 	w.deliver(pct, dropPct, dupPct)
 	w.tick()
+	if w.split != nil {
+		w.split.watch()
+	}
 }
 
 // --- clients
@@ -394,6 +403,10 @@ func (w *world) anyLive() *simNode {
 func (w *world) clientOp(c *client) {
 	sn := w.anyLive()
 	if sn == nil {
+		return
+	}
+	if w.split != nil && w.split.rng.IntN(6) == 0 {
+		w.split.search(c, sn)
 		return
 	}
 	key := w.keys[w.rng.IntN(len(w.keys))]
@@ -618,8 +631,11 @@ func (w *world) checkStep() {
 		}
 		w.gcps[k] = cv.info.GCP
 	}
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
+		sh := int(shard)
+		if _, child := im.SplitOf(shard); child {
+			continue // its copies follow the parent's primary: splitRun checks them
+		}
 		p, ok := st.Primary(index, shard)
 		if !ok || !p.Active() {
 			continue
@@ -667,8 +683,14 @@ func (w *world) checkTransition(node string, life int, prev, next *cluster.State
 	if pi == nil || ni == nil || pi.UUID != ni.UUID {
 		return
 	}
-	for sh := range ni.Shards {
-		shard := routing.ShardID(sh)
+	if w.split != nil {
+		w.split.checkTransition(node, life, prev, next)
+	}
+	for _, shard := range ni.ShardIDs() {
+		sh := int(shard)
+		if _, existed := pi.Copies[shard]; !existed {
+			continue // a child of a split begun by this state
+		}
 		if ni.PrimaryTerms[shard] < pi.PrimaryTerms[shard] {
 			w.fail("%s applied v%d: shard %d's primary term went from %d down to %d", node, next.Version, sh, pi.PrimaryTerms[shard], ni.PrimaryTerms[shard])
 			return
@@ -708,8 +730,8 @@ func (w *world) describeState(st *cluster.State) string {
 	}
 	var b strings.Builder
 	copies := w.openCopies()
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
+		sh := int(shard)
 		fmt.Fprintf(&b, "shard %d term %d in-sync %v:", sh, im.PrimaryTerms[shard], im.InSync[shard])
 		for _, c := range im.Copies[shard] {
 			fmt.Fprintf(&b, " [%s %s p=%v %s %s %s %s last=%s failed=%d]", c.AllocationID, c.Node, c.Primary, c.State, c.RecoverySource,
@@ -731,8 +753,7 @@ func (w *world) describeState(st *cluster.State) string {
 func (w *world) caughtUp(st *cluster.State) bool {
 	im := st.Indices[index]
 	copies := w.openCopies()
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
 		p, ok := st.Primary(index, shard)
 		if !ok {
 			return false
@@ -756,8 +777,8 @@ func (w *world) caughtUp(st *cluster.State) bool {
 func (w *world) copiesEqual() error {
 	st := w.latest()
 	im := st.Indices[index]
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
+		sh := int(shard)
 		var want []string
 		wantFrom := ""
 		for _, c := range im.Copies[shard] {

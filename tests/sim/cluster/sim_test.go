@@ -196,7 +196,8 @@ func (w *world) safetyStep() {
 }
 
 func (w *world) maybeFault() {
-	if w.rng.IntN(100) < w.sw.crashPct {
+	hold := w.split != nil && w.split.holdFaults()
+	if !hold && w.rng.IntN(100) < w.sw.crashPct {
 		dead := w.dead()
 		live := w.live()
 		if len(dead) > 0 && (len(live) <= 1 || w.rng.IntN(2) == 0) {
@@ -205,7 +206,7 @@ func (w *world) maybeFault() {
 			w.crash(live[w.rng.IntN(len(live))].name, "node crash")
 		}
 	}
-	if w.rng.IntN(100) < w.sw.leaderKillPct && len(w.live()) > 1 {
+	if !hold && w.rng.IntN(100) < w.sw.leaderKillPct && len(w.live()) > 1 {
 		for _, sn := range w.live() {
 			if sn.n.Manager().IsLeader() {
 				w.stats.leaderKills++
@@ -214,7 +215,7 @@ func (w *world) maybeFault() {
 			}
 		}
 	}
-	if w.rng.IntN(100) < w.sw.partitionPct {
+	if !hold && w.rng.IntN(100) < w.sw.partitionPct {
 		w.partition()
 	}
 	if w.rng.IntN(100) < w.sw.diskPct {

@@ -68,10 +68,16 @@ var faultNames = [numFaults]string{"kill parent primary's node", "kill a child r
 
 const numCells = int(numPoints) * int(numFaults)
 
-// cellOf is the seed's cell of the matrix: consecutive seeds walk the 30
-// cells, so every 30 seeds try each once.
+// cellOf is the seed's cell of the matrix: consecutive seeds walk the
+// cells, those of P3-P5 twice in each walk of 45 seeds (a split reaches
+// its later points less often: it may roll back first, or hand off in the
+// quiet phase; and P4 has no width when the parent primary's node is the
+// leader, which applies the entry as it learns it is committed).
 func cellOf(seed uint64) (point, faultKind) {
-	c := int((seed - 1) % uint64(numCells))
+	c := int((seed - 1) % uint64(numCells+3*int(numFaults)))
+	if c >= numCells {
+		c -= 3 * int(numFaults)
+	}
 	return point(c / int(numFaults)), faultKind(c % int(numFaults))
 }
 
@@ -105,14 +111,15 @@ type splitRun struct {
 
 	issueAt  int // the first request's step
 	nextTry  int
+	repairAt int
 	attempts int
 	began    int // accepted requests
 	inFlight *splitRequest
 
 	fired   bool
 	firedAt int
-	healAt  int       // the step the fault's partition heals and its killed node restarts
-	killed  string    // the node the fault killed
+	healAt  int         // the step the fault's partition heals and its killed node restarts
+	killed  string      // the node the fault killed
 	cmCuts  [][2]string // links whose cluster-manager traffic is cut (both ways)
 	reached [numPoints]bool
 
@@ -123,6 +130,10 @@ type splitRun struct {
 	applied map[string]bool
 
 	searches int
+	// calm: the swarm's own node and partition faults wait while the
+	// split runs until the seed's fault struck (in two seeds of three), so
+	// that the fault at its point is the first the split meets.
+	calm bool
 }
 
 type splitRequest struct {
@@ -137,6 +148,7 @@ func newSplitRun(w *world) *splitRun {
 	s.ways = 2 + s.rng.IntN(2)
 	s.issueAt = 5 + s.rng.IntN(min(40, max(1, w.sw.steps/4)))
 	s.nextTry = s.issueAt
+	s.calm = s.rng.IntN(3) != 0
 	return s
 }
 
@@ -181,6 +193,9 @@ func (s *splitRun) step() {
 		return
 	}
 	if _, running := im.Splits[s.parent]; running {
+		return
+	}
+	if s.repair(st) {
 		return
 	}
 	if s.point == p0BeforeSplit && !s.fired {
@@ -278,6 +293,36 @@ func (s *splitRun) current() (point, bool) {
 	return 0, false
 }
 
+// repair readies the cluster for the split's request, as an operator
+// would: while a copy of the index is not started, the swarm's partitions
+// heal and a dead node restarts (one action every few steps). It reports
+// whether it acted (the request waits).
+func (s *splitRun) repair(st *cluster.State) bool {
+	w := s.w
+	if st.Health().Indices[index].Status == cluster.Green || w.step < s.repairAt {
+		return false
+	}
+	s.repairAt = w.step + 5
+	if len(w.cuts) > 0 {
+		w.net.Heal()
+		w.logf("split-prep", "heal every link (was %v) for the split", w.cuts)
+		w.cuts = nil
+		return true
+	}
+	if dead := w.dead(); len(dead) > 0 {
+		w.logf("split-prep", "restart %s for the split", dead[0])
+		w.restart(dead[0])
+		return true
+	}
+	return false
+}
+
+// holdFaults reports whether the swarm's node and partition faults wait
+// (see calm).
+func (s *splitRun) holdFaults() bool {
+	return s.calm && !s.fired && s.w.step >= s.issueAt && s.handoff == nil
+}
+
 func hasHandoff(im *cluster.IndexMeta, shard routing.ShardID) bool {
 	_, ok := im.Handoffs[shard]
 	return ok
@@ -295,7 +340,10 @@ func (s *splitRun) watch() {
 	if !ok {
 		return
 	}
-	s.reached[p] = true
+	if !s.reached[p] {
+		s.reached[p] = true
+		w.logf("split", "at %s", pointNames[p])
+	}
 	if !s.fired && p == s.point && w.step <= w.sw.steps {
 		s.fire()
 	}

@@ -130,6 +130,9 @@ type splitRun struct {
 	applied map[string]bool
 
 	searches int
+	// newest is the committed state of the highest version any node
+	// applied, dead ones included.
+	newest *cluster.State
 	// calm: the swarm's own node and partition faults wait while the
 	// split runs until the seed's fault struck (in two seeds of three), so
 	// that the fault at its point is the first the split meets.
@@ -541,6 +544,9 @@ func (s *splitRun) settled(st *cluster.State) bool {
 //     it filtered out.
 func (s *splitRun) checkTransition(node string, life int, prev, next *cluster.State) {
 	w := s.w
+	if s.newest == nil || next.Version > s.newest.Version {
+		s.newest = next
+	}
 	pi, ni := prev.Indices[index], next.Indices[index]
 	for p := range pi.Splits {
 		for _, c := range pi.Copies[p] {
@@ -613,6 +619,31 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 			if !yield(k) {
 				return
 			}
+		}
+	}
+}
+
+// newestState returns the newer of st and the newest state any node
+// applied: a node cut from the cluster manager may be the only one alive,
+// with a state from before copies were removed from the in-sync set.
+func (s *splitRun) newestState(st *cluster.State) *cluster.State {
+	if s.newest != nil && (st == nil || s.newest.Version > st.Version) {
+		return s.newest
+	}
+	return st
+}
+
+// forgetClosed forgets the global checkpoint of every copy no longer open:
+// a copy's global checkpoint is not kept on disk, so a copy closed and
+// opened again in one life of its node (removed from a node cut from the
+// cluster manager, then opened from disk as its shard's primary) starts
+// from -1 again. The split seeds' cluster-manager cuts make that happen
+// within one life.
+func (s *splitRun) forgetClosed(open map[string]copyView) {
+	for k := range s.w.gcps {
+		parts := strings.SplitN(k, "/", 3)
+		if cv, ok := open[parts[2]]; !ok || cv.node != parts[0] || fmt.Sprint(cv.life) != parts[1] {
+			delete(s.w.gcps, k)
 		}
 	}
 }

@@ -583,6 +583,9 @@ func (w *world) openCopies() map[string]copyView {
 // that copy was removed from the in-sync set first.
 func (w *world) checkAckedOnInSync(what string, shard routing.ShardID, seq int64, term uint64) {
 	st := w.latest()
+	if w.split != nil {
+		st = w.split.newestState(st)
+	}
 	if st == nil || st.Indices[index] == nil {
 		return
 	}
@@ -619,6 +622,9 @@ func (w *world) checkStep() {
 		aids = append(aids, aid)
 	}
 	slices.Sort(aids)
+	if w.split != nil {
+		w.split.forgetClosed(copies)
+	}
 	for _, aid := range aids {
 		cv := copies[aid]
 		if cv.info.Recovering || !slices.Contains(im.InSync[cv.info.Shard], aid) {

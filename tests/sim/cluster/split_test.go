@@ -717,6 +717,10 @@ func (s *splitRun) checkEnd() {
 			w.fail("shard %d has no primary once settled", shard)
 			return
 		}
+		if cv, ok := w.openCopies()[p.AllocationID]; !ok || !cv.info.Primary {
+			w.fail("shard %d: its primary %s on %s is not open as a primary once settled (%+v)", shard, p.AllocationID, p.Node, cv.info)
+			return
+		}
 		err := w.nodes[p.Node].n.ScanCopy(im.UUID, shard, func(d storage.Doc) error {
 			if _, owner := tbl.Route(d.ID, d.Routing); owner != shard {
 				return fmt.Errorf("document %s is in shard %d, its routing partition is shard %d's", d.ID, shard, owner)

@@ -218,6 +218,27 @@
 //	earlyack      seed 27  (26/300)  "nN's acknowledgement of nN's request N (shard N seq N term N): in-sync copy ID on nN has local checkpoint N"
 //	noresync      seed 94  (5/300)   "copy ID on nN took the primary's term N yet holds operations to N, past the primary ID's local checkpoint N"
 //
+// Three more re-introduce the split's classic bugs; TestClusterSplitSim
+// catches them (seeds 1-300):
+//
+//	parentpromote  the parent keeps its copies after the hand-off, its
+//	               replicas promotable should its primary fail (the rule
+//	               "if the parent primary fails, promote a parent replica"
+//	               applied after the hand-off); the state's own check lifted
+//	earlyhandoff   the hand-off commits once the child primaries are in
+//	               sync, before the child replicas are (under recover)
+//	losthandoff    the hand-off commits the routing table without its
+//	               record; the state's own check lifted
+//
+//	parentpromote  seed 1  (170/300)  "nN applied vN: shard N handed off yet has copies [...]: a parent copy is promotable for its moved ranges"
+//	earlyhandoff   seed 1  (227/300)  "nN applied vN: shard N handed off while child N's copy ID is INITIALIZING, in sync [ID]"
+//	losthandoff    seed 1  (169/300)  "nN applied vN: the split of shard N is committed in the routing table without a hand-off record"
+//
+// Keeping the parent's copies alone broke the state's other checks (the
+// hand-off was refused, and 115 seeds failed as "not settled"); the
+// mutation lifts them, and keeps the standby parent out of the searches
+// (a search restarted over it for good, and the stack overflowed).
+//
 // The promotion mutation first lifted only the in-sync test of promoting
 // a replica, and 300 seeds passed: a started copy leaves the in-sync set
 // here only by failing, so that test is never the last line. The primary

@@ -174,6 +174,7 @@
 //	SHARDSPLIT_SIM_SEED=S         the first seed (default 1)
 //	SHARDSPLIT_SIM_DETERMINISM=1  run TestClusterSimDeterminism: the first 50 seeds (or N)
 //	                              twice, reporting how many gave the same trace hash
+//	SHARDSPLIT_SIM_SPLIT=1        TestClusterSimDeterminism runs the split seeds
 //	SHARDSPLIT_SIM_PROGRESS=1     print each seed as it starts
 //	SHARDSPLIT_SIM_LOG=1          the nodes' logs (above)
 //

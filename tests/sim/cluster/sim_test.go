@@ -463,7 +463,11 @@ func TestClusterSimDeterminism(t *testing.T) {
 		t.Skip("set SHARDSPLIT_SIM_DETERMINISM=1 to measure determinism")
 	}
 	first, n := seedRange(t, 50)
-	a, b := runSeeds(first, n), runSeeds(first, n)
+	run := runSeed
+	if os.Getenv("SHARDSPLIT_SIM_SPLIT") != "" {
+		run = runSplitSeed
+	}
+	a, b := runSeedsWith(first, n, run), runSeedsWith(first, n, run)
 	same := 0
 	for i := range a {
 		if a[i].hash == b[i].hash {

@@ -2,6 +2,7 @@ package clustersim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -569,7 +570,7 @@ func (s *splitRun) checkTransition(node string, life int, prev, next *cluster.St
 			}
 		}
 	}
-	for _, p := range slices.Sorted(mapKeys(ni.Handoffs)) {
+	for _, p := range slices.Sorted(maps.Keys(ni.Handoffs)) {
 		h := ni.Handoffs[p]
 		if len(ni.Copies[p]) > 0 || len(ni.InSync[p]) > 0 {
 			w.fail("%s applied v%d: shard %d handed off yet has copies %v, in sync %v: a parent copy is promotable for its moved ranges",
@@ -607,16 +608,6 @@ func (s *splitRun) checkTransition(node string, life int, prev, next *cluster.St
 			if ci.LCP < h.MaxSeq {
 				w.fail("%s applied v%d: shard %d handed off at seq %d, yet in-sync child copy %s of shard %d has local checkpoint %d",
 					node, next.Version, p, h.MaxSeq, ci.AllocationID, ci.Shard, ci.LCP)
-				return
-			}
-		}
-	}
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
 				return
 			}
 		}
@@ -757,8 +748,10 @@ func TestClusterSplitSim(t *testing.T) {
 	elapsed := time.Since(start)
 	var total stats
 	var failed []result
+	searches := 0
 	for _, r := range results {
 		total.add(r.stats)
+		searches += r.split.searches
 		if r.finding != "" {
 			failed = append(failed, r)
 		}
@@ -774,9 +767,9 @@ func TestClusterSplitSim(t *testing.T) {
 	if n == 1 && testing.Verbose() {
 		t.Logf("trace of seed %d:\n  %s", first, strings.Join(results[0].trace, "\n  "))
 	}
-	t.Logf("%d split seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d writes (%d acknowledged), %d reads, %d crashes, %d partition changes",
+	t.Logf("%d split seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d writes (%d acknowledged), %d reads, %d searches, %d crashes, %d partition changes",
 		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.writes, total.acked,
-		total.reads, total.crashes, total.partitions)
+		total.reads, searches, total.crashes, total.partitions)
 	m := tally(results)
 	t.Logf("the fault matrix:\n%s", m)
 	if len(failed) > 0 {

@@ -58,6 +58,8 @@ func Apply(s *State, t Task) (*State, error) {
 		rerr = a.splitHandoff(t.SplitHandoff)
 	case t.SplitCancel != nil:
 		rerr = a.splitCancel(t.SplitCancel)
+	case t.SplitCut != nil:
+		rerr = a.splitCut(t.SplitCut)
 	}
 	if rerr == nil {
 		// Before its hand-off a split whose parent or child lost a copy
@@ -505,6 +507,12 @@ func (a *applier) shardStarted(t *ShardStarted) *RefusedError {
 	}
 	if c.State != Initializing {
 		return stale("shard started for [%s][%d] allocation id [%s], which is %s, not INITIALIZING", t.Index, t.Shard, t.AllocationID, c.State)
+	}
+	if parent, child := im.SplitOf(t.Shard); child && im.Splits[parent].Strategy == StrategyLocal && im.Splits[parent].Cut == nil {
+		return stale("shard started for [%s][%d] allocation id [%s], a child of a local split with no cut yet", t.Index, t.Shard, t.AllocationID)
+	}
+	if p := primaryPos(im.Copies[t.Shard]); !c.Primary && (p < 0 || !im.Copies[t.Shard][p].Active()) {
+		return stale("shard started for replica [%s][%d] allocation id [%s] before its primary is active", t.Index, t.Shard, t.AllocationID)
 	}
 	im = a.mutIndex(t.Index)
 	im.Copies[t.Shard][i] = ShardCopy{AllocationID: c.AllocationID, Node: c.Node, Primary: c.Primary, State: Started}

@@ -128,6 +128,7 @@ func (g *taskGen) next(s *State, step int) Task {
 		if f := rapid.SampledFrom([]int{1, 4}).Draw(rt, "routing factor"); f > 1 {
 			ct.CreateIndex.Settings["index.number_of_routing_shards"] = fmt.Sprint(shards * f) // room to split
 		}
+		ct.CreateIndex.Settings[SettingReplicaSplit] = rapid.SampledFrom(Strategies).Draw(rt, "replica split")
 		return ct
 	case k < 78:
 		if names := s.IndexNames(); len(names) > 0 {
@@ -231,6 +232,15 @@ func (g *taskGen) joined(s *State) Task {
 // quiesce starts every initializing copy, round after round, then reroutes.
 func quiesce(rt *rapid.T, s *State) *State {
 	for range 50 {
+		// A local split's parent primary proposes its cut first.
+		for _, name := range s.IndexNames() {
+			im := s.Indices[name]
+			for _, p := range slices.Sorted(maps.Keys(im.Splits)) {
+				if sp := im.Splits[p]; sp.Strategy == StrategyLocal && sp.Cut == nil {
+					s = mustApply(rt, s, Task{SplitCut: &SplitCut{Index: name, Shard: p, ParentTerm: im.PrimaryTerms[p], Seq: 3}})
+				}
+			}
+		}
 		init := copies(s, func(c ShardCopy) bool { return c.State == Initializing })
 		if len(init) == 0 {
 			return mustApply(rt, s, Task{Reroute: &Reroute{}})
@@ -277,6 +287,9 @@ func checkQuiet(rt *rapid.T, s *State) {
 				}
 				continue
 			}
+			if parent, child := im.SplitOf(shard); child && im.Splits[parent].ChildReplicasAfterHandoff() {
+				continue // its replicas wait for the hand-off
+			}
 			if assigned < len(im.Copies[shard]) && assigned < len(s.Nodes) && p.Active() {
 				rt.Fatalf("[%s][%d] has %d of %d copies assigned on %d nodes", name, sh, assigned, len(im.Copies[shard]), len(s.Nodes))
 			}
@@ -309,6 +322,9 @@ func (g *taskGen) split(s *State) Task {
 			return Task{SplitCancel: &SplitCancel{Index: sp.index, Shard: sp.parent, Reason: "test"}}
 		}
 		term := s.Indices[sp.index].PrimaryTerms[sp.parent] - uint64(rapid.IntRange(0, 5).Draw(rt, "old term")/5)
+		if rapid.IntRange(0, 2).Draw(rt, "cut") == 0 {
+			return Task{SplitCut: &SplitCut{Index: sp.index, Shard: sp.parent, ParentTerm: term, Seq: int64(rapid.IntRange(-1, 9).Draw(rt, "cut seq"))}}
+		}
 		return Task{SplitHandoff: &SplitHandoff{Index: sp.index, Shard: sp.parent, ParentTerm: term, MaxSeq: 7}}
 	}
 	name := rapid.SampledFrom(names).Draw(rt, "split index")

@@ -40,6 +40,9 @@ func (a *applier) reroute() {
 	for _, name := range a.next.IndexNames() {
 		im := a.next.Indices[name]
 		for _, shard := range im.ShardIDs() {
+			if p, child := im.SplitOf(shard); child && im.Splits[p].ChildReplicasAfterHandoff() {
+				continue // its primary is built in place; its replicas wait for the hand-off
+			}
 			for _, c := range im.Copies[shard] {
 				if c.State == Unassigned {
 					if c.Primary {

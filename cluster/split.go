@@ -12,10 +12,27 @@ import (
 // of a split get their replicas.
 const SettingReplicaSplit = "index.shardsplit.replica_split"
 
-// StrategyRecover builds child primaries on the parent primary's node and
-// child replicas by peer recovery from them, hands off once every child
-// copy is in sync. It is the default and the only strategy built.
-const StrategyRecover = "recover"
+// Strategies of index.shardsplit.replica_split.
+const (
+	// StrategyRecover builds child primaries on the parent primary's node
+	// and child replicas by peer recovery from them, hands off once every
+	// child copy is in sync. The default.
+	StrategyRecover = "recover"
+	// StrategyLocal builds every child copy where a parent copy is, from
+	// that copy's own store at or above an agreed cut (SplitCut): child
+	// primaries beside the parent primary, child replicas beside the
+	// parent replicas; nothing is copied over the network. Hands off once
+	// every child copy is in sync.
+	StrategyLocal = "local"
+	// StrategyHandoffFirst builds child primaries as recover does and
+	// hands off once they are in sync, before any child replica exists;
+	// the child replicas are then built by peer recovery as any replica:
+	// a window with one copy per child.
+	StrategyHandoffFirst = "handoff-first"
+)
+
+// Strategies lists the values index.shardsplit.replica_split accepts.
+var Strategies = []string{StrategyRecover, StrategyLocal, StrategyHandoffFirst}
 
 // ReasonSplitChild is the unassigned reason of a child replica created by
 // a split.
@@ -31,8 +48,9 @@ func (a *applier) splitShard(t *SplitShard) *RefusedError {
 	if strategy == "" {
 		strategy = StrategyRecover
 	}
-	if strategy != StrategyRecover {
-		return invalid("cluster: replica split strategy [%s] of index [%s] is not supported; supported: [%s]", strategy, t.Index, StrategyRecover)
+	if !slices.Contains(Strategies, strategy) {
+		return refuse(RefusedInvalid, "IllegalArgumentException", "unknown value [%s] for setting [%s] of index [%s]; expected one of %v",
+			strategy, SettingReplicaSplit, t.Index, Strategies)
 	}
 	if _, running := im.Splits[t.Shard]; running {
 		return refuse(RefusedSplit, "IllegalArgumentException", "Split of shard [%d] is already in progress or completed.", t.Shard)
@@ -78,8 +96,21 @@ func (a *applier) splitShard(t *SplitShard) *RefusedError {
 		aid := a.newAllocationID()
 		cs := []ShardCopy{{AllocationID: aid, Node: primary.Node, Primary: true, State: Initializing, RecoverySource: InPlaceSplit,
 			UnassignedReason: ReasonSplitChild}}
-		for range im.Replicas {
-			cs = append(cs, unassignedCopy(false, Peer, unassignedInfo{reason: ReasonSplitChild}))
+		if strategy == StrategyLocal {
+			// A child replica beside each parent replica, built from it.
+			for _, c := range copies {
+				if c.Primary {
+					continue
+				}
+				raid := a.newAllocationID()
+				cs = append(cs, ShardCopy{AllocationID: raid, Node: c.Node, State: Initializing, RecoverySource: InPlaceSplit,
+					UnassignedReason: ReasonSplitChild})
+				a.setLocalCopy(c.Node, LocalCopy{IndexUUID: im.UUID, Shard: child, AllocationID: raid})
+			}
+		} else {
+			for range im.Replicas {
+				cs = append(cs, unassignedCopy(false, Peer, unassignedInfo{reason: ReasonSplitChild}))
+			}
 		}
 		im.Copies[child] = cs
 		im.InSync[child] = []string{}
@@ -104,6 +135,9 @@ func (a *applier) splitHandoff(t *SplitHandoff) *RefusedError {
 	}
 	for _, child := range sp.Children {
 		for _, c := range im.Copies[child] {
+			if sp.ChildReplicasAfterHandoff() && !c.Primary {
+				continue // built after the hand-off
+			}
 			if !c.Active() || !im.inSync(child, c.AllocationID) {
 				return refuse(RefusedSplit, "IllegalStateException", "Cannot hand off shard [%d] of index [%s]: copy [%s] of child shard [%d] is %s, not started and in sync",
 					t.Shard, t.Index, c.AllocationID, child, c.State)
@@ -126,6 +160,36 @@ func (a *applier) splitHandoff(t *SplitHandoff) *RefusedError {
 		im.Handoffs = map[routing.ShardID]Handoff{}
 	}
 	im.Handoffs[t.Shard] = Handoff{Children: sp.Children, ParentTerm: t.ParentTerm, MaxSeq: t.MaxSeq}
+	return nil
+}
+
+// splitCut records a local split's agreed cut (see SplitCut).
+func (a *applier) splitCut(t *SplitCut) *RefusedError {
+	im := a.next.Indices[t.Index]
+	if im == nil {
+		return stale("split cut for index [%s], which does not exist", t.Index)
+	}
+	sp, ok := im.Splits[t.Shard]
+	if !ok {
+		return stale("split cut for [%s][%d], which is not being split", t.Index, t.Shard)
+	}
+	if sp.Strategy != StrategyLocal {
+		return invalid("cluster: split cut for [%s][%d], whose split's strategy is [%s], not [%s]", t.Index, t.Shard, sp.Strategy, StrategyLocal)
+	}
+	if sp.Cut != nil {
+		return stale("split cut for [%s][%d]: the cut is [%d] already", t.Index, t.Shard, *sp.Cut)
+	}
+	if term := im.PrimaryTerms[t.Shard]; t.ParentTerm != term {
+		return refuse(RefusedNoLongerPrimary, "NoLongerPrimaryShardException", "primary term [%d] did not match current primary term [%d]", t.ParentTerm, term)
+	}
+	if t.Seq < -1 {
+		return invalid("cluster: split cut for [%s][%d] at sequence number [%d]", t.Index, t.Shard, t.Seq)
+	}
+	im = a.mutIndex(t.Index)
+	cut := t.Seq
+	sp.Cut = &cut
+	sp.Children = slices.Clone(sp.Children)
+	im.Splits[t.Shard] = sp
 	return nil
 }
 
@@ -253,6 +317,9 @@ func (a *applier) updateSplitPhases() {
 			phase := SplitReady
 			for _, child := range sp.Children {
 				for _, c := range im.Copies[child] {
+					if sp.ChildReplicasAfterHandoff() && !c.Primary {
+						continue
+					}
 					switch {
 					case c.Primary && !c.Active():
 						phase = SplitCatchingUp

@@ -13,12 +13,127 @@ import (
 // child copy started and in sync.
 func splitting(t *testing.T) *State {
 	t.Helper()
+	return startAll(t, begunSplit(t, StrategyRecover))
+}
+
+// begunSplit returns a 3-node cluster with index i (1 shard of 8 routing
+// shards, 1 replica, green, index.shardsplit.replica_split strategy) just
+// after the split of its shard 0 in two began.
+func begunSplit(t *testing.T, strategy string) *State {
+	t.Helper()
 	s := bootstrap(t, "n1", "n2", "n3")
 	ct := createTask("i", 1, 1)
 	ct.CreateIndex.Settings["index.number_of_routing_shards"] = "8"
+	ct.CreateIndex.Settings[SettingReplicaSplit] = strategy
 	s = startAll(t, mustApply(t, s, ct))
-	s = mustApply(t, s, Task{SplitShard: &SplitShard{Index: "i", Shard: 0, Children: 2}})
-	return startAll(t, s)
+	return mustApply(t, s, Task{SplitShard: &SplitShard{Index: "i", Shard: 0, Children: 2}})
+}
+
+func TestALocalSplitBuildsEveryChildCopyBesideAParentCopyAfterTheCut(t *testing.T) {
+	s := begunSplit(t, StrategyLocal)
+	im := s.Indices["i"]
+	parentReplica := replicas(s, "i", 0)[0]
+	term := im.PrimaryTerms[0]
+	for _, child := range im.Splits[0].Children {
+		rs := replicas(s, "i", child)
+		if len(rs) != 1 || rs[0].Node != parentReplica.Node || rs[0].State != Initializing || rs[0].RecoverySource != InPlaceSplit {
+			t.Fatalf("child %d replicas %+v, want one built in place on %s", child, rs, parentReplica.Node)
+		}
+		// No child copy starts before the cut: none is built before it.
+		p := primary(t, s, "i", child)
+		if _, err := apply(t, s, Task{ShardStarted: &ShardStarted{Index: "i", Shard: child, AllocationID: p.AllocationID, PrimaryTerm: term}}); !errors.Is(err, ErrStale) {
+			t.Fatalf("child primary started before the cut: %v", err)
+		}
+	}
+	if im.Splits[0].Cut != nil {
+		t.Fatalf("cut %d before any was proposed", *im.Splits[0].Cut)
+	}
+	if _, err := apply(t, s, Task{SplitCut: &SplitCut{Index: "i", Shard: 0, ParentTerm: term + 1, Seq: 5}}); !errors.Is(err, ErrNoLongerPrimary) {
+		t.Fatalf("cut under another term: %v", err)
+	}
+	s = mustApply(t, s, Task{SplitCut: &SplitCut{Index: "i", Shard: 0, ParentTerm: term, Seq: 5}})
+	if c := s.Indices["i"].Splits[0].Cut; c == nil || *c != 5 {
+		t.Fatalf("cut %v, want 5", c)
+	}
+	if _, err := apply(t, s, Task{SplitCut: &SplitCut{Index: "i", Shard: 0, ParentTerm: term, Seq: 7}}); !errors.Is(err, ErrStale) {
+		t.Fatalf("a second cut: %v", err)
+	}
+	// A replica never starts before its primary.
+	for _, child := range s.Indices["i"].Splits[0].Children {
+		r := replicas(s, "i", child)[0]
+		if _, err := apply(t, s, Task{ShardStarted: &ShardStarted{Index: "i", Shard: child, AllocationID: r.AllocationID}}); !errors.Is(err, ErrStale) {
+			t.Fatalf("child replica started before its primary: %v", err)
+		}
+	}
+	s = startAll(t, s)
+	if got := s.Indices["i"].Splits[0].Phase; got != SplitReady {
+		t.Fatalf("phase %s, want %s", got, SplitReady)
+	}
+	s = mustApply(t, s, Task{SplitHandoff: &SplitHandoff{Index: "i", Shard: 0, ParentTerm: term, MaxSeq: 9}})
+	if s.Health().Status != Green {
+		t.Fatalf("health %s after a local split's hand-off", s.Health().Status)
+	}
+}
+
+func TestAHandoffFirstSplitHandsOffWithOneCopyPerChildAndThenRecoversTheReplicas(t *testing.T) {
+	s := startAll(t, begunSplit(t, StrategyHandoffFirst))
+	im := s.Indices["i"]
+	children := im.Splits[0].Children
+	if got := im.Splits[0].Phase; got != SplitReady {
+		t.Fatalf("phase %s with the child primaries in sync, want %s", got, SplitReady)
+	}
+	for _, child := range children {
+		for _, r := range replicas(s, "i", child) {
+			if r.State != Unassigned {
+				t.Fatalf("child %d replica %+v exists before the hand-off", child, r)
+			}
+		}
+	}
+	s = mustApply(t, s, Task{SplitHandoff: &SplitHandoff{Index: "i", Shard: 0, ParentTerm: im.PrimaryTerms[0], MaxSeq: 9}})
+	// The window: one started copy per child, its replicas recovering.
+	if got := s.Health().Status; got != Yellow {
+		t.Fatalf("health %s right after a handoff-first hand-off, want yellow", got)
+	}
+	for _, child := range children {
+		if in := s.Indices["i"].InSync[child]; len(in) != 1 {
+			t.Fatalf("child %d in-sync %v right after the hand-off, want its primary alone", child, in)
+		}
+	}
+	if s = startAll(t, s); s.Health().Status != Green {
+		t.Fatalf("health %s once the child replicas recovered", s.Health().Status)
+	}
+}
+
+func TestEveryStrategyRollsBackWhenTheParentPrimarysNodeLeavesBeforeTheHandoff(t *testing.T) {
+	for _, strategy := range Strategies {
+		t.Run(strategy, func(t *testing.T) {
+			s := begunSplit(t, strategy)
+			if strategy == StrategyLocal {
+				s = mustApply(t, s, Task{SplitCut: &SplitCut{Index: "i", Shard: 0, ParentTerm: s.Indices["i"].PrimaryTerms[0], Seq: 0}})
+			}
+			s = startAll(t, s)
+			p := primary(t, s, "i", 0)
+			s = mustApply(t, s, Task{NodeLeft: &NodeLeft{Name: p.Node, Reason: "disconnected"}})
+			im := s.Indices["i"]
+			if len(im.Splits) != 0 || !equalIDs(im.ShardIDs(), []routing.ShardID{0}) {
+				t.Fatalf("split not rolled back: splits %v shards %v", im.Splits, im.ShardIDs())
+			}
+			if np := primary(t, s, "i", 0); np.Node == p.Node || !np.Active() {
+				t.Fatalf("parent primary after the roll-back %+v", np)
+			}
+		})
+	}
+}
+
+func TestSplitRefusesAnUnknownStrategy(t *testing.T) {
+	s := bootstrap(t, "n1", "n2")
+	ct := createTask("i", 1, 1)
+	ct.CreateIndex.Settings["index.number_of_routing_shards"] = "8"
+	ct.CreateIndex.Settings[SettingReplicaSplit] = "copy-everything"
+	s = startAll(t, mustApply(t, s, ct))
+	if _, err := apply(t, s, Task{SplitShard: &SplitShard{Index: "i", Shard: 0, Children: 2}}); !errors.Is(err, ErrInvalidTask) {
+		t.Fatalf("split under an unknown strategy: %v", err)
+	}
 }
 
 func TestSplitRollsBackWhenAChildReplicaFailsBeforeTheHandoff(t *testing.T) {

@@ -40,6 +40,9 @@ const (
 	// primary's node from a checkpoint of the parent's store, then follows
 	// the parent's operations until the hand-off (the in-place split's
 	// recovery source upstream).
+	//
+	// Under the local strategy a child replica is built the same way on a
+	// parent replica's node, from that replica's store.
 	InPlaceSplit RecoverySource = "IN_PLACE_SPLIT"
 )
 
@@ -249,7 +252,17 @@ type ShardSplit struct {
 	// Strategy is how the children get replicas
 	// (index.shardsplit.replica_split).
 	Strategy string `json:"strategy"`
+	// Cut, under the local strategy, is the agreed sequence number every
+	// copy of the parent holds (at most every in-sync copy's local
+	// checkpoint when the parent primary proposed it, SplitCut): each
+	// copy builds its children from its own store only once the cut is
+	// committed. Nil until then.
+	Cut *int64 `json:"cut,omitempty"`
 }
+
+// ChildReplicasAfterHandoff reports whether the replicas of a child of
+// the split wait for the hand-off (the handoff-first strategy).
+func (sp ShardSplit) ChildReplicasAfterHandoff() bool { return sp.Strategy == StrategyHandoffFirst }
 
 // Handoff is a committed split's hand-off record: the parent's primary
 // term and the highest sequence number the parent assigned, which every

@@ -21,6 +21,7 @@ type Task struct {
 	SplitShard     *SplitShard     `json:"split_shard,omitempty"`
 	SplitHandoff   *SplitHandoff   `json:"split_handoff,omitempty"`
 	SplitCancel    *SplitCancel    `json:"split_cancel,omitempty"`
+	SplitCut       *SplitCut       `json:"split_cut,omitempty"`
 }
 
 // Bootstrap is the first task of a cluster: its name, uuid and first nodes
@@ -130,6 +131,19 @@ type SplitHandoff struct {
 	MaxSeq     int64           `json:"max_seq"`
 }
 
+// SplitCut records the agreed cut of a split under the local strategy:
+// the parent primary, under ParentTerm, proposes a sequence number every
+// in-sync copy of the parent holds (its global checkpoint). Every copy of
+// the parent builds its children from its own store once the cut is
+// committed, and the parent primary retains its history above the cut
+// for them.
+type SplitCut struct {
+	Index      string          `json:"index"`
+	Shard      routing.ShardID `json:"shard"`
+	ParentTerm uint64          `json:"parent_term"`
+	Seq        int64           `json:"seq"`
+}
+
 // SplitCancel cancels a split in progress (the routing table's
 // cancel-split edit): the children and their copies are removed; the
 // parent serves on as before.
@@ -158,6 +172,7 @@ func (t Task) Kind() string {
 		{t.SplitShard != nil, "split-shard"},
 		{t.SplitHandoff != nil, "split-handoff"},
 		{t.SplitCancel != nil, "split-cancel"},
+		{t.SplitCut != nil, "split-cut"},
 	}
 	name := "invalid"
 	n := 0

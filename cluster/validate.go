@@ -248,12 +248,24 @@ func validateShard(v *violations, s *State, im *IndexMeta, shard routing.ShardID
 func validateRecovery(v *violations, im *IndexMeta, shard routing.ShardID, primary ShardCopy) {
 	where := shardName{im.Name, shard}
 	copies, inSync := im.Copies[shard], im.InSync[shard]
+	parent, child := im.SplitOf(shard)
+	sp := im.Splits[parent]
 	for _, c := range copies {
+		if !c.Primary && c.State == Initializing && c.RecoverySource == InPlaceSplit {
+			// A local split's child replica, built beside a parent replica.
+			if !child || sp.Strategy != StrategyLocal {
+				v.addf("%s replica %+v builds from a split though the shard is not a child of a local split in progress", where, c)
+			}
+			continue
+		}
 		if !c.Primary && c.Assigned() && !primary.Active() {
 			v.addf("%s replica [%s] is %s while the primary is %s", where, c.AllocationID, c.State, primary.State)
 		}
 		if !c.Primary && c.State != Started && c.RecoverySource != Peer {
 			v.addf("%s replica %+v does not recover from its peer", where, c)
+		}
+		if !c.Primary && c.Assigned() && child && sp.ChildReplicasAfterHandoff() {
+			v.addf("%s replica [%s] is %s before the hand-off of a %s split", where, c.AllocationID, c.State, sp.Strategy)
 		}
 	}
 	if primary.RecoverySource == InPlaceSplit {
@@ -422,6 +434,9 @@ func checkSplitTransition(v *violations, was, im *IndexMeta, t Task) {
 			if c.Primary && (c.RecoverySource != InPlaceSplit || c.Node != parent.Node) {
 				v.addf("%s child primary %+v is not built in place on the parent primary's node [%s]", where, c, parent.Node)
 			}
+			if !c.Primary && c.Assigned() && !slices.ContainsFunc(was.Copies[s.Shard], func(p ShardCopy) bool { return !p.Primary && p.Node == c.Node }) {
+				v.addf("%s child replica %+v is not built beside a parent replica", where, c)
+			}
 		}
 	}
 	for _, shard := range was.ShardIDs() {
@@ -430,8 +445,15 @@ func checkSplitTransition(v *violations, was, im *IndexMeta, t Task) {
 		}
 		where := fmt.Sprintf("[%s][%d]", im.Name, shard)
 		if h := t.SplitHandoff; h != nil && h.Index == im.Name && h.Shard == shard {
-			for _, child := range was.Splits[shard].Children {
+			sp := was.Splits[shard]
+			if sp.Strategy == StrategyLocal && sp.Cut == nil {
+				v.addf("%s local split handed off with no cut", where)
+			}
+			for _, child := range sp.Children {
 				for _, c := range was.Copies[child] {
+					if sp.ChildReplicasAfterHandoff() && !c.Primary {
+						continue
+					}
 					if !c.Active() || !slices.Contains(was.InSync[child], c.AllocationID) {
 						v.addf("%s handed off while child [%d] copy [%s] was %s and not in sync", where, child, c.AllocationID, c.State)
 					}

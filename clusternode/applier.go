@@ -207,6 +207,11 @@ func (n *Node) reconcile(st *cluster.State) {
 		n.applyCopy(st, want[k])
 	}
 	n.reconcileSources(st)
+	deferred := n.deferredStarts
+	n.deferredStarts = nil
+	for _, r := range deferred {
+		n.onRecoveryStart(r.TargetNode, r)
+	}
 	for aid := range n.started {
 		if copyStarted(st, aid) || !copyAssigned(st, aid) {
 			delete(n.started, aid)
@@ -275,8 +280,8 @@ func (n *Node) removeCopy(k copyKey, why string, keep bool) {
 // applyCopy brings one assigned copy to what the state says.
 func (n *Node) applyCopy(st *cluster.State, a assigned) {
 	lc := n.copies[a.key]
-	if _, child := a.index.SplitOf(a.key.shard); child && a.copy.Primary {
-		return // built by tickSplits beside its parent's primary, then follows it until the hand-off
+	if _, child := a.index.SplitOf(a.key.shard); child && (a.copy.Primary || a.copy.RecoverySource == cluster.InPlaceSplit) {
+		return // built by tickSplits beside its parent's copy, then follows the parent primary until the hand-off
 	}
 	switch {
 	case a.copy.Primary && lc == nil:
@@ -368,18 +373,22 @@ func (n *Node) updateGroup(lc *localCopy, a assigned) {
 }
 
 func (n *Node) reportStarted(a assigned, lc *localCopy) {
+	n.proposeStarted(a.index.Name, a.key.shard, lc.aid, a.term)
+}
+
+// proposeStarted proposes ShardStarted for copy aid of a shard.
+func (n *Node) proposeStarted(index string, shard routing.ShardID, aid string, term uint64) {
 	// Once per copy and term: a copy made primary again under a greater
 	// term (its node removed and back meanwhile) reports again, since the
 	// report of the earlier term is refused.
-	if term, ok := n.started[lc.aid]; ok && term == a.term {
+	if t, ok := n.started[aid]; ok && t == term {
 		return
 	}
-	n.started[lc.aid] = a.term
-	index := a.index.Name
-	n.mgr.Propose(cluster.Task{ShardStarted: &cluster.ShardStarted{Index: index, Shard: a.key.shard,
-		AllocationID: lc.aid, PrimaryTerm: a.term}}, func(r coordinationResult) {
+	n.started[aid] = term
+	n.mgr.Propose(cluster.Task{ShardStarted: &cluster.ShardStarted{Index: index, Shard: shard,
+		AllocationID: aid, PrimaryTerm: term}}, func(r coordinationResult) {
 		if r.Err != nil {
-			n.log.Debug("shard started refused", zap.String("allocation_id", lc.aid), zap.Error(r.Err))
+			n.log.Debug("shard started refused", zap.String("allocation_id", aid), zap.Error(r.Err))
 		}
 	})
 }

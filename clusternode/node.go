@@ -119,6 +119,14 @@ type Node struct {
 
 	applied *cluster.State // the state the applier last acted on
 
+	// deferredStarts are recovery requests for copies of a newer state
+	// than the one applied, taken again once a state is (startChildSource).
+	deferredStarts []replication.RecoveryStart
+
+	// sent counts the bytes of the message bodies this node sent to
+	// other nodes, by kind of traffic (SentBytes).
+	sent TransportBytes
+
 	coord   coordinator
 	serving servingState
 	self    []transport.Message // messages to this node, delivered at the end of the step
@@ -249,6 +257,8 @@ func (n *Node) Step(msgs ...transport.Message) {
 
 func (n *Node) route(m transport.Message) {
 	switch {
+	case m.Kind == kindSplitFollow:
+		n.onSplitFollow(m)
 	case strings.HasPrefix(m.Kind, "cm/"):
 		n.mgr.Step(m)
 	case strings.HasPrefix(m.Kind, "rep/"):
@@ -335,8 +345,39 @@ func (n *Node) send(node, kind string, body any) {
 		n.self = append(n.self, m)
 		return
 	}
+	n.sent.count(m)
 	n.cfg.Transport.Send(m)
 }
+
+// TransportBytes counts the bytes of message bodies a node sent to other
+// nodes: Recovery, peer recoveries' files and their control messages
+// (rec/); Replication, a primary's operations to its copies and
+// followers and their answers (rep/); Other, the rest (the cluster
+// manager's, shard operations').
+type TransportBytes struct {
+	Recovery    int64 `json:"recovery"`
+	Replication int64 `json:"replication"`
+	Other       int64 `json:"other"`
+}
+
+func (b *TransportBytes) count(m transport.Message) {
+	switch {
+	case strings.HasPrefix(m.Kind, "rec/"):
+		b.Recovery += int64(len(m.Body))
+	case strings.HasPrefix(m.Kind, "rep/"):
+		b.Replication += int64(len(m.Body))
+	default:
+		b.Other += int64(len(m.Body))
+	}
+}
+
+// Add returns the sum of two counts.
+func (b TransportBytes) Add(o TransportBytes) TransportBytes {
+	return TransportBytes{Recovery: b.Recovery + o.Recovery, Replication: b.Replication + o.Replication, Other: b.Other + o.Other}
+}
+
+// SentBytes returns what this node sent to other nodes since it opened.
+func (n *Node) SentBytes() TransportBytes { return n.sent }
 
 // Close closes the node's copies and its KV store. A closed node is not
 // stepped again.

@@ -18,7 +18,7 @@ import (
 // test alone: it delivers pending messages in a seeded order and ticks
 // every live node between rounds.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	rng   *rand.Rand
 	net   *transport.Network
 	nodes map[string]*worldNode
@@ -33,6 +33,8 @@ type world struct {
 	// cluster state stays where it is.
 	deaf map[string]bool
 	held []transport.Message // lagging messages, sent again next round unless their sender crashed
+	// delivered counts the messages delivered, by kind.
+	delivered map[string]int
 }
 
 type worldNode struct {
@@ -50,7 +52,7 @@ type endpoint struct{ transport.Transport }
 func (e endpoint) SendAddr(addr string, m transport.Message) { m.To = addr; e.Send(m) }
 func (e endpoint) SetPeer(name, addr string)                 {}
 
-func newWorld(t *testing.T, seed uint64, names ...string) *world {
+func newWorld(t testing.TB, seed uint64, names ...string) *world {
 	w := &world{t: t, rng: rand.New(rand.NewPCG(seed, 7)), net: transport.NewNetwork(), nodes: map[string]*worldNode{}, names: names}
 	for _, name := range names {
 		w.nodes[name] = &worldNode{name: name, disk: crashfs.New()}
@@ -115,6 +117,10 @@ func (w *world) round() {
 			}
 		}
 		if wn := w.nodes[m.To]; wn != nil && !wn.dead {
+			if w.delivered == nil {
+				w.delivered = map[string]int{}
+			}
+			w.delivered[m.Kind]++
 			wn.n.Step(m)
 		}
 	}

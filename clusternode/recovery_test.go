@@ -57,6 +57,52 @@ func TestALateRecoveryRequestDoesNotRestartAFinishedRecovery(t *testing.T) {
 	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
 }
 
+// TestAFinalizedRecoveryTargetIgnoresALateCancel: a source whose primary
+// term ended may cancel a recovery its target already finalized and the
+// cluster already started; the cancel must not wipe that copy, which may
+// be promoted next (the shard would then have a primary no node holds).
+func TestAFinalizedRecoveryTargetIgnoresALateCancel(t *testing.T) {
+	w := newWorld(t, 11, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	im := w.any().State().Indices["logs"]
+	var replica cluster.ShardCopy
+	for _, c := range im.Copies[0] {
+		if !c.Primary {
+			replica = c
+		}
+	}
+	primary := primaryNode(im, 0)
+	lc := w.nodes[replica.Node].n.copies[copyKey{index: im.UUID, shard: 0}]
+	if lc == nil || lc.c == nil || lc.target == nil {
+		t.Fatalf("the replica on %s is not open from a recovery: %+v", replica.Node, lc)
+	}
+	open := lc.c
+	m, err := transport.NewMessage(primary, replica.Node, replication.KindRecoveryCancel, map[string]any{
+		"shard": replication.ShardKey{Index: im.UUID, Shard: 0}, "id": lc.target.ID(), "reason": "the source's primary term ended"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.nodes[replica.Node].n.Step(m)
+	now := w.nodes[replica.Node].n.copies[copyKey{index: im.UUID, shard: 0}]
+	if now == nil || now.c != open {
+		t.Fatalf("the started replica on %s was wiped by a cancel of its finished recovery", replica.Node)
+	}
+	for range 100 {
+		w.round()
+	}
+	if w.health("logs") != cluster.Green {
+		t.Fatalf("logs is %s after a late cancel", w.health("logs"))
+	}
+	if g := w.get(replica.Node, "logs", "a"); g.err != nil || !g.found {
+		t.Fatalf("get a on %s after a late cancel: %+v", replica.Node, g)
+	}
+}
+
 // TestARecoveredCopyWhoseRecordFailedRecoversAgain: a replica whose
 // recovery received every file but could not record itself (its COPY file
 // failed to write) must start a new recovery, not wait for its source's

@@ -281,6 +281,14 @@ func (p *Process) CopyStats(ctx context.Context) ([]CopyStat, error) {
 	return call(ctx, p, func(n *Node, done func([]CopyStat)) { n.CopyStats(done) })
 }
 
+// SentBytes returns the bytes this node sent to other nodes, by kind of
+// traffic (Node.SentBytes).
+func (p *Process) SentBytes() (TransportBytes, error) {
+	var out TransportBytes
+	err := p.Do(func(n *Node) { out = n.SentBytes() })
+	return out, err
+}
+
 // State returns the node's applied cluster state (it does not wait for a
 // turn of the loop: states are never modified once applied).
 func (p *Process) State() (*cluster.State, error) {

@@ -2,10 +2,12 @@ package clusternode
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/replication"
 )
 
 // load writes documents of new ids through every live node, a few each
@@ -158,6 +160,9 @@ type splitCrashPoint struct {
 	victim func(w *world) string
 	// cancels: the split is rolled back, else it completes.
 	cancels bool
+	// childReplica: the point needs a child replica before the hand-off,
+	// which handoff-first never has.
+	childReplica bool
 }
 
 func parentPrimaryNode(w *world) string {
@@ -194,6 +199,30 @@ func childReplicaNode(w *world) string {
 	return ""
 }
 
+// builtChildReplicaNode names the node of a child replica of the split in
+// progress that has its copy open (under local, built from the node's own
+// parent replica after the cut), or "".
+func builtChildReplicaNode(w *world) string {
+	im := w.any().State().Indices["logs"]
+	sp, ok := im.Splits[0]
+	if !ok {
+		return ""
+	}
+	for _, ch := range sp.Children {
+		for _, c := range im.Copies[ch] {
+			if c.Primary || !c.Assigned() {
+				continue
+			}
+			if wn := w.nodes[c.Node]; !wn.dead {
+				if lc := wn.n.copies[copyKey{index: im.UUID, shard: ch}]; lc != nil && lc.c != nil {
+					return c.Node
+				}
+			}
+		}
+	}
+	return ""
+}
+
 func leaderNode(w *world) string {
 	for _, wn := range w.live() {
 		if wn.n.Manager().IsLeader() {
@@ -210,9 +239,12 @@ var splitCrashPoints = []splitCrashPoint{
 	{name: "parent primary before the hand-off", cancels: true,
 		at:     func(w *world) bool { return w.splitting("logs") },
 		victim: parentPrimaryNode},
-	{name: "child replica before the hand-off", cancels: true,
+	{name: "child replica before the hand-off", cancels: true, childReplica: true,
 		at:     func(w *world) bool { return w.splitting("logs") && childReplicaNode(w) != "" },
 		victim: childReplicaNode},
+	{name: "child replica built from its own store before the hand-off", cancels: true, childReplica: true,
+		at:     func(w *world) bool { return builtChildReplicaNode(w) != "" },
+		victim: builtChildReplicaNode},
 	{name: "parent primary after the hand-off",
 		at:     func(w *world) bool { return w.handedOff("logs") },
 		victim: parentPrimaryNode},
@@ -268,12 +300,30 @@ func TestAHandedOffChildReplicaHasEveryAcknowledgedWrite(t *testing.T) {
 // before the hand-off and completes after it, the index ends green with
 // every acknowledged write readable and its copies equal.
 func TestASplitSurvivesACrashAtEachStep(t *testing.T) {
+	splitSurvivesCrashes(t, cluster.StrategyRecover, splitSeeds)
+}
+
+// TestEveryReplicaSplitStrategySurvivesACrashAtEachStep: the crashes of
+// TestASplitSurvivesACrashAtEachStep under the local and handoff-first
+// strategies. Under handoff-first the crash of the child primaries' node
+// right after the hand-off hits the window with one copy per child: the
+// children wait for that node, whose disk holds them.
+func TestEveryReplicaSplitStrategySurvivesACrashAtEachStep(t *testing.T) {
+	for _, strategy := range []string{cluster.StrategyLocal, cluster.StrategyHandoffFirst} {
+		t.Run(strategy, func(t *testing.T) { splitSurvivesCrashes(t, strategy, 1) })
+	}
+}
+
+func splitSurvivesCrashes(t *testing.T, strategy string, seeds uint64) {
 	for _, p := range splitCrashPoints {
-		for seed := uint64(1); seed <= splitSeeds; seed++ {
+		if p.childReplica && strategy == cluster.StrategyHandoffFirst {
+			continue
+		}
+		for seed := uint64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", p.name, seed), func(t *testing.T) {
 				w := newWorld(t, seed, "n1", "n2", "n3")
 				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
-				w.createSplittable("n1", "logs")
+				w.createSplittableWith("n1", "logs", strategy)
 				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
 				l := newLoad(w, "logs")
 				l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 20 })
@@ -473,4 +523,197 @@ func (w *world) handOffPastADeafCoordinator() (coord string) {
 		return ok
 	})
 	return coord
+}
+
+func (w *world) createSplittableWith(name, index, strategy string) {
+	w.t.Helper()
+	err := do(w, name, func(n *Node, done func(error)) {
+		n.CreateIndex(index, map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "1",
+			"index.number_of_routing_shards": "8", cluster.SettingReplicaSplit: strategy}, nil, 0, done)
+	})
+	if err != nil {
+		w.t.Fatalf("create index %s: %v", index, err)
+	}
+}
+
+// oneCopyChild reports whether a child of the handed-off split of shard 0
+// has a single in-sync copy: handoff-first's window.
+func (w *world) oneCopyChild(index string) bool {
+	im := w.any().State().Indices[index]
+	h, ok := im.Handoffs[0]
+	if !ok {
+		return false
+	}
+	for _, ch := range h.Children {
+		if len(im.InSync[ch]) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost: under
+// writes through every node, a shard with one replica splits with each
+// strategy of index.shardsplit.replica_split; the index ends green with
+// every acknowledged write readable and the copies of each child equal.
+// Under handoff-first the state shows the window with one copy per child.
+func TestEveryReplicaSplitStrategySplitsUnderWritesWithNothingLost(t *testing.T) {
+	for _, strategy := range cluster.Strategies {
+		for seed := uint64(1); seed <= 2; seed++ {
+			t.Run(fmt.Sprintf("%s/seed=%d", strategy, seed), func(t *testing.T) {
+				w := newWorld(t, seed, "n1", "n2", "n3")
+				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+				w.createSplittableWith("n1", "logs", strategy)
+				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+				l := newLoad(w, "logs")
+				l.runWriting(100, "some writes", func() bool { return len(l.acked) >= 40 })
+				from := l.next
+				before := w.sentBytes()
+				manifests := w.delivered[replication.KindRecoveryManifest]
+				var splitErr error
+				began, window := false, false
+				w.nodes["n2"].n.SplitShard("logs", 0, 2, func(err error) { splitErr, began = err, true })
+				l.runWriting(600, "the split handed off and green", func() bool {
+					window = window || w.oneCopyChild("logs")
+					return began && w.handedOff("logs") && w.health("logs") == cluster.Green
+				})
+				if splitErr != nil {
+					t.Fatalf("split: %v", splitErr)
+				}
+				if want := strategy == cluster.StrategyHandoffFirst; window != want {
+					t.Fatalf("a child with one copy after the hand-off seen: %v, want %v", window, want)
+				}
+				w.runUntil(300, "writes answered", func() bool { return l.inflight == 0 })
+				during := 0
+				for i := from; i < l.next; i++ {
+					if _, ok := l.acked[fmt.Sprint("d", i)]; ok {
+						during++
+					}
+				}
+				if during < 5 {
+					t.Fatalf("only %d writes acknowledged while the split ran", during)
+				}
+				// local copies no file: every child copy is built from a
+				// parent copy on its own node.
+				recovered := w.sentBytes().Recovery - before.Recovery
+				if copied := recovered > 0; copied != (strategy != cluster.StrategyLocal) {
+					t.Fatalf("%d bytes of recovery sent during a %s split", recovered, strategy)
+				}
+				// No child replica's files are sent twice: one recovery each,
+				// none under local.
+				want := 2
+				if strategy == cluster.StrategyLocal {
+					want = 0
+				}
+				if got := w.delivered[replication.KindRecoveryManifest] - manifests; got != want {
+					t.Fatalf("%d recoveries sent their files during a %s split of two children with a replica each, want %d", got, strategy, want)
+				}
+				l.check("n3")
+				w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+				t.Logf("%d writes acknowledged (%d while the split ran), %d failed; %d recovery bytes sent",
+					len(l.acked), during, l.failed, recovered)
+			})
+		}
+	}
+}
+
+// sentBytes sums what the live nodes sent to each other.
+func (w *world) sentBytes() TransportBytes {
+	var b TransportBytes
+	for _, wn := range w.live() {
+		b = b.Add(wn.n.SentBytes())
+	}
+	return b
+}
+
+// BenchmarkReplicaSplitStrategies splits a shard with one replica holding
+// parentDocs documents of 1 KiB under writes through every node, with
+// each strategy, in the simulated cluster (rounds, not time), and reports
+// what crosses the network while it runs: bytes of peer recovery and of
+// replication, against the parent's size; rounds from the request to the
+// hand-off and to green; and rounds after the hand-off with a child that
+// has a single in-sync copy (handoff-first's window).
+func BenchmarkReplicaSplitStrategies(b *testing.B) {
+	const parentDocs = 2000
+	// Incompressible values, so that the bytes sent are the documents'.
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := func() []byte {
+		b := make([]byte, 1024)
+		for i := range b {
+			b[i] = byte('a' + rng.IntN(26))
+		}
+		return b
+	}
+	for _, strategy := range cluster.Strategies {
+		b.Run(strategy, func(b *testing.B) {
+			var recovery, replication, parent, toHandoff, toGreen, oneCopy float64
+			for i := 0; i < b.N; i++ {
+				w := newWorld(b, uint64(i+1), "n1", "n2", "n3")
+				w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+				w.createSplittableWith("n1", "logs", strategy)
+				w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+				acked, next := 0, 0
+				write := func(k int) {
+					live := w.live()
+					for range k {
+						id := fmt.Sprint("d", next)
+						node := live[next%len(live)].n
+						next++
+						node.IndexDoc("logs", id, "", value(), false, func(_ DocResult, err error) {
+							if err == nil {
+								acked++
+							}
+						})
+					}
+				}
+				for r := 0; acked < parentDocs; r++ {
+					if r == 2000 {
+						b.Fatalf("%d of %d documents acknowledged after %d rounds", acked, parentDocs, r)
+					}
+					if next < parentDocs {
+						write(50)
+					}
+					w.round()
+				}
+				before := w.sentBytes()
+				began := false
+				w.nodes["n2"].n.SplitShard("logs", 0, 2, func(err error) {
+					if err != nil {
+						b.Fatalf("split: %v", err)
+					}
+					began = true
+				})
+				rounds, handoff, window := 0, 0, 0
+				for !(began && w.handedOff("logs") && w.health("logs") == cluster.Green) {
+					if rounds == 3000 {
+						b.Fatalf("the split did not end green within %d rounds", rounds)
+					}
+					write(2)
+					w.round()
+					rounds++
+					if handoff == 0 && w.handedOff("logs") {
+						handoff = rounds
+					}
+					if w.oneCopyChild("logs") {
+						window++
+					}
+				}
+				sent := w.sentBytes()
+				b.Logf("seed %d: recovery %d replication %d rounds %d", i+1, sent.Recovery-before.Recovery, sent.Replication-before.Replication, rounds)
+				recovery += float64(sent.Recovery - before.Recovery)
+				replication += float64(sent.Replication - before.Replication)
+				parent += float64(acked * 1024)
+				toHandoff += float64(handoff)
+				toGreen += float64(rounds)
+				oneCopy += float64(window)
+			}
+			n := float64(b.N)
+			b.ReportMetric(recovery/n, "recovery-B/op")
+			b.ReportMetric(100*recovery/parent, "recovery-%-of-parent")
+			b.ReportMetric(replication/n, "replication-B/op")
+			b.ReportMetric(toHandoff/n, "rounds-to-handoff")
+			b.ReportMetric(toGreen/n, "rounds-to-green")
+			b.ReportMetric(oneCopy/n, "rounds-one-copy")
+		})
+	}
 }

@@ -208,9 +208,15 @@ func (t *Table) spansAtPoints(e Edit, parent Span) ([]Span, error) {
 		start = k
 	}
 	spans = append(spans, Span{Start: start, End: parent.End})
+	// Split points are this prototype's extension (OpenSearch splits only
+	// into equal ranges), held to the equal split's width rule. The answer
+	// names the narrow child: "Cannot split shard [n] further." would say
+	// the parent is too narrow for any split, which it need not be.
 	for _, s := range spans {
 		if s.Width() < t.minChildWidth() {
-			return nil, newError(IllegalArgument, "Cannot split shard [%d] further.", e.Shard)
+			return nil, newError(IllegalArgument,
+				"Split points of shard [%d] leave the child range from %d to %d too narrow: a child must be wider than %d",
+				e.Shard, t.mode.Display(s.Start), t.mode.Display(s.End)-1, t.minChildWidth()-1)
 		}
 	}
 	return spans, nil

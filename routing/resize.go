@@ -196,13 +196,15 @@ type ResizeRequest struct {
 // and then MetadataCreateIndexService.validateResize, in OpenSearch's order,
 // and returns the target index's routing settings.
 //
-// The index-level checks (target exists, source missing, data-stream write
-// index, write block) run first: the transport layer needs the source's
-// metadata, and this is the order users see them in (the target-exists and
-// write-block vectors of MetadataCreateIndexServiceTests pass through here).
+// The transport layer looks the source up first (a missing source is
+// IndexNotFoundException), then checks the request and the target's
+// settings; only the create-index task that follows checks the target's
+// existence and the source's write block. So a target that sets
+// index.number_of_routing_shards is refused for that even when the source
+// is not write-blocked.
 func PrepareResize(req ResizeRequest) (Settings, error) {
-	if err := checkResizeIndices(req); err != nil {
-		return Settings{}, err
+	if !req.SourceExists {
+		return Settings{}, newError(IndexNotFound, "no such index [%s]", req.Source)
 	}
 	shards, err := prepareTargetShards(req)
 	if err != nil {

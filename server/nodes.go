@@ -178,6 +178,12 @@ func (s *Server) nodesStats(w http.ResponseWriter, r *http.Request, filter strin
 			entry["indices"] = map[string]any{"docs": map[string]int64{"count": docs, "deleted": 0},
 				"store": map[string]int64{"size_in_bytes": bytes, "reserved_in_bytes": 0}}
 		}
+		if sent, ok := s.svc.TransportSent(); ok && n.local && metrics["transport"] {
+			// TransportStats' tx size, and what it was made of: peer
+			// recoveries (their files), replication, the rest.
+			entry["transport"] = map[string]any{"tx_size_in_bytes": sent.Recovery + sent.Replication + sent.Other,
+				"tx_size_in_bytes_by_kind": sent}
+		}
 		nodes[n.id] = entry
 	}
 	body := s.nodesHeader(len(nodes))

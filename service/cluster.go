@@ -100,6 +100,16 @@ func (s *Service) clusterState() (*cluster.State, error) {
 	return st, nil
 }
 
+// TransportSent returns the bytes this node sent to the others of its
+// cluster, by kind of traffic; ok is false outside cluster mode.
+func (s *Service) TransportSent() (sent clusternode.TransportBytes, ok bool) {
+	if s.cl == nil {
+		return sent, false
+	}
+	sent, err := s.cl.p.SentBytes()
+	return sent, err == nil
+}
+
 // ClusterState returns the committed cluster state this node applied, or
 // nil outside cluster mode.
 func (s *Service) ClusterState() *cluster.State {

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/routing"
 )
 
@@ -69,6 +71,15 @@ func parseIntMin(lo int) func(key, v string) error {
 func parseMode(key, v string) error {
 	if _, err := routing.ParseMode(v); err != nil {
 		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "unknown value [%s] for setting [%s]: want [partition] or [opensearch]", v, key)
+	}
+	return nil
+}
+
+// parseReplicaSplit accepts the strategies a replicated shard's split
+// gives its children replicas by (cluster.Strategies).
+func parseReplicaSplit(key, v string) error {
+	if !slices.Contains(cluster.Strategies, v) {
+		return newErr(TypeIllegalArgument, http.StatusBadRequest, "", "unknown value [%s] for setting [%s]: want one of %v", v, key, cluster.Strategies)
 	}
 	return nil
 }
@@ -169,6 +180,7 @@ var settingSpecs = map[string]settingSpec{
 	SettingPartitionSize:            {kindStatic, parseIntMin(1)},
 	SettingReplicas:                 {kindDynamic, parseIntMin(0)},
 	SettingMode:                     {kindStatic, parseMode},
+	cluster.SettingReplicaSplit:     {kindStatic, parseReplicaSplit},
 	SettingBlockWrite:               {kindDynamic, parseBool},
 	SettingBlockReadOnly:            {kindDynamic, parseBool},
 	SettingBlockRead:                {kindDynamic, parseBool},

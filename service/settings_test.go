@@ -24,6 +24,7 @@ func TestCreateAndPutSettingsCheckTheirSettings(t *testing.T) {
 		{"unknown", FlatSettings{"index.bogus": str("1")}, "index.bogus"},
 		{"negative replicas", FlatSettings{SettingReplicas: str("-1")}, "-1"},
 		{"shards not a number", FlatSettings{SettingShards: str("abc")}, "abc"},
+		{"unknown replica split strategy", FlatSettings{"index.shardsplit.replica_split": str("copy-all")}, "copy-all"},
 	} {
 		if _, err := s.CreateIndex(CreateRequest{Name: "a", Settings: tc.set}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			m, _ := s.Meta("a")
@@ -31,7 +32,7 @@ func TestCreateAndPutSettingsCheckTheirSettings(t *testing.T) {
 			_ = s.DeleteIndex("a", IndicesOptions{})
 		}
 	}
-	if _, err := s.CreateIndex(CreateRequest{Name: "b"}); err != nil {
+	if _, err := s.CreateIndex(CreateRequest{Name: "b", Settings: FlatSettings{"index.shardsplit.replica_split": str("local")}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, set := range []FlatSettings{{"index.bogus": str("1")}, {SettingReplicas: str("-1")}} {

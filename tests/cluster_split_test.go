@@ -33,7 +33,36 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
 	}
-	nodes, waitGreen := startLogsCluster(t)
+	splitReplicatedUnderWrites(t, "")
+}
+
+// TestClusterOfProcessesSplitsAReplicatedShardUnderWritesLocally: the same
+// split under index.shardsplit.replica_split local: every child copy is
+// built from the parent copy on its own node, so the nodes send no
+// recovery byte while it runs.
+func TestClusterOfProcessesSplitsAReplicatedShardUnderWritesLocally(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
+	}
+	splitReplicatedUnderWrites(t, "local")
+}
+
+// TestClusterOfProcessesSplitsAReplicatedShardUnderWritesHandoffFirst: the
+// same split under handoff-first: the children hand off with their
+// primaries alone, and get their replicas by peer recovery after.
+func TestClusterOfProcessesSplitsAReplicatedShardUnderWritesHandoffFirst(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
+	}
+	splitReplicatedUnderWrites(t, "handoff-first")
+}
+
+// splitReplicatedUnderWrites splits logs' shard 0 under writes through
+// every node with a replica split strategy ("" the default) and checks
+// the outcome.
+func splitReplicatedUnderWrites(t *testing.T, strategy string) {
+	nodes, waitGreen := startLogsClusterWith(t, strategy)
+	sentBefore := recoveryBytesSent(t, nodes)
 
 	// Refusals, in OpenSearch's shape, before anything runs.
 	refused := func(via *clusterProc, path, body string, status int, typ, reason string) {
@@ -155,6 +184,10 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	// The task's node applied the hand-off: the parent is split.
 	refused(nodes[1], "/logs/_shards/0/_split", `{"number_of_splits":2}`, 400, "illegal_argument_exception", "Shard [0] has already been split.")
 
+	recovered := recoveryBytesSent(t, nodes) - sentBefore
+	if strategy == "local" && recovered != 0 {
+		t.Fatalf("the nodes sent %d recovery bytes during a local split", recovered)
+	}
 	time.Sleep(time.Second) // writes to the children
 	stop.Store(true)
 	wg.Wait()
@@ -243,8 +276,8 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 	if primaryDocs != len(acked) {
 		t.Fatalf("the children's primaries hold %d documents; want the %d acknowledged ids (%+v)", primaryDocs, len(acked), shards)
 	}
-	t.Logf("%d acknowledged writes (%d failed attempts retried), all read back once; task phases seen %v; children %+v",
-		len(acked), fails.Load(), phases, shards)
+	t.Logf("strategy %q: %d acknowledged writes (%d failed attempts retried), all read back once; task phases seen %v; "+
+		"%d recovery bytes sent until the task completed; children %+v", strategy, len(acked), fails.Load(), phases, recovered, shards)
 	stopCluster(t, nodes)
 }
 
@@ -252,6 +285,13 @@ func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
 // logs with one shard and one replica, green; waitGreen waits until logs is
 // green again.
 func startLogsCluster(t *testing.T) (nodes []*clusterProc, waitGreen func(via *clusterProc, within time.Duration)) {
+	t.Helper()
+	return startLogsClusterWith(t, "")
+}
+
+// startLogsClusterWith is startLogsCluster with logs'
+// index.shardsplit.replica_split set to strategy ("": the default).
+func startLogsClusterWith(t *testing.T, strategy string) (nodes []*clusterProc, waitGreen func(via *clusterProc, within time.Duration)) {
 	t.Helper()
 	bin := buildSplitdemo(t)
 	base := t.TempDir()
@@ -269,8 +309,11 @@ func startLogsCluster(t *testing.T) (nodes []*clusterProc, waitGreen func(via *c
 	if err := nodes[0].get("/_cluster/health?wait_for_nodes=3&timeout=30s", &health); err != nil {
 		t.Fatal(err)
 	}
-	if status, body, err := request("PUT", nodes[0].url()+"/logs",
-		`{"settings":{"number_of_shards":1,"number_of_replicas":1}}`); err != nil || status != 200 {
+	settings := `{"settings":{"number_of_shards":1,"number_of_replicas":1}}`
+	if strategy != "" {
+		settings = fmt.Sprintf(`{"settings":{"number_of_shards":1,"number_of_replicas":1,"shardsplit.replica_split":%q}}`, strategy)
+	}
+	if status, body, err := request("PUT", nodes[0].url()+"/logs", settings); err != nil || status != 200 {
 		t.Fatalf("create logs: %d %s %v", status, body, err)
 	}
 	waitGreen = func(via *clusterProc, within time.Duration) {
@@ -416,5 +459,173 @@ func TestClusterOfProcessesCancelsASplitUntilItsHandoff(t *testing.T) {
 	if err := nodes[2].get("/logs/_count", &count); err != nil || count.Count != docs {
 		t.Fatalf("_count = %d, %v; want %d", count.Count, err, docs)
 	}
+	stopCluster(t, nodes)
+}
+
+// recoveryBytesSent sums, over the nodes, the bytes of peer recovery each
+// sent to the others (_nodes/_local/stats/transport's breakdown of
+// tx_size_in_bytes).
+func recoveryBytesSent(t *testing.T, nodes []*clusterProc) int64 {
+	t.Helper()
+	var total int64
+	for _, n := range nodes {
+		var stats struct {
+			Nodes map[string]struct {
+				Transport *struct {
+					ByKind struct {
+						Recovery int64 `json:"recovery"`
+					} `json:"tx_size_in_bytes_by_kind"`
+				} `json:"transport"`
+			} `json:"nodes"`
+		}
+		if err := n.get("/_nodes/_local/stats/transport", &stats); err != nil {
+			t.Fatal(err)
+		}
+		if len(stats.Nodes) != 1 {
+			t.Fatalf("_nodes/_local/stats/transport through %s lists %d nodes", n.name, len(stats.Nodes))
+		}
+		for _, s := range stats.Nodes {
+			if s.Transport == nil {
+				t.Fatalf("_nodes/_local/stats/transport through %s has no transport section", n.name)
+			}
+			total += s.Transport.ByKind.Recovery
+		}
+	}
+	return total
+}
+
+// TestClusterOfProcessesSurvivesTheParentPrimarysNodeKilledDuringALocalSplit:
+// under writes through the nodes, the node of the parent primary is killed
+// (SIGKILL) as soon as a local split began. Killed before its hand-off the
+// split rolls back (the task aborts, shard 0 serves on from its promoted
+// replica); killed after it, the split completes. Either way the node
+// comes back, the index ends green, every acknowledged write reads back
+// once, and each shard's copies hold the same documents.
+func TestClusterOfProcessesSurvivesTheParentPrimarysNodeKilledDuringALocalSplit(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
+	}
+	nodes, waitGreen := startLogsClusterWith(t, "local")
+	var seeds []string
+	for _, n := range nodes {
+		seeds = append(seeds, n.transport)
+	}
+	var (
+		mu    sync.Mutex
+		acked = map[string]string{}
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+		dead  atomic.Int32
+	)
+	dead.Store(-1)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			target := w
+			for i := 0; i < 100000 && !stop.Load(); i++ {
+				id, v := fmt.Sprintf("w%d-%d", w, i), fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				// Retried with the same id and source until acknowledged,
+				// so the index holds exactly the acknowledged ids.
+				for attempt := 0; !stop.Load(); attempt++ {
+					if int(dead.Load()) == target {
+						target = (target + 1) % 3
+					}
+					status, _, err := request("PUT", nodes[target].url()+"/logs/_doc/"+id, v)
+					if err == nil && (status == 200 || status == 201) {
+						mu.Lock()
+						acked[id] = v
+						mu.Unlock()
+						break
+					}
+					if attempt == 1000 {
+						t.Errorf("write %s never acknowledged", id)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+
+	var shards []catShard
+	if err := nodes[0].get("/_cat/shards/logs?format=json&h=shard,prirep,state,docs,node,seq_no.local_checkpoint", &shards); err != nil {
+		t.Fatal(err)
+	}
+	victim := -1
+	for _, s := range shards {
+		for i, n := range nodes {
+			if s.Shard == "0" && s.Prirep == "p" && n.name == s.Node {
+				victim = i
+			}
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("no primary of shard 0 in %+v", shards)
+	}
+	via := nodes[(victim+1)%3]
+	id := startSplit(t, via)
+	dead.Store(int32(victim))
+	if err := nodes[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-nodes[victim].done
+	task := awaitTask(t, via, id)
+	switch {
+	case task.Task.Status.Phase == "aborted" && task.Error != nil && task.Error.Type == "illegal_state_exception":
+		t.Logf("killed %s before the hand-off: the split rolled back (%s)", nodes[victim].name, task.Error.Reason)
+	case task.Task.Status.Phase == "done" && task.Error == nil:
+		t.Logf("killed %s after the hand-off: the split completed", nodes[victim].name)
+	default:
+		t.Fatalf("split task %s after the kill completed as %+v", id, task)
+	}
+	nodes[victim].start(t, buildSplitdemo(t), seeds, "n1,n2,n3")
+	time.Sleep(time.Second)
+	stop.Store(true)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	waitGreen(via, 90*time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range nodes {
+		var count struct {
+			Count int `json:"count"`
+		}
+		if err := n.get("/logs/_count", &count); err != nil {
+			t.Fatal(err)
+		}
+		if count.Count != len(acked) {
+			t.Fatalf("_count through %s = %d; want the %d acknowledged ids", n.name, count.Count, len(acked))
+		}
+		if i == 0 {
+			for id, v := range acked {
+				var doc struct {
+					Found  bool            `json:"found"`
+					Source json.RawMessage `json:"_source"`
+				}
+				if err := n.get("/logs/_doc/"+id, &doc); err != nil || !doc.Found || string(doc.Source) != v {
+					t.Fatalf("acknowledged %s = %s reads %+v through %s, %v", id, v, doc, n.name, err)
+				}
+			}
+		}
+	}
+	if err := via.get("/_cat/shards/logs?format=json&h=shard,prirep,state,docs,node,seq_no.local_checkpoint", &shards); err != nil {
+		t.Fatal(err)
+	}
+	byShard := map[string][]catShard{}
+	for _, s := range shards {
+		byShard[s.Shard] = append(byShard[s.Shard], s)
+	}
+	for sh, copies := range byShard {
+		if len(copies) != 2 || copies[0].State != "STARTED" || copies[1].State != "STARTED" || copies[0].Node == copies[1].Node ||
+			copies[0].Docs != copies[1].Docs || copies[0].LCP != copies[1].LCP {
+			t.Fatalf("shard %s's copies differ or are not started on two nodes: %+v", sh, copies)
+		}
+	}
+	t.Logf("%d acknowledged writes, all read back once; shards %+v", len(acked), shards)
 	stopCluster(t, nodes)
 }

@@ -416,6 +416,9 @@ type CopyInfo struct {
 	// is set while it receives files (no store open yet).
 	LCP, GCP   int64
 	Recovering bool
+	// Blocked is set while a parent primary holds its writes for its
+	// split's hand-off.
+	Blocked bool
 }
 
 // Copies describes the copies on this node, in index and shard order.
@@ -426,6 +429,7 @@ func (n *Node) Copies() []CopyInfo {
 		ci := CopyInfo{Index: k.index, Shard: k.shard, AllocationID: lc.aid, Recovering: lc.c == nil}
 		if lc.c != nil {
 			ci.Primary, ci.Term, ci.LCP, ci.GCP = lc.c.IsPrimary(), lc.c.Term(), lc.c.LocalCheckpoint(), lc.c.GlobalCheckpoint()
+			ci.Blocked = lc.c.Blocked()
 		}
 		out = append(out, ci)
 	}

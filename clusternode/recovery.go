@@ -242,6 +242,11 @@ func (n *Node) openRecovered(lc *localCopy) {
 	if err := writeCopyMeta(n.cfg.FS, lc.dir, copyMeta{IndexUUID: lc.key.index, Shard: lc.key.shard, AllocationID: lc.aid}); err != nil {
 		_ = store.Close()
 		n.log.Error("record a recovered copy", zap.Error(err))
+		// Start over, as when the files do not open: waiting for the
+		// source's cancel (it gives up on a target that stopped answering)
+		// would wait for good if that message is lost.
+		lc.target = nil
+		_ = n.wipe(lc.key)
 		return
 	}
 	var term uint64

@@ -1,7 +1,11 @@
 package clusternode
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/replication"
@@ -128,5 +132,80 @@ func TestARecoveryWhoseOpenedWordAndCancelWereLostStartsOver(t *testing.T) {
 	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
 		t.Fatal(a.err)
 	}
+	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}
+
+// TestARecoveredCopyWhoseRecordFailedRecoversAgain: a replica whose
+// recovery received every file but could not record itself (its COPY file
+// failed to write) must start a new recovery, not wait for its source's
+// cancel, which may be lost: it would stay initializing for good.
+func TestARecoveredCopyWhoseRecordFailedRecoversAgain(t *testing.T) {
+	w := newWorld(t, 11, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 0)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	w.nodes["n1"].n.UpdateReplicas("logs", 1, func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	w.nodes["n1"].n.Flush()
+	// As soon as the replica's node starts its recovery, its disk fails
+	// every write of the COPY record.
+	var blocked string
+	var node *worldNode
+	recovering := func() bool {
+		for _, wn := range w.live() {
+			for k, lc := range wn.n.copies {
+				if lc.c == nil && lc.target != nil {
+					node, blocked = wn, filepath.Join(wn.n.copyDir(k), copyMetaFile)
+					return true
+				}
+			}
+		}
+		return false
+	}
+	// One message at a time: a recovery may end within one round.
+	for i := 0; !recovering(); i++ {
+		if i == 20000 {
+			t.Fatal("no replica started recovering")
+		}
+		if w.net.Pending() == 0 {
+			for _, wn := range w.live() {
+				wn.n.Tick()
+			}
+			continue
+		}
+		if m, ok := w.net.Deliver(0); ok {
+			w.nodes[m.To].n.Step(m)
+		}
+	}
+	healthy := node.n.cfg.FS
+	node.n.cfg.FS = errorfs.Wrap(healthy, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasPrefix(op.Path, blocked) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	// The source gives up on a target that stopped answering; its cancel
+	// is lost on the way.
+	for range 300 {
+		for w.net.Pending() > 0 {
+			if m, ok := w.net.Deliver(0); ok && m.Kind != replication.KindRecoveryCancel {
+				w.nodes[m.To].n.Step(m)
+			}
+		}
+		for _, wn := range w.live() {
+			wn.n.Tick()
+		}
+	}
+	if w.health("logs") == cluster.Green {
+		t.Fatalf("logs went green though the replica on %s could not record itself", node.name)
+	}
+	node.n.cfg.FS = healthy
+	w.runUntil(500, "logs green once the replica's disk writes again", func() bool { return w.health("logs") == cluster.Green })
 	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
 }

@@ -39,6 +39,7 @@ type result struct {
 	trace   []string
 	hash    uint64
 	stats   stats
+	split   splitResult
 }
 
 func seedRange(t *testing.T, def int) (first uint64, n int) {
@@ -62,7 +63,9 @@ func seedRange(t *testing.T, def int) (first uint64, n int) {
 
 var progress = os.Getenv("SHARDSPLIT_SIM_PROGRESS") != ""
 
-func runSeeds(first uint64, n int) []result {
+func runSeeds(first uint64, n int) []result { return runSeedsWith(first, n, runSeed) }
+
+func runSeedsWith(first uint64, n int, runSeed func(uint64) result) []result {
 	results := make([]result, n)
 	workers := max(1, min(runtime.GOMAXPROCS(0), n))
 	next := make(chan int)
@@ -92,8 +95,11 @@ func reproLine(seed uint64) string {
 }
 
 // runSeed runs one seed to its end or its first finding.
-func runSeed(seed uint64) (res result) {
-	w := newWorld(seed)
+func runSeed(seed uint64) result { return runWorld(newWorld(seed)) }
+
+// runWorld runs a world to its end or its first finding.
+func runWorld(w *world) (res result) {
+	seed := w.seed
 	defer func() {
 		if p := recover(); p != nil {
 			w.fail("panic: %v", p)
@@ -108,6 +114,9 @@ func runSeed(seed uint64) (res result) {
 		}
 		w.stats.steps = w.step
 		res = result{seed: seed, finding: w.finding, trace: w.trace, hash: h.Sum64(), stats: w.stats}
+		if w.split != nil {
+			res.split = w.split.result()
+		}
 	}()
 	w.run()
 	return
@@ -116,6 +125,9 @@ func runSeed(seed uint64) (res result) {
 func (w *world) run() {
 	if !w.form() {
 		return
+	}
+	if w.split != nil {
+		w.split.begin()
 	}
 	for w.step = 1; w.step <= w.sw.steps && w.finding == ""; w.step++ {
 		w.safetyStep()
@@ -140,8 +152,13 @@ func (w *world) form() bool {
 	}
 	var created *error
 	creator := w.nodes[w.names[w.rng.IntN(len(w.names))]].n
-	creator.CreateIndex(index, map[string]string{"index.number_of_shards": fmt.Sprint(w.sw.shards),
-		"index.number_of_replicas": fmt.Sprint(w.sw.replicas)}, nil, 0, func(err error) { created = &err })
+	settings := map[string]string{"index.number_of_shards": fmt.Sprint(w.sw.shards),
+		"index.number_of_replicas": fmt.Sprint(w.sw.replicas)}
+	if w.split != nil {
+		// Room for the split: each shard holds 8 routing partitions.
+		settings["index.number_of_routing_shards"] = fmt.Sprint(8 * w.sw.shards)
+	}
+	creator.CreateIndex(index, settings, nil, 0, func(err error) { created = &err })
 	creator.Flush()
 	for i := 0; ; i++ {
 		if i == formRounds {
@@ -168,6 +185,9 @@ func (w *world) safetyStep() {
 			w.clientOp(c)
 		}
 	}
+	if w.split != nil {
+		w.split.step()
+	}
 	w.maybeFault()
 	w.round(w.sw.deliverPct, w.sw.dropPct, w.sw.dupPct)
 	if w.finding == "" {
@@ -176,7 +196,8 @@ func (w *world) safetyStep() {
 }
 
 func (w *world) maybeFault() {
-	if w.rng.IntN(100) < w.sw.crashPct {
+	hold := w.split != nil && w.split.holdFaults()
+	if !hold && w.rng.IntN(100) < w.sw.crashPct {
 		dead := w.dead()
 		live := w.live()
 		if len(dead) > 0 && (len(live) <= 1 || w.rng.IntN(2) == 0) {
@@ -185,7 +206,7 @@ func (w *world) maybeFault() {
 			w.crash(live[w.rng.IntN(len(live))].name, "node crash")
 		}
 	}
-	if w.rng.IntN(100) < w.sw.leaderKillPct && len(w.live()) > 1 {
+	if !hold && w.rng.IntN(100) < w.sw.leaderKillPct && len(w.live()) > 1 {
 		for _, sn := range w.live() {
 			if sn.n.Manager().IsLeader() {
 				w.stats.leaderKills++
@@ -194,7 +215,7 @@ func (w *world) maybeFault() {
 			}
 		}
 	}
-	if w.rng.IntN(100) < w.sw.partitionPct {
+	if !hold && w.rng.IntN(100) < w.sw.partitionPct {
 		w.partition()
 	}
 	if w.rng.IntN(100) < w.sw.diskPct {
@@ -250,6 +271,9 @@ func (w *world) partition() {
 func (w *world) quiet() {
 	w.net.Heal()
 	w.cuts = nil
+	if w.split != nil {
+		w.split.heal("quiet")
+	}
 	for _, name := range w.names {
 		w.nodes[name].faults.arm(0)
 	}
@@ -271,6 +295,9 @@ func (w *world) quiet() {
 			if sn.n.State().Version != st.Version {
 				return false
 			}
+		}
+		if w.split != nil && !w.split.settled(st) {
+			return false
 		}
 		return w.caughtUp(st)
 	}
@@ -312,6 +339,11 @@ func (w *world) quiet() {
 	if err := w.copiesEqual(); err != nil {
 		w.fail("copies differ once quiet: %v", err)
 		return
+	}
+	if w.split != nil {
+		if w.split.checkEnd(); w.finding != "" {
+			return
+		}
 	}
 	switch porcupine.CheckOperationsTimeout(registerModel, w.hist.ops, 20*time.Second) {
 	case porcupine.Illegal:
@@ -431,7 +463,11 @@ func TestClusterSimDeterminism(t *testing.T) {
 		t.Skip("set SHARDSPLIT_SIM_DETERMINISM=1 to measure determinism")
 	}
 	first, n := seedRange(t, 50)
-	a, b := runSeeds(first, n), runSeeds(first, n)
+	run := runSeed
+	if os.Getenv("SHARDSPLIT_SIM_SPLIT") != "" {
+		run = runSplitSeed
+	}
+	a, b := runSeedsWith(first, n, run), runSeedsWith(first, n, run)
 	same := 0
 	for i := range a {
 		if a[i].hash == b[i].hash {

@@ -104,6 +104,9 @@ type world struct {
 	// in any of its lives: a node applies only what raft committed, and a
 	// committed state outlives the nodes that applied it.
 	committed *cluster.State
+	// split drives and checks a split of the index (split_test.go), in
+	// the seeds of TestClusterSplitSim; nil in the others.
+	split *splitRun
 }
 
 type shardRef struct {
@@ -359,11 +362,14 @@ func (w *world) deliver(pct, dropPct, dupPct int) {
 			w.stats.dups++
 		}
 		m, ok := w.net.Deliver(j)
-		if !ok {
+		if !ok || (w.split != nil && w.split.managerCut(m)) {
 			continue
 		}
 		if sn := w.nodes[m.To]; sn != nil && !sn.dead {
 			sn.n.Step(m)
+		}
+		if w.split != nil {
+			w.split.watch()
 		}
 		if w.finding != "" {
 			return
@@ -384,6 +390,9 @@ func (w *world) tick() {
 func (w *world) round(pct, dropPct, dupPct int) {
 	w.deliver(pct, dropPct, dupPct)
 	w.tick()
+	if w.split != nil {
+		w.split.watch()
+	}
 }
 
 // --- clients
@@ -399,6 +408,10 @@ func (w *world) anyLive() *simNode {
 func (w *world) clientOp(c *client) {
 	sn := w.anyLive()
 	if sn == nil {
+		return
+	}
+	if w.split != nil && w.split.rng.IntN(6) == 0 {
+		w.split.search(c, sn)
 		return
 	}
 	key := w.keys[w.rng.IntN(len(w.keys))]
@@ -635,8 +648,11 @@ func (w *world) checkStep() {
 		}
 		w.gcps[k] = cv.info.GCP
 	}
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
+		sh := int(shard)
+		if _, child := im.SplitOf(shard); child {
+			continue // its copies follow the parent's primary: splitRun checks them
+		}
 		p, ok := st.Primary(index, shard)
 		if !ok || !p.Active() {
 			continue
@@ -687,8 +703,14 @@ func (w *world) checkTransition(node string, life int, prev, next *cluster.State
 	if pi == nil || ni == nil || pi.UUID != ni.UUID {
 		return
 	}
-	for sh := range ni.Shards {
-		shard := routing.ShardID(sh)
+	if w.split != nil {
+		w.split.checkTransition(node, life, prev, next)
+	}
+	for _, shard := range ni.ShardIDs() {
+		sh := int(shard)
+		if _, existed := pi.Copies[shard]; !existed {
+			continue // a child of a split begun by this state
+		}
 		if ni.PrimaryTerms[shard] < pi.PrimaryTerms[shard] {
 			w.fail("%s applied v%d: shard %d's primary term went from %d down to %d", node, next.Version, sh, pi.PrimaryTerms[shard], ni.PrimaryTerms[shard])
 			return
@@ -728,8 +750,8 @@ func (w *world) describeState(st *cluster.State) string {
 	}
 	var b strings.Builder
 	copies := w.openCopies()
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
+		sh := int(shard)
 		fmt.Fprintf(&b, "shard %d term %d in-sync %v:", sh, im.PrimaryTerms[shard], im.InSync[shard])
 		for _, c := range im.Copies[shard] {
 			fmt.Fprintf(&b, " [%s %s p=%v %s %s %s %s last=%s failed=%d]", c.AllocationID, c.Node, c.Primary, c.State, c.RecoverySource,
@@ -751,8 +773,7 @@ func (w *world) describeState(st *cluster.State) string {
 func (w *world) caughtUp(st *cluster.State) bool {
 	im := st.Indices[index]
 	copies := w.openCopies()
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
 		p, ok := st.Primary(index, shard)
 		if !ok {
 			return false
@@ -776,8 +797,8 @@ func (w *world) caughtUp(st *cluster.State) bool {
 func (w *world) copiesEqual() error {
 	st := w.latest()
 	im := st.Indices[index]
-	for sh := range im.Shards {
-		shard := routing.ShardID(sh)
+	for _, shard := range im.ShardIDs() {
+		sh := int(shard)
 		var want []string
 		wantFrom := ""
 		for _, c := range im.Copies[shard] {

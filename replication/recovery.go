@@ -121,7 +121,7 @@ type Source struct {
 	files    []FileInfo
 	todo     []chunkRef          // not yet sent
 	flight   map[chunkRef]uint64 // sent, not acknowledged: the tick it was sent
-	backoff  uint64 // ticks a chunk waits before it is resent to a silent target
+	backoff  uint64              // ticks a chunk waits before it is resent to a silent target
 	mfAcked  bool
 	mfSent   uint64
 	opened   bool

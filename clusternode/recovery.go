@@ -14,6 +14,18 @@ import (
 
 type coordinationResult = coordination.Result
 
+// TransportChannel is the transport channel of a message of kind: a peer
+// recovery's file chunks travel on a channel of their own (OpenSearch's
+// "recovery" connections), so that the megabytes a recovery has queued to
+// a node do not delay the replication operations, acknowledgements and
+// cluster-coordination messages to it, which the writes wait for.
+func TransportChannel(kind string) string {
+	if kind == replication.KindRecoveryChunk {
+		return "recovery"
+	}
+	return ""
+}
+
 // askTicks: a recovery not under way is asked for again this often (the
 // primary may not have been started yet, or the request was lost).
 const askTicks = 10

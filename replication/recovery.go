@@ -31,6 +31,11 @@ const (
 // indices.recovery.chunk_size is 512kb).
 const ChunkBytes = 512 << 10
 
+// resendTicks is how long a target silent with chunks unacknowledged
+// waits before they are sent again; maxResendTicks caps its backoff while
+// the target stays silent; giveUp ticks of silence cancel the recovery.
+const resendTicks, maxResendTicks, giveUp = 5, 40, 100
+
 // chunkWindow bounds the chunks sent and not yet acknowledged
 // (indices.recovery.max_concurrent_file_chunks is 2; a window of a few
 // keeps a loopback link busy).
@@ -117,6 +122,7 @@ type Source struct {
 	files    []FileInfo
 	todo     []chunkRef          // not yet sent
 	flight   map[chunkRef]uint64 // sent, not acknowledged: the tick it was sent
+	backoff  uint64              // ticks a chunk waits before it is resent to a silent target
 	mfAcked  bool
 	mfSent   uint64
 	opened   bool
@@ -161,7 +167,7 @@ func startSource(c *Copy, cp Checkpointer, shard ShardKey, follower bool, fs sto
 	}
 	slices.Sort(names)
 	s := &Source{copy: c, shard: shard, follower: follower, fs: fs, dir: dir, id: id, target: target, node: node, lcp: lcp,
-		flight: map[chunkRef]uint64{}, log: c.log}
+		flight: map[chunkRef]uint64{}, backoff: resendTicks, log: c.log}
 	for _, name := range names {
 		st, err := fs.Stat(filepath.Join(dir, name))
 		if err != nil {
@@ -232,12 +238,29 @@ func (s *Source) sendChunk(ref chunkRef) error {
 	return nil
 }
 
+// flightOrder returns the chunks in flight in file and offset order, so
+// that resends go out in a deterministic order.
+func (s *Source) flightOrder() []chunkRef {
+	refs := make([]chunkRef, 0, len(s.flight))
+	for ref := range s.flight {
+		refs = append(refs, ref)
+	}
+	slices.SortFunc(refs, func(a, b chunkRef) int {
+		if a.file != b.file {
+			return a.file - b.file
+		}
+		return int(a.offset - b.offset)
+	})
+	return refs
+}
+
 // OnAck takes the target's acknowledgement of the manifest or a chunk.
 func (s *Source) OnAck(a recoveryAck) {
 	if s.done {
 		return
 	}
 	s.heard = s.tick
+	s.backoff = resendTicks
 	if a.Manifest {
 		s.mfAcked = true
 	} else {
@@ -281,20 +304,33 @@ func (s *Source) Tick() {
 		s.Cancel("the source is no longer the primary")
 		return
 	}
-	const resend, giveUp = 5, 100
 	if s.tick-s.heard > giveUp {
 		s.Cancel("the target stopped answering")
 		return
 	}
-	if !s.mfAcked && s.tick-s.mfSent >= resend {
+	if !s.mfAcked && s.tick-s.mfSent >= resendTicks {
 		s.sendManifest()
 	}
-	for ref, at := range s.flight {
-		if s.tick-at >= resend {
-			if err := s.sendChunk(ref); err != nil {
-				s.Cancel(err.Error())
-				return
+	// A chunk is sent again only while the target is silent: a target
+	// that acknowledges chunks is receiving them, however far behind, and
+	// a chunk resent to it would only queue behind the one not yet
+	// answered (OpenSearch answers each chunk request and sends no copy
+	// while one is outstanding). A chunk lost on the way is resent once
+	// the chunks after it are acknowledged and the target falls silent;
+	// while it stays silent the resends back off.
+	if s.tick-s.heard >= resendTicks {
+		resent := false
+		for _, ref := range s.flightOrder() {
+			if s.tick-s.flight[ref] >= s.backoff {
+				if err := s.sendChunk(ref); err != nil {
+					s.Cancel(err.Error())
+					return
+				}
+				resent = true
 			}
+		}
+		if resent {
+			s.backoff = min(2*s.backoff, maxResendTicks)
 		}
 	}
 	s.pump()

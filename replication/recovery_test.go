@@ -2,7 +2,9 @@ package replication
 
 import (
 	"bytes"
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -148,5 +150,86 @@ func TestARecoveryWhoseTargetOpenedResendsNoChunk(t *testing.T) {
 		if e.kind == KindRecoveryCancel || e.kind == KindRecoveryChunk {
 			t.Fatalf("the source sent %s to a target that opened its files: %s", e.kind, e.body)
 		}
+	}
+}
+
+// bigFileCheckpoint is a Checkpointer whose checkpoint is one file of
+// size bytes.
+type bigFileCheckpoint struct {
+	fs   storage.FS
+	size int
+}
+
+func (c bigFileCheckpoint) Checkpoint(dir string) (int64, error) {
+	if err := c.fs.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	f, err := c.fs.Create(filepath.Join(dir, "data"), storage.WriteCategoryUnspecified)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Write(bytes.Repeat([]byte{'x'}, c.size)); err != nil {
+		return 0, err
+	}
+	return -1, f.Close()
+}
+
+// TestARecoverySourceResendsChunksOnlyToASilentTarget: a target that
+// acknowledges chunks, however slowly, is sent each chunk once (a resend
+// per chunk on a timer shorter than a loaded link's service time sent the
+// parent several times over, each copy queued ahead of the writes'
+// operations to that node). A target that falls silent gets its
+// unacknowledged chunks again, less often the longer it stays silent.
+func TestARecoverySourceResendsChunksOnlyToASilentTarget(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2")
+	fs := storage.NewMemFS()
+	chunks := chunkWindow + 4
+	s, err := StartSource(g.copies["n1"], bigFileCheckpoint{fs: fs, size: chunks * ChunkBytes}, fs, "/recovery/r1", "r1", "a-n3", "n3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.queue = nil
+	s.OnAck(recoveryAck{Shard: g.shard, ID: "r1", Manifest: true})
+	sent := func() map[int64]int {
+		m := map[int64]int{}
+		for _, e := range g.queue {
+			if e.kind == KindRecoveryChunk {
+				var c recoveryChunk
+				if err := json.Unmarshal(e.body, &c); err != nil {
+					t.Fatal(err)
+				}
+				m[c.Offset]++
+			}
+		}
+		return m
+	}
+	// A slow target: one acknowledgement every resendTicks-1 ticks, the
+	// oldest chunk first.
+	for acked := 0; acked < chunks-2; acked++ {
+		for range resendTicks - 1 {
+			s.Tick()
+		}
+		s.OnAck(recoveryAck{Shard: g.shard, ID: "r1", Offset: int64(acked) * ChunkBytes})
+	}
+	got := sent()
+	for i := range chunks {
+		if n := got[int64(i)*ChunkBytes]; n != 1 {
+			t.Fatalf("chunk %d sent %d times to a target acknowledging every %d ticks; want once (%v)", i, n, resendTicks-1, got)
+		}
+	}
+	// The target falls silent with two chunks unacknowledged.
+	var resentAt []int
+	for tick := 1; tick <= 40; tick++ {
+		before := len(g.queue)
+		s.Tick()
+		if len(g.queue) > before {
+			resentAt = append(resentAt, tick)
+		}
+	}
+	if want := []int{resendTicks, 3 * resendTicks, 7 * resendTicks}; !slices.Equal(resentAt, want) {
+		t.Fatalf("a silent target's chunks resent at ticks %v of its silence; want %v", resentAt, want)
+	}
+	if s.Done() {
+		t.Fatal("the recovery was cancelled before giveUp ticks of silence")
 	}
 }

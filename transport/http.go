@@ -74,6 +74,13 @@ type HTTPConfig struct {
 	// request before it posts again (default 100 ms). The failed batch is
 	// dropped; messages queued meanwhile wait.
 	Backoff time.Duration
+	// Channel names the channel a message of a kind travels on (nil or ""
+	// the default one). Each channel to a peer has its own queue and
+	// sender, in order within the channel and unordered across channels,
+	// as OpenSearch's transport keeps separate connections per type
+	// (recovery, bulk, reg, state, ping): a recovery's file chunks
+	// queued to a peer do not hold back its replication operations.
+	Channel func(kind string) string
 }
 
 // HTTP sends messages to other nodes' HTTP transports over net/http and
@@ -101,13 +108,25 @@ type HTTP struct {
 
 // dest is where a queue's messages go: a node by name (Send), resolved in
 // the address book at each request, or an address (SendAddr).
-type dest struct{ name, addr string }
+type dest struct{ name, addr, channel string }
 
 func (d dest) String() string {
+	s := d.addr
 	if d.name != "" {
-		return d.name
+		s = d.name
 	}
-	return d.addr
+	if d.channel != "" {
+		s += "[" + d.channel + "]"
+	}
+	return s
+}
+
+// channel is the channel of a message of kind.
+func (h *HTTP) channel(kind string) string {
+	if h.cfg.Channel == nil {
+		return ""
+	}
+	return h.cfg.Channel(kind)
 }
 
 // queue holds one destination's messages, in send order, and the counts
@@ -132,7 +151,7 @@ type PeerStats struct {
 // HTTPStats counts an HTTP transport's traffic.
 type HTTPStats struct {
 	// Peers is keyed by node name, or by address for SendAddr's
-	// destinations.
+	// destinations, followed by "[channel]" for a channel not the default.
 	Peers map[string]PeerStats
 	// Received counts messages handed to Deliver; Misaddressed those dropped
 	// because their To named another node; Rejected the requests refused as
@@ -259,7 +278,7 @@ func (h *HTTP) SetPeer(name, addr string) {
 func (h *HTTP) Send(m Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	d := dest{name: m.To}
+	d := dest{name: m.To, channel: h.channel(m.Kind)}
 	if _, ok := h.book[m.To]; !ok {
 		h.queue(d).stats.Dropped++
 		return
@@ -273,7 +292,7 @@ func (h *HTTP) Send(m Message) {
 func (h *HTTP) SendAddr(addr string, m Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.enqueue(dest{addr: addr}, m)
+	h.enqueue(dest{addr: addr, channel: h.channel(m.Kind)}, m)
 }
 
 // queue returns d's queue, creating it. h.mu is held.

@@ -415,3 +415,48 @@ func TestHTTPTellsAPeerUnreachableOnceItRefusesUntilItAnswers(t *testing.T) {
 	}
 	eventually(t, "the peer back reachable", func() bool { return !a.Unreachable("gone") && len(inb.received()) > 0 })
 }
+
+// TestHTTPChannelsDoNotHoldBackEachOther: a message on one channel is
+// delivered while the peer is still taking a message sent before it on
+// another channel (a recovery's file chunk held back the replication
+// operations queued behind it); within a channel the order holds.
+func TestHTTPChannelsDoNotHoldBackEachOther(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	var got sync.Map
+	b, _ := startHTTP(t, "b", func(c *HTTPConfig) {
+		c.Deliver = func(batch []Message) {
+			for _, m := range batch {
+				if m.Kind == "chunk" {
+					<-release
+				}
+				got.Store(m.Kind, true)
+			}
+		}
+	})
+	a, _ := startHTTP(t, "a", func(c *HTTPConfig) {
+		c.Channel = func(kind string) string {
+			if kind == "chunk" {
+				return "recovery"
+			}
+			return ""
+		}
+	})
+	a.SetPeer("b", b.Addr())
+	a.Send(msg(t, "a", "b", "chunk", ping{Term: 1}))
+	eventually(t, "the chunk posted", func() bool { return a.Stats().Peers["b[recovery]"].Queued == 0 })
+	a.Send(msg(t, "a", "b", "append", ping{Term: 2}))
+	eventually(t, "the default channel's message delivered while the chunk is held", func() bool {
+		_, ok := got.Load("append")
+		return ok
+	})
+	if _, ok := got.Load("chunk"); ok {
+		t.Fatal("the chunk was delivered before its release")
+	}
+	releaseOnce.Do(func() { close(release) })
+	eventually(t, "the chunk delivered once released", func() bool {
+		_, ok := got.Load("chunk")
+		return ok
+	})
+}

@@ -98,7 +98,7 @@ type clusterRuntime struct {
 func startCluster(c serveConfig, httpAddr string, logger *zap.Logger) (*clusterRuntime, error) {
 	inbox := clusternode.Inbox()
 	tr, err := transport.NewHTTP(transport.HTTPConfig{Name: c.name, Listen: c.transport, Logger: logger,
-		Deliver: func(m []transport.Message) { inbox <- m }})
+		Deliver: func(m []transport.Message) { inbox <- m }, Channel: clusternode.TransportChannel})
 	if err != nil {
 		return nil, err
 	}

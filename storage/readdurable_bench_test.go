@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -13,7 +14,8 @@ import (
 
 // BenchmarkGetUnderSyncedWrites: a get's latency on a DurabilityRequest
 // store, alone and while writers commit synced writes to the same store
-// without pause (a read that may see an unsynced write waits for a sync).
+// without pause (a read that may see an unsynced write waits for a sync),
+// and the writers' rate meanwhile (each such read adds a synced record).
 func BenchmarkGetUnderSyncedWrites(b *testing.B) {
 	for _, writers := range []int{0, 1, 4} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
@@ -37,6 +39,7 @@ func BenchmarkGetUnderSyncedWrites(b *testing.B) {
 				b.Fatal(err)
 			}
 			var stop atomic.Bool
+			var writes atomic.Int64
 			var wg sync.WaitGroup
 			for w := range writers {
 				wg.Add(1)
@@ -48,10 +51,12 @@ func BenchmarkGetUnderSyncedWrites(b *testing.B) {
 							b.Error(err)
 							return
 						}
+						writes.Add(1)
 					}
 				}()
 			}
 			b.ResetTimer()
+			start, before := time.Now(), writes.Load()
 			for i := 0; i < b.N; i++ {
 				id := fmt.Sprintf("doc-%06d", i%docs)
 				if _, found, err := s.Get(0, key(id), id); err != nil || !found {
@@ -59,6 +64,9 @@ func BenchmarkGetUnderSyncedWrites(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			if writers > 0 {
+				b.ReportMetric(float64(writes.Load()-before)/time.Since(start).Seconds(), "writes/s")
+			}
 			stop.Store(true)
 			wg.Wait()
 		})

@@ -18,25 +18,7 @@ import (
 // cancel it once the target (long open) stops answering, and the cancel
 // would wipe a started, in-sync copy.
 func TestALateRecoveryRequestDoesNotRestartAFinishedRecovery(t *testing.T) {
-	w := newWorld(t, 9, "n1", "n2", "n3")
-	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
-	w.createIndex("n1", "logs", 1, 1)
-	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
-	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
-		t.Fatal(a.err)
-	}
-	im := w.any().State().Indices["logs"]
-	var replica cluster.ShardCopy
-	for _, c := range im.Copies[0] {
-		if !c.Primary {
-			replica = c
-		}
-	}
-	primary := primaryNode(im, 0)
-	lc := w.nodes[replica.Node].n.copies[copyKey{index: im.UUID, shard: 0}]
-	if lc == nil || lc.c == nil || lc.target == nil {
-		t.Fatalf("the replica on %s is not open from a recovery: %+v", replica.Node, lc)
-	}
+	w, im, replica, primary, lc := aRecoveredReplica(t, 9)
 	open := lc.c
 	m, err := transport.NewMessage(replica.Node, primary, replication.KindRecoveryStart, replication.RecoveryStart{
 		Shard: replication.ShardKey{Index: im.UUID, Shard: 0}, ID: lc.target.ID(), Target: replica.AllocationID, TargetNode: replica.Node})
@@ -62,25 +44,7 @@ func TestALateRecoveryRequestDoesNotRestartAFinishedRecovery(t *testing.T) {
 // cluster already started; the cancel must not wipe that copy, which may
 // be promoted next (the shard would then have a primary no node holds).
 func TestAFinalizedRecoveryTargetIgnoresALateCancel(t *testing.T) {
-	w := newWorld(t, 11, "n1", "n2", "n3")
-	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
-	w.createIndex("n1", "logs", 1, 1)
-	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
-	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
-		t.Fatal(a.err)
-	}
-	im := w.any().State().Indices["logs"]
-	var replica cluster.ShardCopy
-	for _, c := range im.Copies[0] {
-		if !c.Primary {
-			replica = c
-		}
-	}
-	primary := primaryNode(im, 0)
-	lc := w.nodes[replica.Node].n.copies[copyKey{index: im.UUID, shard: 0}]
-	if lc == nil || lc.c == nil || lc.target == nil {
-		t.Fatalf("the replica on %s is not open from a recovery: %+v", replica.Node, lc)
-	}
+	w, im, replica, primary, lc := aRecoveredReplica(t, 11)
 	open := lc.c
 	m, err := transport.NewMessage(primary, replica.Node, replication.KindRecoveryCancel, map[string]any{
 		"shard": replication.ShardKey{Index: im.UUID, Shard: 0}, "id": lc.target.ID(), "reason": "the source's primary term ended"})
@@ -208,4 +172,31 @@ func TestARecoveredCopyWhoseRecordFailedRecoversAgain(t *testing.T) {
 	node.n.cfg.FS = healthy
 	w.runUntil(500, "logs green once the replica's disk writes again", func() bool { return w.health("logs") == cluster.Green })
 	w.runUntil(50, "copies equal", func() bool { return w.copiesEqual("logs") == nil })
+}
+
+// aRecoveredReplica makes, in a world of three nodes drawn from seed, an
+// index of one shard with one replica, green and holding one document:
+// the replica was built by a peer recovery whose target is still known.
+func aRecoveredReplica(t *testing.T, seed uint64) (*world, *cluster.IndexMeta, cluster.ShardCopy, string, *localCopy) {
+	t.Helper()
+	w := newWorld(t, seed, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	if a := w.index("n2", "logs", "a", "va"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	im := w.any().State().Indices["logs"]
+	var replica cluster.ShardCopy
+	for _, c := range im.Copies[0] {
+		if !c.Primary {
+			replica = c
+		}
+	}
+	primary := primaryNode(im, 0)
+	lc := w.nodes[replica.Node].n.copies[copyKey{index: im.UUID, shard: 0}]
+	if lc == nil || lc.c == nil || lc.target == nil {
+		t.Fatalf("the replica on %s is not open from a recovery: %+v", replica.Node, lc)
+	}
+	return w, im, replica, primary, lc
 }

@@ -173,57 +173,14 @@ func TestAnAnswerToARestartedCoordinatorsPreviousLifeIsNotTakenForItsNewRequest(
 // second time, after whatever came since): its outcome is unknown, and
 // the client is told so.
 func TestAWriteAppliedByAPrimaryThatStopsIsNotRetriedOnTheNewPrimary(t *testing.T) {
-	w := newWorld(t, 21, "n1", "n2", "n3")
-	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
-	w.createIndex("n1", "logs", 1, 1)
-	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
-	im := w.any().State().Indices["logs"]
-	primary := primaryNode(im, 0)
-	var coord, replica string
-	for _, c := range im.Copies[0] {
-		if !c.Primary {
-			coord, replica = c.Node, c.AllocationID // the replica's node coordinates: it will be the new primary
-		}
-	}
-	replicaLCP := func() int64 {
-		for _, ci := range w.nodes[coord].n.Copies() {
-			if ci.AllocationID == replica {
-				return ci.LCP
-			}
-		}
-		return -2
-	}
-	var got *docAnswer
-	w.nodes[coord].n.IndexDoc("logs", "d", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
-	w.nodes[coord].n.Flush()
-	// The replica applies the write; its answer to the primary is lost.
-	for i := 0; i < 20 && replicaLCP() < 0; i++ {
-		for j := 0; j < 10000 && w.net.Pending() > 0; j++ {
-			m, ok := w.net.Deliver(0)
-			if !ok {
-				continue
-			}
-			if m.Kind == replication.KindResponse {
-				continue // lost
-			}
-			if wn := w.nodes[m.To]; !wn.dead {
-				wn.n.Step(m)
-			}
-		}
-		for _, wn := range w.live() {
-			wn.n.Tick()
-		}
-	}
-	if got != nil || replicaLCP() < 0 {
-		t.Fatalf("the write was answered (%v), or the replica does not hold it (local checkpoint %d)", got, replicaLCP())
-	}
+	w, primary, coord, answer := writeOnlyTheReplicaAcknowledged(t)
 	if err := w.nodes[primary].n.Close(); err != nil { // it answers what it can no longer acknowledge
 		t.Fatal(err)
 	}
 	w.crash(primary)
-	w.runUntil(600, "the write answered", func() bool { return got != nil })
-	if got.err == nil || !errors.Is(got.err, ErrOutcomeUnknown) {
-		t.Fatalf("the write = %+v, %v; want its outcome unknown", got.res, got.err)
+	w.runUntil(600, "the write answered", func() bool { return *answer != nil })
+	if (*answer).err == nil || !errors.Is((*answer).err, ErrOutcomeUnknown) {
+		t.Fatalf("the write = %+v, %v; want its outcome unknown", (*answer).res, (*answer).err)
 	}
 	g := w.get(coord, "logs", "d")
 	if g.err != nil || !g.found || g.doc.Version != 1 {
@@ -239,55 +196,12 @@ func TestAWriteAppliedByAPrimaryThatStopsIsNotRetriedOnTheNewPrimary(t *testing.
 // time): a request its node left without answering may have been applied,
 // so its outcome is unknown, and the client is told so at once.
 func TestAWriteAppliedByAPrimaryWhoseNodeCrashesIsNotSentToTheNewPrimary(t *testing.T) {
-	w := newWorld(t, 21, "n1", "n2", "n3")
-	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
-	w.createIndex("n1", "logs", 1, 1)
-	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
-	im := w.any().State().Indices["logs"]
-	primary := primaryNode(im, 0)
-	var coord, replica string
-	for _, c := range im.Copies[0] {
-		if !c.Primary {
-			coord, replica = c.Node, c.AllocationID // the replica's node coordinates: it will be the new primary
-		}
-	}
-	replicaLCP := func() int64 {
-		for _, ci := range w.nodes[coord].n.Copies() {
-			if ci.AllocationID == replica {
-				return ci.LCP
-			}
-		}
-		return -2
-	}
-	var got *docAnswer
-	w.nodes[coord].n.IndexDoc("logs", "d", "", []byte("v"), false, func(r DocResult, err error) { got = &docAnswer{r, err} })
-	w.nodes[coord].n.Flush()
-	// The replica applies the write; its answer to the primary is lost.
-	for i := 0; i < 20 && replicaLCP() < 0; i++ {
-		for j := 0; j < 10000 && w.net.Pending() > 0; j++ {
-			m, ok := w.net.Deliver(0)
-			if !ok {
-				continue
-			}
-			if m.Kind == replication.KindResponse {
-				continue // lost
-			}
-			if wn := w.nodes[m.To]; !wn.dead {
-				wn.n.Step(m)
-			}
-		}
-		for _, wn := range w.live() {
-			wn.n.Tick()
-		}
-	}
-	if got != nil || replicaLCP() < 0 {
-		t.Fatalf("the write was answered (%v), or the replica does not hold it (local checkpoint %d)", got, replicaLCP())
-	}
+	w, primary, coord, answer := writeOnlyTheReplicaAcknowledged(t)
 	sent := w.nodes[coord].n.tick
 	w.crash(primary)
-	w.runUntil(600, "the write answered", func() bool { return got != nil })
-	if got.err == nil || !errors.Is(got.err, ErrOutcomeUnknown) {
-		t.Fatalf("the write = %+v, %v; want its outcome unknown", got.res, got.err)
+	w.runUntil(600, "the write answered", func() bool { return *answer != nil })
+	if (*answer).err == nil || !errors.Is((*answer).err, ErrOutcomeUnknown) {
+		t.Fatalf("the write = %+v, %v; want its outcome unknown", (*answer).res, (*answer).err)
 	}
 	if at := w.nodes[coord].n.tick; at-sent >= resendTicks {
 		t.Fatalf("the write was answered %d ticks after its primary's node crashed, not before resendTicks (%d)", at-sent, resendTicks)
@@ -365,4 +279,58 @@ func TestAnUnansweredWriteIsNotSentAgainToItsPrimarysNextLife(t *testing.T) {
 			t.Fatalf("stale coordinator %v: get d = %+v, want the one write at version 1", staleCoordinator, g)
 		}
 	}
+}
+
+// writeOnlyTheReplicaAcknowledged sets up a shard with one replica whose
+// node coordinates a write of d: the primary applies it and sends it on,
+// the replica applies it, and the replica's answer is lost, so the write
+// is unanswered. It returns the world, the primary's and the
+// coordinator's nodes, and where the write's answer lands.
+func writeOnlyTheReplicaAcknowledged(t *testing.T) (*world, string, string, **docAnswer) {
+	t.Helper()
+	w := newWorld(t, 21, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createIndex("n1", "logs", 1, 1)
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	im := w.any().State().Indices["logs"]
+	primary := primaryNode(im, 0)
+	var coord, replica string
+	for _, c := range im.Copies[0] {
+		if !c.Primary {
+			coord, replica = c.Node, c.AllocationID // the replica's node coordinates: it will be the new primary
+		}
+	}
+	replicaLCP := func() int64 {
+		for _, ci := range w.nodes[coord].n.Copies() {
+			if ci.AllocationID == replica {
+				return ci.LCP
+			}
+		}
+		return -2
+	}
+	var answer *docAnswer
+	w.nodes[coord].n.IndexDoc("logs", "d", "", []byte("v"), false, func(r DocResult, err error) { answer = &docAnswer{r, err} })
+	w.nodes[coord].n.Flush()
+	// The replica applies the write; its answer to the primary is lost.
+	for i := 0; i < 20 && replicaLCP() < 0; i++ {
+		for j := 0; j < 10000 && w.net.Pending() > 0; j++ {
+			m, ok := w.net.Deliver(0)
+			if !ok {
+				continue
+			}
+			if m.Kind == replication.KindResponse {
+				continue // lost
+			}
+			if wn := w.nodes[m.To]; !wn.dead {
+				wn.n.Step(m)
+			}
+		}
+		for _, wn := range w.live() {
+			wn.n.Tick()
+		}
+	}
+	if answer != nil || replicaLCP() < 0 {
+		t.Fatalf("the write was answered (%v), or the replica does not hold it (local checkpoint %d)", answer, replicaLCP())
+	}
+	return w, primary, coord, &answer
 }

@@ -383,17 +383,7 @@ func TestClusterSim(t *testing.T) {
 			failed = append(failed, r)
 		}
 	}
-	for i, r := range failed {
-		msg := fmt.Sprintf("seed %d failed: %s\nrerun: %s", r.seed, firstLine(r.finding), reproLine(r.seed))
-		if i < detailed || n == 1 {
-			tail := r.trace[max(0, len(r.trace)-traceTail):]
-			msg += fmt.Sprintf("\nlast %d lines of its trace:\n  %s", len(tail), strings.Join(tail, "\n  "))
-		}
-		t.Error(msg)
-	}
-	if n == 1 && testing.Verbose() {
-		t.Logf("trace of seed %d:\n  %s", first, strings.Join(results[0].trace, "\n  "))
-	}
+	reportFailures(t, failed, results, first, n, reproLine)
 	t.Logf("%d seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d writes (%d acknowledged), %d reads, "+
 		"%d crashes (%d of the leader), %d restarts, %d partition changes, %d drops, %d duplicates, %d promotions, %d disk faults armed (%d writes failed)",
 		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.writes, total.acked,
@@ -487,4 +477,22 @@ func TestClusterSimDeterminism(t *testing.T) {
 		t.Logf("seed %d: traces differ at line %d of %d/%d:\n  run 1: %s\n  run 2: %s", a[i].seed, j, len(a[i].trace), len(b[i].trace), at(a[i].trace), at(b[i].trace))
 	}
 	t.Logf("%d of %d seeds produced the identical trace twice", same, n)
+}
+
+// reportFailures fails t once per failed seed, with its rerun line and,
+// for the first few (or a single seed), its trace's tail; a single seed
+// run verbosely logs its whole trace.
+func reportFailures(t *testing.T, failed, results []result, first uint64, n int, repro func(uint64) string) {
+	t.Helper()
+	for i, r := range failed {
+		msg := fmt.Sprintf("seed %d failed: %s\nrerun: %s", r.seed, firstLine(r.finding), repro(r.seed))
+		if i < detailed || n == 1 {
+			tail := r.trace[max(0, len(r.trace)-traceTail):]
+			msg += fmt.Sprintf("\nlast %d lines of its trace:\n  %s", len(tail), strings.Join(tail, "\n  "))
+		}
+		t.Error(msg)
+	}
+	if n == 1 && testing.Verbose() {
+		t.Logf("trace of seed %d:\n  %s", first, strings.Join(results[0].trace, "\n  "))
+	}
 }

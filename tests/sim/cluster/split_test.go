@@ -725,17 +725,7 @@ func TestClusterSplitSim(t *testing.T) {
 			failed = append(failed, r)
 		}
 	}
-	for i, r := range failed {
-		msg := fmt.Sprintf("seed %d failed: %s\nrerun: %s", r.seed, firstLine(r.finding), splitReproLine(r.seed))
-		if i < detailed || n == 1 {
-			tail := r.trace[max(0, len(r.trace)-traceTail):]
-			msg += fmt.Sprintf("\nlast %d lines of its trace:\n  %s", len(tail), strings.Join(tail, "\n  "))
-		}
-		t.Error(msg)
-	}
-	if n == 1 && testing.Verbose() {
-		t.Logf("trace of seed %d:\n  %s", first, strings.Join(results[0].trace, "\n  "))
-	}
+	reportFailures(t, failed, results, first, n, splitReproLine)
 	t.Logf("%d split seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d writes (%d acknowledged), %d reads, %d searches, %d crashes, %d partition changes",
 		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.writes, total.acked,
 		total.reads, searches, total.crashes, total.partitions)

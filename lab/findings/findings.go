@@ -120,7 +120,10 @@ type Answer struct {
 	RaisedIn string `json:"raised_in"`
 	// Answer is the answer in one or two sentences, written from the
 	// numbers (not fixed text).
-	Answer  string   `json:"answer"`
+	Answer string `json:"answer"`
+	// Summary is the answer in one line of at most SummaryWords words,
+	// written from the same numbers: the report's Summary table row.
+	Summary string   `json:"summary,omitempty"`
 	Numbers []Number `json:"numbers"`
 	Tables  []Table  `json:"tables,omitempty"`
 	// Charts are file names in Config.Out.

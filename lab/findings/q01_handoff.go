@@ -83,6 +83,7 @@ func runHandoff(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Tables = []Table{handoffTable(rows)}
 	a.Answer = handoffAnswer(base, rows)
+	a.Summary = handoffSummary(base, rows)
 	a.Goals = handoffGoals(base, rows, cfg.Quick)
 	if err := handoffChart(cfg.Out, rows); err != nil {
 		return a, err

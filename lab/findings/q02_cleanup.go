@@ -58,6 +58,7 @@ func runCleanup(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Tables = []Table{cleanupTable(rows)}
 	a.Answer = cleanupAnswer(cfg.strategySetup(), rows)
+	a.Summary = cleanupSummary(rows)
 	if err := cleanupChart(cfg.Out, rows); err != nil {
 		return a, err
 	}

@@ -71,6 +71,7 @@ func runSearch(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Tables = []Table{searchTable(cells)}
 	a.Answer = searchAnswer(cfg.strategySetup(), cells)
+	a.Summary = searchSummary(cells)
 	a.Goals = searchGoals(cells, cfg.Quick, cfg.strategySetup().Size.Name)
 	if err := searchChart(cfg.Out, cells); err != nil {
 		return a, err

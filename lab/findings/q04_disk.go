@@ -85,6 +85,7 @@ func runDisk(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Tables = []Table{diskTable(rows)}
 	a.Answer = diskAnswer(cfg.strategySetup(), rows)
+	a.Summary = diskSummary(rows)
 	if err := diskChart(cfg.Out, rounds); err != nil {
 		return a, err
 	}

@@ -96,6 +96,7 @@ func runAfterHandoff(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Tables = []Table{afterTable(rows)}
 	a.Answer = afterAnswer(rows[0], rows[1:])
+	a.Summary = afterSummary(rows[0])
 	a.Goals = afterGoals(rows[0], cfg.Quick, goal.Size.Name)
 	if err := afterChart(cfg.Out, runs); err != nil {
 		return a, err

@@ -472,6 +472,11 @@ func runChildren(ctx context.Context, cfg Config) (Answer, error) {
 		partitionSize, last[pm].MeanShards, depths[pm], last[om].MeanShards, first[om].MeanShards,
 		100*hotShare, 100*hp1.last.HotShare, hp1.splits, 100*ho1.last.HotShare, ho1.splits, 100*hp1.first.HotShare,
 		8, 100*hp8.last.HotShare, hp8.splits, childrenPlural(hp8.splits), 100*ho8.last.HotShare, ho8.splits)
+	a.Summary = childrenSummary(childrenFacts{
+		DepthPartition: depths[pm], DepthHash: depths[om], PartitionSize: partitionSize,
+		SpreadPartition: last[pm].MeanShards, SpreadHash: last[om].MeanShards,
+		HotShare: hotShare, HotPartition: hp1.last.HotShare, HotHash: ho1.last.HotShare, SplitsPartition: hp1.splits, SplitsHash: ho1.splits,
+	})
 	a.NotMeasured = "Nothing here is timed or stored: tables, resize rules and placements are computed with routing/ and policy/ over generated ids and tenants (seeded). " +
 		"The resize rows apply OpenSearch's validation as routing/ reproduces it; whether upstream will refuse a resize of an index with in-place splits is not settled in the merged code we read (#20859, #20979), and our own new-index resize refuses one (baseline.Prepare). " +
 		"The hash-range root's largest split (4,290,676 children) is derived from the narrowest child routing accepts and checked only by the refusal of one more; it was not built. " +

@@ -272,6 +272,8 @@ func runRoutingCost(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Charts = []string{chart}
 	a.Answer = routeCostAnswer(cells, maxAllocs, benchTime)
+	lo, hi := routeCostRange(cells)
+	a.Summary = routeCostSummary(lo, hi, maxAllocs)
 	a.NotMeasured = "OpenSearch's routing on this machine (the JMH figures are #13925's, on its authors' machine, in Java, for a batch of 100,000 documents including their loop); " +
 		"routing with a custom routing value or routing_partition_size > 1 (one more hash of the _id); concurrent routing from many goroutines; " +
 		"the request path around routing (the fence check under the shard's apply lock, storage). " +
@@ -289,14 +291,7 @@ func routeCostAnswer(cells []*routeCell, maxAllocs int64, benchTime time.Duratio
 		}
 		return 0
 	}
-	lo, hi := 0.0, 0.0
-	for i, c := range cells {
-		v := Measured("", "", c.ns...).Median
-		if i == 0 || v < lo {
-			lo = v
-		}
-		hi = max(hi, v)
-	}
+	lo, hi := routeCostRange(cells)
 	var parts []string
 	for _, m := range []routing.Mode{routing.ModePartition, routing.ModeOpenSearch} {
 		for _, shape := range []string{"one id, chain", fmt.Sprintf("%d ids, full tree", routeManyIDs)} {

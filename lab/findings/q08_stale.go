@@ -482,6 +482,13 @@ func runStale(ctx context.Context, cfg Config) (Answer, error) {
 		pk(routing.ModePartition, 1, 1), pk(routing.ModePartition, 1, 2), pk(routing.ModePartition, 1, 3),
 		pk(routing.ModeOpenSearch, 1, 1), pk(routing.ModeOpenSearch, 1, 2), pk(routing.ModeOpenSearch, 1, 3),
 		staleRetiredNote(allRetired), pk(routing.ModePartition, 8, 0), staleTimes(rewriteMax), strings.Join(append(fencedOnce, placementOK...), "; "))
+	a.Summary = staleSummary(staleFacts{
+		Fenced:       med(rej0, func(r staleLoadRun) float64 { return float64(r.rejections) }),
+		MaxRetries:   staleMaxRetries(rej0, rejOS),
+		WorstBehind:  worstBehind,
+		WorstRetries: worstRetries,
+		ClientWrong:  pk(routing.ModePartition, 1, 1),
+	})
 	a.NotMeasured = "The client itself was not run against a cluster: its shard choice is opensearch-go v4.8.1's own shardhash.ForRouting (opensearchutil/shardhash/shardhash.go:81), the function its document router calls (opensearchtransport/shard_routing.go:45) with routing_num_shards and number_of_shards fetched once per index from /_cluster/state/metadata (discovery.go:1850, cached at :1793). " +
 		"Reading its source (not run): the shard map comes from /_cat/shards; mergeShardMap (index_routing_cache.go:398) carries a retired parent's entry forward and drops shard ids >= number_of_shards (:435), which every child has, so it keeps sending a split root's documents to the node that held the parent; that router is off unless OPENSEARCH_GO_ROUTER or Config.Router enables it (opensearchtransport/doc.go:226). " +
 		"The server routes every request itself, so the client's choice costs at most a hop to another node (one node here). " +

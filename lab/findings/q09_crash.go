@@ -180,6 +180,7 @@ func runCrash(ctx context.Context, cfg Config) (Answer, error) {
 	bugs := Table{Header: []string{"failure-path bug found and fixed (data from DESIGN.md and the git log, not measured)", "found by"}, Rows: failurePathBugs}
 	a.Tables = []Table{crashTable, killTable, bugs}
 	a.Answer = crashAnswer(t, len(kills), verified, okKills, killErr)
+	a.Summary = crashSummary(t, len(kills), verified, okKills, killErr)
 	a.NotMeasured = "crash points inside recovery are enumerated by tests/recovery_crash_test.go and the failed-journal-write case by tests/journalfail_test.go (go test ./tests), not here; " +
 		"torn writes of synced data (the fault model assumes checksums catch them); several nodes or replicas; " +
 		"the bug list is data from DESIGN.md, tests/sim/doc.go and the git log, not measured by this run."

@@ -70,6 +70,7 @@ func runMerge(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Tables = []Table{t}
 	a.Answer = mergeAnswer(rows)
+	a.Summary = mergeSummary(rows)
 	if err := groupedBars(cfg.Out, "q10-merge.png", "Merging two siblings under 5,000 fsync'd writes/s (medians)", "ms", labels, []bars{steady, stall, window}); err != nil {
 		return a, err
 	}

@@ -155,6 +155,7 @@ func runScale(ctx context.Context, cfg Config) (Answer, error) {
 	stalls = append(stalls, steady)
 	a.Tables = []Table{t}
 	a.Answer = scaleAnswer(rows[0])
+	a.Summary = scaleSummary(rows[0])
 	for v, sv := range scaleVariants[1:] {
 		a.Answer += " With " + sv.name + ": " + scaleAnswer(rows[v+1])
 	}

@@ -502,6 +502,7 @@ func runIDIndex(ctx context.Context, cfg Config) (Answer, error) {
 	}
 	a.Charts = []string{"q12-idindex.png"}
 	a.Answer = idAnswer(durs[0].name, durs[1].name, writeRuns, splitRuns, splitDocs, float64(size)/(1<<20))
+	a.Summary = idSummary(idFactsOf(durs[0].name, durs[1].name, writeRuns, splitRuns, float64(size)/(1<<20)))
 	none := Measured("", "", cpuOf(writeRuns[durs[0].name+": unrouted, index, no routed document held"])...).Median /
 		nonzero(Measured("", "", cpuOf(writeRuns[durs[0].name+": unrouted, no index"])...).Median)
 	a.Goals = []Goal{ratioGoal("an unrouted write into a store that holds no routed document costs what it did without the index (CPU per write ≤ 1.05×, async durability)",

@@ -122,6 +122,7 @@ func runReplicated(ctx context.Context, cfg Config) (Answer, error) {
 		}
 	}
 	a.Answer = replicatedAnswer(k, sums, singleLock, singleTook, recovery)
+	a.Summary = replicatedSummary(k, sums, singleLock)
 	a.Goals = replicatedGoals(k, sums, singleTook, recovery, cfg.Quick)
 	a.NotMeasured = "Strategies the cluster refuses (not built in this tree) are listed as refused, not measured. " +
 		"Three processes on one 2-core machine shared with other work: the network is loopback and every node competes for the same CPUs and disk, " +

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,15 +21,19 @@ import (
 const findingsUsage = `splitdemo findings: the experiment set behind design/findings.md.
 
 Usage:
-  splitdemo findings [--quick] [--big] [--out DIR] [--runs N] [--seed N] [--only 1,5,11] [--log-level L]
+  splitdemo findings [--quick] [--big] [--out DIR] [--report FILE] [--runs N] [--seed N]
+                     [--only 1,5,11] [--log-level L]
 
 Runs one experiment per question the in-place split RFC argues about
-(opensearch-project/OpenSearch#12918, #13923, #13925) and writes into --out:
+(opensearch-project/OpenSearch#12918, #13923, #13925), writes into --out
 findings.json (every number of every question: each run's value, the median
-and the range), a regenerated findings.md to diff against design/findings.md,
-and the charts as PNGs. Each answer says what was measured, the
-project's goal where there is one (met or not, and why), the command that
-reproduces it and what was not measured.
+and the range) and the charts as PNGs, and writes the report to --report:
+the whole of design/findings.md. The report names the commit, the command
+line and the machine; says how to read the numbers; has a Summary table (one
+line of at most 60 words per question) and a Goals table (each goal met or
+not, and why); then a section per question: what was measured, every number,
+the command that reproduces it and what was not measured. Its links to the
+charts and findings.json are relative from the report's directory to --out.
 
 The questions (see findings.md for the full text):
   1 write pause at the handoff     7 routing cost against depth
@@ -50,12 +56,14 @@ smoke test (CI runs it), not numbers to quote. Progress goes to stderr;
 Ctrl-C stops after the step in progress and still writes what ran.
 
 Exit status 0 if every selected question was answered; 1 if any failed
-(findings.md says why) or the run was interrupted; 2 on bad input.
+(the report says why) or the run was interrupted; 2 on bad input.
 
 Flags:
   --quick          tiny data, 2 runs per timing (a smoke test)
   --big            add the 4 GiB parent to question 11 (not with --quick)
-  --out DIR        output directory (default ./findings-out)
+  --out DIR        directory for findings.json and the charts (default ./findings-out)
+  --report FILE    the report (default OUT/findings.md); its directory must exist
+                   unless it is inside --out
   --runs N         repetitions of each timed measurement (default 5; 2 with --quick)
   --seed N         workload seed (default 1)
   --only LIST      comma-separated question numbers to run (default all)
@@ -63,13 +71,17 @@ Flags:
 
 Example:
   splitdemo findings --quick --out /tmp/findings
+  splitdemo findings --big --out design/findings --report design/findings.md
   splitdemo findings --only 1,11 --out findings-out
 `
 
 type findingsConfig struct {
-	quick    bool
-	big      bool
-	out      string
+	quick  bool
+	big    bool
+	out    string
+	report string
+	// command is the command line the report's header names.
+	command  string
 	runs     int
 	seed     int64
 	only     []int
@@ -85,6 +97,7 @@ func parseFindings(args []string, stdout io.Writer) (*findingsConfig, int, error
 	fs.BoolVar(&c.quick, "quick", false, "")
 	fs.BoolVar(&c.big, "big", false, "")
 	fs.StringVar(&c.out, "out", "findings-out", "")
+	fs.StringVar(&c.report, "report", "", "")
 	fs.IntVar(&c.runs, "runs", 0, "")
 	fs.Int64Var(&c.seed, "seed", 1, "")
 	only := fs.String("only", "", "")
@@ -102,6 +115,13 @@ func parseFindings(args []string, stdout io.Writer) (*findingsConfig, int, error
 	case c.out == "":
 		return nil, exitUsage, errors.New("--out must name a directory")
 	}
+	if c.report == "" {
+		c.report = filepath.Join(c.out, "findings.md")
+	}
+	if err := checkReport(c.report, c.out); err != nil {
+		return nil, exitUsage, err
+	}
+	c.command = findingsCommandLine("splitdemo findings", args)
 	if *only != "" {
 		for _, f := range strings.Split(*only, ",") {
 			id, err := strconv.Atoi(strings.TrimSpace(f))
@@ -152,7 +172,7 @@ func findingsRun(ctx context.Context, c *findingsConfig, stdout, stderr io.Write
 	}
 	start := time.Now()
 	cfg := findings.Config{
-		Quick: c.quick, Big: c.big, Out: c.out, Runs: c.runs, Seed: c.seed, Logger: logger, Binary: self,
+		Quick: c.quick, Big: c.big, Out: c.out, Report: c.report, Command: c.command, Runs: c.runs, Seed: c.seed, Logger: logger, Binary: self,
 		Progress: func(msg string) {
 			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), msg)
 		},
@@ -162,18 +182,80 @@ func findingsRun(ctx context.Context, c *findingsConfig, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "splitdemo findings: %v\n", err)
 		return exitFail
 	}
-	fmt.Fprintf(stdout, "%d question(s) in %.0f s; findings.md, findings.json and charts in %s\n", len(rep.Answers), rep.Seconds, c.out)
+	fmt.Fprintf(stdout, "%d question(s) in %.0f s; report %s; findings.json and charts in %s\n", len(rep.Answers), rep.Seconds, c.report, c.out)
 	status := exitOK
 	if failed := rep.Failed(); len(failed) > 0 {
-		fmt.Fprintf(stdout, "not answered: questions %v (findings.md says why)\n", failed)
+		fmt.Fprintf(stdout, "not answered: questions %v (the report says why)\n", failed)
 		status = exitFail
 	}
 	if nb := rep.NotBuilt(); len(nb) > 0 {
 		fmt.Fprintf(stdout, "not built yet: questions %v\n", nb)
 	}
 	if rep.Interrupted {
-		fmt.Fprintln(stdout, "interrupted: only the questions in findings.md ran")
+		fmt.Fprintln(stdout, "interrupted: only the questions in the report ran")
 		status = exitFail
 	}
 	return status
+}
+
+// checkReport refuses a report path the run could not write, before any
+// experiment runs: a directory, a file that cannot be opened for writing,
+// or a directory that does not exist (unless it is inside out, which the
+// run creates).
+func checkReport(report, out string) error {
+	if report == "" {
+		return errors.New("--report must name a file")
+	}
+	if fi, err := os.Stat(report); err == nil && fi.IsDir() {
+		return fmt.Errorf("--report %q is a directory, not a file", report)
+	}
+	dir := filepath.Dir(report)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if inside(dir, out) {
+			return nil
+		}
+		return fmt.Errorf("--report %q: directory %q does not exist", report, dir)
+	case err != nil:
+		return fmt.Errorf("--report %q: %w", report, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--report %q: %q is not a directory", report, dir)
+	}
+	_, statErr := os.Stat(report)
+	f, err := os.OpenFile(report, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("--report %q cannot be written: %w", report, err)
+	}
+	f.Close()
+	if errors.Is(statErr, fs.ErrNotExist) {
+		os.Remove(report) // made only to learn that it can be: the run writes it
+	}
+	return nil
+}
+
+// inside reports whether dir is base or under it.
+func inside(dir, base string) bool {
+	d, err1 := filepath.Abs(dir)
+	b, err2 := filepath.Abs(base)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(b, d)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// findingsCommandLine is the command as a shell takes it back: an argument is
+// quoted when it holds anything but plain characters.
+func findingsCommandLine(prefix string, args []string) string {
+	parts := []string{prefix}
+	for _, a := range args {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:@+", r))
+		}) {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
 }

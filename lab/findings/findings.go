@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"time"
 
@@ -31,8 +30,15 @@ type Config struct {
 	// Quick runs smaller data and fewer repetitions: a smoke test (CI), not
 	// numbers to quote.
 	Quick bool
-	// Out is the directory the charts, findings.json and findings.md go to.
+	// Out is the directory the charts and findings.json go to.
 	Out string
+	// Report is the file the report (Markdown) is written to; "" means
+	// findings.md in Out. Its links to the charts and findings.json are
+	// relative from its directory to Out.
+	Report string
+	// Command is the command line the report's header names ("" = the
+	// package's default, "splitdemo findings" with the quick flag).
+	Command string
 	// Runs is how many times a timed measurement is repeated (medians of
 	// Runs); 0 means the default: 5, or 2 when Quick.
 	Runs int
@@ -165,7 +171,12 @@ var ErrNotBuilt = errors.New("findings: experiment not built yet")
 
 // Report is the whole set.
 type Report struct {
-	Started time.Time      `json:"started"`
+	Started time.Time `json:"started"`
+	// Command is the command line that made the report.
+	Command string `json:"command"`
+	// Commit is the source's commit (short), "(modified)" when the tree
+	// had changes, or "unknown commit".
+	Commit  string         `json:"commit"`
 	Quick   bool           `json:"quick"`
 	Runs    int            `json:"runs"`
 	Seed    int64          `json:"seed"`
@@ -227,8 +238,9 @@ func Select(ids []int) ([]Question, error) {
 	return qs, nil
 }
 
-// Run runs qs in order and writes findings.json and findings.md into
-// cfg.Out (also when ctx is cancelled part way). A question that fails is
+// Run runs qs in order and writes findings.json into cfg.Out and the
+// report to cfg.Report (default findings.md in cfg.Out), also when ctx is
+// cancelled part way. A question that fails is
 // recorded with its error and the others still run.
 func Run(ctx context.Context, cfg Config, qs []Question) (*Report, error) {
 	if cfg.Logger == nil {
@@ -251,7 +263,11 @@ func Run(ctx context.Context, cfg Config, qs []Question) (*Report, error) {
 	cfg.shared = newShared(filepath.Join(cfg.Scratch, "datasets"))
 	defer os.RemoveAll(cfg.shared.dir)
 	start := time.Now()
-	r := &Report{Started: start.UTC(), Quick: cfg.Quick, Runs: cfg.runs(), Seed: cfg.Seed, Machine: Machine()}
+	command := cfg.Command
+	if command == "" {
+		command = "splitdemo findings" + map[bool]string{true: " --quick", false: ""}[cfg.Quick]
+	}
+	r := &Report{Started: start.UTC(), Command: command, Commit: Commit(ctx), Quick: cfg.Quick, Runs: cfg.runs(), Seed: cfg.Seed, Machine: Machine()}
 	for i, q := range qs {
 		if ctx.Err() != nil {
 			r.Interrupted = true
@@ -285,13 +301,38 @@ func Run(ctx context.Context, cfg Config, qs []Question) (*Report, error) {
 		r.Answers = append(r.Answers, a)
 	}
 	r.Seconds = time.Since(start).Seconds()
-	if err := r.write(cfg.Out); err != nil {
+	r.Machine["load_avg_end"] = loadAverage()
+	if err := r.write(cfg.Out, cfg.reportFile()); err != nil {
 		return r, err
 	}
 	return r, nil
 }
 
-func (r *Report) write(dir string) error {
+// reportFile is where the report goes.
+func (c Config) reportFile() string {
+	if c.Report != "" {
+		return c.Report
+	}
+	return filepath.Join(c.Out, "findings.md")
+}
+
+// linkPrefix is what the report at file puts before a file name in dir
+// (the charts, findings.json) for the link to resolve from the report's
+// directory: "" when the report is in dir.
+func linkPrefix(file, dir string) string {
+	from, err1 := filepath.Abs(filepath.Dir(file))
+	to, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(from, to)
+	if err != nil || rel == "." {
+		return ""
+	}
+	return filepath.ToSlash(rel) + "/"
+}
+
+func (r *Report) write(dir, report string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("findings: %w", err)
@@ -299,17 +340,8 @@ func (r *Report) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "findings.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("findings: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "findings.md"), []byte(r.Markdown()), 0o644); err != nil {
+	if err := os.WriteFile(report, []byte(r.Markdown(linkPrefix(report, dir))), 0o644); err != nil {
 		return fmt.Errorf("findings: %w", err)
 	}
 	return nil
-}
-
-// Machine describes where the numbers were measured.
-func Machine() map[string]any {
-	host, _ := os.Hostname()
-	return map[string]any{
-		"goos": runtime.GOOS, "goarch": runtime.GOARCH, "cpus": runtime.NumCPU(),
-		"go": runtime.Version(), "host": host,
-	}
 }

@@ -42,18 +42,18 @@ func cleanupSummary(rows []cleanupRow) string {
 	for _, r := range rows {
 		switch r.Strategy {
 		case "inplace":
-			parts = append(parts, fmt.Sprintf("inplace's only cleanup, retiring the parent, took %s ms and wrote %s MiB", num(r.DurationMs), num(r.WrittenMiB)))
+			parts = append(parts, fmt.Sprintf("inplace: retiring the parent, its only cleanup, took %s ms and wrote %s MiB", num(r.DurationMs), num(r.WrittenMiB)))
 		case "rfc":
-			parts = append(parts, fmt.Sprintf("rfc's per-document deletes (%s) took %s ms and wrote %s MiB, search p99 %s× steady meanwhile",
+			parts = append(parts, fmt.Sprintf("rfc: deleting %s documents one by one took %s ms and wrote %s MiB, search p99 %s× steady meanwhile",
 				num(r.Deleted), num(r.DurationMs), num(r.WrittenMiB), ratio(r.SearchP99Cleanup, r.SearchP99Steady)))
 		case "newindex":
-			parts = append(parts, fmt.Sprintf("newindex's took %s ms under the write block", num(r.DurationMs)))
+			parts = append(parts, fmt.Sprintf("newindex: %s ms under the write block", num(r.DurationMs)))
 		}
 	}
 	if len(parts) == 0 {
 		return "No strategy was measured."
 	}
-	return upperFirst(strings.Join(parts, "; ")) + "."
+	return strings.Join(parts, "; ") + "."
 }
 
 // searchSummary is question 3's one-liner.
@@ -81,12 +81,12 @@ func searchSummary(cells searchCells) string {
 func diskSummary(rows []diskRow) string {
 	var parts []string
 	for _, r := range rows {
-		parts = append(parts, fmt.Sprintf("%s +%.2f× (%s)", r.Strategy, r.ExtraAtPeak, floorVerdict(r.ExtraAtPeak)))
+		parts = append(parts, fmt.Sprintf("%s +%.2f×", r.Strategy, r.ExtraAtPeak))
 	}
 	if len(parts) == 0 {
 		return "No strategy was measured."
 	}
-	return "Peak disk above the parent's size from the split request on, against one extra full copy (the _split floor): " + strings.Join(parts, "; ") + "."
+	return "Peak disk from the split request on, above what was there, in parent sizes: " + strings.Join(parts, ", ") + "; the floor for _split is +1.00× (one extra full copy)."
 }
 
 // afterSummary is question 5's one-liner.
@@ -147,8 +147,8 @@ type staleFacts struct {
 
 // staleSummary is question 8's one-liner.
 func staleSummary(f staleFacts) string {
-	return fmt.Sprintf("%s writes fenced per split, each retried at most %s; a router %d splits behind converges in %d retr%s; opensearch-go's shard-exact router picks the wrong shard for %.1f%% of documents after one split.",
-		num(f.Fenced), staleTimes(f.MaxRetries), f.WorstBehind, f.WorstRetries, map[bool]string{true: "y", false: "ies"}[f.WorstRetries == 1], f.ClientWrong)
+	return fmt.Sprintf("%.0f writes fenced per split, each retried at most %s; a router %d splits behind converges in %d retr%s; opensearch-go's shard-exact router picks the wrong shard for %.1f%% of documents after one split.",
+		f.Fenced, staleTimes(f.MaxRetries), f.WorstBehind, f.WorstRetries, map[bool]string{true: "y", false: "ies"}[f.WorstRetries == 1], f.ClientWrong)
 }
 
 // crashSummary is question 9's one-liner.
@@ -230,11 +230,4 @@ func replicatedSummary(k replicatedCase, sums []clusterbench.SplitSummary, lock 
 	med := func(xs []float64) float64 { return Measured("", "", xs...).Median }
 	return fmt.Sprintf("A %s parent with one replica across three processes (best strategy: %s): child ranges without acknowledged writes %s ms at p99, %.2f of steady throughput, green %s s after the request; the hand-off blocked writes %s ms against %s ms on a single node.",
 		k.Parent.Name, best.Strategy, num(clusterbench.Percentile(best.Windows, 99)), med(best.TputRatio), num(med(best.ToGreenS)), num(med(best.BlockedMs)), num(lock.Median))
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }

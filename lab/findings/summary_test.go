@@ -1,7 +1,10 @@
 package findings
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -112,6 +115,9 @@ func summaryRows(t *testing.T, md string) [][]string {
 			continue // header and separator
 		}
 		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
 		rows = append(rows, cells)
 	}
 	return rows
@@ -223,5 +229,42 @@ func TestMachineFactsParse(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("Machine() lacks %s: %v", k, m)
 		}
+	}
+}
+
+// The report's links to the charts and findings.json resolve from the
+// report's directory: none when it sits in Out, relative otherwise.
+func TestReportLinksResolveFromItsDirectory(t *testing.T) {
+	for _, tc := range []struct{ report, out, want string }{
+		{"design/findings.md", "design/findings", "findings/"},
+		{"out/findings.md", "out", ""},
+		{"doc/r.md", "out", "../out/"},
+	} {
+		if got := linkPrefix(tc.report, tc.out); got != tc.want {
+			t.Errorf("linkPrefix(%q, %q) = %q, want %q", tc.report, tc.out, got, tc.want)
+		}
+	}
+	dir := t.TempDir()
+	out, report := filepath.Join(dir, "design", "findings"), filepath.Join(dir, "design", "findings.md")
+	q := Question{ID: 1, Slug: "a", Title: "A", Question: "a?", RaisedIn: "here", Run: func(ctx context.Context, cfg Config) (Answer, error) {
+		return Answer{Summary: "1 ms", Charts: []string{"q01-a.png"}}, nil
+	}}
+	if _, err := Run(context.Background(), Config{Out: out, Report: report, Command: "splitdemo findings --only 1"}, []Question{q}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"](findings/q01-a.png)", "](findings/findings.json)", "`splitdemo findings --only 1`", "| 1 | Write pause at the handoff | 1 ms |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "findings.json")); err != nil {
+		t.Errorf("findings.json not in --out: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "findings.md")); err == nil {
+		t.Errorf("a second report written into --out beside the one asked for")
 	}
 }

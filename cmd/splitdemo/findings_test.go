@@ -49,8 +49,10 @@ func TestFindingsHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	help := stdout.String()
-	if !strings.Contains(help, "--quick") {
-		t.Fatalf("help lacks --quick:\n%s", help)
+	for _, flag := range []string{"--quick", "--report FILE", "--out DIR", "--report design/findings.md"} {
+		if !strings.Contains(help, flag) {
+			t.Fatalf("help lacks %s:\n%s", flag, help)
+		}
 	}
 	list := help[strings.Index(help, "The questions"):]
 	list = list[:strings.Index(list, "\n\n")]
@@ -125,5 +127,75 @@ func TestFindingsRefusesRunsZero(t *testing.T) {
 	}
 	if c, _, err := parseFindings(nil, io.Discard); err != nil || c.runs != 0 {
 		t.Fatalf("no --runs: runs %v, error %v; want the default (0 for findings.Config)", c, err)
+	}
+}
+
+// A --report the run could not write is a usage error naming the value,
+// exit 2, before any experiment runs: a directory, a file under a file, a
+// directory that does not exist (outside --out).
+func TestFindingsRefusesUnwritableReport(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, report, want string }{
+		{"a directory", dir, "is a directory"},
+		{"under a file", filepath.Join(file, "r.md"), "is not a directory"},
+		{"in a missing directory", filepath.Join(dir, "missing", "r.md"), "does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr strings.Builder
+			code := run([]string{"findings", "--quick", "--only", "7", "--out", filepath.Join(dir, "out"), "--report", tc.report}, io.Discard, &stderr)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, exitUsage, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), strconv.Quote(tc.report)) || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q does not name %q and say %q", stderr.String(), tc.report, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+				t.Fatalf("--out was created: the run started before refusing --report")
+			}
+		})
+	}
+}
+
+// --report names where the report goes (default findings.md in --out); a
+// report in a directory --out will create is accepted; the header's
+// command line is the one given.
+func TestFindingsReportFlag(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "design", "findings")
+	c, _, err := parseFindings([]string{"--quick", "--out", out}, io.Discard)
+	if err != nil || c.report != filepath.Join(out, "findings.md") {
+		t.Fatalf("default report %q, error %v; want findings.md in --out", c.report, err)
+	}
+	report := filepath.Join(dir, "design", "findings.md")
+	if err := os.MkdirAll(filepath.Dir(report), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err = parseFindings([]string{"--quick", "--out", out, "--report", report, "--log-level", "error"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(report); err == nil {
+		t.Fatalf("checking --report left a file behind")
+	}
+	c.questions = []findings.Question{{ID: 1, Slug: "a", Title: "A", Question: "?", RaisedIn: "x",
+		Run: func(context.Context, findings.Config) (findings.Answer, error) {
+			return findings.Answer{Answer: "yes", Summary: "yes", Charts: []string{"q01.png"}}, nil
+		}}}
+	if code := findingsRun(context.Background(), c, io.Discard, io.Discard); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	md, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "`splitdemo findings --quick --out " + out + " --report " + report + " --log-level error`"
+	for _, w := range []string{want, "](findings/q01.png)"} {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("report lacks %q:\n%s", w, md)
+		}
 	}
 }

@@ -5,11 +5,13 @@
 //
 // A Question is a constructor and a Run function; Run measures (Config.Runs
 // repetitions where a number is a timing) and returns an Answer: the
-// numbers with their medians and ranges, charts written into Config.Out, the
-// command that reproduces it and what it did not measure. Run (the package
-// function) runs a set of questions in order, writes findings.json and a
-// regenerated findings.md into Config.Out, and stops cleanly when its context
-// is cancelled: the questions answered so far are written.
+// numbers with their medians and ranges, a one-line Summary, charts written
+// into Config.Out, the command that reproduces it and what it did not
+// measure. Run (the package function) runs a set of questions in order,
+// writes findings.json into Config.Out and the whole report (Report.Markdown,
+// the document committed as design/findings.md) to Config.Report, and stops
+// cleanly when its context is cancelled: the questions answered so far are
+// written.
 package findings
 
 import (

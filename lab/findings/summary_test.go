@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,25 @@ func TestReportLinksResolveFromItsDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "findings.md")); err == nil {
 		t.Errorf("a second report written into --out beside the one asked for")
+	}
+}
+
+// The commit comes from the build's VCS stamp, short, marked when the tree
+// had changes; without a stamp git is asked, and outside a repository the
+// report says the commit is unknown.
+func TestCommitNames(t *testing.T) {
+	rev := "d9085661234567890abcdef"
+	if got := commitOf([]debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}); got != "d908566 (modified)" {
+		t.Errorf("commitOf(modified) = %q", got)
+	}
+	if got := commitOf([]debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "false"}}); got != "d908566" {
+		t.Errorf("commitOf(clean) = %q", got)
+	}
+	if got := commitOf(nil); got != "" {
+		t.Errorf("commitOf(no stamp) = %q, want none (git is asked)", got)
+	}
+	t.Chdir(t.TempDir())
+	if got := gitCommit(context.Background()); got != unknownCommit {
+		t.Errorf("gitCommit outside a repository = %q, want %q", got, unknownCommit)
 	}
 }

@@ -113,11 +113,11 @@ func num(v float64) string {
 
 // header is the line under the title: what was run, where and when.
 func (r *Report) header() string {
-	commit := r.Commit
-	if commit == "" {
-		commit = unknownCommit
+	commit := "commit " + r.Commit
+	if r.Commit == "" || r.Commit == unknownCommit {
+		commit = "an " + unknownCommit
 	}
-	return fmt.Sprintf("*shardsplit at commit %s, %s UTC: `%s`, %s wall time, on %s; load average %v at the start, %v at the end; %d run(s) per timing, seed %d.*\n",
+	return fmt.Sprintf("*shardsplit at %s, %s UTC: `%s`, %s wall time, on %s; load average %v at the start, %v at the end; %d run(s) per timing, seed %d.*\n",
 		commit, r.Started.UTC().Format("2006-01-02 15:04"), r.Command, wallTime(r.Seconds), machineLine(r.Machine),
 		orUnknown(r.Machine["load_avg_start"]), orUnknown(r.Machine["load_avg_end"]), r.Runs, r.Seed)
 }

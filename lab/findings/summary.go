@@ -157,7 +157,7 @@ func crashSummary(t crashTally, kills, verified, okKills int, killErr error) str
 	if killErr != nil {
 		return s + " No kill -9 run was made."
 	}
-	return s + fmt.Sprintf(" Of %d kill -9s, %d left a directory to verify and %d of those verified.", kills, verified, okKills)
+	return s + fmt.Sprintf(" Of %d kill -9 runs, %d left a directory to verify and %d of those verified.", kills, verified, okKills)
 }
 
 // mergeSummary is question 10's one-liner.

@@ -173,7 +173,7 @@ func TestReportHeaderNamesCommitAndMachine(t *testing.T) {
 		}
 	}
 	r.Commit = ""
-	if md := r.Markdown(""); !strings.Contains(md, "commit unknown commit") {
+	if md := r.Markdown(""); !strings.Contains(md, "shardsplit at an unknown commit,") {
 		t.Errorf("a report without a commit does not say so:\n%s", md[:300])
 	}
 }

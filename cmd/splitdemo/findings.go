@@ -35,7 +35,7 @@ not, and why); then a section per question: what was measured, every number,
 the command that reproduces it and what was not measured. Its links to the
 charts and findings.json are relative from the report's directory to --out.
 
-The questions (see findings.md for the full text):
+The questions (the report has their full text):
   1 write pause at the handoff     7 routing cost against depth
   2 cleanup and deleted documents  8 stale coordinators, smart clients
   3 search during and after        9 crash safety (crash points, kill -9)
@@ -56,7 +56,8 @@ smoke test (CI runs it), not numbers to quote. Progress goes to stderr;
 Ctrl-C stops after the step in progress and still writes what ran.
 
 Exit status 0 if every selected question was answered; 1 if any failed
-(the report says why) or the run was interrupted; 2 on bad input.
+(the report says why) or the run was interrupted; 2 on bad input (a --report
+that is a directory or cannot be written included), before any experiment runs.
 
 Flags:
   --quick          tiny data, 2 runs per timing (a smoke test)
@@ -69,9 +70,9 @@ Flags:
   --only LIST      comma-separated question numbers to run (default all)
   --log-level L    zap level for the log on stderr (default warn)
 
-Example:
+Examples:
   splitdemo findings --quick --out /tmp/findings
-  splitdemo findings --big --out design/findings --report design/findings.md
+  splitdemo findings --big --out design/findings --report design/findings.md   # regenerates design/findings.md
   splitdemo findings --only 1,11 --out findings-out
 `
 

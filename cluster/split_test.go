@@ -234,3 +234,13 @@ func equalIDs(a, b []routing.ShardID) bool {
 	}
 	return true
 }
+
+// An index that does not set index.shardsplit.replica_split splits with
+// the default strategy, local: the split records it, so every node acts
+// on the same strategy whatever its own default.
+func TestASplitOfAnIndexWithoutTheSettingUsesTheLocalStrategy(t *testing.T) {
+	s := begunSplit(t, "")
+	if got := s.Indices["i"].Splits[0].Strategy; got != StrategyLocal {
+		t.Fatalf("split strategy %q, want %q", got, StrategyLocal)
+	}
+}

@@ -11,7 +11,7 @@ package cluster_test
 // Commands:
 //
 //	bootstrap nodes=(n1,n2,...)
-//	create-index name=I shards=N replicas=R [routing=N] [delayed=T]
+//	create-index name=I shards=N replicas=R [routing=N] [delayed=T] [replica-split=S]
 //	delete-index name=I
 //	update-replicas index=I replicas=R
 //	start-all                                  report every initializing copy started, round after round
@@ -107,6 +107,11 @@ func (env *clusterTrace) task(td *datadriven.TestData) (Task, error) {
 			var routingShards string
 			td.ScanArgs(env.t, "routing", &routingShards)
 			task.CreateIndex.Settings["index.number_of_routing_shards"] = routingShards
+		}
+		if td.HasArg("replica-split") {
+			var strategy string
+			td.ScanArgs(env.t, "replica-split", &strategy)
+			task.CreateIndex.Settings[SettingReplicaSplit] = strategy
 		}
 		return task, nil
 	case "delete-index":

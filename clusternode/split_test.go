@@ -93,15 +93,12 @@ func (l *load) check(name string) {
 	}
 }
 
+// createSplittable creates index, one shard of 8 routing shards and one
+// replica, under the recover strategy: the one in which the parent
+// primary streams to every child copy, which these tests follow.
 func (w *world) createSplittable(name, index string) {
 	w.t.Helper()
-	err := do(w, name, func(n *Node, done func(error)) {
-		n.CreateIndex(index, map[string]string{"index.number_of_shards": "1", "index.number_of_replicas": "1",
-			"index.number_of_routing_shards": "8"}, nil, 0, done)
-	})
-	if err != nil {
-		w.t.Fatalf("create index %s: %v", index, err)
-	}
+	w.createSplittableWith(name, index, cluster.StrategyRecover)
 }
 
 func (w *world) handedOff(index string) bool {

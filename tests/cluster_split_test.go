@@ -29,22 +29,25 @@ type errorBody struct {
 	Status int `json:"status"`
 }
 
-func TestClusterOfProcessesSplitsAReplicatedShardUnderWrites(t *testing.T) {
+// TestClusterOfProcessesSplitsAReplicatedShardUnderWritesByRecovery: the
+// split under index.shardsplit.replica_split recover: child primaries
+// beside the parent primary, child replicas by peer recovery from them.
+func TestClusterOfProcessesSplitsAReplicatedShardUnderWritesByRecovery(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
 	}
-	splitReplicatedUnderWrites(t, "")
+	splitReplicatedUnderWrites(t, "recover")
 }
 
 // TestClusterOfProcessesSplitsAReplicatedShardUnderWritesLocally: the same
-// split under index.shardsplit.replica_split local: every child copy is
-// built from the parent copy on its own node, so the nodes send no
-// recovery byte while it runs.
+// split under the default strategy, local: every child copy is built from
+// the parent copy on its own node, so the nodes send no recovery byte
+// while it runs.
 func TestClusterOfProcessesSplitsAReplicatedShardUnderWritesLocally(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("starts three serve processes") // see TestClusterOfProcessesFailsOverAndRecovers
 	}
-	splitReplicatedUnderWrites(t, "local")
+	splitReplicatedUnderWrites(t, "")
 }
 
 // TestClusterOfProcessesSplitsAReplicatedShardUnderWritesHandoffFirst: the
@@ -185,7 +188,7 @@ func splitReplicatedUnderWrites(t *testing.T, strategy string) {
 	refused(nodes[1], "/logs/_shards/0/_split", `{"number_of_splits":2}`, 400, "illegal_argument_exception", "Shard [0] has already been split.")
 
 	recovered := recoveryBytesSent(t, nodes) - sentBefore
-	if strategy == "local" && recovered != 0 {
+	if (strategy == "local" || strategy == "") && recovered != 0 {
 		t.Fatalf("the nodes sent %d recovery bytes during a local split", recovered)
 	}
 	time.Sleep(time.Second) // writes to the children

@@ -72,7 +72,7 @@ Flags:
   --writers N            concurrent writers (default 64)
   --duration D           measured part of a cost run (default 10s)
   --recovery-bytes N     source bytes loaded before a recovery (default 1 GiB)
-  --strategy LIST        the split's replica strategies (default recover)
+  --strategy LIST        the split's replica strategies (default local)
   --parent-size SIZE     the split's parent: bytes, or with KiB, MiB, GiB
                          (default 1GiB)
   --log-level LEVEL      the nodes' log level (default warn; their logs go to
@@ -100,7 +100,7 @@ func runClusterbench(args []string, stdout, stderr io.Writer) int {
 	recoveryBytes := fs.Int64("recovery-bytes", 1<<30, "")
 	logLevel := fs.String("log-level", "warn", "")
 	profile := fs.Bool("profile", false, "")
-	strategy := fs.String("strategy", clusterbench.StrategyRecover, "")
+	strategy := fs.String("strategy", clusterbench.StrategyLocal, "")
 	parentSize := fs.String("parent-size", "1GiB", "")
 	if code, err := parseFlags(fs, args, clusterbenchUsage, stdout); err != nil {
 		if code != exitOK {

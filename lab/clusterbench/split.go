@@ -25,10 +25,13 @@ import (
 // block and of the stale coordinators' retries (_nodes/stats).
 
 // settingReplicaSplit is the index setting that chooses how the children
-// get their replicas; StrategyRecover is the default.
+// get their replicas. StrategyRecover is the only strategy of a build
+// that does not know the setting; StrategyLocal is the scenario's default,
+// as it is the cluster's.
 const (
 	settingReplicaSplit = "index.shardsplit.replica_split"
 	StrategyRecover     = "recover"
+	StrategyLocal       = "local"
 )
 
 // Strategies are the replica-split strategies the scenario knows.
@@ -135,7 +138,7 @@ func (r SplitRun) StaleWaitMean() time.Duration {
 func (cfg *SplitConfig) defaults() {
 	cfg.Load.defaults()
 	if len(cfg.Strategies) == 0 {
-		cfg.Strategies = []string{StrategyRecover}
+		cfg.Strategies = []string{StrategyLocal}
 	}
 	if cfg.Runs == 0 {
 		cfg.Runs = 5

@@ -110,10 +110,10 @@ const maxSplits = 3
 type splitResult struct {
 	on       bool
 	strategy string
-	point   point
-	fault   faultKind
-	fired   bool   // the fault struck at its point
-	outcome string // "handed off", "rolled back", "never began"
+	point    point
+	fault    faultKind
+	fired    bool   // the fault struck at its point
+	outcome  string // "handed off", "rolled back", "never began"
 	// reached marks the points the seed's split passed through (whatever
 	// its fault).
 	reached  [numPoints]bool
@@ -129,7 +129,7 @@ type splitRun struct {
 	point    point
 	fault    faultKind
 	parent   routing.ShardID
-	ways   int
+	ways     int
 
 	issueAt  int // the first request's step
 	nextTry  int

@@ -447,8 +447,9 @@ func (s *splitRun) fire() bool {
 
 // childReplicaNode returns the live node of an assigned child replica; at
 // a point with none assigned yet (before the split, during the child
-// primaries' catch-up) the live node of a parent replica, where the
-// allocator puts the child replicas.
+// primaries' catch-up, and under handoff-first until the hand-off) the
+// live node of a parent replica, where the allocator puts the child
+// replicas.
 func (s *splitRun) childReplicaNode(st *cluster.State, parentNode string) string {
 	w := s.w
 	im := st.Indices[index]
@@ -466,7 +467,9 @@ func (s *splitRun) childReplicaNode(st *cluster.State, parentNode string) string
 			}
 		}
 	}
-	if len(cands) == 0 && len(children) > 0 && s.point >= p2ReplicasRecovering {
+	_, splitting := im.Splits[s.parent]
+	beforeReplicas := splitting && s.strategy == cluster.StrategyHandoffFirst // assigned by the hand-off
+	if len(cands) == 0 && len(children) > 0 && s.point >= p2ReplicasRecovering && !beforeReplicas {
 		return ""
 	}
 	if len(cands) == 0 {

@@ -236,22 +236,25 @@
 //	noresync      seed 111 (2/300)   "copy ID on nN took the primary's term N yet holds operations to N, past the primary ID's local checkpoint N"
 //
 // Three more re-introduce the split's classic bugs; TestClusterSplitSim
-// catches them (seeds 1-300):
+// catches them (seeds 1-135: 45 of each strategy):
 //
 //	parentpromote  the parent keeps its copies after the hand-off, its
 //	               replicas promotable should its primary fail (the rule
 //	               "if the parent primary fails, promote a parent replica"
 //	               applied after the hand-off); the state's own check lifted
 //	earlyhandoff   the hand-off commits once the child primaries are in
-//	               sync, before the child replicas are (under recover and
-//	               local; handoff-first does this by design, so its seeds
-//	               cannot catch it: count the catches per strategy)
+//	               sync, before the child replicas are (under recover;
+//	               handoff-first does so by design, and no local seed of
+//	               45 caught it: its catches count over the recover seeds)
 //	losthandoff    the hand-off commits the routing table without its
 //	               record; the state's own check lifted
 //
-//	parentpromote  seed 1  (170/300)  "nN applied vN: shard N handed off yet has copies [...]: a parent copy is promotable for its moved ranges"
-//	earlyhandoff   seed 1  (227/300)  "nN applied vN: shard N handed off while child N's copy ID is INITIALIZING, in sync [ID]"
-//	losthandoff    seed 1  (169/300)  "nN applied vN: the split of shard N is committed in the routing table without a hand-off record"
+//	parentpromote  seed 1  (97/135: recover 29/45, local 29/45, handoff-first 39/45)
+//	               "nN applied vN: shard N handed off yet has copies [...]: a parent copy is promotable for its moved ranges"
+//	earlyhandoff   seed 1  (recover 35/45; local 0/45, handoff-first 0/45)
+//	               "nN applied vN: shard N handed off while child N's copy ID is INITIALIZING, in sync [ID]"
+//	losthandoff    seed 1  (98/135: recover 29/45, local 30/45, handoff-first 39/45)
+//	               "nN applied vN: the split of shard N is committed in the routing table without a hand-off record"
 //
 // Keeping the parent's copies alone broke the state's other checks (the
 // hand-off was refused, and 115 seeds failed as "not settled"); the

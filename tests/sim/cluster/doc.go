@@ -253,7 +253,7 @@
 //	               "nN applied vN: shard N handed off yet has copies [...]: a parent copy is promotable for its moved ranges"
 //	earlyhandoff   seed 1  (recover 35/45; local 0/45, handoff-first 0/45)
 //	               "nN applied vN: shard N handed off while child N's copy ID is INITIALIZING, in sync [ID]"
-//	losthandoff    seed 1  (98/135: recover 29/45, local 30/45, handoff-first 39/45)
+//	losthandoff    seed 1  (97/135: recover 29/45, local 29/45, handoff-first 39/45)
 //	               "nN applied vN: the split of shard N is committed in the routing table without a hand-off record"
 //
 // Keeping the parent's copies alone broke the state's other checks (the

@@ -193,6 +193,11 @@ type assigned struct {
 // the state alone, so replaying a log after a restart converges too).
 func (n *Node) reconcile(st *cluster.State) {
 	n.applied = st
+	// A committed hand-off retires the parent here whether or not the
+	// state still counts this node a member: its ranges are the
+	// children's, and a parent left primary would take writes again once
+	// its block timed out.
+	n.retireHandedOff(st)
 	me, ok := st.Nodes[n.cfg.Name]
 	if !ok || me.EphemeralID != n.ephemeral {
 		return // not (yet) a member under this incarnation
@@ -219,7 +224,6 @@ func (n *Node) reconcile(st *cluster.State) {
 			}
 		}
 	}
-	n.retireHandedOff(st)
 	for _, k := range n.sortedCopies() {
 		lc := n.copies[k]
 		if a, ok := want[k]; !ok || a.copy.AllocationID != lc.aid {

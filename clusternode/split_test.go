@@ -1,6 +1,7 @@
 package clusternode
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/shardsplit/shardsplit/cluster"
 	"github.com/shardsplit/shardsplit/replication"
+	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/transport"
 )
 
@@ -942,4 +944,44 @@ func TestAChildCopyOnTheDiskOfANodeThatCrashedDuringASplitIsDeletedOnceTheSplitR
 		}
 	}
 	l.check(w.live()[0].name)
+}
+
+// TestANodeRemovedFromTheClusterRetiresAParentWhoseHandoffItApplies: the
+// parent primary's node, cut from the cluster manager after it blocked its
+// writes and proposed the hand-off, may apply the committed hand-off in a
+// state that no longer counts it a member. The parent is retired all the
+// same: the hand-off gave its ranges to the children, and a parent left
+// primary would let its writes through again once its block times out.
+func TestANodeRemovedFromTheClusterRetiresAParentWhoseHandoffItApplies(t *testing.T) {
+	w := newWorld(t, 2, "n1", "n2", "n3")
+	w.runUntil(300, "a cluster of three", func() bool { return len(w.any().State().Nodes) == 3 })
+	w.createSplittable("n1", "logs")
+	w.runUntil(300, "logs green", func() bool { return w.health("logs") == cluster.Green })
+	w.nodes["n2"].n.SplitShard("logs", 0, 2, func(error) {})
+	parent := parentPrimaryNode(w)
+	im := w.any().State().Indices["logs"]
+	pk := copyKey{index: im.UUID, shard: 0}
+	pn := w.nodes[parent].n
+	w.runUntil(600, "the parent blocked", func() bool {
+		lc := pn.copies[pk]
+		return lc != nil && lc.c != nil && lc.c.Blocked()
+	})
+	// The committed hand-off, in a state that removed the parent's node.
+	b, err := json.Marshal(pn.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st cluster.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Version++
+	delete(st.Nodes, parent)
+	sim := st.Indices["logs"]
+	sp := sim.Splits[0]
+	sim.Handoffs = map[routing.ShardID]cluster.Handoff{0: {Children: sp.Children, ParentTerm: sim.PrimaryTerms[0], MaxSeq: pn.copies[pk].c.LocalCheckpoint()}}
+	pn.reconcile(&st)
+	if c := pn.copies[pk]; c != nil && c.c != nil && c.c.IsPrimary() {
+		t.Fatalf("%s applied the hand-off of shard 0 as a node no longer in the cluster, yet its parent copy is still primary", parent)
+	}
 }

@@ -715,7 +715,11 @@ func (c *Copy) send() {
 					req.Ops = append(req.Ops, op)
 					return nil
 				})
-				if err != nil || (len(req.Ops) > 0 && req.Ops[0].Seq != p.next) {
+				// The history must hold p.next: an answer that starts
+				// later, or holds nothing, lost what the copy needs (sent
+				// empty, the request would be answered and sent again,
+				// without end).
+				if err != nil || len(req.Ops) == 0 || req.Ops[0].Seq != p.next {
 					c.log.Error("replication history unavailable; failing the copy", zap.Stringer("shard", c.cfg.Shard),
 						zap.String("copy", t.aid), zap.Int64("from", p.next), zap.Error(err))
 					c.fail(t.aid, "the operation history it needs is gone")

@@ -729,3 +729,23 @@ func TestACopyOpenedAgainOnItsStoreKeepsItsGlobalCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// A primary whose history no longer holds the operations a copy needs
+// fails the copy (it is rebuilt by a recovery) instead of sending it
+// requests with nothing in them: each would be answered and sent again,
+// without end, and the answers keep the copy from ever counting as silent.
+func TestAPrimaryFailsACopyWhoseOperationsItsHistoryNoLongerHolds(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2")
+	g.down["n2"] = true
+	g.write("n1", "d1", "v1")
+	g.run(1)
+	g.queue = nil
+	if err := g.stores["n1"].TrimHistory(g.stores["n1"].LocalCheckpoint()); err != nil {
+		t.Fatal(err)
+	}
+	g.down["n2"] = false
+	g.run(10)
+	if !slices.ContainsFunc(g.failed, func(f failRequest) bool { return f.aid == "a-n2" }) {
+		t.Fatalf("the copy missing operation 0, which the primary's history no longer holds, was not failed (failed: %+v)", g.failed)
+	}
+}

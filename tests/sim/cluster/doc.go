@@ -98,8 +98,8 @@
 //
 // TestClusterSplitSim runs the same seeds with a split (split_test.go):
 // the index gets 8 routing partitions per shard, and one shard, drawn by
-// the seed, is split in place into 2 or 3 children (strategy recover)
-// through Node.SplitShard, the SplitShard task the REST split proposes,
+// the seed, is split in place into 2 or 3 children through
+// Node.SplitShard, the SplitShard task the REST split proposes,
 // from a live node drawn at the call, under the clients' writes, reads
 // and match-all searches (one client call in six). A request refused
 // (a copy not started) is repeated 3-8 steps later; before each, the
@@ -108,6 +108,12 @@
 // at most three times. In two seeds of three the swarm's own crashes and
 // partitions wait from the request until the seed's fault struck.
 //
+// The seed's strategy (index.shardsplit.replica_split, set on the index;
+// strategyOf) is recover, local or handoff-first: consecutive walks of 45
+// seeds take them in turn (seeds 1-45 recover, 46-90 local, 91-135
+// handoff-first, and again), so every strategy meets every cell once in
+// each of its walks. The seed's plan line and its rerun line name it.
+//
 // Each seed places one fault at one point (cellOf: seeds walk the 30
 // cells, those of P3-P5 twice in every 45 seeds), at the first moment
 // (after any delivered message or round of ticks) the split is there:
@@ -115,6 +121,9 @@
 //	P0  before the split: the fault, then the request 1-4 steps later
 //	P1  child catch-up: the split's phase CATCHING_UP
 //	P2  child primaries in sync, child replicas recovering: RECOVERING_REPLICAS
+//	    (under local, the child replicas building beside the parent
+//	    replicas; none under handoff-first, whose child replicas are
+//	    assigned by the hand-off)
 //	P3  hand-off in progress: READY, the parent primary holds its writes
 //	P4  the hand-off record and the metadata commit are one raft entry
 //	    (SplitHandoff): committed and applied by a node while the parent
@@ -141,7 +150,8 @@
 //     in-sync set, none of its allocation ids is a copy of any shard,
 //     and the record stays); a split is committed in the routing table
 //     only with its record; the hand-off commits only with every child
-//     copy started and in sync, and every in-sync child copy open on the
+//     copy started and in sync (under handoff-first, every child
+//     primary), and every in-sync child copy open on the
 //     applying node has a local checkpoint at or above the record's
 //     sequence number: it advanced over the operations of the other
 //     children's ranges, which it filtered out;
@@ -154,10 +164,13 @@
 //     its routing partition in the committed table and in no other, every
 //     serving shard's primary open as a primary.
 //
-// The test prints the matrix: per cell, the seeds whose fault struck
-// there of those that tried it, and how their splits ended (handed off,
-// rolled back or never begun, seed failed); over 300 seeds or more it
-// fails if a cell was never reached.
+// The test prints, per strategy, the matrix: per cell, the seeds whose
+// fault struck there of those that tried it, and how their splits ended
+// (handed off, rolled back or never begun, seed failed), and the cells
+// no seed of the strategy reached (P2 apart under handoff-first, which
+// has no such point); the failed seeds per strategy; and the ten slowest
+// seeds with their steps and rounds. Over 300 seeds or more it fails if
+// a cell was reached by no strategy.
 //
 //	SHARDSPLIT_SIM_SEED=21 SHARDSPLIT_SIM_SEEDS=1 go test ./tests/sim/cluster -run 'TestClusterSplitSim$' -v
 //
@@ -223,20 +236,25 @@
 //	noresync      seed 111 (2/300)   "copy ID on nN took the primary's term N yet holds operations to N, past the primary ID's local checkpoint N"
 //
 // Three more re-introduce the split's classic bugs; TestClusterSplitSim
-// catches them (seeds 1-300):
+// catches them (seeds 1-135: 45 of each strategy):
 //
 //	parentpromote  the parent keeps its copies after the hand-off, its
 //	               replicas promotable should its primary fail (the rule
 //	               "if the parent primary fails, promote a parent replica"
 //	               applied after the hand-off); the state's own check lifted
 //	earlyhandoff   the hand-off commits once the child primaries are in
-//	               sync, before the child replicas are (under recover)
+//	               sync, before the child replicas are (under recover;
+//	               handoff-first does so by design, and no local seed of
+//	               45 caught it: its catches count over the recover seeds)
 //	losthandoff    the hand-off commits the routing table without its
 //	               record; the state's own check lifted
 //
-//	parentpromote  seed 1  (170/300)  "nN applied vN: shard N handed off yet has copies [...]: a parent copy is promotable for its moved ranges"
-//	earlyhandoff   seed 1  (227/300)  "nN applied vN: shard N handed off while child N's copy ID is INITIALIZING, in sync [ID]"
-//	losthandoff    seed 1  (169/300)  "nN applied vN: the split of shard N is committed in the routing table without a hand-off record"
+//	parentpromote  seed 1  (97/135: recover 29/45, local 29/45, handoff-first 39/45)
+//	               "nN applied vN: shard N handed off yet has copies [...]: a parent copy is promotable for its moved ranges"
+//	earlyhandoff   seed 1  (recover 35/45; local 0/45, handoff-first 0/45)
+//	               "nN applied vN: shard N handed off while child N's copy ID is INITIALIZING, in sync [ID]"
+//	losthandoff    seed 1  (97/135: recover 29/45, local 29/45, handoff-first 39/45)
+//	               "nN applied vN: the split of shard N is committed in the routing table without a hand-off record"
 //
 // Keeping the parent's copies alone broke the state's other checks (the
 // hand-off was refused, and 115 seeds failed as "not settled"); the

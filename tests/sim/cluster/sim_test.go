@@ -40,6 +40,8 @@ type result struct {
 	hash    uint64
 	stats   stats
 	split   splitResult
+	// took is the seed's wall time (reported, never in the trace).
+	took time.Duration
 }
 
 func seedRange(t *testing.T, def int) (first uint64, n int) {
@@ -78,7 +80,9 @@ func runSeedsWith(first uint64, n int, runSeed func(uint64) result) []result {
 				if progress {
 					fmt.Fprintf(os.Stderr, "clustersim: seed %d\n", first+uint64(i))
 				}
+				start := time.Now()
 				results[i] = runSeed(first + uint64(i))
+				results[i].took = time.Since(start)
 			}
 		}()
 	}
@@ -157,6 +161,7 @@ func (w *world) form() bool {
 	if w.split != nil {
 		// Room for the split: each shard holds 8 routing partitions.
 		settings["index.number_of_routing_shards"] = fmt.Sprint(8 * w.sw.shards)
+		settings[cluster.SettingReplicaSplit] = w.split.strategy
 	}
 	creator.CreateIndex(index, settings, nil, 0, func(err error) { created = &err })
 	creator.Flush()

@@ -17,9 +17,10 @@ import (
 )
 
 // The split seeds (TestClusterSplitSim): the same runs as TestClusterSim,
-// with one shard of the index split in place (strategy recover) under the
-// clients' writes, reads and searches, and one fault placed at one point
-// of the split (the fault matrix). See doc.go, "Splits".
+// with one shard of the index split in place (by the seed's strategy of
+// index.shardsplit.replica_split) under the clients' writes, reads and
+// searches, and one fault placed at one point of the split (the fault
+// matrix). See doc.go, "Splits".
 
 // point is where in a split the seed's fault strikes.
 type point int
@@ -75,11 +76,29 @@ const numCells = int(numPoints) * int(numFaults)
 // quiet phase; and P4 has no width when the parent primary's node is the
 // leader, which applies the entry as it learns it is committed).
 func cellOf(seed uint64) (point, faultKind) {
-	c := int((seed - 1) % uint64(numCells+3*int(numFaults)))
+	c := int((seed - 1) % uint64(walkSeeds))
 	if c >= numCells {
 		c -= 3 * int(numFaults)
 	}
 	return point(c / int(numFaults)), faultKind(c % int(numFaults))
+}
+
+// walkSeeds is how many consecutive seeds walk the cells once (cellOf).
+const walkSeeds = numCells + 3*int(numFaults)
+
+// strategyOf is the seed's strategy of index.shardsplit.replica_split:
+// consecutive walks of the cells take the strategies in turn, so every
+// strategy meets every cell once in each walk it takes (and each in 135
+// seeds).
+func strategyOf(seed uint64) string {
+	return cluster.Strategies[((seed-1)/uint64(walkSeeds))%uint64(len(cluster.Strategies))]
+}
+
+// pointApplies says whether a split of the strategy has the point: a
+// handoff-first split hands off before its child replicas exist, so it
+// has no phase of child replicas recovering.
+func pointApplies(strategy string, p point) bool {
+	return !(strategy == cluster.StrategyHandoffFirst && p == p2ReplicasRecovering)
 }
 
 // maxSplits bounds how often a seed's split begins (a split rolled back
@@ -89,11 +108,12 @@ const maxSplits = 3
 
 // splitResult is what a split seed reports for the matrix.
 type splitResult struct {
-	on      bool
-	point   point
-	fault   faultKind
-	fired   bool   // the fault struck at its point
-	outcome string // "handed off", "rolled back", "never began"
+	on       bool
+	strategy string
+	point    point
+	fault    faultKind
+	fired    bool   // the fault struck at its point
+	outcome  string // "handed off", "rolled back", "never began"
 	// reached marks the points the seed's split passed through (whatever
 	// its fault).
 	reached  [numPoints]bool
@@ -105,10 +125,11 @@ type splitRun struct {
 	w   *world
 	rng *rand.Rand // the split's own draws: the world's stay those of TestClusterSim
 
-	point  point
-	fault  faultKind
-	parent routing.ShardID
-	ways   int
+	strategy string // index.shardsplit.replica_split
+	point    point
+	fault    faultKind
+	parent   routing.ShardID
+	ways     int
 
 	issueAt  int // the first request's step
 	nextTry  int
@@ -145,6 +166,7 @@ type splitRequest struct {
 func newSplitRun(w *world) *splitRun {
 	s := &splitRun{w: w, rng: rand.New(rand.NewPCG(w.seed, 0x5b117)), parentAids: map[string]bool{}, applied: map[string]bool{}}
 	s.point, s.fault = cellOf(w.seed)
+	s.strategy = strategyOf(w.seed)
 	s.parent = routing.ShardID(s.rng.IntN(w.sw.shards))
 	s.ways = 2 + s.rng.IntN(2)
 	s.issueAt = 5 + s.rng.IntN(min(40, max(1, w.sw.steps/4)))
@@ -154,7 +176,7 @@ func newSplitRun(w *world) *splitRun {
 }
 
 func (s *splitRun) result() splitResult {
-	r := splitResult{on: true, point: s.point, fault: s.fault, fired: s.fired, reached: s.reached, searches: s.searches}
+	r := splitResult{on: true, strategy: s.strategy, point: s.point, fault: s.fault, fired: s.fired, reached: s.reached, searches: s.searches}
 	switch {
 	case s.handoff != nil:
 		r.outcome = "handed off"
@@ -167,7 +189,7 @@ func (s *splitRun) result() splitResult {
 }
 
 func (s *splitRun) begin() {
-	s.w.logf("split", "plan: shard %d into %d from step %d; fault %q at %q", s.parent, s.ways, s.issueAt,
+	s.w.logf("split", "plan: shard %d into %d (strategy %s) from step %d; fault %q at %q", s.parent, s.ways, s.strategy, s.issueAt,
 		faultNames[s.fault], pointNames[s.point])
 }
 
@@ -425,8 +447,9 @@ func (s *splitRun) fire() bool {
 
 // childReplicaNode returns the live node of an assigned child replica; at
 // a point with none assigned yet (before the split, during the child
-// primaries' catch-up) the live node of a parent replica, where the
-// allocator puts the child replicas.
+// primaries' catch-up, and under handoff-first until the hand-off) the
+// live node of a parent replica, where the allocator puts the child
+// replicas.
 func (s *splitRun) childReplicaNode(st *cluster.State, parentNode string) string {
 	w := s.w
 	im := st.Indices[index]
@@ -444,7 +467,9 @@ func (s *splitRun) childReplicaNode(st *cluster.State, parentNode string) string
 			}
 		}
 	}
-	if len(cands) == 0 && len(children) > 0 && s.point >= p2ReplicasRecovering {
+	_, splitting := im.Splits[s.parent]
+	beforeReplicas := splitting && s.strategy == cluster.StrategyHandoffFirst // assigned by the hand-off
+	if len(cands) == 0 && len(children) > 0 && s.point >= p2ReplicasRecovering && !beforeReplicas {
 		return ""
 	}
 	if len(cands) == 0 {
@@ -536,7 +561,7 @@ func (s *splitRun) settled(st *cluster.State) bool {
 //   - a split is committed in the routing table only with its hand-off
 //     record;
 //   - the hand-off commits only with every child copy started and in
-//     sync, and every child copy open on the applying node holds every
+//     sync (every child primary, under handoff-first), and every child copy open on the applying node holds every
 //     operation up to the record's sequence number: its local checkpoint
 //     advanced over the operations of the other children's ranges, which
 //     it filtered out.
@@ -582,8 +607,14 @@ func (s *splitRun) checkTransition(node string, life int, prev, next *cluster.St
 		if _, was := pi.Handoffs[p]; was || next.Version != prev.Version+1 {
 			continue
 		}
+		// A handoff-first split hands off with its child primaries alone
+		// in sync; its child replicas are assigned by the hand-off itself.
+		primariesOnly := pi.Splits[p].ChildReplicasAfterHandoff()
 		for _, ch := range h.Children {
 			for _, c := range ni.Copies[ch] {
+				if primariesOnly && !c.Primary {
+					continue
+				}
 				if !c.Active() || !slices.Contains(ni.InSync[ch], c.AllocationID) {
 					w.fail("%s applied v%d: shard %d handed off while child %d's copy %s is %s, in sync %v", node, next.Version, p, ch,
 						c.AllocationID, c.State, ni.InSync[ch])
@@ -726,27 +757,65 @@ func TestClusterSplitSim(t *testing.T) {
 		}
 	}
 	reportFailures(t, failed, results, first, n, splitReproLine)
-	t.Logf("%d split seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d writes (%d acknowledged), %d reads, %d searches, %d crashes, %d partition changes",
-		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.writes, total.acked,
+	t.Logf("%d split seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d rounds, %d writes (%d acknowledged), %d reads, %d searches, %d crashes, %d partition changes",
+		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.rounds, total.writes, total.acked,
 		total.reads, searches, total.crashes, total.partitions)
-	m := tally(results)
-	t.Logf("the fault matrix:\n%s", m)
+	var byStrategy []string
+	for _, strategy := range cluster.Strategies {
+		seeds, fails := 0, 0
+		for _, r := range results {
+			if r.split.strategy == strategy {
+				seeds++
+				if r.finding != "" {
+					fails++
+				}
+			}
+		}
+		byStrategy = append(byStrategy, fmt.Sprintf("%s %d/%d", strategy, fails, seeds))
+	}
+	t.Logf("failed seeds by strategy: %s", strings.Join(byStrategy, ", "))
+	t.Logf("slowest seeds:\n%s", slowest(results, 10))
+	all := tally(results, "")
+	for _, strategy := range cluster.Strategies {
+		m := tally(results, strategy)
+		if m.seeds == 0 {
+			continue
+		}
+		t.Logf("the fault matrix, strategy %s (%d seeds):\n%s%s", strategy, m.seeds, m, m.unreached(strategy))
+	}
 	if len(failed) > 0 {
 		t.Logf("failing seeds by finding:\n%s", summarize(failed))
 	}
 	if n >= defaultSeeds {
 		for p := range numPoints {
 			for f := range numFaults {
-				if m.fired[p][f] == 0 {
-					t.Errorf("cell %s × %s never reached in seeds %d-%d", pointNames[p], faultNames[f], first, first+uint64(n)-1)
+				if all.fired[p][f] == 0 {
+					t.Errorf("cell %s × %s never reached by any strategy in seeds %d-%d", pointNames[p], faultNames[f], first, first+uint64(n)-1)
 				}
 			}
 		}
 	}
 }
 
+// slowest lists the k seeds that took longest, with their steps and
+// rounds (a seed that spins shows as many rounds for its steps).
+func slowest(results []result, k int) string {
+	rs := slices.Clone(results)
+	slices.SortFunc(rs, func(a, b result) int { return int(b.took - a.took) })
+	var b strings.Builder
+	for _, r := range rs[:min(k, len(rs))] {
+		status := "passed"
+		if r.finding != "" {
+			status = "failed"
+		}
+		fmt.Fprintf(&b, "  seed %d (%s, %s at %s, %s): %v, %d steps, %d rounds; %s\n", r.seed, r.split.strategy,
+			faultNames[r.split.fault], pointNames[r.split.point][:2], r.split.outcome, r.took.Round(time.Millisecond), r.stats.steps, r.stats.rounds, status)
+	}
+	return b.String()
+}
+
 func splitReproLine(seed uint64) string {
-	return fmt.Sprintf("SHARDSPLIT_SIM_SEED=%d SHARDSPLIT_SIM_SEEDS=1 go test ./tests/sim/cluster -run 'TestClusterSplitSim$' -v", seed)
+	return fmt.Sprintf("SHARDSPLIT_SIM_SEED=%d SHARDSPLIT_SIM_SEEDS=1 go test ./tests/sim/cluster -run 'TestClusterSplitSim$' -v (strategy %s)", seed, strategyOf(seed))
 }
 
 func runSplitSeed(seed uint64) result {
@@ -763,11 +832,12 @@ type matrix struct {
 	seeds                                       int
 }
 
-func tally(results []result) *matrix {
+// tally counts the seeds of one strategy (all seeds for "").
+func tally(results []result, strategy string) *matrix {
 	m := &matrix{}
 	for _, r := range results {
 		s := r.split
-		if !s.on {
+		if !s.on || (strategy != "" && s.strategy != strategy) {
 			continue
 		}
 		m.seeds++
@@ -791,6 +861,35 @@ func tally(results []result) *matrix {
 		}
 	}
 	return m
+}
+
+// unreached names the cells of the strategy that no seed's fault struck
+// (a cell the strategy does not have is named apart).
+func (m *matrix) unreached(strategy string) string {
+	var miss, none []string
+	for p := range numPoints {
+		for f := range numFaults {
+			if m.fired[p][f] > 0 {
+				continue
+			}
+			cell := fmt.Sprintf("%s × %s (tried %d)", pointNames[p][:2], faultNames[f], m.tried[p][f])
+			if pointApplies(strategy, p) {
+				miss = append(miss, cell)
+			} else {
+				none = append(none, cell)
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  cells reached: %d of %d", numCells-len(miss)-len(none), numCells-len(none))
+	if len(none) > 0 {
+		fmt.Fprintf(&b, " (%d the strategy does not have)", len(none))
+	}
+	b.WriteString("\n")
+	for _, c := range miss {
+		fmt.Fprintf(&b, "  not reached: %s\n", c)
+	}
+	return b.String()
 }
 
 // String prints the matrix: each cell "reached/tried (handed off,

@@ -127,6 +127,9 @@ type simNode struct {
 
 type stats struct {
 	steps, writes, acked, reads, crashes, restarts, leaderKills, partitions, drops, dups, promotions, diskFaults, ioErrors int
+	// rounds counts every round of delivery and ticks: the safety
+	// steps', the forming's and the quiet phase's.
+	rounds int
 }
 
 func (s *stats) add(o stats) {
@@ -143,6 +146,7 @@ func (s *stats) add(o stats) {
 	s.promotions += o.promotions
 	s.diskFaults += o.diskFaults
 	s.ioErrors += o.ioErrors
+	s.rounds += o.rounds
 }
 
 // client is a logical client: one operation at a time, each through a
@@ -388,6 +392,7 @@ func (w *world) tick() {
 
 // round is one step of time: deliveries, then a tick of every live node.
 func (w *world) round(pct, dropPct, dupPct int) {
+	w.stats.rounds++
 	w.deliver(pct, dropPct, dupPct)
 	w.tick()
 	if w.split != nil {

@@ -37,8 +37,9 @@ const (
 // writes (clusterbench --only split, 5 runs each), local's
 // write-unavailability window was about a quarter of recover's at p50 and
 // p99, it was green again in a sixth of the time, and it sent no recovery
-// bytes where recover sent 2.7 times the parent (design/findings.md,
-// question 13). Both are model-checked and simulated.
+// bytes where recover sent 2.7 times the parent; one run each at a 1 GiB
+// parent gave the same order (design/2026-12-07-replica-split-strategies.md).
+// All three are model-checked or simulated.
 const DefaultStrategy = StrategyLocal
 
 // Strategies lists the values index.shardsplit.replica_split accepts.

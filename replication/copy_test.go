@@ -749,3 +749,35 @@ func TestAPrimaryFailsACopyWhoseOperationsItsHistoryNoLongerHolds(t *testing.T) 
 		t.Fatalf("the copy missing operation 0, which the primary's history no longer holds, was not failed (failed: %+v)", g.failed)
 	}
 }
+
+// A new primary's history starts after the global checkpoint (as a
+// replica it dropped what is below it), and the other copies hold
+// everything up to it: one whose first request was lost is sent its
+// stream again from the global checkpoint on, not from the start of
+// the history, and is not failed for what no copy needs.
+func TestANewPrimaryResendsToACopyWhoseFirstRequestWasLostWithoutFailingIt(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2", "n3")
+	for i := range 5 {
+		g.write("n1", fmt.Sprint("d", i), "v")
+	}
+	g.run(3) // the writes, their answers, the global checkpoint to the replicas and their trims
+	if gcp := g.copies["n2"].GlobalCheckpoint(); gcp < 4 {
+		t.Fatalf("n2 knows global checkpoint %d, the test needs 4", gcp)
+	}
+	g.down["n1"] = true
+	g.queue = nil
+	delete(g.copies, "n1")
+	g.inSync = []string{"a-n2", "a-n3"}
+	g.copies["n2"].Promote(2)
+	g.updateGroup("n2")
+	g.queue = nil // the new primary's first request to n3 is lost
+	g.run(10)
+	if slices.ContainsFunc(g.failed, func(f failRequest) bool { return f.aid == "a-n3" }) {
+		t.Fatalf("n3, which holds every operation the new primary has, was failed (failed: %+v)", g.failed)
+	}
+	res := g.write("n2", "d9", "new")
+	g.run(2)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("a write under the new primary = %+v, want acknowledged", *res)
+	}
+}

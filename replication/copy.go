@@ -108,7 +108,11 @@ type pendingWrite struct {
 // progress is the primary's stream to one copy (raft's Progress): the
 // next sequence number to send, and when the copy last answered.
 type progress struct {
-	next      int64
+	next int64
+	// from is where the stream started: a copy that never answered is
+	// sent its stream again from there (its checkpoint is unknown, and
+	// the primary's history may hold nothing below it).
+	from      int64
 	trimAbove *int64 // sent with the next request, until the copy answers
 	sentGCP   int64  // the global checkpoint the last request carried
 	knownGCP  int64  // the global checkpoint the copy last said it knows
@@ -349,7 +353,7 @@ func (c *Copy) UpdateGroup(inSync []string, started, recovering map[string]strin
 		if _, ok := c.streams[aid]; !ok {
 			trim := c.store.LocalCheckpoint()
 			c.tracker.startTracking(aid, NoOpsPerformed-1)
-			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed,
+			c.streams[aid] = &progress{next: c.tracker.gcp + 1, from: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed,
 				knownGCP: NoOpsPerformed}
 		}
 	}
@@ -366,7 +370,7 @@ func (c *Copy) StartTracking(aid string, lcp int64) {
 		return
 	}
 	c.tracker.startTracking(aid, lcp)
-	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed, knownGCP: NoOpsPerformed}
+	c.streams[aid] = &progress{next: lcp + 1, from: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed, knownGCP: NoOpsPerformed}
 	c.send()
 	c.complete()
 }
@@ -445,7 +449,7 @@ func (c *Copy) StartFollowing(aid, node string, shard ShardKey, lcp int64) {
 		return
 	}
 	c.tracker.copies[aid] = &tracked{aid: aid, node: node, tracking: true, follower: true, lcp: lcp, shard: shard}
-	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
+	c.streams[aid] = &progress{next: lcp + 1, from: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
 	c.send()
 }
 
@@ -923,6 +927,9 @@ func (c *Copy) Tick() {
 		}
 		if c.tick-p.sentTick >= c.cfg.ResendTicks {
 			p.next = max(t.lcp+1, 0)
+			if t.lcp == unknownCheckpoint {
+				p.next = p.from
+			}
 			if p.next > lcp && p.trimAbove == nil {
 				continue
 			}

@@ -528,10 +528,12 @@ func (c *Copy) HandoffReady() (term uint64, maxSeq int64, ok bool) {
 		return 0, 0, false
 	}
 	for _, t := range fs {
-		// Every follower holds every operation, and was sent the global
-		// checkpoint or said it knows it (which covers them all once none
-		// is pending): a child primary resyncs its replicas from there.
-		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || max(p.sentGCP, p.knownGCP) < c.tracker.gcp {
+		// Every follower holds every operation, and said it knows the
+		// global checkpoint: a child primary resyncs its replicas from
+		// there, and a child built from its parent's copy holds no
+		// history below its own local checkpoint (a global checkpoint
+		// only sent may be lost, leaving the child one below it).
+		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || p.knownGCP < c.tracker.gcp {
 			return 0, 0, false
 		}
 	}

@@ -108,7 +108,11 @@ type pendingWrite struct {
 // progress is the primary's stream to one copy (raft's Progress): the
 // next sequence number to send, and when the copy last answered.
 type progress struct {
-	next      int64
+	next int64
+	// from is where the stream started: a copy that never answered is
+	// sent its stream again from there (its checkpoint is unknown, and
+	// the primary's history may hold nothing below it).
+	from      int64
 	trimAbove *int64 // sent with the next request, until the copy answers
 	sentGCP   int64  // the global checkpoint the last request carried
 	knownGCP  int64  // the global checkpoint the copy last said it knows
@@ -349,7 +353,7 @@ func (c *Copy) UpdateGroup(inSync []string, started, recovering map[string]strin
 		if _, ok := c.streams[aid]; !ok {
 			trim := c.store.LocalCheckpoint()
 			c.tracker.startTracking(aid, NoOpsPerformed-1)
-			c.streams[aid] = &progress{next: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed,
+			c.streams[aid] = &progress{next: c.tracker.gcp + 1, from: c.tracker.gcp + 1, trimAbove: &trim, heardTick: c.tick, sentGCP: NoOpsPerformed,
 				knownGCP: NoOpsPerformed}
 		}
 	}
@@ -366,7 +370,7 @@ func (c *Copy) StartTracking(aid string, lcp int64) {
 		return
 	}
 	c.tracker.startTracking(aid, lcp)
-	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed, knownGCP: NoOpsPerformed}
+	c.streams[aid] = &progress{next: lcp + 1, from: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed, knownGCP: NoOpsPerformed}
 	c.send()
 	c.complete()
 }
@@ -445,7 +449,7 @@ func (c *Copy) StartFollowing(aid, node string, shard ShardKey, lcp int64) {
 		return
 	}
 	c.tracker.copies[aid] = &tracked{aid: aid, node: node, tracking: true, follower: true, lcp: lcp, shard: shard}
-	c.streams[aid] = &progress{next: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
+	c.streams[aid] = &progress{next: lcp + 1, from: lcp + 1, heardTick: c.tick, sentGCP: NoOpsPerformed}
 	c.send()
 }
 
@@ -524,10 +528,12 @@ func (c *Copy) HandoffReady() (term uint64, maxSeq int64, ok bool) {
 		return 0, 0, false
 	}
 	for _, t := range fs {
-		// Every follower holds every operation, and was sent the global
-		// checkpoint or said it knows it (which covers them all once none
-		// is pending): a child primary resyncs its replicas from there.
-		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || max(p.sentGCP, p.knownGCP) < c.tracker.gcp {
+		// Every follower holds every operation, and said it knows the
+		// global checkpoint: a child primary resyncs its replicas from
+		// there, and a child built from its parent's copy holds no
+		// history below its own local checkpoint (a global checkpoint
+		// only sent may be lost, leaving the child one below it).
+		if p := c.streams[t.aid]; t.lcp != lcp || p == nil || p.knownGCP < c.tracker.gcp {
 			return 0, 0, false
 		}
 	}
@@ -923,6 +929,9 @@ func (c *Copy) Tick() {
 		}
 		if c.tick-p.sentTick >= c.cfg.ResendTicks {
 			p.next = max(t.lcp+1, 0)
+			if t.lcp == unknownCheckpoint {
+				p.next = p.from
+			}
 			if p.next > lcp && p.trimAbove == nil {
 				continue
 			}

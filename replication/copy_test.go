@@ -749,3 +749,101 @@ func TestAPrimaryFailsACopyWhoseOperationsItsHistoryNoLongerHolds(t *testing.T) 
 		t.Fatalf("the copy missing operation 0, which the primary's history no longer holds, was not failed (failed: %+v)", g.failed)
 	}
 }
+
+// A new primary's history starts after the global checkpoint (as a
+// replica it dropped what is below it), and the other copies hold
+// everything up to it: one whose first request was lost is sent its
+// stream again from the global checkpoint on, not from the start of
+// the history, and is not failed for what no copy needs.
+func TestANewPrimaryResendsToACopyWhoseFirstRequestWasLostWithoutFailingIt(t *testing.T) {
+	g := newGroup(t, 1, "n1", "n2", "n3")
+	for i := range 5 {
+		g.write("n1", fmt.Sprint("d", i), "v")
+	}
+	g.run(3) // the writes, their answers, the global checkpoint to the replicas and their trims
+	if gcp := g.copies["n2"].GlobalCheckpoint(); gcp < 4 {
+		t.Fatalf("n2 knows global checkpoint %d, the test needs 4", gcp)
+	}
+	g.down["n1"] = true
+	g.queue = nil
+	delete(g.copies, "n1")
+	g.inSync = []string{"a-n2", "a-n3"}
+	g.copies["n2"].Promote(2)
+	g.updateGroup("n2")
+	g.queue = nil // the new primary's first request to n3 is lost
+	g.run(10)
+	if slices.ContainsFunc(g.failed, func(f failRequest) bool { return f.aid == "a-n3" }) {
+		t.Fatalf("n3, which holds every operation the new primary has, was failed (failed: %+v)", g.failed)
+	}
+	res := g.write("n2", "d9", "new")
+	g.run(2)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("a write under the new primary = %+v, want acknowledged", *res)
+	}
+}
+
+// A child copy built from its parent's copy on its node (the local
+// strategy) holds the parent's documents up to its local checkpoint and no
+// history below it, and knows no global checkpoint until the parent sends
+// one. With the parent's first request carrying the global checkpoint to
+// the followers lost, the hand-off still ends with the child primary
+// streaming to its sibling, which holds everything the child primary
+// holds, without failing it (a global checkpoint below the child
+// primary's history would start the stream where it holds nothing).
+func TestAChildPrimaryBuiltLocallyDoesNotFailASiblingThatHoldsWhatItHolds(t *testing.T) {
+	g := newGroup(t, 7, "n1", "n2")
+	for i := range 3 {
+		g.write("n1", fmt.Sprint("d", i), "v")
+	}
+	g.run(3)
+	p := g.copies["n1"]
+	child := ShardKey{Index: g.shard.Index, Shard: 1}
+	local := func(n, from string) *Copy {
+		src := g.stores[from]
+		s := newMemStore()
+		for k, d := range src.docs {
+			s.docs[k] = d
+		}
+		s.lcp = src.lcp // the history is excised; the undo floor is the parent's, not the child's
+		g.stores[n] = s
+		c := NewCopy(Config{Shard: child, AllocationID: "a-" + n, Node: n, Store: s, Env: groupEnv{g: g, node: n},
+			Follow: &Follow{Keyspace: 0, Spans: []routing.Span{{Start: 0, End: 1 << 32}}}}, 1)
+		g.followers[n] = c
+		p.StartFollowing("a-"+n, n, child, s.lcp)
+		return c
+	}
+	cp, cr := local("cp", "n1"), local("cr", "n2")
+	p.BlockWrites()
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatal("the hand-off never became ready")
+		}
+		if _, _, ok := p.HandoffReady(); ok {
+			break // the node proposes the hand-off, which commits
+		}
+		if i == 0 {
+			p.Tick()
+			g.queue = nil // the first global checkpoint sent to the followers is lost
+			continue
+		}
+		g.run(1)
+	}
+	p.Retire()
+	delete(g.copies, "n1")
+	delete(g.copies, "n2")
+	g.copies["cp"], g.copies["cr"] = cp, cr
+	delete(g.followers, "cp")
+	delete(g.followers, "cr")
+	cp.Promote(1)
+	g.inSync = []string{"a-cp", "a-cr"}
+	g.updateGroup("cp")
+	g.run(5)
+	if len(g.failed) != 0 {
+		t.Fatalf("a child copy holding everything its primary holds was failed: %+v", g.failed)
+	}
+	res := g.write("cp", "d9", "child's")
+	g.run(3)
+	if *res == nil || (*res).Err != nil {
+		t.Fatalf("the child primary's write: %+v", *res)
+	}
+}

@@ -67,13 +67,16 @@ Flags:
                    unless it is inside --out
   --runs N         repetitions of each timed measurement (default 5; 2 with --quick)
   --seed N         workload seed (default 1)
-  --only LIST      comma-separated question numbers to run (default all)
+  --only LIST      comma-separated question numbers to run (default all); the
+                   others keep their answers from OUT/findings.json, each
+                   marked in the report with the run that measured it
   --log-level L    zap level for the log on stderr (default warn)
 
 Examples:
   splitdemo findings --quick --out /tmp/findings
   splitdemo findings --big --out design/findings --report design/findings.md   # regenerates design/findings.md
   splitdemo findings --only 1,11 --out findings-out
+  splitdemo findings --only 13 --out design/findings --report design/findings.md   # regenerates section 13
 `
 
 type findingsConfig struct {

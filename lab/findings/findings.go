@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -148,6 +149,28 @@ type Answer struct {
 	// (ErrNotBuilt): not answered, but not a failure either.
 	NotBuilt bool    `json:"not_built,omitempty"`
 	Seconds  float64 `json:"seconds"`
+	// From is the earlier run an answer was carried over from (Run keeps
+	// the answers of the questions it did not run); nil for an answer
+	// measured by the report's own run.
+	From *Origin `json:"from,omitempty"`
+}
+
+// Origin names the run an answer was measured in: what the report's
+// header says of its own run.
+type Origin struct {
+	Commit    string    `json:"commit"`
+	Started   time.Time `json:"started"`
+	Command   string    `json:"command"`
+	Runs      int       `json:"runs"`
+	Seed      int64     `json:"seed"`
+	LoadStart any       `json:"load_avg_start,omitempty"`
+	LoadEnd   any       `json:"load_avg_end,omitempty"`
+}
+
+// origin is r's run as an Origin.
+func (r *Report) origin() *Origin {
+	return &Origin{Commit: r.Commit, Started: r.Started, Command: r.Command, Runs: r.Runs, Seed: r.Seed,
+		LoadStart: r.Machine["load_avg_start"], LoadEnd: r.Machine["load_avg_end"]}
 }
 
 // Goal is a performance goal and whether the measurement met it.
@@ -244,12 +267,22 @@ func Select(ids []int) ([]Question, error) {
 // report to cfg.Report (default findings.md in cfg.Out), also when ctx is
 // cancelled part way. A question that fails is
 // recorded with its error and the others still run.
+//
+// A question this run does not answer keeps its answer from the
+// findings.json already in cfg.Out, if one of the same kind (quick or
+// not) is there, marked with the run it came from: `--only 13` then
+// regenerates section 13 of a whole report and leaves the others as they
+// were measured.
 func Run(ctx context.Context, cfg Config, qs []Question) (*Report, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Out == "" {
 		return nil, errors.New("findings: no output directory")
+	}
+	earlier, err := readEarlier(cfg.Out, cfg.Quick)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("findings: %w", err)
@@ -304,10 +337,62 @@ func Run(ctx context.Context, cfg Config, qs []Question) (*Report, error) {
 	}
 	r.Seconds = time.Since(start).Seconds()
 	r.Machine["load_avg_end"] = loadAverage()
+	r.carryOver(earlier)
 	if err := r.write(cfg.Out, cfg.reportFile()); err != nil {
 		return r, err
 	}
 	return r, nil
+}
+
+// readEarlier reads the report a previous run left in out: nil when there
+// is none or it is of the other kind (quick or not), an error naming the
+// file when it cannot be read, so that a run never writes over answers it
+// could not carry.
+func readEarlier(out string, quick bool) (*Report, error) {
+	file := filepath.Join(out, "findings.json")
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("findings: the earlier answers in %s: %w", file, err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("findings: the earlier answers in %s do not decode (move the file away to start afresh): %w", file, err)
+	}
+	if r.Quick != quick {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+// carryOver adds to r the answers of earlier to questions r did not answer
+// (each keeping the run it was measured in), in question order. A
+// question that no longer exists, or that earlier did not answer either,
+// is not carried.
+func (r *Report) carryOver(earlier *Report) {
+	if earlier == nil {
+		return
+	}
+	ran := map[int]bool{}
+	for _, a := range r.Answers {
+		ran[a.ID] = true
+	}
+	exists := map[int]bool{}
+	for _, q := range Questions() {
+		exists[q.ID] = true
+	}
+	for _, a := range earlier.Answers {
+		if ran[a.ID] || !exists[a.ID] || a.Error != "" || a.NotBuilt {
+			continue
+		}
+		if a.From == nil {
+			a.From = earlier.origin()
+		}
+		r.Answers = append(r.Answers, a)
+	}
+	slices.SortStableFunc(r.Answers, func(a, b Answer) int { return a.ID - b.ID })
 }
 
 // reportFile is where the report goes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,5 +132,113 @@ func TestRunNotBuiltAndTables(t *testing.T) {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("findings.md lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// A run of some questions keeps the earlier answers of the others, each
+// marked with the run that measured it, and replaces its own.
+func TestRunKeepsTheEarlierAnswersOfQuestionsItDidNotRun(t *testing.T) {
+	out := t.TempDir()
+	q := func(id int, answer string, err error) Question {
+		return Question{ID: id, Slug: fmt.Sprint("q", id), Title: fmt.Sprint("T", id), Question: "?", RaisedIn: "x", Run: func(ctx context.Context, cfg Config) (Answer, error) {
+			return Answer{Answer: answer, Numbers: []Number{Measured("t", "ms", 1)}}, err
+		}}
+	}
+	first, err := Run(context.Background(), Config{Out: out, Command: "first"}, []Question{q(1, "one", nil), q(2, "two", nil), q(3, "", errors.New("boom"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Run(context.Background(), Config{Out: out, Command: "second"}, []Question{q(2, "two again", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		ID     int
+		Answer string
+		From   string
+	}
+	var got []row
+	for _, a := range second.Answers {
+		r := row{ID: a.ID, Answer: a.Answer}
+		if a.From != nil {
+			r.From = a.From.Command
+		}
+		got = append(got, r)
+	}
+	// Question 3 failed in the first run: nothing to carry.
+	want := []row{{1, "one", "first"}, {2, "two again", ""}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	if !second.Answers[0].From.Started.Equal(first.Started) {
+		t.Errorf("carried answer's run started %v, want the first run's %v", second.Answers[0].From.Started, first.Started)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "findings.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"This run answered question 2; question 1 carried over from earlier runs",
+		"## 1. T1\n\n*Carried over from the run at", "`first`", "*Answer*: two again"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("findings.md lacks %q:\n%s", want, md)
+		}
+	}
+	// Carried again, it still names the run that measured it.
+	third, err := Run(context.Background(), Config{Out: out, Command: "third"}, []Question{q(3, "three", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var froms []string
+	for _, a := range third.Answers {
+		from := ""
+		if a.From != nil {
+			from = a.From.Command
+		}
+		froms = append(froms, from)
+	}
+	if diff := cmp.Diff([]string{"first", "second", ""}, froms); diff != "" {
+		t.Errorf("the runs the answers came from (-want +got):\n%s", diff)
+	}
+}
+
+// A quick run neither carries a full run's answers nor is carried into
+// one.
+func TestRunCarriesNoAnswerAcrossQuickAndFull(t *testing.T) {
+	out := t.TempDir()
+	q := func(id int) Question {
+		return Question{ID: id, Slug: fmt.Sprint("q", id), Title: "T", Question: "?", RaisedIn: "x", Run: func(ctx context.Context, cfg Config) (Answer, error) {
+			return Answer{Answer: "a"}, nil
+		}}
+	}
+	if _, err := Run(context.Background(), Config{Out: out}, []Question{q(1)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Config{Out: out, Quick: true}, []Question{q(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Answers) != 1 || r.Answers[0].ID != 2 {
+		t.Errorf("a quick run after a full one answers %+v, want question 2 alone", r.Answers)
+	}
+}
+
+// Earlier answers that cannot be read stop the run before anything runs
+// or is written, naming the file.
+func TestRunRefusesEarlierAnswersItCannotRead(t *testing.T) {
+	out := t.TempDir()
+	file := filepath.Join(out, "findings.json")
+	if err := os.WriteFile(file, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	_, err := Run(context.Background(), Config{Out: out}, []Question{{ID: 1, Slug: "a", Run: func(ctx context.Context, cfg Config) (Answer, error) {
+		ran = true
+		return Answer{}, nil
+	}}})
+	if err == nil || !strings.Contains(err.Error(), file) || ran {
+		t.Errorf("Run over an unreadable findings.json: ran %v, error %v; want an error naming %s and nothing run", ran, err, file)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "{not json" {
+		t.Errorf("findings.json was overwritten: %q", b)
 	}
 }

@@ -24,6 +24,10 @@ func (r *Report) Markdown(data string) string {
 	if r.Interrupted {
 		b.WriteString("\n**Interrupted: only the questions answered below ran.**\n")
 	}
+	if carried := r.carried(); len(carried) > 0 {
+		fmt.Fprintf(&b, "\nThis run answered %s; %s carried over from earlier runs, each named under its title.\n",
+			questionList(r.ran()), questionList(carried))
+	}
 	b.WriteString("\n" + intro)
 	b.WriteString("\n## How to read the numbers\n\n")
 	fmt.Fprintf(&b, method, r.Runs, data+"findings.json")
@@ -37,6 +41,9 @@ func (r *Report) Markdown(data string) string {
 	b.WriteString(r.goalsTable())
 	for _, a := range r.Answers {
 		fmt.Fprintf(&b, "\n## %d. %s\n\n", a.ID, a.Title)
+		if a.From != nil {
+			b.WriteString(a.From.line())
+		}
 		fmt.Fprintf(&b, "*Question* (%s): %s\n\n", a.RaisedIn, a.Question)
 		switch {
 		case a.NotBuilt:
@@ -120,6 +127,47 @@ func (r *Report) header() string {
 	return fmt.Sprintf("*shardsplit at %s, %s UTC: `%s`, %s wall time, on %s; load average %v at the start, %v at the end; %d run(s) per timing, seed %d.*\n",
 		commit, r.Started.UTC().Format("2006-01-02 15:04"), r.Command, wallTime(r.Seconds), machineLine(r.Machine),
 		orUnknown(r.Machine["load_avg_start"]), orUnknown(r.Machine["load_avg_end"]), r.Runs, r.Seed)
+}
+
+// line says under a carried-over answer's title which run measured it.
+func (o *Origin) line() string {
+	commit := "commit " + o.Commit
+	if o.Commit == "" || o.Commit == unknownCommit {
+		commit = "an " + unknownCommit
+	}
+	return fmt.Sprintf("*Carried over from the run at %s, %s UTC: `%s`; load average %v at its start, %v at its end; %d run(s) per timing, seed %d.*\n\n",
+		commit, o.Started.UTC().Format("2006-01-02 15:04"), o.Command, orUnknown(o.LoadStart), orUnknown(o.LoadEnd), o.Runs, o.Seed)
+}
+
+// ran and carried are the questions r's own run answered and those it
+// carried over from earlier runs.
+func (r *Report) ran() []int     { return r.ids(func(a Answer) bool { return a.From == nil }) }
+func (r *Report) carried() []int { return r.ids(func(a Answer) bool { return a.From != nil }) }
+
+func (r *Report) ids(keep func(Answer) bool) []int {
+	var ids []int
+	for _, a := range r.Answers {
+		if keep(a) {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
+}
+
+// questionList is "question 3" or "questions 1, 2 and 5" ("no question"
+// for none).
+func questionList(ids []int) string {
+	var s []string
+	for _, id := range ids {
+		s = append(s, fmt.Sprint(id))
+	}
+	switch len(s) {
+	case 0:
+		return "no question"
+	case 1:
+		return "question " + s[0]
+	}
+	return "questions " + strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 func orUnknown(v any) any {

@@ -2,7 +2,8 @@ package tests
 
 // House rules as a test (Pebble's internal/lint pattern): imports point one
 // way as allowedOurs lists them; routing does no I/O; only storage imports
-// Pebble; nothing imports cmd/ or tests/.
+// Pebble; nothing imports cmd/ or tests/ but the test harnesses, which
+// may import tests/simkit.
 
 import (
 	"bufio"
@@ -34,10 +35,12 @@ const module = "github.com/shardsplit/shardsplit"
 //	splitter, policy ← autosplit           the load-based split loop
 //	lab/...                                harnesses: experiments, findings, crash enumeration, load
 //	cmd/splitdemo                          the CLI, on top of everything
+//	tests/simkit                           the simulations' shared machinery (testLibraries)
 //
 // A package missing from the table fails the lint: a new package takes a
-// place in the layering deliberately. tests/ and tests/sim hold only test
-// files and may import anything but cmd/.
+// place in the layering deliberately. tests/, tests/sim and
+// tests/sim/cluster hold only test files and may import anything but
+// cmd/ and tests/ (testHarness); of tests/, the libraries only.
 var allowedOurs = map[string][]string{
 	"internal/invariants": {},
 	"internal/clock":      {},
@@ -65,11 +68,20 @@ var allowedOurs = map[string][]string{
 	"lab/findings":        {"routing", "storage", "node", "splitter", "baseline", "policy", "lab/crashpoint", "lab/experiment", "lab/loadgen", "lab/clusterbench"},
 	"cmd/splitdemo": {"routing", "storage", "node", "splitter", "baseline", "recovery", "policy", "autosplit", "service", "server",
 		"lab/experiment", "lab/findings", "lab/loadgen", "lab/clusterbench", "internal/model", "internal/clock", "clusternode", "transport"},
+	"tests/simkit": {},
 }
 
+// testLibraries are the packages under tests/ that are not test harnesses
+// but code the harnesses share: each has its row in allowedOurs, and only
+// test harnesses may import it.
+var testLibraries = []string{"tests/simkit"}
+
 // testHarness reports whether path is one of the test-only packages, which
-// may import any package of ours but cmd/.
-func testHarness(path string) bool { return path == "tests" || strings.HasPrefix(path, "tests/") }
+// may import any package of ours but cmd/ and tests/ (of tests/, the
+// testLibraries).
+func testHarness(path string) bool {
+	return (path == "tests" || strings.HasPrefix(path, "tests/")) && !contains(testLibraries, path)
+}
 
 // routingForbiddenStd are standard packages that would give routing I/O, a
 // clock, goroutine coordination, logging or randomness.
@@ -112,8 +124,9 @@ func violations(p pkg) []string {
 	for _, imp := range p.imports {
 		ours, isOurs := strings.CutPrefix(imp, module+"/")
 		switch {
+		case isOurs && testHarness(p.path) && contains(testLibraries, ours):
 		case isOurs && (strings.HasPrefix(ours, "cmd/") || ours == "tests" || strings.HasPrefix(ours, "tests/")):
-			bad = append(bad, fmt.Sprintf("%s imports %s: nothing may import cmd/ or tests/", p.path, ours))
+			bad = append(bad, fmt.Sprintf("%s imports %s: nothing may import cmd/ or tests/ (test harnesses may import %v)", p.path, ours, testLibraries))
 		case isOurs && testHarness(p.path):
 		case isOurs:
 			if allowed, ok := allowedOurs[p.path]; !ok {
@@ -189,6 +202,11 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{path: "storage", imports: []string{module + "/lab/experiment"}},
 		{path: "node", imports: []string{module + "/internal/model"}},
 		{path: "unlisted", imports: []string{module + "/routing"}},
+		{path: "storage", imports: []string{module + "/tests/simkit"}},
+		{path: "lab/findings", imports: []string{module + "/tests/simkit"}},
+		{path: "tests/simkit", imports: []string{module + "/storage"}},
+		{path: "tests/simkit", imports: []string{module + "/tests/sim"}},
+		{path: "tests/sim", imports: []string{module + "/tests/sim/cluster"}},
 	}
 	for _, c := range cases {
 		if len(violations(c)) == 0 {
@@ -197,6 +215,9 @@ func TestImportRulesCatchViolations(t *testing.T) {
 	}
 	if v := violations(pkg{path: "storage", imports: []string{module + "/routing", "github.com/cockroachdb/pebble/v2"}}); len(v) != 0 {
 		t.Errorf("storage importing routing and Pebble: %v, want none", v)
+	}
+	if v := violations(pkg{path: "tests/sim/cluster", imports: []string{module + "/tests/simkit", module + "/clusternode"}}); len(v) != 0 {
+		t.Errorf("a simulation importing tests/simkit and the product: %v, want none", v)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/shardsplit/shardsplit/internal/clock"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 )
 
 // The simulator crashes a process Pebble declared dead at once
@@ -73,7 +74,7 @@ func crashBesideStep(t *testing.T, seed uint64) (landed bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			if f, ok := r.(*finding); ok {
-				t.Errorf("seed %d: simulator finding: %s", seed, firstLine(f.msg))
+				t.Errorf("seed %d: simulator finding: %s", seed, simkit.FirstLine(f.msg))
 			} else {
 				t.Errorf("seed %d: panic: %v", seed, r)
 			}
@@ -141,7 +142,7 @@ func crashBesideStep(t *testing.T, seed uint64) (landed bool) {
 		defer func() {
 			if r := recover(); r != nil {
 				if f, ok := r.(*finding); ok {
-					t.Errorf("seed %d: simulator finding after the crash: %s", seed, firstLine(f.msg))
+					t.Errorf("seed %d: simulator finding after the crash: %s", seed, simkit.FirstLine(f.msg))
 				} else {
 					t.Errorf("seed %d: panic after the crash: %v", seed, r)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 	"github.com/shardsplit/shardsplit/storage/crashfs"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 )
 
 // manifestFault fails every MANIFEST write and sync once armed: a flush
@@ -94,7 +95,7 @@ func catch(fn func()) (msg string) {
 			if !ok {
 				panic(r)
 			}
-			msg = firstLine(f.msg)
+			msg = simkit.FirstLine(f.msg)
 		}
 	}()
 	fn()
@@ -154,7 +155,7 @@ func TestADeathTheCheckFindsIsACrashBeforeTheNextStep(t *testing.T) {
 	}
 	if w.fatalMsg != "" || w.dead || w.n == dead {
 		t.Fatalf("the step ended on the dead process (death %q, dead=%v, node replaced=%v)\ntrace %v",
-			firstLine(w.fatalMsg), w.dead, w.n != dead, w.trace)
+			simkit.FirstLine(w.fatalMsg), w.dead, w.n != dead, w.trace)
 	}
 }
 

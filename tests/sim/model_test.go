@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/shardsplit/shardsplit/internal/model"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 )
 
 // writeModel is what the simulator needs of the model of acknowledged
@@ -143,131 +143,62 @@ func (s *sharedModel) IDs() []string {
 	return out
 }
 
-// regInput is a porcupine register operation on one key.
-type regInput struct {
-	key   string
-	write bool
-	value string
-}
-
-// registerModel is the per-key register porcupine checks (a delete writes
-// ""). Partitioned by key, so each key is checked on its own.
-var registerModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(regInput).key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		in := input.(regInput)
-		if in.write {
-			return true, in.value
-		}
-		return output.(string) == state.(string), state
-	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(regInput)
-		if in.write {
-			return fmt.Sprintf("put(%s, %q)", in.key, in.value)
-		}
-		return fmt.Sprintf("get(%s) -> %q", in.key, output)
-	},
-}
-
 // history records porcupine operations on a sample of keys for one epoch
 // (the life of one node between recoveries). Time is the simulator's op
-// counter; a write whose outcome is unknown never returns (it may take
-// effect at any later point, or never).
-type history struct {
-	sample []string
-	ops    []porcupine.Operation
-	clock  int64
-}
-
-const never = int64(1) << 62
-
-func (h *history) sampled(key string) bool { return slices.Contains(h.sample, key) }
+// counter: an operation the simulator makes whole takes two ticks (call,
+// return), one it starts and ends later calls now at its start. A write
+// whose outcome is unknown never returns (it may take effect at any later
+// point, or never).
+type history struct{ simkit.History }
 
 // start begins an epoch whose sampled keys hold the given values.
 func (h *history) start(values map[string]string) {
-	h.ops = h.ops[:0]
-	for _, k := range h.sample {
-		h.clock++
-		h.ops = append(h.ops, porcupine.Operation{ClientId: -1, Input: regInput{key: k, write: true, value: values[k]},
-			Call: h.clock, Output: "", Return: h.clock})
+	h.Ops = h.Ops[:0]
+	for _, k := range h.Sample {
+		at := h.Now()
+		h.Write(-1, k, values[k], at, at)
 	}
 }
 
 func (h *history) write(client int, key, value string, acked bool) {
-	if !h.sampled(key) {
+	if !h.Sampled(key) {
 		return
 	}
-	h.clock += 2
-	ret := h.clock
+	call, ret := h.Now(), h.Now()
 	if !acked {
-		ret = never
+		ret = simkit.Never
 	}
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key, write: true, value: value},
-		Call: h.clock - 1, Output: "", Return: ret})
+	h.Write(client, key, value, call, ret)
 }
 
-// now returns the history's current time, for a write that is started now
-// and recorded when it returns (writeFrom).
-func (h *history) now() int64 {
-	h.clock++
-	return h.clock
-}
-
-// writeFrom records a write called at call (from now) that returns now.
+// writeFrom records a write called at call (an earlier Now) that returns
+// now.
 func (h *history) writeFrom(call int64, client int, key, value string, acked bool) {
-	if !h.sampled(key) {
+	if !h.Sampled(key) {
 		return
 	}
-	h.clock++
-	ret := h.clock
+	ret := h.Now()
 	if !acked {
-		ret = never
+		ret = simkit.Never
 	}
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key, write: true, value: value},
-		Call: call, Output: "", Return: ret})
+	h.Write(client, key, value, call, ret)
 }
 
 func (h *history) read(client int, key, value string) {
-	if !h.sampled(key) {
+	if !h.Sampled(key) {
 		return
 	}
-	h.clock += 2
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key}, Call: h.clock - 1,
-		Output: value, Return: h.clock})
+	call, ret := h.Now(), h.Now()
+	h.Read(client, key, value, call, ret)
 }
 
 // check runs porcupine on the epoch's history.
 func (h *history) check() error {
-	if len(h.ops) == 0 {
+	if len(h.Ops) == 0 {
 		return nil
 	}
-	if !porcupine.CheckOperations(registerModel, h.ops) {
-		var desc []string
-		for _, op := range h.ops {
-			desc = append(desc, fmt.Sprintf("[%d,%d] c%d %s", op.Call, op.Return, op.ClientId,
-				registerModel.DescribeOperation(op.Input, op.Output)))
-		}
-		if len(desc) > 20 {
-			desc = desc[len(desc)-20:]
-		}
-		return fmt.Errorf("porcupine: history of %d operations on keys %v is not linearizable; last: %v", len(h.ops), h.sample, desc)
+	if h.Check(0) != porcupine.Ok {
+		return fmt.Errorf("porcupine: history of %d operations on keys %v is not linearizable; last: %v", len(h.Ops), h.Sample, h.Last(20))
 	}
 	return nil
 }

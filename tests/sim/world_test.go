@@ -29,6 +29,7 @@ import (
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
 	"github.com/shardsplit/shardsplit/storage/crashfs"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 )
 
 // Timeouts of the simulated node. Tiny on purpose: a held reader or lock
@@ -307,7 +308,7 @@ func runSeed(seed uint64) (res result) {
 			} else {
 				res.finding = fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
 			}
-			w.tracef("finding", "%s", firstLine(res.finding))
+			w.tracef("finding", "%s", simkit.FirstLine(res.finding))
 		}
 		w.teardown()
 		res.trace, res.stats = w.trace, w.stats
@@ -330,11 +331,6 @@ func runSeed(seed uint64) (res result) {
 	return res
 }
 
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
-}
-
 func (w *world) fail(format string, args ...any) {
 	panic(&finding{msg: fmt.Sprintf(format, args...)})
 }
@@ -355,7 +351,7 @@ var durationRE = regexp.MustCompile(`\b\d+(\.\d+)?(ns|µs|us|ms|s)\b`)
 func (w *world) tracef(action, format string, args ...any) {
 	out := durationRE.ReplaceAllString(fmt.Sprintf(format, args...), "<d>")
 	w.trace = append(w.trace, fmt.Sprintf("%04d %-12s %s", w.step, action, out))
-	if progress {
+	if simkit.Progress {
 		fmt.Fprintf(os.Stderr, "sim %d: %s\n", w.seed, w.trace[len(w.trace)-1])
 	}
 }
@@ -376,7 +372,7 @@ func (w *world) setup() {
 	}
 	w.hist = &history{}
 	for _, i := range w.rng.Perm(len(w.ids))[:4] {
-		w.hist.sample = append(w.hist.sample, w.ids[i].id)
+		w.hist.Sample = append(w.hist.Sample, w.ids[i].id)
 	}
 	w.drawPairs()
 	w.mem = crashfs.New()
@@ -518,7 +514,7 @@ func (w *world) parkWrite() {
 	p := &parkedWrite{c: c, d: d, value: fmt.Sprintf("v%d", w.valueSeq), done: make(chan struct{})}
 	p.pw = w.model.Begin(d.key(), p.value)
 	p.cross = w.crossBegin(d, true)
-	p.call = w.hist.now()
+	p.call = w.hist.Now()
 	r := c.r
 	// Not a counted call (spawn): a write enters its store only through
 	// the store's gate (Shard.Write), which a close waits for, and a
@@ -713,7 +709,7 @@ func (w *world) afterStep() {
 // the process is gone, and what it left on disk is recovered.
 func (w *world) crashDead() {
 	w.stats.fatals++
-	w.tracef("pebble-fatal", "%s", firstLine(w.fatalMsg))
+	w.tracef("pebble-fatal", "%s", simkit.FirstLine(w.fatalMsg))
 	w.fatalMsg, w.dead = "", true
 	w.crash("crash", w.drawCrashCfg())
 }
@@ -1699,7 +1695,7 @@ func (w *world) restart() {
 	}
 	if w.noticeFatal() {
 		w.stats.fatals++
-		w.tracef("pebble-fatal", "while closing: %s", firstLine(w.fatalMsg))
+		w.tracef("pebble-fatal", "while closing: %s", simkit.FirstLine(w.fatalMsg))
 		w.fatalMsg, w.dead = "", true
 		cfg := w.drawCrashCfg()
 		w.mem = w.mem.CrashWith(cfg)
@@ -1910,7 +1906,7 @@ func (w *world) faultyOpen() {
 	w.inj.kill()
 	switch {
 	case !alive:
-		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> process died: %s", class, p, firstLine(w.fatalMsg))
+		w.tracef("open-fault", "EIO on each %s op with p=%.1f -> process died: %s", class, p, simkit.FirstLine(w.fatalMsg))
 		// The dead process's files stay as the OS has them (its locks go
 		// with it): continue on a clone that keeps every written byte.
 		w.mem = w.mem.CrashWith(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 1))})
@@ -1924,7 +1920,7 @@ func (w *world) faultyOpen() {
 			// Pebble declared the process dead during the close: its
 			// stores' locks go with the process, not with a close that
 			// never ends. Continue on a clone, as for a death in the open.
-			w.tracef("open-fault", "process died in the close: %s", firstLine(w.fatalMsg))
+			w.tracef("open-fault", "process died in the close: %s", simkit.FirstLine(w.fatalMsg))
 			w.mem = w.mem.CrashWith(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(w.seed, 2))})
 			w.stats.fatals++
 		case err != nil:

@@ -5,17 +5,13 @@ import (
 	"hash/fnv"
 	"os"
 	"regexp"
-	"runtime"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 
 	"github.com/shardsplit/shardsplit/cluster"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 )
 
 // defaultSeeds is how many seeds `go test ./tests/sim/cluster` runs; under
@@ -44,54 +40,25 @@ type result struct {
 	took time.Duration
 }
 
-func seedRange(t *testing.T, def int) (first uint64, n int) {
-	first, n = 1, def
-	if s := os.Getenv("SHARDSPLIT_SIM_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SHARDSPLIT_SIM_SEED=%q: %v", s, err)
-		}
-		first = v
-	}
-	if s := os.Getenv("SHARDSPLIT_SIM_SEEDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			t.Fatalf("SHARDSPLIT_SIM_SEEDS=%q: want a positive count", s)
-		}
-		n = v
-	}
-	return first, n
-}
-
-var progress = os.Getenv("SHARDSPLIT_SIM_PROGRESS") != ""
-
 func runSeeds(first uint64, n int) []result { return runSeedsWith(first, n, runSeed) }
 
+// runSeedsWith runs n seeds of runSeed from first on parallel workers and
+// returns the results in seed order, each with its wall time.
 func runSeedsWith(first uint64, n int, runSeed func(uint64) result) []result {
-	results := make([]result, n)
-	workers := max(1, min(runtime.GOMAXPROCS(0), n))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if progress {
-					fmt.Fprintf(os.Stderr, "clustersim: seed %d\n", first+uint64(i))
-				}
-				start := time.Now()
-				results[i] = runSeed(first + uint64(i))
-				results[i].took = time.Since(start)
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return results
+	return simkit.RunSeeds("clustersim", first, n, func(seed uint64) result {
+		start := time.Now()
+		r := runSeed(seed)
+		r.took = time.Since(start)
+		return r
+	})
+}
+
+// report is how the tests report their failed seeds; TestClusterSplitSim
+// reruns with its own line.
+var report = simkit.Report{Repro: reproLine, Detailed: detailed, TraceTail: traceTail, TraceUnit: "lines", Mask: maskFinding}
+
+func (r result) outcome() simkit.Outcome {
+	return simkit.Outcome{Seed: r.seed, Finding: r.finding, Trace: r.trace}
 }
 
 func reproLine(seed uint64) string {
@@ -350,13 +317,13 @@ func (w *world) quiet() {
 			return
 		}
 	}
-	switch porcupine.CheckOperationsTimeout(registerModel, w.hist.ops, 20*time.Second) {
+	switch w.hist.Check(20 * time.Second) {
 	case porcupine.Illegal:
-		w.fail("porcupine: the history of keys %v is not linearizable", w.hist.sample)
+		w.fail("porcupine: the history of keys %v is not linearizable", w.hist.Sample)
 	case porcupine.Unknown:
 		w.logf("porcupine", "timed out (not counted as a pass or a finding)")
 	default:
-		w.logf("porcupine", "%d operations on %v linearizable", len(w.hist.ops), w.hist.sample)
+		w.logf("porcupine", "%d operations on %v linearizable", len(w.hist.Ops), w.hist.Sample)
 	}
 }
 
@@ -376,78 +343,30 @@ func TestClusterSim(t *testing.T) {
 	if raceEnabled {
 		def = raceSeeds
 	}
-	first, n := seedRange(t, def)
+	first, n := simkit.SeedRange(t, def)
 	start := time.Now()
 	results := runSeeds(first, n)
 	elapsed := time.Since(start)
 	var total stats
-	var failed []result
 	for _, r := range results {
 		total.add(r.stats)
-		if r.finding != "" {
-			failed = append(failed, r)
-		}
 	}
-	reportFailures(t, failed, results, first, n, reproLine)
-	t.Logf("%d seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d writes (%d acknowledged), %d reads, "+
+	failed := report.Failures(t, simkit.Outcomes(results, result.outcome), first)
+	t.Logf("%s; exercised: %d steps, %d writes (%d acknowledged), %d reads, "+
 		"%d crashes (%d of the leader), %d restarts, %d partition changes, %d drops, %d duplicates, %d promotions, %d disk faults armed (%d writes failed)",
-		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.writes, total.acked,
+		simkit.Ran("seeds", n, first, elapsed, len(failed)), total.steps, total.writes, total.acked,
 		total.reads, total.crashes, total.leaderKills, total.restarts, total.partitions, total.drops, total.dups, total.promotions,
 		total.diskFaults, total.ioErrors)
-	if len(failed) > 0 {
-		t.Logf("failing seeds by finding:\n%s", summarize(failed))
-	}
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-func summarize(failed []result) string {
-	groups := map[string][]uint64{}
-	var keys []string
-	for _, r := range failed {
-		k := maskDigits(firstLine(r.finding))
-		if len(k) > 160 {
-			k = k[:160]
-		}
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], r.seed)
-	}
-	slices.SortFunc(keys, func(a, b string) int { return len(groups[b]) - len(groups[a]) })
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "  %3d seeds (e.g. %v): %s\n", len(groups[k]), groups[k][:min(5, len(groups[k]))], k)
-	}
-	return b.String()
+	report.Summarize(t, failed)
 }
 
 // idPattern matches allocation ids and index uuids (20-22 url-safe
 // characters), which differ in every seed.
 var idPattern = regexp.MustCompile(`[A-Za-z0-9_-]{20,22}`)
 
-func maskDigits(s string) string {
-	s = idPattern.ReplaceAllString(s, "ID")
-	var b strings.Builder
-	prev := false
-	for _, r := range s {
-		if r >= '0' && r <= '9' {
-			if !prev {
-				b.WriteByte('N')
-			}
-			prev = true
-			continue
-		}
-		prev = false
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// maskFinding masks what differs from seed to seed in a finding: ids,
+// then digits.
+func maskFinding(s string) string { return simkit.MaskDigits(idPattern.ReplaceAllString(s, "ID")) }
 
 // TestClusterSimDeterminism runs the first 50 seeds (or
 // SHARDSPLIT_SIM_SEEDS) twice each and reports how many produced the
@@ -457,7 +376,7 @@ func TestClusterSimDeterminism(t *testing.T) {
 	if os.Getenv("SHARDSPLIT_SIM_DETERMINISM") == "" {
 		t.Skip("set SHARDSPLIT_SIM_DETERMINISM=1 to measure determinism")
 	}
-	first, n := seedRange(t, 50)
+	first, n := simkit.SeedRange(t, 50)
 	run := runSeed
 	if os.Getenv("SHARDSPLIT_SIM_SPLIT") != "" {
 		run = runSplitSeed
@@ -469,35 +388,7 @@ func TestClusterSimDeterminism(t *testing.T) {
 			same++
 			continue
 		}
-		j := 0
-		for j < len(a[i].trace) && j < len(b[i].trace) && a[i].trace[j] == b[i].trace[j] {
-			j++
-		}
-		at := func(tr []string) string {
-			if j < len(tr) {
-				return tr[j]
-			}
-			return "(end)"
-		}
-		t.Logf("seed %d: traces differ at line %d of %d/%d:\n  run 1: %s\n  run 2: %s", a[i].seed, j, len(a[i].trace), len(b[i].trace), at(a[i].trace), at(b[i].trace))
+		t.Logf("seed %d: %s", a[i].seed, simkit.Divergence(a[i].trace, b[i].trace))
 	}
 	t.Logf("%d of %d seeds produced the identical trace twice", same, n)
-}
-
-// reportFailures fails t once per failed seed, with its rerun line and,
-// for the first few (or a single seed), its trace's tail; a single seed
-// run verbosely logs its whole trace.
-func reportFailures(t *testing.T, failed, results []result, first uint64, n int, repro func(uint64) string) {
-	t.Helper()
-	for i, r := range failed {
-		msg := fmt.Sprintf("seed %d failed: %s\nrerun: %s", r.seed, firstLine(r.finding), repro(r.seed))
-		if i < detailed || n == 1 {
-			tail := r.trace[max(0, len(r.trace)-traceTail):]
-			msg += fmt.Sprintf("\nlast %d lines of its trace:\n  %s", len(tail), strings.Join(tail, "\n  "))
-		}
-		t.Error(msg)
-	}
-	if n == 1 && testing.Verbose() {
-		t.Logf("trace of seed %d:\n  %s", first, strings.Join(results[0].trace, "\n  "))
-	}
 }

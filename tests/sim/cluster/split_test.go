@@ -13,6 +13,7 @@ import (
 	"github.com/shardsplit/shardsplit/clusternode"
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 	"github.com/shardsplit/shardsplit/transport"
 )
 
@@ -742,23 +743,19 @@ func TestClusterSplitSim(t *testing.T) {
 	if raceEnabled {
 		def = raceSeeds
 	}
-	first, n := seedRange(t, def)
+	first, n := simkit.SeedRange(t, def)
 	start := time.Now()
 	results := runSeedsWith(first, n, runSplitSeed)
 	elapsed := time.Since(start)
 	var total stats
-	var failed []result
 	searches := 0
 	for _, r := range results {
 		total.add(r.stats)
 		searches += r.split.searches
-		if r.finding != "" {
-			failed = append(failed, r)
-		}
 	}
-	reportFailures(t, failed, results, first, n, splitReproLine)
-	t.Logf("%d split seeds from %d in %v (%.1f seeds/s), %d failed; exercised: %d steps, %d rounds, %d writes (%d acknowledged), %d reads, %d searches, %d crashes, %d partition changes",
-		n, first, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), total.steps, total.rounds, total.writes, total.acked,
+	failed := splitReport.Failures(t, simkit.Outcomes(results, result.outcome), first)
+	t.Logf("%s; exercised: %d steps, %d rounds, %d writes (%d acknowledged), %d reads, %d searches, %d crashes, %d partition changes",
+		simkit.Ran("split seeds", n, first, elapsed, len(failed)), total.steps, total.rounds, total.writes, total.acked,
 		total.reads, searches, total.crashes, total.partitions)
 	var byStrategy []string
 	for _, strategy := range cluster.Strategies {
@@ -783,9 +780,7 @@ func TestClusterSplitSim(t *testing.T) {
 		}
 		t.Logf("the fault matrix, strategy %s (%d seeds):\n%s%s", strategy, m.seeds, m, m.unreached(strategy))
 	}
-	if len(failed) > 0 {
-		t.Logf("failing seeds by finding:\n%s", summarize(failed))
-	}
+	splitReport.Summarize(t, failed)
 	if n >= defaultSeeds {
 		for p := range numPoints {
 			for f := range numFaults {
@@ -813,6 +808,14 @@ func slowest(results []result, k int) string {
 	}
 	return b.String()
 }
+
+// splitReport reports TestClusterSplitSim's failed seeds: report, with
+// the split seeds' rerun line.
+var splitReport = func() simkit.Report {
+	r := report
+	r.Repro = splitReproLine
+	return r
+}()
 
 func splitReproLine(seed uint64) string {
 	return fmt.Sprintf("SHARDSPLIT_SIM_SEED=%d SHARDSPLIT_SIM_SEEDS=1 go test ./tests/sim/cluster -run 'TestClusterSplitSim$' -v (strategy %s)", seed, strategyOf(seed))

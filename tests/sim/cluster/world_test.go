@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -22,6 +21,7 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/storage"
 	"github.com/shardsplit/shardsplit/storage/crashfs"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 	"github.com/shardsplit/shardsplit/transport"
 )
 
@@ -183,8 +183,8 @@ func newWorld(seed uint64) *world {
 	}
 	sample := slices.Clone(w.keys)
 	w.rng.Shuffle(len(sample), func(i, j int) { sample[i], sample[j] = sample[j], sample[i] })
-	w.hist.sample = sample[:min(4, len(sample))]
-	w.logf("swarm", "%s sample=%v", w.sw, w.hist.sample)
+	w.hist.Sample = sample[:min(4, len(sample))]
+	w.logf("swarm", "%s sample=%v", w.sw, w.hist.Sample)
 	for _, name := range w.names {
 		w.nodes[name] = &simNode{name: name, disk: crashfs.New(), faults: &diskFaults{rng: rand.New(rand.NewPCG(w.rng.Uint64(), 3))}}
 		w.start(name)
@@ -443,7 +443,7 @@ func (w *world) write(c *client, sn *simNode, key, value string) {
 	c.busy = true
 	w.stats.writes++
 	mw := w.model.Attempt(key, modelValue(value))
-	call := w.hist.now()
+	call := w.hist.Now()
 	verb := "index"
 	if value == "" {
 		verb = "delete"
@@ -486,7 +486,7 @@ func (w *world) get(c *client, sn *simNode, key string) {
 	c.busy = true
 	w.stats.reads++
 	callAt := w.model.Now()
-	call := w.hist.now()
+	call := w.hist.Now()
 	step := w.step
 	sn.n.GetDoc(index, key, "", func(d clusternode.Doc, found bool, err error) {
 		c.busy = false
@@ -835,80 +835,27 @@ func (w *world) copiesEqual() error {
 
 // --- porcupine
 
-// regInput is a porcupine register operation on one key.
-type regInput struct {
-	key   string
-	write bool
-	value string
-}
-
-// registerModel is the per-key register porcupine checks (a delete writes
-// "").
-var registerModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(regInput).key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		in := input.(regInput)
-		if in.write {
-			return true, in.value
-		}
-		return output.(string) == state.(string), state
-	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(regInput)
-		if in.write {
-			return fmt.Sprintf("put(%s, %q)", in.key, in.value)
-		}
-		return fmt.Sprintf("get(%s) -> %q", in.key, output)
-	},
-}
-
 // history records the operations on a sample of keys. Time is the
-// simulator's operation counter; a write whose outcome is unknown never
-// returns (it may take effect at any later point, or never).
-type history struct {
-	sample []string
-	ops    []porcupine.Operation
-	clock  int64
-}
-
-const never = int64(1) << 62
-
-func (h *history) now() int64 {
-	h.clock++
-	return h.clock
-}
+// simulator's operation counter: an operation is called at a now taken
+// when the client sends it and returns at the now it is answered; a write
+// whose outcome is unknown never returns (it may take effect at any later
+// point, or never).
+type history struct{ simkit.History }
 
 func (h *history) write(call int64, client int, key, value string, acked bool) {
-	if !slices.Contains(h.sample, key) {
+	if !h.Sampled(key) {
 		return
 	}
-	ret := never
+	ret := simkit.Never
 	if acked {
-		ret = h.now()
+		ret = h.Now()
 	}
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key, write: true, value: value},
-		Call: call, Output: "", Return: ret})
+	h.Write(client, key, value, call, ret)
 }
 
 func (h *history) read(call int64, client int, key, value string) {
-	if !slices.Contains(h.sample, key) {
+	if !h.Sampled(key) {
 		return
 	}
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: regInput{key: key}, Call: call, Output: value, Return: h.now()})
+	h.Read(client, key, value, call, h.Now())
 }

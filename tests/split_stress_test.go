@@ -26,6 +26,7 @@ import (
 	"github.com/shardsplit/shardsplit/routing"
 	"github.com/shardsplit/shardsplit/splitter"
 	"github.com/shardsplit/shardsplit/storage"
+	"github.com/shardsplit/shardsplit/tests/simkit"
 )
 
 // cluster is a node on an in-memory filesystem.
@@ -219,13 +220,6 @@ func stressOnce(t *testing.T, mode routing.Mode, layout storage.Layout) {
 		acks, mr.Checked, retries, reports[0].Stall, reports[1].Stall, reports[2].Stall, reports[3].Stall, final.Version(), len(final.ActiveShards()))
 }
 
-// registerInput is a porcupine register operation on one key.
-type registerInput struct {
-	key   string
-	write bool
-	value string
-}
-
 // TestSplitLinearizable records per-key register operations (index and get)
 // from concurrent clients across a split, a nested split and two merges,
 // and checks the history with porcupine.
@@ -239,7 +233,7 @@ func TestSplitLinearizable(t *testing.T) {
 				keys[i] = fmt.Sprintf("k%d", i)
 			}
 			var mu sync.Mutex
-			var history []porcupine.Operation
+			history := simkit.History{Sample: keys}
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			start := time.Now()
@@ -250,19 +244,20 @@ func TestSplitLinearizable(t *testing.T) {
 					r := node.NewRouter(c.node, c.first, node.RouterConfig{MaxRetries: 16})
 					rng := rand.New(rand.NewPCG(uint64(client), 7))
 					for i := 0; !stop.Load(); i++ {
-						in := registerInput{key: keys[rng.IntN(len(keys))]}
+						key := keys[rng.IntN(len(keys))]
+						write := rng.IntN(2) == 0
 						call := time.Since(start).Nanoseconds()
-						var out string
+						var value string
 						var err error
-						if rng.IntN(2) == 0 {
-							in.write, in.value = true, fmt.Sprintf("c%d-%d", client, i)
-							_, err = r.Index(in.key, "", []byte(in.value))
+						if write {
+							value = fmt.Sprintf("c%d-%d", client, i)
+							_, err = r.Index(key, "", []byte(value))
 						} else {
 							var d storage.Doc
 							var found bool
-							d, found, err = r.Get(in.key, "")
+							d, found, err = r.Get(key, "")
 							if found {
-								out = string(d.Source)
+								value = string(d.Source)
 							}
 						}
 						ret := time.Since(start).Nanoseconds()
@@ -271,7 +266,11 @@ func TestSplitLinearizable(t *testing.T) {
 							return
 						}
 						mu.Lock()
-						history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+						if write {
+							history.Write(client, key, value, call, ret)
+						} else {
+							history.Read(client, key, value, call, ret)
+						}
 						mu.Unlock()
 					}
 				}()
@@ -280,41 +279,11 @@ func TestSplitLinearizable(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			stop.Store(true)
 			wg.Wait()
-			res := porcupine.CheckOperationsTimeout(registerModel, history, 60*time.Second)
+			res := history.Check(60 * time.Second)
 			if res != porcupine.Ok {
-				t.Fatalf("history of %d operations is not linearizable: %v", len(history), res)
+				t.Fatalf("history of %d operations is not linearizable: %v", len(history.Ops), res)
 			}
-			t.Logf("%d operations on %d keys across 2 splits and 2 merges: linearizable", len(history), len(keys))
+			t.Logf("%d operations on %d keys across 2 splits and 2 merges: linearizable", len(history.Ops), len(keys))
 		})
 	}
-}
-
-var registerModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		for _, op := range history {
-			k := op.Input.(registerInput).key
-			byKey[k] = append(byKey[k], op)
-		}
-		var out [][]porcupine.Operation
-		for _, ops := range byKey {
-			out = append(out, ops)
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		in := input.(registerInput)
-		if in.write {
-			return true, in.value
-		}
-		return output.(string) == state.(string), state
-	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(registerInput)
-		if in.write {
-			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
-		}
-		return fmt.Sprintf("get(%s) -> %q", in.key, output)
-	},
 }

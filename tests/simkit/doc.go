@@ -2,7 +2,9 @@
 // single-node one (tests/sim) and the multi-node one (tests/sim/cluster).
 //
 //   - History and its per-key register model: the porcupine
-//     linearizability check of a sample of keys (history.go).
+//     linearizability check of a sample of keys (history.go). The split
+//     stress test (tests.TestSplitLinearizable) records its concurrent
+//     clients in one too, every key sampled.
 //   - PatchesApply: every mutation patch must still apply to the product
 //     code it breaks, or its catch shows nothing (patches.go).
 //   - The seed runner: SeedRange reads SHARDSPLIT_SIM_SEED and

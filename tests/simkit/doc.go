@@ -11,8 +11,9 @@
 //     SHARDSPLIT_SIM_SEEDS, RunSeeds runs the seeds on parallel workers
 //     (SHARDSPLIT_SIM_PROGRESS=1 prints each as it starts), Report fails a
 //     test once per failed seed with its rerun line and groups the failures
-//     by finding, Ran and Divergence word the lines other tools grep
-//     (seeds.go).
+//     by finding, Ran words the head of the summary line other tools and
+//     the docs grep, Divergence says where two runs of a seed parted, for
+//     the determinism checks (seeds.go).
 //
 // What differs between the simulations (their worlds, faults, statistics,
 // checks and the wording of their own lines) stays in them. It is a

@@ -1,0 +1,247 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shardsplit/shardsplit/routing"
+)
+
+// applyLogReplay gives child the history through ApplyLog, in batches of
+// 256 as the catch-up applies the log: the writes the history table must
+// equal.
+func applyLogReplay(parent, child *Shard, after, upTo uint64) (int, error) {
+	entries, err := parent.st.hist.since(after, upTo, child.Owned())
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < len(entries); i += 256 {
+		if err := child.ApplyLog(entries[i:min(i+256, len(entries))]); err != nil {
+			return i, err
+		}
+	}
+	return len(entries), nil
+}
+
+// routedMemtableParent opens shard 2 on e with flushed documents, routed
+// (with `_id` entries) and not, then leaves in its memtable the writes
+// that touch the `_id` index in every way: routed documents moved under
+// another routing value and back home, deleted, new routed and unrouted
+// documents, and a no-op; then holds its log as a split does and writes
+// once more.
+func routedMemtableParent(t *testing.T, e *Engine) (*Shard, []ChildSpec) {
+	t.Helper()
+	parent := openShard(t, e, 2, 2, rootSpan(2))
+	root := rootSpan(2)
+	write := func(op Op) {
+		t.Helper()
+		if _, err := parent.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := idsInRoot(2, 240)
+	routings := map[string][]string{}
+	for i, id := range ids {
+		routings[id] = routingsInto(id, root, 2)
+		if i < 120 {
+			if i%2 == 0 {
+				write(routedOp(id, routings[id][0], OpIndex, "flushed "+id))
+			} else {
+				write(opFor(id, OpIndex, "flushed "+id))
+			}
+		}
+	}
+	if err := parent.st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids[:200] {
+		switch {
+		case i >= 120 && i%2 == 0: // new, routed
+			write(routedOp(id, routings[id][1], OpIndex, "memtable "+id))
+		case i >= 120: // new, at home
+			write(opFor(id, OpIndex, "memtable "+id))
+		case i%5 == 0: // a routed document moved under another routing value
+			write(routedOp(id, routings[id][1], OpIndex, "moved "+id))
+		case i%5 == 1: // deleted, routed or not
+			if i%2 == 0 {
+				write(routedOp(id, routings[id][0], OpDelete, ""))
+			} else {
+				write(opFor(id, OpDelete, ""))
+			}
+		case i%5 == 2: // moved home, or from home under a routing value
+			if i%2 == 0 {
+				write(opFor(id, OpIndex, "home "+id))
+			} else {
+				write(routedOp(id, routings[id][0], OpIndex, "routed "+id))
+			}
+		case i%5 == 3: // changed twice in the memtable
+			write(routedOp(id, routings[id][1], OpIndex, "first "+id))
+			write(routedOp(id, routings[id][0], OpIndex, "second "+id))
+		}
+	}
+	if err := parent.ApplyReplicated([]LogEntry{{Seq: parent.Seq() + 1, Op: Op{Kind: OpNoop}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	write(opFor(ids[0], OpDelete, ""))
+	parent.HoldLog()
+	for _, id := range ids[200:] {
+		write(opFor(id, OpIndex, "logged "+id))
+	}
+	mid := root.Start + (root.End-root.Start)/2
+	return parent, []ChildSpec{{Shard: 3, Span: routing.Span{Start: root.Start, End: mid}}, {Shard: 4, Span: routing.Span{Start: mid, End: root.End}}}
+}
+
+// storeKeys returns every key and value of s's store, the shard's own
+// metadata key spelled as shard 0's, so that stores of two shards compare.
+func storeKeys(t *testing.T, s *Shard) [][2]string {
+	t.Helper()
+	it, err := s.st.db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out [][2]string
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if bytes.Equal(k, metaKey(metaSeq, s.id)) {
+			k = metaKey(metaSeq, 0)
+		}
+		out = append(out, [2]string{string(k), string(it.Value())})
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A child given its parent's history as an ingested table holds, key by
+// key, what ApplyLog's replay of the same history leaves: its documents,
+// its `_id` index (moves, deletes and new entries alike), its sequence
+// number and metadata, and the history it keeps for a split of its own.
+// The ingest needs no flush of the child: the table overlaps nothing in
+// its memtable.
+func TestAChildsHistoryTableHoldsWhatApplyLogWrites(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent, specs := routedMemtableParent(t, e)
+	ingested, istats, err := e.CreateChildren(parent, specs, ChildExcise, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.historyReplay = applyLogReplay
+	var applied []*Shard
+	var astats []ChildStats
+	{
+		other := []ChildSpec{{Shard: 5, Span: specs[0].Span}, {Shard: 6, Span: specs[1].Span}}
+		applied, astats, err = e.CreateChildren(parent, other, ChildExcise, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.historyReplay = nil
+	tables := 0
+	for i, c := range ingested {
+		a := applied[i]
+		is, as := istats[i], astats[i]
+		if !is.Unflushed || is.History == 0 {
+			t.Fatalf("child %d: unflushed %v, %d operations from the history: want the history replayed", c.ID(), is.Unflushed, is.History)
+		}
+		if is.History != as.History || is.Seq != as.Seq {
+			t.Errorf("child %d took %d operations up to %d, ApplyLog's %d up to %d", c.ID(), is.History, is.Seq, as.History, as.Seq)
+		}
+		if is.HistoryTable.Keys > 0 {
+			tables++
+		}
+		if is.HistoryTable.Overlap != 0 {
+			t.Errorf("child %d: %d history tables overlapped its memtable, want none (no flush for the ingest)", c.ID(), is.HistoryTable.Overlap)
+		}
+		if n := c.FlushesEnded(); n != 0 {
+			t.Errorf("child %d flushed %d times while it was made, want never", c.ID(), n)
+		}
+		if c.Seq() != a.Seq() {
+			t.Errorf("child %d's sequence number is %d, ApplyLog's child's %d", c.ID(), c.Seq(), a.Seq())
+		}
+		if ci, ai := c.st.idEntries.Load(), a.st.idEntries.Load(); ci != ai {
+			t.Errorf("child %d keeps `_id` entries: %v, ApplyLog's child: %v", c.ID(), ci, ai)
+		}
+		if ch, ah := c.st.hist.retained(), a.st.hist.retained(); ch != ah {
+			t.Errorf("child %d's history holds %d operations, ApplyLog's child's %d", c.ID(), ch, ah)
+		}
+		got, want := storeKeys(t, c), storeKeys(t, a)
+		ids := 0
+		for _, kv := range want {
+			if kv[0][0] == tagID {
+				ids++
+			}
+		}
+		if ids == 0 {
+			t.Errorf("ApplyLog's child %d holds no `_id` entry: the test compares no index", a.ID())
+		}
+		if len(got) != len(want) {
+			t.Errorf("child %d's store holds %d keys, ApplyLog's child's %d", c.ID(), len(got), len(want))
+		}
+		for j := range min(len(got), len(want)) {
+			if got[j] != want[j] {
+				t.Errorf("child %d's key %d is %x = %x, ApplyLog's child's %x = %x", c.ID(), j, got[j][0], got[j][1], want[j][0], want[j][1])
+				break
+			}
+		}
+		if _, _, err := e.CatchUp(parent, []*Shard{c}, is.Seq); err != nil {
+			t.Fatal(err)
+		}
+		sameDocs(t, parent, c, specs[i].Span)
+	}
+	if tables != len(ingested) {
+		t.Errorf("%d of %d children were given a history table", tables, len(ingested))
+	}
+}
+
+// A history of no-ops alone changes no document: the child takes no table,
+// and its sequence number rises to the last no-op, as ApplyLog's would.
+// (A no-op's key is 0: it reaches the children of root 0's first span.)
+func TestAHistoryOfNoOpsGivesTheChildOnlyItsSequenceNumber(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent := openShard(t, e, 2, 0, rootSpan(0))
+	for _, id := range idsInRoot(0, 20) {
+		if _, err := parent.Write([]Op{opFor(id, OpIndex, "flushed "+id)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := parent.st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := parent.ApplyReplicated([]LogEntry{{Seq: parent.Seq() + 1, Op: Op{Kind: OpNoop}}}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child := openShard(t, e, 3, 0, rootSpan(0))
+	defer func() { _ = e.DestroyShard(3) }()
+	floor, ok, err := parent.pinHistory()
+	if err != nil || !ok {
+		t.Fatalf("pin: %v, %v", ok, err)
+	}
+	defer parent.st.hist.unpin()
+	n, table, err := e.ingestHistory(parent, child, floor, parent.Seq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || table.Keys != 0 {
+		t.Errorf("the child took %d operations as a table of %d keys, want 3 and no table", n, table.Keys)
+	}
+	if child.Seq() != parent.Seq() {
+		t.Errorf("the child's sequence number is %d, want the last no-op's %d", child.Seq(), parent.Seq())
+	}
+	v, closer, err := child.st.db.Get(metaKey(metaSeq, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	if got := binary.BigEndian.Uint64(v); got != parent.Seq() {
+		t.Errorf("the child's stored sequence number is %d, want %d", got, parent.Seq())
+	}
+}

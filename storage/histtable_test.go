@@ -3,9 +3,11 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/routing"
 )
@@ -243,5 +245,41 @@ func TestAHistoryOfNoOpsGivesTheChildOnlyItsSequenceNumber(t *testing.T) {
 	defer closer.Close()
 	if got := binary.BigEndian.Uint64(v); got != parent.Seq() {
 		t.Errorf("the child's stored sequence number is %d, want %d", got, parent.Seq())
+	}
+}
+
+// A child whose `_id` index is trimmed with tombstones (IDIndexScanDelete)
+// given its parent's history as an ingested table holds what ApplyLog's
+// replay leaves, and the table overlaps nothing in its memtable: the
+// split's window holds no flush of the child for it.
+func TestAScanDeleteChildsHistoryTableOverlapsNoMemtable(t *testing.T) {
+	e := openEngine(t, Options{FS: vfs.NewMem(), IDIndex: IDIndexScanDelete, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
+	defer e.Close()
+	parent, specs := routedMemtableParent(t, e)
+	ingested, istats, err := e.CreateChildren(parent, specs, ChildExcise, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.historyReplay = applyLogReplay
+	other := []ChildSpec{{Shard: 5, Span: specs[0].Span}, {Shard: 6, Span: specs[1].Span}}
+	applied, _, err := e.CreateChildren(parent, other, ChildExcise, true)
+	e.historyReplay = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range ingested {
+		if istats[i].HistoryTable.Keys == 0 {
+			t.Fatalf("child %d took no history table: the test tests nothing", c.ID())
+		}
+		if n := istats[i].HistoryTable.Overlap; n != 0 {
+			t.Errorf("child %d: %d history tables overlapped its memtable (the `_id` tombstones of its trim), want none", c.ID(), n)
+		}
+		if n := c.FlushesEnded(); n != 0 {
+			t.Errorf("child %d flushed %d times while it was made, want never", c.ID(), n)
+		}
+		got, want := storeKeys(t, c), storeKeys(t, applied[i])
+		if !slices.Equal(got, want) {
+			t.Errorf("child %d's store holds %d keys, ApplyLog's child's %d, or they differ", c.ID(), len(got), len(want))
+		}
 	}
 }

@@ -3,10 +3,14 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/shardsplit/shardsplit/routing"
@@ -281,5 +285,106 @@ func TestAScanDeleteChildsHistoryTableOverlapsNoMemtable(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("child %d's store holds %d keys, ApplyLog's child's %d, or they differ", c.ID(), len(got), len(want))
 		}
+	}
+}
+
+// A failure of any operation on a child's history table (its directory's
+// creation, the table's create, writes, sync, close, the ingest's reads
+// and links of it, its removal) fails CreateChildren and leaves nothing of
+// the failed child behind: no directory, no registered shard, no table;
+// the parent is untouched and the next split of it, still from its
+// flushed state, makes children that hold its documents. The test fails,
+// in turn, the k-th such operation for k = 1, 2, … until a split runs
+// through without reaching the k-th.
+func TestAFailureOnTheHistoryTableLeavesNoChildBehind(t *testing.T) {
+	for _, concurrent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("concurrent=%v", concurrent), func(t *testing.T) {
+			inj := &countingFail{match: func(op errorfs.Op) bool {
+				return strings.Contains(op.Path, "/"+historyTableDir)
+			}}
+			fs := errorfs.Wrap(vfs.NewMem(), inj)
+			e := openTestEngine(t, fs, LayoutPerShard)
+			defer e.Close()
+			parent, specs, _ := memtableParent(t, e)
+			before := docsOf(t, parent)
+			made := func(children []*Shard, stats []ChildStats, k int64) {
+				t.Helper()
+				for i, c := range children {
+					if !stats[i].Unflushed || stats[i].HistoryTable.Keys == 0 {
+						t.Fatalf("k=%d: child %d: unflushed %v, history table of %d keys: want one", k, c.ID(), stats[i].Unflushed, stats[i].HistoryTable.Keys)
+					}
+					if _, _, err := e.CatchUp(parent, []*Shard{c}, stats[i].Seq); err != nil {
+						t.Fatal(err)
+					}
+					sameDocs(t, parent, c, specs[i].Span)
+					if left := treeHas(t, fs, e.ShardDir(c.ID()), historyTableDir); len(left) > 0 {
+						t.Fatalf("k=%d: child %d was made and keeps %v", k, c.ID(), left)
+					}
+				}
+			}
+			destroy := func(children []*Shard) {
+				t.Helper()
+				for _, c := range children {
+					if c != nil {
+						if err := e.DestroyShard(c.ID()); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			failures := 0
+			for k := int64(1); k <= 500; k++ {
+				inj.k = k
+				inj.seen.Store(0)
+				inj.hit.Store(false)
+				inj.armed.Store(true)
+				children, stats, err := e.CreateChildren(parent, specs, ChildExcise, concurrent)
+				inj.armed.Store(false)
+				if err == nil {
+					if inj.hit.Load() {
+						t.Logf("k=%d: injected, the split succeeded", k)
+					}
+					made(children, stats, k)
+					destroy(children)
+				} else {
+					if !errors.Is(err, errInjected) {
+						t.Fatalf("k=%d: CreateChildren = %v, want the injected error", k, err)
+					}
+					failures++
+					for i, c := range children {
+						if c != nil {
+							continue
+						}
+						if _, statErr := fs.Stat(e.ShardDir(specs[i].Shard)); statErr == nil {
+							t.Fatalf("k=%d: child %d failed (%v) and left its directory behind", k, specs[i].Shard, err)
+						}
+						if _, ok := e.Shard(specs[i].Shard); ok {
+							t.Fatalf("k=%d: child %d failed (%v) and is still registered", k, specs[i].Shard, err)
+						}
+					}
+					destroy(children)
+					if left := treeHas(t, fs, "/data", historyTableDir); len(left) > 0 {
+						t.Fatalf("k=%d: the split failed (%v) and left %v behind", k, err, left)
+					}
+					if diff := diffDocs(before, docsOf(t, parent)); diff != "" {
+						t.Fatalf("k=%d: the parent changed:\n%s", k, diff)
+					}
+					children, stats, err = e.CreateChildren(parent, specs, ChildExcise, concurrent)
+					if err != nil {
+						t.Fatalf("k=%d: CreateChildren after a failed one: %v", k, err)
+					}
+					made(children, stats, k)
+					destroy(children)
+				}
+				if !inj.hit.Load() {
+					t.Logf("%d operations on the history tables counted; %d injected failures failed the split", inj.seen.Load(), failures)
+					if failures == 0 {
+						t.Fatal("no injected failure failed a split: the test tests nothing")
+					}
+					return
+				}
+			}
+			t.Fatal("the split never ran through without reaching the injected operation")
+		})
 	}
 }

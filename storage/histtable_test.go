@@ -388,3 +388,19 @@ func TestAFailureOnTheHistoryTableLeavesNoChildBehind(t *testing.T) {
 		})
 	}
 }
+
+// A child's history table being written while the engine closes: the
+// ingest runs inside the child's store gate, so the close waits for it
+// and does not close the store under it; the creation then fails and the
+// child's directory is removed, as at every other step of a child's
+// creation (childCreationRacingClose).
+func TestAChildsHistoryIngestRacingCloseFailsCleanly(t *testing.T) {
+	fs := &createHookFS{FS: vfs.NewMem()}
+	childCreationRacingClose(t, fs, "a child's history ingest", func(childDir string, block func()) {
+		fs.onCreate = func(name string) {
+			if strings.HasPrefix(name, childDir+"/"+historyTableDir+"/") {
+				block() // the child's history table is being written
+			}
+		}
+	})
+}

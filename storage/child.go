@@ -425,6 +425,12 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 		n, table, err := e.replayHistory(parent, s, stats.Seq, logged)
 		unpace()
 		stats.History, stats.HistoryTable, stats.Replay = n, table, e.opts.Clock.Since(start)
+		if err == nil && s.closed.Load() {
+			// The engine closed during the replay: the close waited for
+			// it inside the store's gate, and the child it leaves is of a
+			// closed engine. It fails as at every other step.
+			err = ErrShardClosed
+		}
 		if err != nil {
 			return fail(fmt.Errorf("replay the retained history of shard %d after %d: %w", parent.id, stats.Seq, err))
 		}

@@ -489,3 +489,55 @@ func TestAPowerLossDuringAChildsHistoryIngestLeavesADirectoryThatServes(t *testi
 		t.Error("no crash left a child's directory: the test tests nothing")
 	}
 }
+
+// A keep-all child (it keeps its parent's foreign documents and their
+// `_id` entries until its cleanup) given its parent's history as an
+// ingested table holds, key by key, what ApplyLog's replay leaves, and the
+// table overlaps nothing in its memtable (the foreign-cleanup marker is a
+// metadata key).
+func TestAKeepAllChildsHistoryTableHoldsWhatApplyLogWrites(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent, specs := routedMemtableParent(t, e)
+	ingested, istats, err := e.CreateChildren(parent, specs, ChildKeepAll, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.historyReplay = applyLogReplay
+	other := []ChildSpec{{Shard: 5, Span: specs[0].Span}, {Shard: 6, Span: specs[1].Span}}
+	applied, astats, err := e.CreateChildren(parent, other, ChildKeepAll, true)
+	e.historyReplay = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range ingested {
+		a := applied[i]
+		if istats[i].HistoryTable.Keys == 0 || istats[i].History != astats[i].History {
+			t.Fatalf("child %d: a table of %d keys for %d operations, ApplyLog's child took %d", c.ID(), istats[i].HistoryTable.Keys, istats[i].History, astats[i].History)
+		}
+		if n := istats[i].HistoryTable.Overlap; n != 0 {
+			t.Errorf("child %d: %d history tables overlapped its memtable, want none", c.ID(), n)
+		}
+		if c.Seq() != a.Seq() {
+			t.Errorf("child %d's sequence number is %d, ApplyLog's child's %d", c.ID(), c.Seq(), a.Seq())
+		}
+		got, want := storeKeys(t, c), storeKeys(t, a)
+		// The foreign-cleanup marker names its shard: spelled as shard 0's.
+		for _, kvs := range [][][2]string{got, want} {
+			for j, kv := range kvs {
+				if k := []byte(kv[0]); len(k) == 6 && k[0] == tagMeta && k[1] != metaSeq {
+					kvs[j][0] = string(metaKey(k[1], 0))
+				}
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("child %d's store holds %d keys, ApplyLog's child's %d", c.ID(), len(got), len(want))
+		}
+		for j := range min(len(got), len(want)) {
+			if got[j] != want[j] {
+				t.Errorf("child %d's key %d is %x = %x, ApplyLog's child's %x = %x", c.ID(), j, got[j][0], got[j][1], want[j][0], want[j][1])
+				break
+			}
+		}
+	}
+}

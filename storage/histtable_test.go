@@ -541,3 +541,68 @@ func TestAKeepAllChildsHistoryTableHoldsWhatApplyLogWrites(t *testing.T) {
 		}
 	}
 }
+
+// A history of deletes alone, of the documents at the first and last
+// routing keys of a child's span, gives that child a table of tombstones
+// that holds what ApplyLog's replay leaves; its sibling, with nothing in
+// the history, takes no table and is what ApplyLog's sibling is.
+func TestAHistoryOfDeletesAtTheSpanBoundsGivesTheChildOnlyTombstones(t *testing.T) {
+	e := openTestEngine(t, vfs.NewMem(), LayoutPerShard)
+	defer e.Close()
+	parent := openShard(t, e, 2, 2, rootSpan(2))
+	root := rootSpan(2)
+	mid := root.Start + (root.End-root.Start)/2
+	bounds := map[routing.Key]bool{routing.Key(root.Start): true, routing.Key(mid - 1): true}
+	var deleted []string
+	for _, id := range idsInRoot(2, 1200) {
+		op := opFor(id, OpIndex, "flushed "+id)
+		if _, err := parent.Write([]Op{op}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if bounds[op.Key] {
+			deleted = append(deleted, id)
+		}
+	}
+	if len(deleted) < 2 {
+		t.Fatalf("%d documents at the span's bounds: the test tests nothing", len(deleted))
+	}
+	if err := parent.st.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range deleted {
+		if _, err := parent.Write([]Op{opFor(id, OpDelete, "")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parent.HoldLog()
+	specs := []ChildSpec{{Shard: 3, Span: routing.Span{Start: root.Start, End: mid}}, {Shard: 4, Span: routing.Span{Start: mid, End: root.End}}}
+	ingested, istats, err := e.CreateChildren(parent, specs, ChildExcise, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.historyReplay = applyLogReplay
+	applied, astats, err := e.CreateChildren(parent, []ChildSpec{{Shard: 5, Span: specs[0].Span}, {Shard: 6, Span: specs[1].Span}}, ChildExcise, true)
+	e.historyReplay = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if istats[0].History != len(deleted) || istats[0].HistoryTable.Keys != len(deleted) {
+		t.Errorf("child 3 took %d deletes as a table of %d keys, want %d and %d", istats[0].History, istats[0].HistoryTable.Keys, len(deleted), len(deleted))
+	}
+	if istats[1].History != 0 || istats[1].HistoryTable.Keys != 0 {
+		t.Errorf("child 4 took %d operations as a table of %d keys, want none", istats[1].History, istats[1].HistoryTable.Keys)
+	}
+	for i, c := range ingested {
+		a := applied[i]
+		if istats[i].Seq != astats[i].Seq || c.Seq() != a.Seq() {
+			t.Errorf("child %d reflects %d at sequence number %d, ApplyLog's child %d at %d", c.ID(), istats[i].Seq, c.Seq(), astats[i].Seq, a.Seq())
+		}
+		if got, want := storeKeys(t, c), storeKeys(t, a); !slices.Equal(got, want) {
+			t.Errorf("child %d's store holds %d keys, ApplyLog's child's %d, or they differ", c.ID(), len(got), len(want))
+		}
+		if _, _, err := e.CatchUp(parent, []*Shard{c}, istats[i].Seq); err != nil {
+			t.Fatal(err)
+		}
+		sameDocs(t, parent, c, specs[i].Span)
+	}
+}

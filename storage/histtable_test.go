@@ -606,3 +606,47 @@ func TestAHistoryOfDeletesAtTheSpanBoundsGivesTheChildOnlyTombstones(t *testing.
 		sameDocs(t, parent, c, specs[i].Span)
 	}
 }
+
+// A scan-delete child's creation flushes the memtable its trim filled (its
+// history table overlapped it), but not the one holding the batch of its
+// sequence number after the table: its history still has the table's gap,
+// so a split of it before its next flush flushes it first, and its
+// children hold every document it holds.
+func TestAScanDeleteChildSplitBeforeItsNextFlushIsFlushedFirst(t *testing.T) {
+	e := openEngine(t, Options{FS: vfs.NewMem(), IDIndex: IDIndexScanDelete, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
+	defer e.Close()
+	parent, specs := routedMemtableParent(t, e)
+	children, stats, err := e.CreateChildren(parent, specs, ChildExcise, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range children {
+		if stats[i].HistoryTable.Keys == 0 {
+			t.Fatalf("child %d took no history table: the test tests nothing", c.ID())
+		}
+		if _, _, err := e.CatchUp(parent, []*Shard{c}, stats[i].Seq); err != nil {
+			t.Fatal(err)
+		}
+		span := specs[i].Span
+		mid := span.Start + (span.End-span.Start)/2
+		grand := []ChildSpec{{Shard: routing.ShardID(10 + 2*i), Span: routing.Span{Start: span.Start, End: mid}}, {Shard: routing.ShardID(11 + 2*i), Span: routing.Span{Start: mid, End: span.End}}}
+		c.HoldLog()
+		gc, gs, err := e.CreateChildren(c, grand, ChildExcise, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, g := range gc {
+			if gs[j].Unflushed {
+				t.Errorf("grandchild %d made from child %d's flushed state and history, which misses its history table's gap", g.ID(), c.ID())
+			}
+			if _, _, err := e.CatchUp(c, []*Shard{g}, gs[j].Seq); err != nil {
+				t.Fatal(err)
+			}
+			sameDocs(t, c, g, grand[j].Span)
+			if rep, err := g.CheckIDIndex(grand[j].Span); err != nil || !rep.OK() {
+				t.Errorf("grandchild %d's `_id` index: %+v, %v", g.ID(), rep, err)
+			}
+		}
+		_ = c.ReleaseLog()
+	}
+}

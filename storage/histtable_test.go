@@ -255,11 +255,9 @@ func TestAHistoryOfNoOpsGivesTheChildOnlyItsSequenceNumber(t *testing.T) {
 
 // A child whose `_id` index is trimmed with tombstones (IDIndexScanDelete)
 // given its parent's history as an ingested table holds what ApplyLog's
-// replay leaves. Unlike the default build's, its memtable holds the trim's
-// `_id` tombstones, which the table overlaps: Pebble flushes them before
-// the ingest, a flush of the child inside the split's window that this
-// build (not the default) pays.
-func TestAScanDeleteChildsHistoryTableHoldsWhatApplyLogWrites(t *testing.T) {
+// replay leaves, and the table overlaps nothing in its memtable: the
+// split's window holds no flush of the child for it.
+func TestAScanDeleteChildsHistoryTableOverlapsNoMemtable(t *testing.T) {
 	e := openEngine(t, Options{FS: vfs.NewMem(), IDIndex: IDIndexScanDelete, Logger: zaptest.NewLogger(t), CacheBytes: 8 << 20})
 	defer e.Close()
 	parent, specs := routedMemtableParent(t, e)
@@ -277,6 +275,12 @@ func TestAScanDeleteChildsHistoryTableHoldsWhatApplyLogWrites(t *testing.T) {
 	for i, c := range ingested {
 		if istats[i].HistoryTable.Keys == 0 {
 			t.Fatalf("child %d took no history table: the test tests nothing", c.ID())
+		}
+		if n := istats[i].HistoryTable.Overlap; n != 0 {
+			t.Errorf("child %d: %d history tables overlapped its memtable (the `_id` tombstones of its trim), want none", c.ID(), n)
+		}
+		if n := c.FlushesEnded(); n != 0 {
+			t.Errorf("child %d flushed %d times while it was made, want never", c.ID(), n)
 		}
 		got, want := storeKeys(t, c), storeKeys(t, applied[i])
 		if !slices.Equal(got, want) {

@@ -34,17 +34,15 @@ type ChildStats struct {
 	// Unflushed: the child was made from the parent's last flushed state,
 	// without a flush, and History is how many operations above that
 	// state it took from the parent's retained history (history.go).
-	Unflushed bool
-	History   int
-	Replay    time.Duration // applying History's writes to the child
-	// HistoryTable is the table History's writes were ingested as.
-	HistoryTable HistoryTableStats
-	Checkpoint   time.Duration // hard-linked checkpoint of the parent
-	Open         time.Duration // opening the child's store
-	Excise       time.Duration // dropping the foreign keys from the child
-	Seq          uint64        // the parent's sequence number the child starts from (S)
-	Linked       int64         // bytes hard-linked from the parent
-	Copied       int64         // bytes copied (MANIFEST, OPTIONS, WAL)
+	Unflushed  bool
+	History    int
+	Replay     time.Duration // applying History's writes to the child
+	Checkpoint time.Duration // hard-linked checkpoint of the parent
+	Open       time.Duration // opening the child's store
+	Excise     time.Duration // dropping the foreign keys from the child
+	Seq        uint64        // the parent's sequence number the child starts from (S)
+	Linked     int64         // bytes hard-linked from the parent
+	Copied     int64         // bytes copied (MANIFEST, OPTIONS, WAL)
 	// IDs is the time the child took to drop the `_id` entries of the
 	// documents it does not own (idindex.go), IDIndex what it did.
 	IDs     time.Duration
@@ -416,21 +414,16 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	stats.Unflushed = how.unflushed
 	if how.unflushed && stats.Seq < logged {
 		// The writes the tables lack up to the log's start: the log has
-		// every later one, and the catch-up replays them. They go into
-		// the child as one ingested table (ingestHistory), written once
-		// and paced like the parent's flush was, at the split's rate
+		// every later one, and the catch-up replays them.
+		// The replay fills the child's young memtables (Pebble's first
+		// is 256 KiB and each next one doubles), whose flushes are the
+		// split's: paced like the parent's flush was, at the split's rate
 		// shared with the siblings.
 		start := e.opts.Clock.Now()
 		unpace := s.st.cfs.pace()
-		n, table, err := e.replayHistory(parent, s, stats.Seq, logged)
+		n, err := replayHistory(parent, s, stats.Seq, logged)
 		unpace()
-		stats.History, stats.HistoryTable, stats.Replay = n, table, e.opts.Clock.Since(start)
-		if err == nil && s.closed.Load() {
-			// The engine closed during the replay: the close waited for
-			// it inside the store's gate, and the child it leaves is of a
-			// closed engine. It fails as at every other step.
-			err = ErrShardClosed
-		}
+		stats.History, stats.Replay = n, e.opts.Clock.Since(start)
 		if err != nil {
 			return fail(fmt.Errorf("replay the retained history of shard %d after %d: %w", parent.id, stats.Seq, err))
 		}
@@ -444,15 +437,20 @@ func (e *Engine) makeChild(parent *Shard, child routing.ShardID, span routing.Sp
 	return s, stats, nil
 }
 
-// replayHistory gives child the operations of parent's retained history
-// in (after, upTo] that fall in its span, and returns how many: through
-// ingestHistory, or e.historyReplay if set.
-func (e *Engine) replayHistory(parent, child *Shard, after, upTo uint64) (int, HistoryTableStats, error) {
-	if e.historyReplay != nil {
-		n, err := e.historyReplay(parent, child, after, upTo)
-		return n, HistoryTableStats{}, err
+// replayHistory applies to child the operations of parent's retained
+// history in (after, upTo] that fall in its span, and returns how many.
+// The caller pinned the history.
+func replayHistory(parent, child *Shard, after, upTo uint64) (int, error) {
+	entries, err := parent.st.hist.since(after, upTo, child.Owned())
+	if err != nil {
+		return 0, err
 	}
-	return e.ingestHistory(parent, child, after, upTo)
+	for i := 0; i < len(entries); i += 256 {
+		if err := child.ApplyLog(entries[i:min(i+256, len(entries))]); err != nil {
+			return i, err
+		}
+	}
+	return len(entries), nil
 }
 
 // pinHistory pins the shard's retained history for a split's children

@@ -112,11 +112,6 @@ type Engine struct {
 	// mergeCut is where a merge target's built tables are cut; 0 means
 	// mergeTableSize. Tests lower it to build several tables.
 	mergeCut uint64
-
-	// historyReplay, if set, gives a child its parent's retained history
-	// instead of ingestHistory. Tests set it to compare the table with
-	// ApplyLog's writes.
-	historyReplay func(parent, child *Shard, after, upTo uint64) (int, error)
 }
 
 // Open opens (or creates) the engine in opts.Dir. Shards are opened with

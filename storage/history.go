@@ -34,10 +34,9 @@ import (
 // in commit order and flushes memtables oldest first, every batch at or
 // below it is in a table: its operations leave the history. A batch that
 // changed the store without being recorded (a child's adopted sequence
-// number, the ingest of its history table (histtable.go), a merge's
-// copies, an undo, an excise's ingest) leaves a gap in the recorded
-// ranges: until a flush covers the gap, the history cannot stand in for
-// the memtable and a split flushes the parent as before.
+// number, a merge's copies, an undo, an excise's ingest) leaves a gap in
+// the recorded ranges: until a flush covers the gap, the history cannot
+// stand in for the memtable and a split flushes the parent as before.
 //
 // Memory: what the memtables hold, at most Pebble's stop-writes size of
 // memtables (MemTableSize × MemTableStopWritesThreshold) of operations,

@@ -625,9 +625,31 @@ func (s *Shard) applyLogLocked(b *pebble.Batch, entries []LogEntry, history, und
 			last = max(last, e.Seq)
 			continue
 		}
-		var err error
-		if dk, val, ik, err = s.entryWritesLocked(eb, e, dk, val, ik); err != nil {
+		err := s.outOfSpan(e.Op.Root, e.Op.Key)
+		mine := err == nil
+		for _, k := range e.Removed {
+			if ok, _ := s.owns(e.Op.Root, k); ok {
+				mine = true
+				_ = eb.Delete(DocKey(nil, e.Op.Root, k, e.Op.ID), nil)
+				if s.ids && s.st.idEntries.Load() {
+					_ = eb.Delete(idKey(nil, e.Op.Root, e.Op.ID, k), nil)
+				}
+			}
+		}
+		if !mine {
 			return false, err
+		}
+		dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
+		if err == nil {
+			if e.Op.Kind == OpIndex {
+				val = docValue(val, e.Seq, e.Op.Routing, e.Op.Source)
+				_ = eb.Set(dk, val, nil)
+			} else {
+				_ = eb.Delete(dk, nil)
+			}
+			if s.ids {
+				ik = s.putEntryLocked(eb, e.Op.Root, e.Op.ID, e.Op.Key, e.Op.Kind == OpIndex && e.Op.Routing != "", ik)
+			}
 		}
 		if undo {
 			rec, err := undoRecord(b, eb)
@@ -660,45 +682,6 @@ func (s *Shard) applyLogLocked(b *pebble.Batch, entries []LogEntry, history, und
 	s.st.hist.record(b, entries)
 	s.seq.Store(last)
 	return synced, nil
-}
-
-// entryWritesLocked adds to b what applying log entry e (not a no-op)
-// changes in the shard's documents and `_id` index: the deletes of the
-// other documents of its _id in the shard's spans, and its own document
-// and `_id` entry if its key is in them. It returns e's document key; dk,
-// val and ik are buffers it reuses. An entry with nothing in the spans is
-// refused with *OutOfSpanError.
-//
-// ApplyLog's batches and a child's history table (histtable.go) are both
-// made of these writes, so the two hold the same keys.
-func (s *Shard) entryWritesLocked(b *pebble.Batch, e LogEntry, dk, val, ik []byte) ([]byte, []byte, []byte, error) {
-	err := s.outOfSpan(e.Op.Root, e.Op.Key)
-	mine := err == nil
-	for _, k := range e.Removed {
-		if ok, _ := s.owns(e.Op.Root, k); ok {
-			mine = true
-			_ = b.Delete(DocKey(nil, e.Op.Root, k, e.Op.ID), nil)
-			if s.ids && s.st.idEntries.Load() {
-				_ = b.Delete(idKey(nil, e.Op.Root, e.Op.ID, k), nil)
-			}
-		}
-	}
-	if !mine {
-		return dk, val, ik, err
-	}
-	dk = DocKey(dk, e.Op.Root, e.Op.Key, e.Op.ID)
-	if err == nil {
-		if e.Op.Kind == OpIndex {
-			val = docValue(val, e.Seq, e.Op.Routing, e.Op.Source)
-			_ = b.Set(dk, val, nil)
-		} else {
-			_ = b.Delete(dk, nil)
-		}
-		if s.ids {
-			ik = s.putEntryLocked(b, e.Op.Root, e.Op.ID, e.Op.Key, e.Op.Kind == OpIndex && e.Op.Routing != "", ik)
-		}
-	}
-	return dk, val, ik, nil
 }
 
 // RaiseSeq makes the shard's next sequence number exceed seq, also after a

@@ -342,7 +342,7 @@
 //	delete-leaves-empty-source         seed 1   (200/200)   check at table vN: kN = <document with an empty source>; the model allows absent
 //	keepall-cleanup-deletes-nothing    seed 13   (40/300)   recovery.Check after recovery: shard N holds N keys outside its span
 //	idindex-forgets-first-entry        seed 2    (51/300)   check at table vN: _id index: shard N: 1 routed documents without an _id entry
-//	history-replay-one-too-high        seed 24   (51/300)   check at table vN: bN-N = ""; the model allows doc:... (a lost delete: kN = "vN"; the model allows absent)
+//	history-replay-one-too-high        seed 4    (54/300)   check at table vN: kN = ""; the model allows doc:... (a lost delete: kN = "vN"; the model allows absent)
 //
 // What each needs to be found:
 //
